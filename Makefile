@@ -1,0 +1,25 @@
+# Two entry points for a fresh clone: `make demo` and `make test`.
+# Each creates .venv with a Python >= 3.12 (found by scripts/find-python.sh)
+# and installs the package with its dev extra the first time it runs.
+VENV  := .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test env bench docs clean
+
+$(STAMP): pyproject.toml
+	@PYBIN=$$(sh scripts/find-python.sh) && echo "using $$PYBIN" && "$$PYBIN" -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+env: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/mtlirt demo
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) build dist site

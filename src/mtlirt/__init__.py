@@ -1,0 +1,3 @@
+"""mtlirt: multi-domain IRT for LLM leaderboards."""
+
+__version__ = "0.1.0"

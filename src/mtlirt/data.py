@@ -1,0 +1,481 @@
+"""The leaderboard's item-level results: :class:`Responses`."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import validate
+from .errors import InputError
+from .io import read_table
+from .validate import DataWarning
+
+
+def _categorical(s: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Integer codes and names of a label column, unused categories dropped."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        s = s.cat.remove_unused_categories()
+        names = pd.Index(s.cat.categories.astype(str), dtype=object)
+        return s.cat.codes.to_numpy(), names
+    codes, uniques = pd.factorize(s.astype(str), sort=False)
+    return codes, pd.Index(np.asarray(uniques, dtype=object), dtype=object)
+
+
+def _small_int(codes: np.ndarray) -> np.ndarray:
+    return codes.astype(np.int32, copy=False)
+
+
+@dataclass
+class Summary:
+    """A data summary of a :class:`Responses` (what ``mtlirt validate`` prints)."""
+
+    n_llms: int
+    n_items: int
+    n_domains: int
+    n_responses: int
+    observed_share: float
+    domains: pd.DataFrame
+    accuracy: pd.DataFrame
+    constant_items: pd.DataFrame
+    perfect_llms: list[str] = field(default_factory=list)
+    zero_llms: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.n_llms:,} LLMs x {self.n_items:,} items in {self.n_domains} domains; "
+            f"{self.n_responses:,} responses ({self.observed_share:.1%} of the matrix observed)",
+            f"mean accuracy {np.nanmean(self.accuracy.to_numpy()):.3f}; "
+            f"domain sizes {int(self.domains['items'].min())}-{int(self.domains['items'].max())} items",
+        ]
+        if len(self.constant_items):
+            n_all = int((self.constant_items["accuracy"] == 1).sum())
+            lines.append(
+                f"constant items: {len(self.constant_items)} "
+                f"({n_all} all correct, {len(self.constant_items) - n_all} all wrong)"
+            )
+        if self.perfect_llms:
+            lines.append(f"LLMs with every answer correct: {', '.join(self.perfect_llms[:5])}"
+                         + (" ..." if len(self.perfect_llms) > 5 else ""))
+        if self.zero_llms:
+            lines.append(f"LLMs with no answer correct: {', '.join(self.zero_llms[:5])}"
+                         + (" ..." if len(self.zero_llms) > 5 else ""))
+        table = self.domains.copy()
+        table["observed"] = table["observed"].map(lambda v: f"{v:.1%}")
+        table["accuracy"] = table["accuracy"].map(lambda v: f"{v:.3f}")
+        lines.append(table.to_string())
+        return "\n".join(lines)
+
+
+class Responses:
+    """Item-level results of ``N`` LLMs on ``J`` items grouped in ``K`` domains.
+
+    Build one with :meth:`read` (a file), :meth:`from_frame` (a long
+    DataFrame) or :meth:`from_wide` (an LLM x item matrix and an item-to-domain
+    map); the constructor takes already-validated arrays.
+
+    Attributes
+    ----------
+    llms, items, domains : pandas.Index
+        Names.  LLMs keep the order of the input; domains are sorted by name;
+        items are grouped by domain (each domain a contiguous block of columns,
+        in the order of the input within a domain).
+    item_domain : numpy.ndarray
+        ``int32`` domain code of each item (non-decreasing).
+    correct : numpy.ndarray
+        ``int8`` ``N x J`` matrix of 0/1 answers, 0 where unobserved.
+    observed : numpy.ndarray
+        ``bool`` ``N x J`` observation mask.
+    domain_slices : list of slice
+        The columns of each domain.
+    """
+
+    def __init__(self, correct, observed, llms, items, domains, item_domain):
+        self.correct = np.ascontiguousarray(correct, dtype=np.int8)
+        self.observed = np.ascontiguousarray(observed, dtype=bool)
+        self.llms = pd.Index(llms, dtype=object, name="llm")
+        self.items = pd.Index(items, dtype=object, name="item")
+        self.domains = pd.Index(domains, dtype=object, name="domain")
+        self.item_domain = np.asarray(item_domain, dtype=np.int32)
+        if self.correct.shape != (len(self.llms), len(self.items)):
+            raise ValueError("correct must be N x J")
+        if self.observed.shape != self.correct.shape:
+            raise ValueError("observed must have the shape of correct")
+        if len(self.item_domain) != len(self.items):
+            raise ValueError("item_domain must have one entry per item")
+        if len(self.item_domain) and np.any(np.diff(self.item_domain) < 0):
+            raise ValueError("items must be grouped by domain (item_domain non-decreasing)")
+        bounds = np.searchsorted(self.item_domain, np.arange(len(self.domains) + 1))
+        self.domain_slices = [slice(int(bounds[k]), int(bounds[k + 1])) for k in range(len(self.domains))]
+        self._complete: bool | None = None
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def read(
+        cls,
+        path: str | Path,
+        *,
+        domain_column: str = "domain",
+        ignore_columns=(),
+        drop_unassigned: bool = False,
+    ) -> "Responses":
+        """Read a long table (CSV, gzip CSV or Parquet) and validate it.
+
+        Parameters
+        ----------
+        path
+            The file.
+        domain_column
+            Column holding the domain (e.g. ``subject``); see
+            :func:`mtlirt.validate.check_columns`.
+        ignore_columns
+            Extra columns to drop instead of rejecting the table.
+        drop_unassigned
+            Drop rows without a domain (with a warning) instead of rejecting them.
+        """
+        df = read_table(path)
+        return cls.from_frame(
+            df,
+            domain_column=domain_column,
+            ignore_columns=ignore_columns,
+            drop_unassigned=drop_unassigned,
+        )
+
+    @classmethod
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        *,
+        domain_column: str = "domain",
+        ignore_columns=(),
+        drop_unassigned: bool = False,
+        domains=None,
+    ) -> "Responses":
+        """Validate a long DataFrame ``llm, item, domain, correct`` and build the data.
+
+        Parameters
+        ----------
+        df
+            One row per observed response.
+        domain_column, ignore_columns, drop_unassigned
+            As in :meth:`read`.
+        domains
+            Optional list of the domains that must be present; a listed domain
+            with no response is an error (an empty domain).
+
+        Raises
+        ------
+        InputError
+            On any broken input rule, naming the rows or values at fault.
+        """
+        df = validate.check_columns(df, domain_column=domain_column, ignore_columns=ignore_columns)
+        if drop_unassigned:
+            dom = df["domain"]
+            blank = dom.isna().to_numpy()
+            if not isinstance(dom.dtype, pd.CategoricalDtype):
+                blank |= (dom.astype(str).str.strip() == "").to_numpy()
+            if blank.any():
+                warnings.warn(
+                    f"dropped {int(blank.sum()):,} rows without a domain", DataWarning, stacklevel=2
+                )
+                df = df.loc[~blank]
+        validate.check_not_empty(df)
+        validate.check_labels(df)
+        y = validate.to_binary(df["correct"])
+
+        llm_codes, llm_names = _categorical(df["llm"])
+        item_codes, item_names = _categorical(df["item"])
+        dom_codes, dom_names = _categorical(df["domain"])
+        llm_codes, item_codes, dom_codes = map(_small_int, (llm_codes, item_codes, dom_codes))
+
+        item_dom = validate.check_one_domain_per_item(item_codes, dom_codes, item_names, dom_names)
+        if domains is not None:
+            empty = [d for d in domains if d not in set(dom_names)]
+            if empty:
+                raise InputError(f"empty domain{'s' if len(empty) > 1 else ''} with no responses: {', '.join(map(str, empty))}")
+
+        # domains sorted by name; items grouped by domain, input order within
+        dom_order = np.argsort(np.asarray(dom_names, dtype=str), kind="stable")
+        dom_rank = np.empty_like(dom_order)
+        dom_rank[dom_order] = np.arange(len(dom_order))
+        item_new_dom = dom_rank[item_dom]
+        item_order = np.argsort(item_new_dom, kind="stable")
+        item_pos = np.empty_like(item_order)
+        item_pos[item_order] = np.arange(len(item_order))
+
+        n, j = len(llm_names), len(item_names)
+        lin = llm_codes.astype(np.int64) * j + item_pos[item_codes]
+        correct, observed, n_dup = validate.check_duplicates(
+            lin, y, n * j, llm_codes, item_codes, llm_names, item_names
+        )
+        del lin
+        if n_dup:
+            warnings.warn(
+                f"{n_dup:,} identical duplicate rows (same llm, item and answer): kept one of each",
+                DataWarning,
+                stacklevel=2,
+            )
+        out = cls(
+            correct.reshape(n, j),
+            observed.reshape(n, j),
+            llm_names,
+            item_names[item_order],
+            dom_names[dom_order],
+            item_new_dom[item_order],
+        )
+        out.warn_degenerate()
+        return out
+
+    @classmethod
+    def from_wide(cls, matrix: pd.DataFrame, item_domain, *, domains=None) -> "Responses":
+        """Build from a wide LLM x item matrix (rows LLMs, columns items; NaN = missing).
+
+        Parameters
+        ----------
+        matrix
+            DataFrame indexed by LLM name, one column per item, cells 0/1 or NaN.
+        item_domain
+            Mapping or Series item -> domain.
+        domains
+            Optional list of domains that must each have responses.
+        """
+        item_domain = pd.Series(item_domain)
+        unmapped = [c for c in matrix.columns if c not in item_domain.index]
+        if unmapped:
+            raise InputError(
+                f"item{'s' if len(unmapped) > 1 else ''} without a domain: {validate._values(unmapped)}"
+            )
+        long = matrix.rename_axis(index="llm", columns="item").stack(future_stack=True)
+        long = long[long.notna()].rename("correct").reset_index()
+        long["domain"] = long["item"].map(item_domain)
+        return cls.from_frame(long[["llm", "item", "domain", "correct"]], domains=domains)
+
+    # ------------------------------------------------------------ properties
+    @property
+    def n_llms(self) -> int:
+        return len(self.llms)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.items)
+
+    @property
+    def n_domains(self) -> int:
+        return len(self.domains)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.correct.shape
+
+    @property
+    def n_responses(self) -> int:
+        return int(np.count_nonzero(self.observed))
+
+    @property
+    def complete(self) -> bool:
+        """True when every LLM answered every item."""
+        if self._complete is None:
+            self._complete = bool(self.observed.all())
+        return self._complete
+
+    @property
+    def mask(self) -> np.ndarray | None:
+        """The observation mask, or ``None`` when the matrix is complete (the estimators' fast path)."""
+        return None if self.complete else self.observed
+
+    @property
+    def domain_sizes(self) -> pd.Series:
+        """Number of items per domain."""
+        return pd.Series(np.bincount(self.item_domain, minlength=self.n_domains), index=self.domains, name="items")
+
+    @property
+    def item_domain_names(self) -> pd.Index:
+        """The domain name of every item."""
+        return pd.Index(self.domains[self.item_domain], dtype=object, name="domain")
+
+    @property
+    def nbytes(self) -> int:
+        return self.correct.nbytes + self.observed.nbytes
+
+    def __repr__(self) -> str:
+        return (
+            f"<Responses: {self.n_llms:,} LLMs x {self.n_items:,} items in {self.n_domains} domains, "
+            f"{self.n_responses:,} responses>"
+        )
+
+    # -------------------------------------------------------------- views
+    def to_frame(self) -> pd.DataFrame:
+        """The long table ``llm, item, domain, correct`` (observed cells only, categorical labels)."""
+        rows, cols = np.nonzero(self.observed)
+        return pd.DataFrame(
+            {
+                "llm": pd.Categorical.from_codes(rows.astype(np.int32), categories=self.llms),
+                "item": pd.Categorical.from_codes(cols.astype(np.int32), categories=self.items),
+                "domain": pd.Categorical.from_codes(self.item_domain[cols], categories=self.domains),
+                "correct": self.correct[rows, cols],
+            }
+        )
+
+    def to_xarray(self):
+        """An ``xarray.DataArray`` ``correct`` with dims ``llm``, ``item`` (NaN = unobserved) and the item's ``domain`` as a coordinate."""
+        import xarray as xr
+
+        values = self.correct.astype(np.float32)
+        values[~self.observed] = np.nan
+        return xr.DataArray(
+            values,
+            dims=("llm", "item"),
+            coords={
+                "llm": np.asarray(self.llms, dtype=str),
+                "item": np.asarray(self.items, dtype=str),
+                "domain": ("item", np.asarray(self.item_domain_names, dtype=str)),
+            },
+            name="correct",
+        )
+
+    def domain_block(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The answers and mask of domain ``k`` (views, no copy)."""
+        s = self.domain_slices[k]
+        return self.correct[:, s], self.observed[:, s]
+
+    # ------------------------------------------------------------ summaries
+    def counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-(LLM, domain) numbers of correct answers and of responses (``N x K`` each)."""
+        n, k = self.n_llms, self.n_domains
+        right = np.empty((n, k), dtype=np.int64)
+        seen = np.empty((n, k), dtype=np.int64)
+        for d, s in enumerate(self.domain_slices):
+            right[:, d] = self.correct[:, s].sum(axis=1, dtype=np.int64)
+            seen[:, d] = self.observed[:, s].sum(axis=1, dtype=np.int64)
+        return right, seen
+
+    def accuracy(self) -> pd.DataFrame:
+        """Proportion correct per LLM (rows) and domain (columns); NaN where an LLM has no response in a domain."""
+        right, seen = self.counts()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = right / seen
+        return pd.DataFrame(acc, index=self.llms, columns=self.domains)
+
+    def item_stats(self) -> pd.DataFrame:
+        """Per item: domain, number of responses, proportion correct."""
+        seen = self.observed.sum(axis=0, dtype=np.int64)
+        right = self.correct.sum(axis=0, dtype=np.int64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = right / seen
+        return pd.DataFrame(
+            {"domain": self.item_domain_names, "responses": seen, "accuracy": acc}, index=self.items
+        )
+
+    def degenerate(self) -> tuple[pd.DataFrame, list[str], list[str]]:
+        """Constant items (all responses equal) and LLMs with every / no answer correct."""
+        stats = self.item_stats()
+        constant = stats[(stats["responses"] > 0) & ((stats["accuracy"] == 0) | (stats["accuracy"] == 1))]
+        seen = self.observed.sum(axis=1, dtype=np.int64)
+        right = self.correct.sum(axis=1, dtype=np.int64)
+        perfect = [str(x) for x in self.llms[(seen > 0) & (right == seen)]]
+        zero = [str(x) for x in self.llms[(seen > 0) & (right == 0)]]
+        return constant, perfect, zero
+
+    def warn_degenerate(self) -> None:
+        """Warn about constant items and all-correct / all-wrong LLMs.
+
+        Treatment (documented): they stay in the data.  Constant items carry
+        no information on who is better; the estimators' priors and ridges
+        keep their parameters and the LLMs' scores finite.
+        """
+        constant, perfect, zero = self.degenerate()
+        parts = []
+        if len(constant):
+            parts.append(f"{len(constant):,} constant items (every response the same)")
+        if perfect:
+            parts.append(f"{len(perfect)} LLMs with every answer correct")
+        if zero:
+            parts.append(f"{len(zero)} LLMs with no answer correct")
+        if parts:
+            warnings.warn(
+                "; ".join(parts) + ": kept; the estimators' priors keep their scores and item parameters finite",
+                DataWarning,
+                stacklevel=3,
+            )
+
+    def summary(self) -> Summary:
+        """Counts per domain, observed share, accuracy per LLM and domain, degenerate items and LLMs."""
+        right, seen = self.counts()
+        sizes = self.domain_sizes.to_numpy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = right / seen
+        domains = pd.DataFrame(
+            {
+                "items": sizes,
+                "responses": seen.sum(axis=0),
+                "observed": seen.sum(axis=0) / np.maximum(sizes * self.n_llms, 1),
+                "accuracy": right.sum(axis=0) / np.maximum(seen.sum(axis=0), 1),
+            },
+            index=self.domains,
+        )
+        constant, perfect, zero = self.degenerate()
+        return Summary(
+            n_llms=self.n_llms,
+            n_items=self.n_items,
+            n_domains=self.n_domains,
+            n_responses=self.n_responses,
+            observed_share=self.n_responses / max(self.n_llms * self.n_items, 1),
+            domains=domains,
+            accuracy=pd.DataFrame(acc, index=self.llms, columns=self.domains),
+            constant_items=constant,
+            perfect_llms=perfect,
+            zero_llms=zero,
+        )
+
+    # ------------------------------------------------------------ subsets
+    def holdout(self, share: float, seed: int = 0) -> tuple["Responses", np.ndarray]:
+        """Hold out a random ``share`` of the observed responses.
+
+        Returns the training data (the held-out cells unobserved) and the
+        boolean ``N x J`` mask of the held-out cells.  Seeded.
+        """
+        if not 0 < share < 1:
+            raise ValueError("share must be in (0, 1)")
+        rng = np.random.default_rng(seed)
+        held = self.observed & (rng.random(self.shape, dtype=np.float32) < share)
+        train = Responses(
+            np.where(held, 0, self.correct).astype(np.int8),
+            self.observed & ~held,
+            self.llms,
+            self.items,
+            self.domains,
+            self.item_domain,
+        )
+        return train, held
+
+    def subset(self, llms=None, items=None) -> "Responses":
+        """The data restricted to some LLMs and/or items (names or boolean masks); empty domains are dropped."""
+        ri = np.arange(self.n_llms) if llms is None else _select(self.llms, llms)
+        ci = np.arange(self.n_items) if items is None else _select(self.items, items)
+        ci = np.sort(ci)
+        dom = self.item_domain[ci]
+        used = np.unique(dom)
+        remap = np.full(self.n_domains, -1, dtype=np.int32)
+        remap[used] = np.arange(len(used))
+        return Responses(
+            self.correct[np.ix_(ri, ci)],
+            self.observed[np.ix_(ri, ci)],
+            self.llms[ri],
+            self.items[ci],
+            self.domains[used],
+            remap[dom],
+        )
+
+
+def _select(index: pd.Index, which) -> np.ndarray:
+    which = np.asarray(which)
+    if which.dtype == bool:
+        return np.flatnonzero(which)
+    pos = index.get_indexer(which)
+    if (pos < 0).any():
+        missing = [str(w) for w, p in zip(which, pos) if p < 0]
+        raise InputError(f"unknown names: {validate._values(missing)}")
+    return pos

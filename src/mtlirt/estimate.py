@@ -1,0 +1,428 @@
+"""The common result of every estimator: :class:`Estimate`.
+
+An estimate is an :class:`xarray.DataTree` laid out like an ArviZ posterior.
+Its ``/posterior`` group holds draws with dims ``chain, draw`` followed by the
+model's dims; a point estimate (MTL, STL, pooled, accuracy, MAP) is one chain
+and one draw.  Parametric-bootstrap replicates of a point estimate sit in
+``/bootstrap`` with the same layout (one chain, ``B`` draws).  Summaries take
+their uncertainty from the posterior when it has more than one draw, else
+from the bootstrap, else report none (``sd`` and interval bounds NaN).
+
+Variables (names and dims are the contract every plot and report reads):
+
+============================  ===========================================
+``theta``                     (chain, draw, llm, domain) domain scores
+``overall``                   (chain, draw, llm) overall score
+``eta``                       (chain, draw, llm, factor) shared traits
+``loadings``                  (chain, draw, domain, factor)
+``discrimination``            (chain, draw, item)
+``intercept``                 (chain, draw, item)
+``guessing``                  (chain, draw, item)
+``domain_corr``               (chain, draw, domain_a, domain_b)
+``expected_accuracy``         (chain, draw, llm)
+============================  ===========================================
+
+Coordinates: ``llm``, ``domain``, ``item`` (names), ``factor`` (0..r-1),
+``domain_a``/``domain_b`` (domain names) and ``item_domain`` on ``item``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+SAMPLE_DIMS = ("chain", "draw")
+INFO_ATTR = "mtlirt_info"
+
+
+def _names(index) -> np.ndarray:
+    return np.asarray([str(x) for x in index], dtype=str)
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks along the last axis, 1 = highest value (ties share the lower rank)."""
+    order = np.argsort(-values, axis=-1, kind="stable")
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.arange(1, values.shape[-1] + 1), axis=-1)
+    return ranks
+
+
+def expected_accuracy(theta: np.ndarray, a, d, c, item_domain: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """Each LLM's expected proportion correct over all items, ``mean_j P_ij``.
+
+    ``theta`` is ``N x K``; item arrays have one entry per item.  Works in row
+    chunks so that the ``N x J`` probabilities are never all in memory.
+    """
+    theta = np.asarray(theta, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64)
+    d = np.asarray(d, dtype=np.float64)
+    c = np.zeros_like(a) if c is None else np.asarray(c, dtype=np.float64)
+    out = np.empty(theta.shape[0])
+    for s in range(0, theta.shape[0], chunk):
+        t = theta[s : s + chunk][:, item_domain]
+        p = c + (1 - c) / (1 + np.exp(-(t * a + d)))
+        out[s : s + chunk] = p.mean(axis=1)
+    return out
+
+
+def _quantiles(x: np.ndarray, interval: float) -> tuple[np.ndarray, np.ndarray]:
+    lo = (1 - interval) / 2
+    q = np.quantile(x, [lo, 1 - lo], axis=0)
+    return q[0], q[1]
+
+
+class Estimate:
+    """A fitted model's result, read the same way whatever produced it.
+
+    Parameters
+    ----------
+    tree
+        An :class:`xarray.DataTree` with a ``/posterior`` group in the layout
+        described in this module's docstring, and optionally ``/bootstrap``,
+        ``/sample_stats``, ``/log_likelihood`` and the rest of ArviZ's groups.
+    """
+
+    def __init__(self, tree: xr.DataTree):
+        if "posterior" not in tree.children:
+            raise ValueError("an Estimate needs a /posterior group")
+        self.tree = tree
+
+    # ------------------------------------------------------------ build
+    @classmethod
+    def from_point(
+        cls,
+        *,
+        method: str,
+        theta,
+        llms,
+        domains,
+        items,
+        item_domain,
+        discrimination,
+        intercept,
+        guessing=None,
+        overall=None,
+        eta=None,
+        loadings=None,
+        domain_corr=None,
+        info: dict | None = None,
+        bootstrap: dict | None = None,
+    ) -> "Estimate":
+        """Wrap a point estimate (one chain, one draw) and optional bootstrap replicates.
+
+        Parameters
+        ----------
+        method
+            Name of the estimator (``mtl``, ``stl``, ``pooled``, ``accuracy``, ...).
+        theta
+            ``N x K`` domain scores.
+        llms, domains, items
+            Names.
+        item_domain
+            Integer domain code of each item.
+        discrimination, intercept, guessing
+            Item parameters (``guessing`` defaults to 0).
+        overall
+            ``N`` overall score; defaults to ``eta[:, 0]``, else the first
+            principal component of ``theta`` scaled to unit variance.
+        eta, loadings
+            ``N x r`` shared traits and ``K x r`` loadings, when the method has them.
+        domain_corr
+            ``K x K`` cross-domain correlation; defaults to the correlation of
+            the columns of ``theta``.
+        info
+            Settings, timings and diagnostics (stored as JSON, written to ``fit.json``).
+        bootstrap
+            Replicates: a dict with the same keys as the point arguments
+            (``theta``, ``overall``, ``discrimination``, ...) each with a
+            leading axis of length ``B``.
+        """
+        point = dict(
+            theta=theta, overall=overall, eta=eta, loadings=loadings,
+            discrimination=discrimination, intercept=intercept, guessing=guessing,
+            domain_corr=domain_corr,
+        )
+        item_domain = np.asarray(item_domain)
+        post = _dataset({k: None if v is None else np.asarray(v)[None] for k, v in point.items()},
+                        llms, domains, items, item_domain)
+        children = {"posterior": post}
+        if bootstrap is not None:
+            children["bootstrap"] = _dataset(
+                {k: np.asarray(v) for k, v in bootstrap.items() if v is not None},
+                llms, domains, items, item_domain,
+                fill_from=post,
+            )
+        tree = xr.DataTree.from_dict(children)
+        tree.attrs[INFO_ATTR] = json.dumps({"method": method, **(info or {})}, default=_json_default)
+        return cls(tree)
+
+    # ------------------------------------------------------------ io
+    def save(self, path: str | Path) -> Path:
+        """Write the DataTree to netCDF (h5netcdf)."""
+        path = Path(path)
+        self.tree.to_netcdf(path, engine="h5netcdf")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Estimate":
+        """Read an estimate written by :meth:`save` (or an ArviZ posterior with the same variables)."""
+        tree = xr.open_datatree(path, engine="h5netcdf").load()
+        tree.close()
+        return cls(tree)
+
+    # ------------------------------------------------------------ access
+    @property
+    def info(self) -> dict:
+        """Method, settings, timings and diagnostics."""
+        raw = self.tree.attrs.get(INFO_ATTR)
+        return json.loads(raw) if raw else {}
+
+    def update_info(self, **kw) -> None:
+        info = self.info
+        info.update(kw)
+        self.tree.attrs[INFO_ATTR] = json.dumps(info, default=_json_default)
+
+    @property
+    def method(self) -> str:
+        return self.info.get("method", "unknown")
+
+    @property
+    def posterior(self) -> xr.Dataset:
+        return self.tree["posterior"].to_dataset()
+
+    @property
+    def llms(self) -> pd.Index:
+        return pd.Index(self.posterior["llm"].values.astype(str), name="llm")
+
+    @property
+    def domains(self) -> pd.Index:
+        return pd.Index(self.posterior["domain"].values.astype(str), name="domain")
+
+    @property
+    def items(self) -> pd.Index:
+        return pd.Index(self.posterior["item"].values.astype(str), name="item")
+
+    @property
+    def n_draws(self) -> int:
+        p = self.posterior
+        return int(p.sizes["chain"] * p.sizes["draw"])
+
+    @property
+    def uncertainty_source(self) -> str | None:
+        """``"posterior"``, ``"bootstrap"`` or ``None`` (a bare point estimate)."""
+        if self.n_draws > 1:
+            return "posterior"
+        if "bootstrap" in self.tree.children:
+            return "bootstrap"
+        return None
+
+    def point(self, var: str) -> np.ndarray:
+        """The point value of a variable: the posterior mean over chains and draws."""
+        return self.posterior[var].mean(SAMPLE_DIMS).values
+
+    def draws(self, var: str) -> np.ndarray | None:
+        """Draws of a variable stacked as ``(sample, ...)`` from the uncertainty source, or None."""
+        src = self.uncertainty_source
+        if src is None:
+            return None
+        ds = self.tree[src].to_dataset()
+        if var not in ds:
+            return None
+        v = ds[var].values
+        return v.reshape((-1,) + v.shape[2:])
+
+    def rank_draws(self) -> np.ndarray | None:
+        """Each draw's ranking of the LLMs by overall score (``sample x N``, 1 = best)."""
+        d = self.draws("overall")
+        return None if d is None else _ranks(d)
+
+    # ------------------------------------------------------------ tables
+    def domain_scores(self, interval: float = 0.9) -> pd.DataFrame:
+        """Long table ``llm, domain, score, sd, lower, upper`` (equal-tailed interval)."""
+        score = self.point("theta")
+        d = self.draws("theta")
+        sd, lo, hi = _spread(score, d, interval)
+        n, k = score.shape
+        return pd.DataFrame(
+            {
+                "llm": np.repeat(self.llms.values, k),
+                "domain": np.tile(self.domains.values, n),
+                "score": score.ravel(),
+                "sd": sd.ravel(),
+                "lower": lo.ravel(),
+                "upper": hi.ravel(),
+            }
+        )
+
+    def overall_scores(self, interval: float = 0.9) -> pd.DataFrame:
+        """Table ``llm, score, sd, lower, upper, rank, rank_lower, rank_upper, expected_accuracy``, best first."""
+        score = self.point("overall")
+        d = self.draws("overall")
+        sd, lo, hi = _spread(score, d, interval)
+        rank = _ranks(score)
+        if d is not None:
+            rd = _ranks(d)
+            rlo, rhi = _quantiles(rd, interval)
+            rlo, rhi = np.floor(rlo).astype(int), np.ceil(rhi).astype(int)
+        else:
+            rlo = rhi = rank
+        out = pd.DataFrame(
+            {
+                "llm": self.llms.values,
+                "score": score,
+                "sd": sd,
+                "lower": lo,
+                "upper": hi,
+                "rank": rank,
+                "rank_lower": rlo,
+                "rank_upper": rhi,
+            }
+        )
+        if "expected_accuracy" in self.posterior:
+            out["expected_accuracy"] = self.point("expected_accuracy")
+        return out.sort_values("rank", kind="stable").reset_index(drop=True)
+
+    def item_parameters(self) -> pd.DataFrame:
+        """Table ``item, domain, discrimination, intercept, difficulty, guessing`` (posterior means)."""
+        a = self.point("discrimination")
+        d = self.point("intercept")
+        c = self.point("guessing") if "guessing" in self.posterior else np.zeros_like(a)
+        return pd.DataFrame(
+            {
+                "item": self.items.values,
+                "domain": self.posterior["item_domain"].values.astype(str),
+                "discrimination": a,
+                "intercept": d,
+                "difficulty": -d / a,
+                "guessing": c,
+            }
+        )
+
+    def domain_correlation(self, interval: float = 0.9) -> pd.DataFrame:
+        """Long table ``domain_a, domain_b, estimate, lower, upper`` over pairs a < b."""
+        est = self.point("domain_corr")
+        d = self.draws("domain_corr")
+        _, lo, hi = _spread(est, d, interval)
+        k = est.shape[0]
+        ia, ib = np.triu_indices(k, 1)
+        names = self.domains.values
+        return pd.DataFrame(
+            {"domain_a": names[ia], "domain_b": names[ib], "estimate": est[ia, ib], "lower": lo[ia, ib], "upper": hi[ia, ib]}
+        )
+
+    def prob_top(self, k: int = 10) -> pd.Series:
+        """Probability that each LLM ranks in the top ``k`` (from draws; 0/1 for a bare point estimate)."""
+        rd = self.rank_draws()
+        if rd is None:
+            rd = _ranks(self.point("overall"))[None]
+        return pd.Series((rd <= k).mean(axis=0), index=self.llms, name=f"p_top{k}")
+
+    def __repr__(self) -> str:
+        p = self.posterior
+        return (
+            f"<Estimate {self.method}: {p.sizes['llm']} LLMs, {p.sizes['domain']} domains, "
+            f"{p.sizes['item']} items, {self.n_draws} draw(s), uncertainty: {self.uncertainty_source}>"
+        )
+
+
+def _spread(point, draws, interval):
+    if draws is None:
+        nan = np.full(np.shape(point), np.nan)
+        return nan, nan.copy(), nan.copy()
+    lo, hi = _quantiles(draws, interval)
+    return draws.std(axis=0, ddof=1), lo, hi
+
+
+def _corr_columns(theta: np.ndarray) -> np.ndarray:
+    """Correlation of the columns of ``theta`` (``... x N x K`` -> ``... x K x K``)."""
+    t = theta - theta.mean(axis=-2, keepdims=True)
+    cov = np.einsum("...nk,...nl->...kl", t, t)
+    sd = np.sqrt(np.einsum("...kk->...k", cov))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return cov / sd[..., :, None] / sd[..., None, :]
+
+
+def _first_pc(theta: np.ndarray) -> np.ndarray:
+    """Unit-variance first principal component of ``theta`` (``... x N x K``), sign so loadings are positive."""
+    t = theta - theta.mean(axis=-2, keepdims=True)
+    u, s, vt = np.linalg.svd(t, full_matrices=False)
+    pc = u[..., :, 0] * np.sign(vt[..., 0, :].sum(axis=-1))[..., None]
+    return pc / pc.std(axis=-1, keepdims=True)
+
+
+def _dataset(arrays: dict, llms, domains, items, item_domain, fill_from: xr.Dataset | None = None) -> xr.Dataset:
+    """Build a posterior-shaped dataset; ``arrays`` have a leading sample axis (1 for a point, B for bootstrap).
+
+    Missing ``overall``, ``domain_corr``, ``guessing`` and ``expected_accuracy``
+    are derived from ``theta`` and the items; ``fill_from`` (the point
+    estimate) supplies item parameters that bootstrap replicates kept fixed.
+    """
+    dom_names = _names(domains)
+    theta = arrays["theta"]
+    lead = theta.shape[:-2]
+    if arrays.get("overall") is None:
+        if arrays.get("eta") is not None:
+            arrays["overall"] = arrays["eta"][..., 0]
+        else:
+            arrays["overall"] = _first_pc(theta)
+    if arrays.get("domain_corr") is None:
+        arrays["domain_corr"] = _corr_columns(theta)
+    if arrays.get("guessing") is None and arrays.get("discrimination") is not None:
+        arrays["guessing"] = np.zeros_like(arrays["discrimination"])
+    if arrays.get("expected_accuracy") is None:
+        if arrays.get("discrimination") is not None:
+            a, d, c = arrays["discrimination"], arrays["intercept"], arrays["guessing"]
+        else:  # replicates that kept the items fixed: use the point's items
+            a, d, c = (fill_from[v].values[0, 0] for v in ("discrimination", "intercept", "guessing"))
+        flat = theta.reshape((-1,) + theta.shape[-2:])
+        ia = np.broadcast_to(a, lead + a.shape[-1:]).reshape(-1, a.shape[-1])
+        idd = np.broadcast_to(d, lead + d.shape[-1:]).reshape(-1, d.shape[-1])
+        ic = np.broadcast_to(c, lead + c.shape[-1:]).reshape(-1, c.shape[-1])
+        ea = np.stack([expected_accuracy(flat[s], ia[s], idd[s], ic[s], item_domain) for s in range(flat.shape[0])])
+        arrays["expected_accuracy"] = ea.reshape(lead + (theta.shape[-2],))
+    dims = {
+        "theta": ("llm", "domain"),
+        "overall": ("llm",),
+        "eta": ("llm", "factor"),
+        "loadings": ("domain", "factor"),
+        "discrimination": ("item",),
+        "intercept": ("item",),
+        "guessing": ("item",),
+        "domain_corr": ("domain_a", "domain_b"),
+        "expected_accuracy": ("llm",),
+    }
+    data_vars = {}
+    for name, value in arrays.items():
+        if value is None:
+            continue
+        value = np.asarray(value, dtype=np.float64)
+        value = value.reshape((1,) + value.shape)  # chain axis
+        data_vars[name] = (SAMPLE_DIMS + dims[name], value)
+    coords = {
+        "chain": [0],
+        "draw": np.arange(lead[0]),
+        "llm": _names(llms),
+        "domain": dom_names,
+        "item": _names(items),
+        "item_domain": ("item", dom_names[np.asarray(item_domain)]),
+        "domain_a": dom_names,
+        "domain_b": dom_names,
+    }
+    if any("factor" in dims[n] for n in data_vars):
+        r = next(np.asarray(arrays[n]).shape[-1] for n in ("eta", "loadings") if arrays.get(n) is not None)
+        coords["factor"] = np.arange(r)
+    return xr.Dataset(data_vars, coords=coords)
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

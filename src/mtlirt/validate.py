@@ -1,0 +1,196 @@
+"""The input rules for a long results table.
+
+Each rule raises :class:`~mtlirt.errors.InputError` with a message that names
+the rows, columns or values at fault.  Rows are numbered from 1 for the first
+data row (a CSV file's line number is the row number plus one, for the
+header).  Rules for degenerate but valid data (identical duplicates, constant
+items, LLMs with all or no answers correct) warn instead, through
+:class:`DataWarning`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .io import LONG_COLUMNS
+
+#: How many offending rows or values a message lists before "and N more".
+SHOW = 5
+
+
+class DataWarning(UserWarning):
+    """Valid but degenerate data, and what the package does about it."""
+
+
+def _rows(index: np.ndarray) -> str:
+    """Format 0-based row positions as 1-based data rows, a few and a count."""
+    index = np.asarray(index)
+    shown = ", ".join(str(int(i) + 1) for i in index[:SHOW])
+    more = f" and {len(index) - SHOW} more" if len(index) > SHOW else ""
+    return f"row{'s' if len(index) > 1 else ''} {shown}{more}"
+
+
+def _values(values) -> str:
+    values = list(values)
+    shown = ", ".join(repr(v) for v in values[:SHOW])
+    more = f" and {len(values) - SHOW} more" if len(values) > SHOW else ""
+    return shown + more
+
+
+def check_columns(
+    df: pd.DataFrame,
+    *,
+    domain_column: str = "domain",
+    ignore_columns: tuple[str, ...] | list[str] = (),
+) -> pd.DataFrame:
+    """Check the columns and return the table with exactly ``llm, item, domain, correct``.
+
+    Parameters
+    ----------
+    df
+        The table as read.
+    domain_column
+        The column holding each item's domain (``domain`` by default; MMLU-Pro's
+        ``subject``, say).  When it is not ``domain``, a column named
+        ``domain`` is ignored.
+    ignore_columns
+        Further columns to drop.  Any other column is an error: a table with
+        unknown columns is usually the wrong table.
+    """
+    cols = [str(c) for c in df.columns]
+    wanted = {"llm", "item", domain_column, "correct"}
+    missing = [c for c in ("llm", "item", domain_column, "correct") if c not in cols]
+    if missing:
+        raise InputError(
+            f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}: "
+            f"the table needs llm, item, {domain_column}, correct (found: {', '.join(cols) or 'none'})"
+        )
+    ignored = set(ignore_columns)
+    if domain_column != "domain":
+        ignored.add("domain")
+    unknown = [c for c in cols if c not in wanted and c not in ignored]
+    if unknown:
+        raise InputError(
+            f"unknown column{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
+            "expected exactly llm, item, domain, correct "
+            "(ignore extras with --ignore-columns, or take domains from another column with --domain-column)"
+        )
+    dups = sorted({c for c in cols if cols.count(c) > 1})
+    if dups:
+        raise InputError(f"duplicate column names: {', '.join(dups)}")
+    out = df[["llm", "item", domain_column, "correct"]]
+    if domain_column != "domain":
+        out = out.rename(columns={domain_column: "domain"})
+    return out
+
+
+def check_not_empty(df: pd.DataFrame) -> None:
+    """An empty table is an error."""
+    if len(df) == 0:
+        raise InputError("the table has no rows: there are no responses to measure")
+
+
+def check_labels(df: pd.DataFrame) -> None:
+    """``llm``, ``item`` and ``domain`` must be present on every row."""
+    for col in ("llm", "item", "domain"):
+        s = df[col]
+        bad = s.isna().to_numpy()
+        if not isinstance(s.dtype, pd.CategoricalDtype):
+            bad |= (s.astype(str).str.strip() == "").to_numpy()
+        else:
+            cats = s.cat.categories.astype(str)
+            blank = np.flatnonzero(cats.str.strip() == "")
+            if len(blank):
+                bad |= np.isin(s.cat.codes.to_numpy(), blank)
+        if bad.any():
+            raise InputError(f"empty {col} in {_rows(np.flatnonzero(bad))}")
+
+
+def to_binary(correct: pd.Series) -> np.ndarray:
+    """Return ``correct`` as ``int8`` 0/1, or raise naming the rows that are not.
+
+    Accepted: integers or floats equal to 0 or 1, booleans, and the strings
+    ``0``, ``1``, ``true``, ``false`` (any case).  Missing values are errors:
+    a missing response is an absent row, not a blank cell.
+    """
+    s = correct
+    na = s.isna().to_numpy()
+    if na.any():
+        raise InputError(
+            f"missing correct in {_rows(np.flatnonzero(na))}: "
+            "leave unobserved responses out of the table instead"
+        )
+    if pd.api.types.is_bool_dtype(s.dtype):
+        return s.to_numpy().astype(np.int8)
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        v = s.to_numpy()
+        ok = (v == 0) | (v == 1)
+        if not ok.all():
+            bad = np.flatnonzero(~ok)
+            raise InputError(
+                f"correct must be 0 or 1; {_rows(bad)} hold {_values(v[bad][:SHOW])}"
+            )
+        return v.astype(np.int8)
+    text = s.astype(str).str.strip().str.lower()
+    mapping = {"0": 0, "1": 1, "0.0": 0, "1.0": 1, "true": 1, "false": 0}
+    v = text.map(mapping)
+    bad = v.isna().to_numpy()
+    if bad.any():
+        idx = np.flatnonzero(bad)
+        raise InputError(
+            f"correct must be 0 or 1; {_rows(idx)} hold {_values(s.iloc[idx[:SHOW]].tolist())}"
+        )
+    return v.to_numpy().astype(np.int8)
+
+
+def check_one_domain_per_item(
+    item_codes: np.ndarray, domain_codes: np.ndarray, item_names, domain_names
+) -> np.ndarray:
+    """Return each item's domain code, or raise naming items found in two domains."""
+    n_items = len(item_names)
+    item_domain = np.full(n_items, -1, dtype=np.int64)
+    item_domain[item_codes] = domain_codes
+    clash = item_domain[item_codes] != domain_codes
+    if clash.any():
+        bad_items = np.unique(item_codes[clash])
+        parts = []
+        for it in bad_items[:SHOW]:
+            doms = np.unique(domain_codes[item_codes == it])
+            parts.append(f"{item_names[it]!r} ({', '.join(str(domain_names[d]) for d in doms)})")
+        more = f" and {len(bad_items) - SHOW} more" if len(bad_items) > SHOW else ""
+        raise InputError(
+            f"item{'s' if len(bad_items) > 1 else ''} in more than one domain: {'; '.join(parts)}{more}"
+        )
+    return item_domain
+
+
+def check_duplicates(
+    lin: np.ndarray, y: np.ndarray, size: int, llm_codes, item_codes, llm_names, item_names
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Scatter responses into a dense matrix and check duplicate (llm, item) rows.
+
+    Returns the flat ``int8`` answers, the flat observation mask and the number
+    of duplicate rows dropped.  Conflicting duplicates (same LLM and item,
+    different ``correct``) raise; identical ones are counted so the caller can
+    warn and keep one.
+    """
+    correct = np.zeros(size, dtype=np.int8)
+    observed = np.zeros(size, dtype=bool)
+    observed[lin] = True
+    correct[lin] = y
+    n_obs = int(np.count_nonzero(observed))
+    n_dup = len(lin) - n_obs
+    if n_dup:
+        conflict = correct[lin] != y
+        if conflict.any():
+            cells = np.unique(lin[conflict])
+            rows = np.flatnonzero(np.isin(lin, cells))
+            first = rows[:SHOW]
+            pairs = sorted({(str(llm_names[llm_codes[r]]), str(item_names[item_codes[r]])) for r in first})
+            raise InputError(
+                f"conflicting duplicate responses for {len(cells)} (llm, item) pair"
+                f"{'s' if len(cells) > 1 else ''}, e.g. {_values(pairs)}: {_rows(rows)}"
+            )
+    return correct, observed, n_dup
