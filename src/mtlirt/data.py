@@ -174,7 +174,7 @@ class Responses:
         df = validate.check_columns(df, domain_column=domain_column, ignore_columns=ignore_columns)
         if drop_unassigned:
             dom = df["domain"]
-            blank = dom.isna().to_numpy()
+            blank = dom.isna().to_numpy().copy()
             if not isinstance(dom.dtype, pd.CategoricalDtype):
                 blank |= (dom.astype(str).str.strip() == "").to_numpy()
             if blank.any():

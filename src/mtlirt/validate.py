@@ -32,8 +32,12 @@ def _rows(index: np.ndarray) -> str:
     return f"row{'s' if len(index) > 1 else ''} {shown}{more}"
 
 
+def _hold(index) -> str:
+    return "holds" if len(index) == 1 else "hold"
+
+
 def _values(values) -> str:
-    values = list(values)
+    values = [v.item() if isinstance(v, np.generic) else v for v in values]
     shown = ", ".join(repr(v) for v in values[:SHOW])
     more = f" and {len(values) - SHOW} more" if len(values) > SHOW else ""
     return shown + more
@@ -96,7 +100,7 @@ def check_labels(df: pd.DataFrame) -> None:
     """``llm``, ``item`` and ``domain`` must be present on every row."""
     for col in ("llm", "item", "domain"):
         s = df[col]
-        bad = s.isna().to_numpy()
+        bad = s.isna().to_numpy().copy()
         if not isinstance(s.dtype, pd.CategoricalDtype):
             bad |= (s.astype(str).str.strip() == "").to_numpy()
         else:
@@ -130,7 +134,7 @@ def to_binary(correct: pd.Series) -> np.ndarray:
         if not ok.all():
             bad = np.flatnonzero(~ok)
             raise InputError(
-                f"correct must be 0 or 1; {_rows(bad)} hold {_values(v[bad][:SHOW])}"
+                f"correct must be 0 or 1; {_rows(bad)} {_hold(bad)} {_values(v[bad][:SHOW])}"
             )
         return v.astype(np.int8)
     text = s.astype(str).str.strip().str.lower()
@@ -140,7 +144,7 @@ def to_binary(correct: pd.Series) -> np.ndarray:
     if bad.any():
         idx = np.flatnonzero(bad)
         raise InputError(
-            f"correct must be 0 or 1; {_rows(idx)} hold {_values(s.iloc[idx[:SHOW]].tolist())}"
+            f"correct must be 0 or 1; {_rows(idx)} {_hold(idx)} {_values(s.iloc[idx[:SHOW]].tolist())}"
         )
     return v.to_numpy().astype(np.int8)
 
@@ -158,7 +162,7 @@ def check_one_domain_per_item(
         parts = []
         for it in bad_items[:SHOW]:
             doms = np.unique(domain_codes[item_codes == it])
-            parts.append(f"{item_names[it]!r} ({', '.join(str(domain_names[d]) for d in doms)})")
+            parts.append(f"{item_names[it]!r} ({', '.join(sorted(str(domain_names[d]) for d in doms))})")
         more = f" and {len(bad_items) - SHOW} more" if len(bad_items) > SHOW else ""
         raise InputError(
             f"item{'s' if len(bad_items) > 1 else ''} in more than one domain: {'; '.join(parts)}{more}"

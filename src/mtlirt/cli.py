@@ -1,0 +1,186 @@
+"""The ``mtlirt`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from . import __version__
+from .errors import InputError
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(str(msg).split())
+
+
+def _showwarning(message, category, filename, lineno, file=None, line=None):
+    print(f"mtlirt: warning: {_one_line(message)}", file=sys.stderr)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("domain sizes must be positive integers")
+    return values
+
+
+def _share(text: str) -> float:
+    v = float(text)
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), got {text}")
+    return v
+
+
+def _data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--domain-column", default="domain", metavar="NAME",
+                   help="column holding each item's domain (default: domain; e.g. subject)")
+    p.add_argument("--ignore-columns", default="", metavar="A,B",
+                   help="comma-separated extra columns to ignore instead of rejecting the table")
+    p.add_argument("--drop-unassigned", action="store_true",
+                   help="drop rows without a domain (with a warning) instead of rejecting them")
+
+
+def _read(args):
+    from .data import Responses
+
+    ignore = [c for c in args.ignore_columns.split(",") if c]
+    return Responses.read(args.data, domain_column=args.domain_column, ignore_columns=ignore,
+                          drop_unassigned=args.drop_unassigned)
+
+
+# ---------------------------------------------------------------- commands
+def cmd_validate(args) -> int:
+    r = _read(args)
+    print(r.summary())
+    return 0
+
+
+def cmd_simulate(args) -> int:
+    from .simulate import simulate
+
+    if args.preset is None and args.domain_sizes is None:
+        args.preset = "mmlu"
+    if args.preset is not None and args.domain_sizes is not None:
+        raise InputError("give either --preset or --domain-sizes, not both")
+    sim = simulate(
+        n_llms=args.n_llms,
+        domain_sizes=args.domain_sizes,
+        preset=args.preset,
+        scale=args.scale,
+        rank=args.rank,
+        similarity=args.similarity,
+        outlier_share=args.outlier_share,
+        guessing=args.guessing,
+        missing=args.missing,
+        seed=args.seed,
+    )
+    sim.write(args.out)
+    print(f"wrote {len(sim.responses):,} responses of {args.n_llms:,} LLMs to {args.out}")
+    if args.truth:
+        sim.write_truth(args.truth)
+        print(f"wrote the truth to {args.truth}")
+    return 0
+
+
+def cmd_convert(args) -> int:
+    from .importers import convert
+    from .io import write_table
+
+    kw = {}
+    if args.kind == "wide" and args.item_domain:
+        kw["item_domain"] = args.item_domain
+    if args.kind in ("lm-eval", "open-llm-leaderboard") and args.metric:
+        kw["metric"] = args.metric
+    df = convert(args.kind, args.src if len(args.src) > 1 else args.src[0], **kw)
+    if len(df) == 0:
+        raise InputError(f"no responses found in {', '.join(args.src)}")
+    write_table(df, args.out)
+    print(f"wrote {len(df):,} responses ({df['llm'].nunique()} LLMs, {df['item'].nunique()} items, "
+          f"{df['domain'].nunique()} domains) to {args.out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mtlirt",
+        description="Measure LLMs from item-level leaderboard results: domain and overall scores "
+        "with intervals, by multi-domain IRT (representation MTL and a Bayesian twin in PyMC).",
+    )
+    parser.add_argument("--version", action="version", version=f"mtlirt {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check a results table and print its summary",
+                       description="Check a long results table (llm, item, domain, correct; CSV, "
+                       "gzip CSV or Parquet) and print a summary, or the first error found.")
+    p.add_argument("data", metavar="FILE", help="the results table")
+    _data_options(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("simulate", help="simulate a leaderboard with known truth",
+                       description="Simulate item-level results from the multi-domain IRT model "
+                       "(METHOD.md §2-3) and write them as a long table, with the truth on request.")
+    p.add_argument("--n-llms", type=int, default=1000, help="number of LLMs (default 1000)")
+    p.add_argument("--preset", choices=["mmlu"], default=None,
+                   help="domain sizes of a real benchmark: mmlu = the 57 MMLU subjects (default when "
+                   "--domain-sizes is not given)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="multiply the preset's domain sizes (floor 10 items; default 1)")
+    p.add_argument("--domain-sizes", type=_int_list, default=None, metavar="N,N,...",
+                   help="comma-separated item counts of the domains")
+    p.add_argument("--rank", type=int, default=1, help="number of overall traits (default 1)")
+    p.add_argument("--similarity", type=float, default=0.1,
+                   help="share h of each inlier domain trait's variance not explained by the overall "
+                   "traits (default 0.1)")
+    p.add_argument("--outlier-share", type=_share, default=0.0,
+                   help="share of domains whose trait is independent of the overall traits (default 0)")
+    p.add_argument("--guessing", type=_share, default=0.0, help="guessing floor c of every item (default 0)")
+    p.add_argument("--missing", type=_share, default=0.0, help="share of responses missing at random (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--out", required=True, metavar="FILE", help="output table (.parquet, .csv or .csv.gz)")
+    p.add_argument("--truth", metavar="DIR", default=None,
+                   help="also write the true scores, items and settings to this folder")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("convert", help="convert harness or leaderboard exports into a long table",
+                       description="Convert item-level results into the long table llm, item, domain, "
+                       "correct: lm-eval = EleutherAI lm-evaluation-harness --log_samples JSONL (file or "
+                       "folder); open-llm-leaderboard = Open LLM Leaderboard v1 details Parquet "
+                       "(details_<org>__<model> folders); wide = an LLM x item matrix CSV.")
+    p.add_argument("kind", choices=["lm-eval", "open-llm-leaderboard", "wide"], help="input format")
+    p.add_argument("src", nargs="+", metavar="SRC", help="input file(s) or folder(s)")
+    p.add_argument("--out", required=True, metavar="FILE", help="output table (.parquet, .csv or .csv.gz)")
+    p.add_argument("--metric", default=None, help="per-sample metric to read (default acc)")
+    p.add_argument("--item-domain", default=None, metavar="CSV",
+                   help="wide only: CSV with columns item,domain (else column names <domain>/<item>)")
+    p.set_defaults(func=cmd_convert)
+
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 1
+    warnings.showwarning = _showwarning
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"mtlirt: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+        print(f"mtlirt: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mtlirt: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

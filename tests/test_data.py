@@ -1,0 +1,243 @@
+import gzip
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mtlirt.cli import main
+from mtlirt.data import Responses
+from mtlirt.errors import InputError
+from mtlirt.validate import DataWarning
+
+
+def table():
+    return pd.DataFrame(
+        {
+            "llm": ["m1", "m1", "m1", "m2", "m2", "m3", "m3", "m3"],
+            "item": ["b1", "a1", "a2", "a1", "b1", "a2", "b1", "a1"],
+            "domain": ["beta", "alpha", "alpha", "alpha", "beta", "alpha", "beta", "alpha"],
+            "correct": [1, 0, 1, 1, 0, 1, 1, 0],
+        }
+    )
+
+
+def test_build_groups_items_by_domain_and_keeps_values():
+    r = Responses.from_frame(table())
+    assert list(r.domains) == ["alpha", "beta"]
+    assert list(r.items) == ["a1", "a2", "b1"]
+    assert list(r.llms) == ["m1", "m2", "m3"]
+    assert r.domain_slices == [slice(0, 2), slice(2, 3)]
+    assert r.correct.dtype == np.int8 and r.observed.dtype == bool
+    np.testing.assert_array_equal(r.correct, [[0, 1, 1], [1, 0, 0], [0, 1, 1]])
+    np.testing.assert_array_equal(r.observed, [[1, 1, 1], [1, 0, 1], [1, 1, 1]])
+    assert r.n_responses == 8 and not r.complete and r.mask is r.observed
+    back = r.to_frame()
+    merged = back.astype({"llm": str, "item": str, "domain": str}).merge(table(), on=["llm", "item"])
+    assert len(merged) == 8 and (merged["correct_x"] == merged["correct_y"]).all()
+    assert (merged["domain_x"] == merged["domain_y"]).all()
+
+
+def test_xarray_view_has_named_dims_and_domain_coord():
+    r = Responses.from_frame(table())
+    da = r.to_xarray()
+    assert da.dims == ("llm", "item")
+    assert list(da["domain"].values) == ["alpha", "alpha", "beta"]
+    assert np.isnan(da.sel(llm="m2", item="a2").item())
+    assert da.sel(llm="m1", item="b1").item() == 1
+
+
+def test_summary_counts_and_accuracy():
+    s = Responses.from_frame(table()).summary()
+    assert s.n_llms == 3 and s.n_items == 3 and s.n_domains == 2 and s.n_responses == 8
+    assert s.domains.loc["alpha", "items"] == 2 and s.domains.loc["alpha", "responses"] == 5
+    assert s.accuracy.loc["m2", "alpha"] == 1.0 and s.accuracy.loc["m1", "alpha"] == 0.5
+    assert s.observed_share == pytest.approx(8 / 9)
+    assert "3 LLMs x 3 items in 2 domains" in str(s)
+
+
+@pytest.mark.parametrize("ext", ["csv", "csv.gz", "parquet"])
+def test_read_formats(tmp_path, ext):
+    path = tmp_path / f"t.{ext}"
+    df = table()
+    if ext == "parquet":
+        df.to_parquet(path)
+    else:
+        df.to_csv(path, index=False)
+    r = Responses.read(path)
+    np.testing.assert_array_equal(r.correct, Responses.from_frame(table()).correct)
+
+
+def test_missing_columns():
+    with pytest.raises(InputError, match="missing column correct"):
+        Responses.from_frame(table().drop(columns="correct"))
+
+
+def test_unknown_columns_rejected_or_ignored():
+    df = table().assign(score=0.3)
+    with pytest.raises(InputError, match="unknown column score"):
+        Responses.from_frame(df)
+    assert Responses.from_frame(df, ignore_columns=["score"]).n_responses == 8
+
+
+def test_domain_column_option():
+    df = table().rename(columns={"domain": "subject"})
+    r = Responses.from_frame(df, domain_column="subject")
+    assert list(r.domains) == ["alpha", "beta"]
+
+
+def test_non_binary_correct_names_rows():
+    df = table()
+    df.loc[3, "correct"] = 2
+    with pytest.raises(InputError, match=r"row 4 holds 2"):
+        Responses.from_frame(df)
+    df = table().astype({"correct": object})
+    df.loc[5, "correct"] = "yes"
+    with pytest.raises(InputError, match=r"row 6 holds 'yes'"):
+        Responses.from_frame(df)
+
+
+def test_empty_correct_names_rows():
+    df = table().astype({"correct": float})
+    df.loc[[1, 6], "correct"] = np.nan
+    with pytest.raises(InputError, match=r"missing correct in rows 2, 7"):
+        Responses.from_frame(df)
+
+
+def test_item_in_two_domains():
+    df = table()
+    df.loc[3, "domain"] = "beta"
+    with pytest.raises(InputError, match=r"'a1' \(alpha, beta\)"):
+        Responses.from_frame(df)
+
+
+def test_conflicting_duplicates_name_pair_and_rows():
+    df = pd.concat([table(), table().iloc[[1]].assign(correct=1)], ignore_index=True)
+    with pytest.raises(InputError, match=r"conflicting duplicate.*\('m1', 'a1'\).*rows 2, 9"):
+        Responses.from_frame(df)
+
+
+def test_identical_duplicates_warn_and_keep_one():
+    df = pd.concat([table(), table().iloc[[1, 2]]], ignore_index=True)
+    with pytest.warns(DataWarning, match="2 identical duplicate rows"):
+        r = Responses.from_frame(df)
+    assert r.n_responses == 8
+
+
+def test_empty_table():
+    with pytest.raises(InputError, match="no rows"):
+        Responses.from_frame(table().iloc[:0])
+
+
+def test_empty_labels():
+    df = table()
+    df.loc[2, "llm"] = None
+    with pytest.raises(InputError, match="empty llm in row 3"):
+        Responses.from_frame(df)
+
+
+def test_empty_domain():
+    with pytest.raises(InputError, match="empty domain with no responses: gamma"):
+        Responses.from_frame(table(), domains=["alpha", "beta", "gamma"])
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        Responses.read(tmp_path / "nope.csv")
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(InputError, match="cannot read"):
+        Responses.read(bad)
+    gz = tmp_path / "bad.csv.gz"
+    gz.write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match="cannot read"):
+        Responses.read(gz)
+    with pytest.raises(InputError, match="unknown file type"):
+        Responses.read(tmp_path / "x.xlsx")
+
+
+def test_degenerate_data_warns_and_is_kept():
+    df = pd.DataFrame(
+        {"llm": ["a", "a", "b", "b"], "item": ["i", "j", "i", "j"], "domain": "d", "correct": [1, 1, 0, 1]}
+    )
+    with pytest.warns(DataWarning, match="1 constant items.*1 LLMs with every answer correct"):
+        r = Responses.from_frame(df)
+    constant, perfect, zero = r.degenerate()
+    assert list(constant.index) == ["j"] and perfect == ["a"] and zero == []
+
+
+def test_from_wide_matches_long():
+    m = pd.DataFrame({"a1": [0, 1, 0], "a2": [1, np.nan, 1], "b1": [1, 0, 1]}, index=["m1", "m2", "m3"])
+    r = Responses.from_wide(m, {"a1": "alpha", "a2": "alpha", "b1": "beta"})
+    ref = Responses.from_frame(table())
+    np.testing.assert_array_equal(r.correct, ref.correct)
+    np.testing.assert_array_equal(r.observed, ref.observed)
+    with pytest.raises(InputError, match="without a domain: 'b1'"):
+        Responses.from_wide(m, {"a1": "alpha", "a2": "alpha"})
+
+
+def test_holdout_and_subset():
+    r = Responses.from_frame(table())
+    train, held = r.holdout(0.5, seed=1)
+    assert not (train.observed & held).any()
+    assert (train.observed | held).sum() == r.n_responses
+    train2, held2 = r.holdout(0.5, seed=1)
+    np.testing.assert_array_equal(held, held2)
+    sub = r.subset(items=["b1"])
+    assert list(sub.domains) == ["beta"] and sub.shape == (3, 1)
+
+
+def _cli(args, capsys):
+    rc = main(args)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.drop(columns="item"), "missing column item"),
+        (lambda d: d.assign(correct=d["correct"].replace(0, 3)), "correct must be 0 or 1"),
+        (lambda d: d.assign(extra=1), "unknown column extra"),
+        (lambda d: d.assign(domain=["x"] + list(d["domain"][1:])), "more than one domain"),
+        (lambda d: pd.concat([d, d.iloc[[0]].assign(correct=0)]), "conflicting duplicate"),
+        (lambda d: d.iloc[:0], "no rows"),
+        (lambda d: d.assign(correct=d["correct"].astype(float).where(d.index != 2)), "missing correct in row 3"),
+    ],
+)
+def test_cli_validate_bad_input_one_line_no_traceback(tmp_path, capsys, mutate, message):
+    path = tmp_path / "t.csv"
+    mutate(table()).to_csv(path, index=False)
+    rc, out, err = _cli(["validate", str(path)], capsys)
+    assert rc == 2
+    lines = [line for line in err.splitlines() if line.startswith("mtlirt: error")]
+    assert len(lines) == 1 and message in lines[0]
+    assert "Traceback" not in err
+
+
+def test_cli_validate_prints_summary(tmp_path, capsys):
+    path = tmp_path / "t.parquet"
+    table().to_parquet(path)
+    rc, out, err = _cli(["validate", str(path)], capsys)
+    assert rc == 0 and "3 LLMs x 3 items in 2 domains" in out
+
+
+def test_cli_as_a_process_has_no_traceback(tmp_path):
+    path = tmp_path / "t.csv"
+    table().assign(correct=5).to_csv(path, index=False)
+    proc = subprocess.run([sys.executable, "-m", "mtlirt.cli", "validate", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("mtlirt: error: correct must be 0 or 1")
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_real_data_reads(shared_data):
+    r = Responses.read(shared_data / "mmlu_pro" / "responses.csv.gz", ignore_columns=["subject"])
+    assert r.n_llms == 29 and r.n_domains == 14 and r.n_items == 12032
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        s = Responses.read(shared_data / "mmlu_pro" / "responses.csv.gz", domain_column="subject",
+                           drop_unassigned=True)
+    assert s.n_domains == 56 and s.n_items == 6810
