@@ -18,15 +18,17 @@ from .validate import DataWarning
 def _categorical(s: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """Integer codes and names of a label column, unused categories dropped."""
     if isinstance(s.dtype, pd.CategoricalDtype):
-        s = s.cat.remove_unused_categories()
+        codes = s.cat.codes.to_numpy()
         names = pd.Index(s.cat.categories.astype(str), dtype=object)
-        return s.cat.codes.to_numpy(), names
+        used = np.bincount(codes[codes >= 0], minlength=len(names)) > 0  # O(n), no sort
+        if not used.all():
+            remap = np.full(len(names), -1, dtype=np.int32)
+            remap[used] = np.arange(int(used.sum()), dtype=np.int32)
+            codes = np.where(codes >= 0, remap[codes], -1)
+            names = names[used]
+        return codes, names
     codes, uniques = pd.factorize(s.astype(str), sort=False)
     return codes, pd.Index(np.asarray(uniques, dtype=object), dtype=object)
-
-
-def _small_int(codes: np.ndarray) -> np.ndarray:
-    return codes.astype(np.int32, copy=False)
 
 
 @dataclass
@@ -186,10 +188,11 @@ class Responses:
         validate.check_labels(df)
         y = validate.to_binary(df["correct"])
 
+        # codes stay in the smallest integer type pandas gave (int8/int16 for
+        # dictionary-encoded Parquet): at 6e7 rows every byte per row counts
         llm_codes, llm_names = _categorical(df["llm"])
         item_codes, item_names = _categorical(df["item"])
         dom_codes, dom_names = _categorical(df["domain"])
-        llm_codes, item_codes, dom_codes = map(_small_int, (llm_codes, item_codes, dom_codes))
 
         item_dom = validate.check_one_domain_per_item(item_codes, dom_codes, item_names, dom_names)
         if domains is not None:
@@ -203,11 +206,13 @@ class Responses:
         dom_rank[dom_order] = np.arange(len(dom_order))
         item_new_dom = dom_rank[item_dom]
         item_order = np.argsort(item_new_dom, kind="stable")
-        item_pos = np.empty_like(item_order)
-        item_pos[item_order] = np.arange(len(item_order))
+        item_pos = np.empty(len(item_order), dtype=np.int32)
+        item_pos[item_order] = np.arange(len(item_order), dtype=np.int32)
 
         n, j = len(llm_names), len(item_names)
-        lin = llm_codes.astype(np.int64) * j + item_pos[item_codes]
+        lin = llm_codes.astype(np.int64)  # flat cell index, built in place
+        lin *= j
+        lin += item_pos[item_codes]
         correct, observed, n_dup = validate.check_duplicates(
             lin, y, n * j, llm_codes, item_codes, llm_names, item_names
         )

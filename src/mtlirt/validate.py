@@ -154,7 +154,7 @@ def check_one_domain_per_item(
 ) -> np.ndarray:
     """Return each item's domain code, or raise naming items found in two domains."""
     n_items = len(item_names)
-    item_domain = np.full(n_items, -1, dtype=np.int64)
+    item_domain = np.full(n_items, -1, dtype=np.int32)
     item_domain[item_codes] = domain_codes
     clash = item_domain[item_codes] != domain_codes
     if clash.any():
