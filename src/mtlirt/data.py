@@ -20,7 +20,8 @@ def _categorical(s: pd.Series) -> tuple[np.ndarray, pd.Index]:
     if isinstance(s.dtype, pd.CategoricalDtype):
         codes = s.cat.codes.to_numpy()
         names = pd.Index(s.cat.categories.astype(str), dtype=object)
-        used = np.bincount(codes[codes >= 0], minlength=len(names)) > 0  # O(n), no sort
+        used = np.zeros(len(names), dtype=bool)
+        used[codes[codes >= 0] if s.hasnans else codes] = True  # O(n), no sort
         if not used.all():
             remap = np.full(len(names), -1, dtype=np.int32)
             remap[used] = np.arange(int(used.sum()), dtype=np.int32)

@@ -1,0 +1,50 @@
+import json
+
+import pandas as pd
+import pytest
+
+from mtlirt.cli import build_parser, main
+from mtlirt.data import Responses
+
+
+def test_every_command_has_help(capsys):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert {"validate", "simulate", "convert"} <= set(sub.choices)
+    for name, p in sub.choices.items():
+        text = p.format_help()
+        assert p.description, name
+        for action in p._actions:
+            if action.dest != "help" and action.option_strings:
+                assert action.help, f"{name} {action.option_strings} has no help"
+        assert "usage:" in text
+
+
+def test_simulate_writes_data_and_truth(tmp_path, capsys):
+    out = tmp_path / "sim.parquet"
+    rc = main(["simulate", "--n-llms", "40", "--domain-sizes", "10,12,15", "--rank", "1",
+               "--missing", "0.1", "--seed", "5", "--out", str(out), "--truth", str(tmp_path / "truth")])
+    assert rc == 0
+    r = Responses.read(out)
+    assert r.n_llms == 40 and list(r.domain_sizes) == [10, 12, 15]
+    assert 0.85 < r.n_responses / (40 * 37) < 0.95
+    scores = pd.read_csv(tmp_path / "truth" / "domain_scores.csv")
+    assert list(scores.columns) == ["llm", "domain", "score"] and len(scores) == 40 * 3
+    items = pd.read_csv(tmp_path / "truth" / "items.csv")
+    assert list(items.columns) == ["item", "domain", "discrimination", "intercept", "difficulty", "guessing"]
+    truth = json.loads((tmp_path / "truth" / "truth.json").read_text())
+    assert truth["rank"] == 1
+
+
+def test_simulate_preset_scale(tmp_path):
+    out = tmp_path / "sim.csv.gz"
+    assert main(["simulate", "--n-llms", "12", "--preset", "mmlu", "--scale", "0.01", "--out", str(out)]) == 0
+    r = Responses.read(out)
+    assert r.n_domains == 57 and r.domain_sizes.min() == 10
+
+
+def test_simulate_bad_arguments_one_line(tmp_path, capsys):
+    rc = main(["simulate", "--n-llms", "10", "--preset", "mmlu", "--domain-sizes", "3,4", "--out", str(tmp_path / "x.csv")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("mtlirt: error:") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.csv").exists()
