@@ -48,3 +48,32 @@ def test_simulate_bad_arguments_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("mtlirt: error:") and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_convert_wide_roundtrip(tmp_path, capsys):
+    m = pd.DataFrame({"llm": ["a", "b"], "alg/q1": [1, 0], "alg/q2": [0, None], "bio/q1": [1, 1]})
+    src = tmp_path / "wide.csv"
+    m.to_csv(src, index=False)
+    out = tmp_path / "long.parquet"
+    assert main(["convert", "wide", str(src), "--out", str(out)]) == 0
+    r = Responses.read(out)
+    assert r.n_responses == 5 and list(r.domains) == ["alg", "bio"]
+    assert main(["convert", "wide", str(src), "--tasks", "x", "--out", str(out)]) == 2
+    assert "does not apply" in capsys.readouterr().err
+
+
+def test_convert_lm_eval_folder(tmp_path):
+    folder = tmp_path / "org__model"
+    folder.mkdir()
+    lines = [
+        {"doc_id": i, "doc": {"question": "q"}, "target": "A", "arguments": [], "resps": [], "filtered_resps": [],
+         "filter": "none", "metrics": ["acc"], "acc": float(i % 2)}
+        for i in range(4)
+    ]
+    (folder / "samples_mmlu_anatomy_2024-05-13T12-30-45.123456.jsonl").write_text(
+        "\n".join(json.dumps(x) for x in lines))
+    out = tmp_path / "long.csv"
+    assert main(["convert", "lm-eval", str(folder), "--llm", "org/model", "--out", str(out)]) == 0
+    df = pd.read_csv(out)
+    assert set(df["llm"]) == {"org/model"} and list(df["correct"]) == [0, 1, 0, 1]
+    assert set(df["domain"]) == {"mmlu_anatomy"}

@@ -1,0 +1,505 @@
+"""Converters from lm-eval samples, Open LLM Leaderboard details and wide CSVs.
+
+The fixtures are small files in the real layouts: lm-eval's
+``<output>/<model_name_sanitized>/samples_<task>_<date>.jsonl`` beside
+``results_<date>.json``; the leaderboard's ``details_<org>__<model>``
+repositories with one Parquet file per task and run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mtlirt.errors import InputError
+from mtlirt.importers import (
+    CONVERT_KINDS,
+    convert,
+    from_lm_eval,
+    from_open_llm_leaderboard,
+    from_wide,
+)
+from mtlirt.validate import DataWarning
+
+DATE = "2024-05-13T12-30-45.123456"
+DATE2 = "2024-06-01T08-00-00.000001"
+
+# correctness per model and subject, 3 docs each
+TRUTH = {
+    "EleutherAI/pythia-160m": {"abstract_algebra": [1, 0, 0], "anatomy": [0, 1, 1]},
+    "org/model-b": {"abstract_algebra": [1, 1, 0], "anatomy": [0, 0, 1]},
+}
+
+
+def _check_long(df: pd.DataFrame) -> None:
+    assert list(df.columns) == ["llm", "item", "domain", "correct"]
+    assert df["correct"].dtype == np.int8
+    for c in ("llm", "item", "domain"):
+        assert pd.api.types.is_string_dtype(df[c].dtype)
+        assert all(isinstance(v, str) for v in df[c])
+
+
+def _as_set(df: pd.DataFrame) -> set[tuple[str, str, str, int]]:
+    return {(r.llm, r.item, r.domain, int(r.correct)) for r in df.itertuples()}
+
+
+# --------------------------------------------------------------------------
+# lm-eval
+
+
+def _sample(doc_id: int, correct: float, *, metric: str = "acc", filt: str = "none", **extra) -> dict:
+    """One line of samples_<task>_<date>.jsonl as lm-eval >= 0.4.3 writes it."""
+    choices = ["0", "4", "2", "6"]
+    rec = {
+        "doc_id": doc_id,
+        "doc": {
+            "question": f"Question {doc_id}?",
+            "subject": "abstract_algebra",
+            "choices": choices,
+            "answer": 1,
+        },
+        "target": "1",
+        "arguments": {
+            f"gen_args_{i}": {"arg_0": f"Question {doc_id}?\nAnswer:", "arg_1": f" {c}"}
+            for i, c in enumerate(choices)
+        },
+        "resps": [[[-2.1, False]], [[-0.7, True]], [[-3.0, False]], [[-4.2, False]]],
+        "filtered_resps": [[-2.1, False], [-0.7, True], [-3.0, False], [-4.2, False]],
+        "filter": filt,
+        "metrics": [metric, "acc_norm"] if metric == "acc" else [metric],
+        "doc_hash": "a" * 64,
+        "prompt_hash": "b" * 64,
+        "target_hash": "c" * 64,
+        metric: correct,
+    }
+    if metric == "acc" and correct is not None:
+        rec["acc_norm"] = 1.0 - correct
+    rec.update(extra)
+    return rec
+
+
+def _write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _lm_eval_run(root: Path, model: str, *, results_json: bool = True, date: str = DATE) -> Path:
+    folder = root / model.replace("/", "__")
+    for subject, ys in TRUTH[model].items():
+        _write_jsonl(
+            folder / f"samples_mmlu_{subject}_{date}.jsonl",
+            [_sample(i, float(y)) for i, y in enumerate(ys)],
+        )
+    if results_json:
+        results = {
+            "results": {f"mmlu_{s}": {"alias": s, "acc,none": 0.5} for s in TRUTH[model]},
+            "configs": {f"mmlu_{s}": {"task": f"mmlu_{s}"} for s in TRUTH[model]},
+            "config": {"model": "hf", "model_args": f"pretrained={model},dtype=float16"},
+            "model_name": model,
+            "model_name_sanitized": model.replace("/", "__"),
+        }
+        (folder / f"results_{date}.json").write_text(json.dumps(results, indent=2))
+    return folder
+
+
+def test_lm_eval_folder_of_two_models(tmp_path):
+    _lm_eval_run(tmp_path, "EleutherAI/pythia-160m")
+    _lm_eval_run(tmp_path, "org/model-b", results_json=False)
+    df = from_lm_eval(tmp_path)
+    _check_long(df)
+    assert len(df) == 12
+    expected = set()
+    for model, by_subject in TRUTH.items():
+        # without a results JSON the LLM is the folder name (model_name_sanitized)
+        name = model if model.startswith("Eleuther") else model.replace("/", "__")
+        for subject, ys in by_subject.items():
+            for i, y in enumerate(ys):
+                expected.add((name, f"mmlu_{subject}/{i}", f"mmlu_{subject}", y))
+    assert _as_set(df) == expected
+    # file by file in sorted order, samples in file order
+    assert df["item"].tolist()[:3] == [f"mmlu_abstract_algebra/{i}" for i in range(3)]
+
+
+def test_lm_eval_single_file_llm_and_domains(tmp_path):
+    folder = _lm_eval_run(tmp_path, "EleutherAI/pythia-160m")
+    one = folder / f"samples_mmlu_anatomy_{DATE}.jsonl"
+    df = from_lm_eval(one)
+    assert df["llm"].unique().tolist() == ["EleutherAI/pythia-160m"]  # sibling results JSON
+    assert df["correct"].tolist() == [0, 1, 1]
+    df = from_lm_eval([one], llm="mine", domain_from=lambda t: t.removeprefix("mmlu_"))
+    assert df["llm"].unique().tolist() == ["mine"]
+    assert df["domain"].unique().tolist() == ["anatomy"]
+    assert df["item"].tolist() == ["mmlu_anatomy/0", "mmlu_anatomy/1", "mmlu_anatomy/2"]
+    df = from_lm_eval(folder, domain_from="common-prefix")
+    assert sorted(df["domain"].unique()) == ["abstract_algebra", "anatomy"]
+    df = from_lm_eval(folder, domain_from={"mmlu_anatomy": "bio", "mmlu_abstract_algebra": "math"})
+    assert sorted(df["domain"].unique()) == ["bio", "math"]
+    with pytest.raises(InputError, match="mmlu_anatomy"):
+        from_lm_eval(folder, domain_from={"mmlu_abstract_algebra": "math"})
+
+
+def test_lm_eval_metric_choice_and_bools(tmp_path):
+    folder = _lm_eval_run(tmp_path, "EleutherAI/pythia-160m")
+    df = from_lm_eval(folder, metric="acc_norm")
+    assert df.loc[df["domain"] == "mmlu_anatomy", "correct"].tolist() == [1, 0, 0]
+    _write_jsonl(
+        tmp_path / "b" / f"samples_boolq_{DATE}.jsonl",
+        [_sample(0, True), _sample(1, False), _sample(2, 1)],
+    )
+    df = from_lm_eval(tmp_path / "b", llm="m")
+    assert df["correct"].tolist() == [1, 0, 1]
+
+
+def test_lm_eval_filters_and_metric_fallback(tmp_path):
+    # a generative task logs each doc once per filter
+    recs = []
+    for filt, ys in (("strict-match", [1, 0]), ("flexible-extract", [1, 1])):
+        recs += [_sample(i, float(y), metric="exact_match", filt=filt) for i, y in enumerate(ys)]
+    folder = tmp_path / "org__m"
+    _write_jsonl(folder / f"samples_gsm8k_{DATE}.jsonl", recs)
+    _write_jsonl(folder / f"samples_arc_easy_{DATE}.jsonl", [_sample(0, 1.0), _sample(1, 0.0)])
+
+    with pytest.warns(DataWarning, match="arc_easy"):
+        df = from_lm_eval(folder, metric="exact_match", llm="m")
+    assert df["item"].tolist() == ["gsm8k/0", "gsm8k/1"]
+    assert df["correct"].tolist() == [1, 0]  # first filter: strict-match
+
+    with pytest.warns(DataWarning, match="keep their first filter"):
+        df = from_lm_eval(folder, metric=["acc", "exact_match"], filter="flexible-extract", llm="m")
+    got = dict(zip(df["item"], df["correct"]))
+    assert got == {"arc_easy/0": 1, "arc_easy/1": 0, "gsm8k/0": 1, "gsm8k/1": 1}
+
+    with pytest.raises(InputError, match="filter 'nope'"):
+        from_lm_eval(folder, metric="exact_match", filter="nope", llm="m")
+    with pytest.raises(InputError, match="no samples file .* has the metric 'bleu'"):
+        from_lm_eval(folder, metric="bleu")
+
+
+def test_lm_eval_latest_run_wins_and_gzip(tmp_path):
+    folder = tmp_path / "org__m"
+    _write_jsonl(folder / f"samples_piqa_{DATE}.jsonl", [_sample(0, 0.0)])
+    newer = folder / f"samples_piqa_{DATE2}.jsonl.gz"
+    with gzip.open(newer, "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps(_sample(0, 1.0)) + "\n")
+    df = from_lm_eval(folder)
+    assert df.to_dict("list") == {
+        "llm": ["org__m"],
+        "item": ["piqa/0"],
+        "domain": ["piqa"],
+        "correct": [1],
+    }
+
+
+def test_lm_eval_legacy_json_list(tmp_path):
+    # lm-eval 0.4.0-0.4.2: --output_path out/run.json writes run.json and
+    # <model_args with / and = as __>_<task>.jsonl holding a JSON list
+    folder = tmp_path / "out"
+    folder.mkdir()
+    model_args = "pretrained=EleutherAI/pythia-160m,dtype=float16"
+    (folder / "run.json").write_text(
+        json.dumps(
+            {
+                "results": {"hellaswag": {"acc": 0.5}},
+                "configs": {"hellaswag": {"task": "hellaswag"}},
+                "config": {"model": "hf", "model_args": model_args},
+            }
+        )
+    )
+    legacy = folder / "pretrained__EleutherAI__pythia-160m,dtype__float16_hellaswag.jsonl"
+    samples = [{k: v for k, v in _sample(i, float(i % 2)).items() if k != "filter"} for i in range(3)]
+    legacy.write_text(json.dumps(samples, indent=2))
+    df = from_lm_eval(folder)
+    assert _as_set(df) == {
+        ("EleutherAI/pythia-160m", f"hellaswag/{i}", "hellaswag", i % 2) for i in range(3)
+    }
+
+
+def test_lm_eval_errors_name_file_and_line(tmp_path):
+    folder = tmp_path / "org__m"
+    bad = _write_jsonl(folder / f"samples_piqa_{DATE}.jsonl", [_sample(0, 1.0), _sample(1, 0.5)])
+    with pytest.raises(InputError, match=r"samples_piqa_.*line 2: acc is 0.5, not 0 or 1"):
+        from_lm_eval(bad)
+
+    bad.write_text(json.dumps(_sample(0, 1.0)) + "\n" + '{"doc_id": 1, "acc": 1.0\n')
+    with pytest.raises(InputError, match=r"samples_piqa_.*: line 2 is not valid JSON"):
+        from_lm_eval(folder)
+
+    rec = _sample(1, 1.0)
+    del rec["doc_id"]
+    _write_jsonl(bad, [_sample(0, 1.0), rec])
+    with pytest.raises(InputError, match="line 2 has no doc_id"):
+        from_lm_eval(folder)
+
+    rec = _sample(1, 1.0)
+    del rec["acc"]
+    _write_jsonl(bad, [_sample(0, 1.0), rec])
+    with pytest.raises(InputError, match="line 2 has no 'acc' field"):
+        from_lm_eval(folder)
+
+    _write_jsonl(bad, [_sample(0, 1.0), _sample(0, 0.0)])
+    with pytest.raises(InputError, match="line 2 repeats doc_id 0"):
+        from_lm_eval(folder)
+
+    _write_jsonl(bad, [_sample(0, None)])
+    with pytest.raises(InputError, match="acc is None"):
+        from_lm_eval(folder)
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no lm-eval samples"):
+        from_lm_eval(tmp_path / "empty")
+    with pytest.raises(InputError, match="no such file"):
+        from_lm_eval(tmp_path / "missing")
+
+
+def test_lm_eval_same_item_twice_across_folders(tmp_path):
+    _lm_eval_run(tmp_path / "a", "EleutherAI/pythia-160m")
+    _lm_eval_run(tmp_path / "b", "EleutherAI/pythia-160m")
+    with pytest.raises(InputError, match="'mmlu_abstract_algebra' in both .* pass only one"):
+        from_lm_eval([tmp_path / "a", tmp_path / "b"], llm="same")
+
+
+# --------------------------------------------------------------------------
+# Open LLM Leaderboard details
+
+
+def _details_table(ys: list[int], *, style: str) -> pa.Table:
+    """A details split as the leaderboard stored it: prompts and a metric."""
+    n = len(ys)
+    cols = {
+        "example": [f"Question {i}" for i in range(n)],
+        "full_prompt": [f"The following are multiple choice questions.\n\nQuestion {i}\nAnswer:" for i in range(n)],
+        "instruction": ["The following are multiple choice questions."] * n,
+        "choices": [[" A", " B", " C", " D"]] * n,
+        "gold": [1] * n,
+    }
+    if style == "acc":
+        cols["acc"] = [float(y) for y in ys]
+    else:
+        cols["metrics"] = [{"acc": float(y)} for y in ys]
+    return pa.table(cols)
+
+
+def _oll_repo(root: Path, model: str, *, style: str) -> Path:
+    repo = root / f"details_{model.replace('/', '__')}"
+    for subject, ys in TRUTH_OLL[model].items():
+        folder = repo / f"harness_hendrycksTest_{subject}_5"
+        folder.mkdir(parents=True)
+        pq.write_table(_details_table(ys, style=style), folder / "latest.parquet")
+    return repo
+
+
+TRUTH_OLL = {
+    "meta-llama/Llama-2-7b-hf": {"abstract_algebra": [1, 0, 0], "anatomy": [0, 1, 1]},
+    "org/model-b": {"abstract_algebra": [1, 1, 0], "anatomy": [0, 0, 1]},
+}
+
+
+def test_open_llm_leaderboard_two_models_both_styles(tmp_path):
+    _oll_repo(tmp_path, "meta-llama/Llama-2-7b-hf", style="acc")
+    _oll_repo(tmp_path, "org/model-b", style="metrics")
+    df = from_open_llm_leaderboard(tmp_path)
+    _check_long(df)
+    assert len(df) == 12
+    expected = {
+        (model, f"{subject}/{i}", subject, y)
+        for model, by_subject in TRUTH_OLL.items()
+        for subject, ys in by_subject.items()
+        for i, y in enumerate(ys)
+    }
+    assert _as_set(df) == expected
+    one = tmp_path / "details_org__model-b" / "harness_hendrycksTest_anatomy_5" / "latest.parquet"
+    df = from_open_llm_leaderboard(one)
+    assert df.to_dict("list") == {
+        "llm": ["org/model-b"] * 3,
+        "item": ["anatomy/0", "anatomy/1", "anatomy/2"],
+        "domain": ["anatomy"] * 3,
+        "correct": [0, 0, 1],
+    }
+
+
+def test_open_llm_leaderboard_stored_repo_layout(tmp_path):
+    # the repository as stored: <date>/details_harness|<task>|<n>_<date>.parquet,
+    # several runs, plus aggregated results files that are not details
+    repo = tmp_path / "datasets--open-llm-leaderboard--details_org__m" / "snapshots" / "abc123"
+    old, new = "2023-08-19T16-35-46.942696", "2023-12-02T13-00-54.924067"
+    for date, ys in ((old, [0, 0, 0]), (new, [1, 0, 1])):
+        folder = repo / date
+        folder.mkdir(parents=True)
+        pq.write_table(
+            _details_table(ys, style="metrics"),
+            folder / f"details_harness|hendrycksTest-abstract_algebra|5_{date}.parquet",
+        )
+        pq.write_table(_details_table([1, 1], style="acc"), folder / f"details_harness|arc:challenge|25_{date}.parquet")
+    pq.write_table(pa.table({"acc": [0.5]}), repo / f"results_{new}.parquet")
+    df = from_open_llm_leaderboard(repo)
+    got = {(r.item, r.domain, r.correct) for r in df.itertuples()}
+    assert got == {
+        ("abstract_algebra/0", "abstract_algebra", 1),
+        ("abstract_algebra/1", "abstract_algebra", 0),
+        ("abstract_algebra/2", "abstract_algebra", 1),
+        ("arc_challenge/0", "arc_challenge", 1),
+        ("arc_challenge/1", "arc_challenge", 1),
+    }
+    assert set(df["llm"]) == {"org/m"}
+    df = from_open_llm_leaderboard(repo, tasks="harness_hendrycksTest_*_5")
+    assert set(df["domain"]) == {"abstract_algebra"}
+
+
+def test_open_llm_leaderboard_config_in_file_name_and_ids(tmp_path):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    t = _details_table([1, 0], style="acc").append_column("idx", pa.array([10, 11]))
+    pq.write_table(t, folder / "details_org__m_harness_hendrycksTest_virology_5_2023-08-19T16-35-46.parquet")
+    df = from_open_llm_leaderboard(folder)
+    assert df.to_dict("list") == {
+        "llm": ["org/m", "org/m"],
+        "item": ["virology/10", "virology/11"],
+        "domain": ["virology", "virology"],
+        "correct": [1, 0],
+    }
+
+
+def test_open_llm_leaderboard_errors(tmp_path):
+    repo = tmp_path / "details_org__m"
+    folder = repo / "harness_hendrycksTest_anatomy_5"
+    folder.mkdir(parents=True)
+    bad = folder / "latest.parquet"
+    pq.write_table(_details_table([1, 0], style="acc").set_column(5, "acc", pa.array([1.0, 0.25])), bad)
+    with pytest.raises(InputError, match=r"latest\.parquet: acc must be 0 or 1; row 2 holds 0.25"):
+        from_open_llm_leaderboard(repo)
+
+    pq.write_table(_details_table([1, 0], style="acc"), bad)
+    zero = repo / "harness_hendrycksTest_anatomy_0"
+    zero.mkdir()
+    pq.write_table(_details_table([0, 0], style="acc"), zero / "latest.parquet")
+    with pytest.raises(InputError, match="more than once.*tasks="):
+        from_open_llm_leaderboard(repo)
+    df = from_open_llm_leaderboard(repo, tasks=["harness_hendrycksTest_*_5"])
+    assert df["correct"].tolist() == [1, 0]
+
+    tqa = repo / "harness_truthfulqa_mc_0"
+    tqa.mkdir()
+    pq.write_table(pa.table({"metrics": [{"mc1": 1.0, "mc2": 0.7}]}), tqa / "latest.parquet")
+    with pytest.warns(DataWarning, match="without the metric 'acc'"):
+        df = from_open_llm_leaderboard(repo, tasks=["harness_hendrycksTest_*_5", "harness_truthfulqa*"])
+    assert len(df) == 2
+    with pytest.raises(InputError, match="no details file .* has the metric 'acc'"):
+        from_open_llm_leaderboard(tqa)
+
+    stray = tmp_path / "stray" / "harness_hendrycksTest_anatomy_5"
+    stray.mkdir(parents=True)
+    pq.write_table(_details_table([1], style="acc"), stray / "latest.parquet")
+    with pytest.raises(InputError, match="cannot tell the model"):
+        from_open_llm_leaderboard(tmp_path / "stray")
+    assert from_open_llm_leaderboard(tmp_path / "stray", llm="x")["llm"].tolist() == ["x"]
+
+    odd = tmp_path / "details_org__n"
+    odd.mkdir()
+    pq.write_table(_details_table([1], style="acc"), odd / "something.parquet")
+    with pytest.raises(InputError, match="something.parquet: cannot tell the task"):
+        from_open_llm_leaderboard(odd)
+
+
+# --------------------------------------------------------------------------
+# wide matrix
+
+
+def test_wide_domains_from_names_and_blanks(tmp_path):
+    path = tmp_path / "wide.csv"
+    path.write_text(
+        "model,abstract_algebra/q1,abstract_algebra/q2,anatomy:q1\n"
+        "m1,1,0,\n"
+        "m2,,1,1\n"
+        "m3,0,NA,0\n"
+    )
+    df = from_wide(path)
+    _check_long(df)
+    assert df.to_dict("list") == {
+        "llm": ["m1", "m1", "m2", "m2", "m3", "m3"],
+        "item": [
+            "abstract_algebra/q1",
+            "abstract_algebra/q2",
+            "abstract_algebra/q2",
+            "anatomy:q1",
+            "abstract_algebra/q1",
+            "anatomy:q1",
+        ],
+        "domain": ["abstract_algebra", "abstract_algebra", "abstract_algebra", "anatomy", "abstract_algebra", "anatomy"],
+        "correct": [1, 0, 1, 1, 0, 0],
+    }
+
+
+def test_wide_item_domain_sources(tmp_path):
+    frame = pd.DataFrame({"q1": [1, 0], "q2": [True, False], "x/q3": ["1", ""]}, index=pd.Index(["a", "b"], name="llm"))
+    mapping = {"q1": "math", "q2": "bio"}
+    df = from_wide(frame, mapping)  # the named index holds the LLMs; x/q3 falls back to its name
+    assert _as_set(df) == {
+        ("a", "q1", "math", 1),
+        ("b", "q1", "math", 0),
+        ("a", "q2", "bio", 1),
+        ("b", "q2", "bio", 0),
+        ("a", "x/q3", "x", 1),
+    }
+    assert list(frame.columns) == ["q1", "q2", "x/q3"]  # the caller's frame is untouched
+    csv_map = tmp_path / "items.csv"
+    csv_map.write_text("item,domain\nq1,math\nq2,bio\nx/q3,other\n")
+    df2 = from_wide(frame.reset_index(), csv_map, llm_column="llm")
+    assert dict(zip(df2["item"], df2["domain"])) == {"q1": "math", "q2": "bio", "x/q3": "other"}
+    df3 = from_wide(frame, pd.Series(mapping))
+    assert len(df3) == 5
+    bad_map = tmp_path / "bad.csv"
+    bad_map.write_text("question,subject\nq1,math\n")
+    with pytest.raises(InputError, match="bad.csv: missing columns item, domain"):
+        from_wide(frame, bad_map)
+
+
+def test_wide_errors(tmp_path):
+    path = tmp_path / "wide.csv"
+    path.write_text("llm,math/q1,math/q2\nm1,1,2\nm2,0,1\n")
+    with pytest.raises(InputError, match=r"LLM 'm1' item 'math/q2' = 2"):
+        from_wide(path)
+    path.write_text("llm,math/q1,math/q2\nm1,1,yes\nm2,0,1\n")
+    with pytest.raises(InputError, match=r"LLM 'm1' item 'math/q2' = 'yes'"):
+        from_wide(path)
+    path.write_text("llm,q1,q2,math/q3\nm1,1,0,1\n")
+    with pytest.raises(InputError, match=r"no domain for items 'q1', 'q2'"):
+        from_wide(path)
+    path.write_text("llm,math/q1\nm1,1\nm1,0\n")
+    with pytest.raises(InputError, match="'m1' appear on more than one row"):
+        from_wide(path)
+    path.write_text("llm,math/q1,math/q1\nm1,1,0\n")
+    with pytest.raises(InputError, match="repeated column name 'math/q1'"):
+        from_wide(path)
+    path.write_text("llm,math/q1\nm1,\n")
+    with pytest.raises(InputError, match="every cell is blank"):
+        from_wide(path)
+    with pytest.raises(InputError, match="no column 'who'"):
+        from_wide(pd.DataFrame({"a/b": [1]}), llm_column="who")
+
+
+# --------------------------------------------------------------------------
+# dispatch
+
+
+def test_convert_dispatch(tmp_path):
+    assert CONVERT_KINDS == ("lm-eval", "open-llm-leaderboard", "wide")
+    path = tmp_path / "wide.csv"
+    path.write_text("llm,math/q1\nm1,1\n")
+    assert convert("wide", path)["correct"].tolist() == [1]
+    assert convert("wide", [path])["correct"].tolist() == [1]
+    with pytest.raises(InputError, match="one matrix"):
+        convert("wide", [path, path])
+    _oll_repo(tmp_path / "oll", "org/model-b", style="acc")
+    assert len(convert("open_llm_leaderboard", tmp_path / "oll")) == 6
+    _lm_eval_run(tmp_path / "lm", "EleutherAI/pythia-160m")
+    assert len(convert("LM-Eval", tmp_path / "lm", metric="acc")) == 6
+    with pytest.raises(InputError, match="unknown kind 'helm'"):
+        convert("helm", path)
