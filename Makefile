@@ -21,5 +21,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict
+
 clean:
 	rm -rf $(VENV) build dist site
