@@ -163,8 +163,12 @@ class Responses:
         ----------
         df
             One row per observed response.
-        domain_column, ignore_columns, drop_unassigned
-            As in :meth:`read`.
+        domain_column
+            Column holding the domain, as in :meth:`read`.
+        ignore_columns
+            Extra columns to drop, as in :meth:`read`.
+        drop_unassigned
+            Drop rows without a domain, as in :meth:`read`.
         domains
             Optional list of the domains that must be present; a listed domain
             with no response is an error (an empty domain).
@@ -262,22 +266,27 @@ class Responses:
     # ------------------------------------------------------------ properties
     @property
     def n_llms(self) -> int:
+        """Number of LLMs."""
         return len(self.llms)
 
     @property
     def n_items(self) -> int:
+        """Number of items."""
         return len(self.items)
 
     @property
     def n_domains(self) -> int:
+        """Number of domains."""
         return len(self.domains)
 
     @property
     def shape(self) -> tuple[int, int]:
+        """``(N, J)``."""
         return self.correct.shape
 
     @property
     def n_responses(self) -> int:
+        """Number of observed responses."""
         return int(np.count_nonzero(self.observed))
 
     @property
@@ -304,6 +313,7 @@ class Responses:
 
     @property
     def nbytes(self) -> int:
+        """Bytes held by the answer matrix and the mask."""
         return self.correct.nbytes + self.observed.nbytes
 
     def __repr__(self) -> str:

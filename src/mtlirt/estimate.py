@@ -10,17 +10,13 @@ from the bootstrap, else report none (``sd`` and interval bounds NaN).
 
 Variables (names and dims are the contract every plot and report reads):
 
-============================  ===========================================
-``theta``                     (chain, draw, llm, domain) domain scores
-``overall``                   (chain, draw, llm) overall score
-``eta``                       (chain, draw, llm, factor) shared traits
-``loadings``                  (chain, draw, domain, factor)
-``discrimination``            (chain, draw, item)
-``intercept``                 (chain, draw, item)
-``guessing``                  (chain, draw, item)
-``domain_corr``               (chain, draw, domain_a, domain_b)
-``expected_accuracy``         (chain, draw, llm)
-============================  ===========================================
+- ``theta`` (chain, draw, llm, domain): domain scores
+- ``overall`` (chain, draw, llm): overall score
+- ``eta`` (chain, draw, llm, factor): shared traits
+- ``loadings`` (chain, draw, domain, factor)
+- ``discrimination``, ``intercept``, ``guessing`` (chain, draw, item)
+- ``domain_corr`` (chain, draw, domain_a, domain_b)
+- ``expected_accuracy`` (chain, draw, llm)
 
 Coordinates: ``llm``, ``domain``, ``item`` (names), ``factor`` (0..r-1),
 ``domain_a``/``domain_b`` (domain names) and ``item_domain`` on ``item``.
@@ -77,6 +73,10 @@ def _quantiles(x: np.ndarray, interval: float) -> tuple[np.ndarray, np.ndarray]:
 
 class Estimate:
     """A fitted model's result, read the same way whatever produced it.
+
+    The layout (an ArviZ-style posterior; a point estimate is one chain and
+    one draw, bootstrap replicates in ``/bootstrap``) is described in the
+    module :mod:`mtlirt.estimate`.
 
     Parameters
     ----------
@@ -182,32 +182,39 @@ class Estimate:
         return json.loads(raw) if raw else {}
 
     def update_info(self, **kw) -> None:
+        """Add or replace entries of :attr:`info`."""
         info = self.info
         info.update(kw)
         self.tree.attrs[INFO_ATTR] = json.dumps(info, default=_json_default)
 
     @property
     def method(self) -> str:
+        """Name of the estimator."""
         return self.info.get("method", "unknown")
 
     @property
     def posterior(self) -> xr.Dataset:
+        """The ``/posterior`` group as a Dataset."""
         return self.tree["posterior"].to_dataset()
 
     @property
     def llms(self) -> pd.Index:
+        """LLM names."""
         return pd.Index(self.posterior["llm"].values.astype(str), name="llm")
 
     @property
     def domains(self) -> pd.Index:
+        """Domain names."""
         return pd.Index(self.posterior["domain"].values.astype(str), name="domain")
 
     @property
     def items(self) -> pd.Index:
+        """Item names."""
         return pd.Index(self.posterior["item"].values.astype(str), name="item")
 
     @property
     def n_draws(self) -> int:
+        """Number of posterior draws (chains x draws)."""
         p = self.posterior
         return int(p.sizes["chain"] * p.sizes["draw"])
 
