@@ -1,0 +1,361 @@
+"""Plots: each runs on a point estimate (with bootstrap), a bare point estimate and a multi-chain posterior."""
+
+import base64
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import xarray as xr
+from matplotlib.figure import Figure
+
+from mtlirt import plots
+from mtlirt.estimate import INFO_ATTR, Estimate
+
+MMLU_LIKE = [
+    "abstract_algebra", "anatomy", "astronomy", "business_ethics", "clinical_knowledge", "college_biology",
+    "college_chemistry", "college_computer_science", "college_mathematics", "college_medicine", "college_physics",
+    "computer_security", "conceptual_physics", "econometrics", "electrical_engineering", "elementary_mathematics",
+    "formal_logic", "global_facts", "high_school_biology", "high_school_chemistry", "high_school_computer_science",
+    "high_school_european_history", "high_school_geography", "high_school_government_and_politics",
+    "high_school_macroeconomics", "high_school_mathematics", "high_school_microeconomics", "high_school_physics",
+    "high_school_psychology", "high_school_statistics", "high_school_us_history", "high_school_world_history",
+    "human_aging", "human_sexuality", "international_law", "jurisprudence", "logical_fallacies", "machine_learning",
+    "management", "marketing", "medical_genetics", "miscellaneous", "moral_disputes", "moral_scenarios", "nutrition",
+    "philosophy", "prehistory", "professional_accounting", "professional_law", "professional_medicine",
+    "professional_psychology", "public_relations", "security_studies", "sociology", "us_foreign_policy", "virology",
+]
+
+
+def _domains(k):
+    return MMLU_LIKE[:k] if k <= len(MMLU_LIKE) else [f"domain_{i:02d}" for i in range(k)]
+
+
+def make_point(n=40, k=6, B=20, seed=0, method="mtl", info=None, theta=None):
+    """A rank-1 point estimate with ``B`` bootstrap replicates (none when B=0)."""
+    rng = np.random.default_rng(seed)
+    lam = rng.uniform(0.5, 0.95, k)
+    eta = rng.normal(size=n)
+    if theta is None:
+        theta = eta[:, None] * lam + np.sqrt(1 - lam**2) * rng.normal(size=(n, k))
+    sizes = rng.integers(3, 9, k)
+    item_domain = np.repeat(np.arange(k), sizes)
+    j = len(item_domain)
+    a = rng.lognormal(0, 0.3, j)
+    d = rng.normal(0, 1, j)
+    boot = None
+    if B:
+        boot = {"theta": theta[None] + 0.2 * rng.normal(size=(B, n, k)),
+                "overall": eta[None] + 0.15 * rng.normal(size=(B, n)),
+                "discrimination": a[None] * np.exp(0.1 * rng.normal(size=(B, j))),
+                "intercept": d[None] + 0.1 * rng.normal(size=(B, j))}
+    return Estimate.from_point(method=method, theta=theta, overall=eta, llms=[f"llm-{i:03d}" for i in range(n)],
+                               domains=_domains(k), items=[f"q{i:04d}" for i in range(j)], item_domain=item_domain,
+                               discrimination=a, intercept=d, info=info, bootstrap=boot)
+
+
+def make_posterior(n=25, k=5, chains=4, draws=40, seed=1, info=None):
+    """A multi-chain posterior in the Estimate layout."""
+    rng = np.random.default_rng(seed)
+    p = make_point(n, k, B=0, seed=seed).posterior
+    s = (chains, draws)
+    theta = p["theta"].values[0, 0] + 0.2 * rng.normal(size=s + (n, k))
+    overall = p["overall"].values[0, 0] + 0.15 * rng.normal(size=s + (n,))
+    j = p.sizes["item"]
+    a = p["discrimination"].values[0, 0] * np.exp(0.1 * rng.normal(size=s + (j,)))
+    d = p["intercept"].values[0, 0] + 0.1 * rng.normal(size=s + (j,))
+    t = theta - theta.mean(-2, keepdims=True)
+    cov = np.einsum("cdnk,cdnl->cdkl", t, t)
+    sd = np.sqrt(np.einsum("cdkk->cdk", cov))
+    corr = cov / sd[..., :, None] / sd[..., None, :]
+    dom = p["domain"].values
+    ds = xr.Dataset(
+        {
+            "theta": (("chain", "draw", "llm", "domain"), theta),
+            "overall": (("chain", "draw", "llm"), overall),
+            "discrimination": (("chain", "draw", "item"), a),
+            "intercept": (("chain", "draw", "item"), d),
+            "guessing": (("chain", "draw", "item"), np.zeros_like(a)),
+            "domain_corr": (("chain", "draw", "domain_a", "domain_b"), corr),
+        },
+        coords={"chain": np.arange(chains), "draw": np.arange(draws), "llm": p["llm"].values, "domain": dom,
+                "item": p["item"].values, "item_domain": ("item", p["item_domain"].values),
+                "domain_a": dom, "domain_b": dom},
+    )
+    tree = xr.DataTree.from_dict({"posterior": ds})
+    tree.attrs[INFO_ATTR] = json.dumps({"method": "bayes", **(info or {})})
+    return Estimate(tree)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def boot():
+    return make_point(info={"singular_values": [5.0, 2.0, 1.5, 1.0, 0.7, 0.4], "rank": 1})
+
+
+@pytest.fixture(scope="module")
+def bare():
+    return make_point(B=0, seed=3, method="accuracy")
+
+
+@pytest.fixture(scope="module")
+def post():
+    return make_posterior()
+
+
+@pytest.fixture(scope="module")
+def big():
+    return make_point(n=60, k=56, B=10, seed=5, info={"singular_values": list(np.linspace(8, 0.5, 56)), "rank": 2})
+
+
+def _yticks(ax):
+    return [t.get_text() for t in ax.get_yticklabels()]
+
+
+def _xticks(ax):
+    return [t.get_text() for t in ax.get_xticklabels()]
+
+
+# ------------------------------------------------------------------ heatmap
+def test_cluster_order_keeps_blocks_together():
+    rng = np.random.default_rng(0)
+    f = rng.normal(size=(500, 2))
+    # domains alternate between two independent factors
+    theta = np.stack([f[:, i % 2] + 0.3 * rng.normal(size=500) for i in range(8)], axis=1)
+    order = plots.cluster_order(np.corrcoef(theta.T))
+    assert sorted(order) == list(range(8))
+    first = {int(i) % 2 for i in order[:4]}
+    assert len(first) == 1  # one block, then the other
+
+
+@pytest.mark.parametrize("which", ["boot", "post"])
+def test_heatmap_two_panels_ticks_in_cluster_order(which, request):
+    est = request.getfixturevalue(which)
+    fig = plots.correlation_heatmap(est)
+    assert isinstance(fig, Figure)
+    expected = list(np.asarray(est.domains)[plots.cluster_order(est.point("domain_corr"))])
+    ax, ax2 = fig.axes[0], fig.axes[1]
+    assert _yticks(ax) == expected
+    assert _xticks(ax) == expected
+    assert _xticks(ax2) == expected
+    im = ax.get_images()[0]
+    assert im.get_clim() == (-1, 1)
+    assert im.get_cmap().name.startswith("RdBu")
+    assert len(fig.axes) == 4  # two panels + two colour bars
+
+
+def test_heatmap_point_estimate_one_panel_and_orders(bare):
+    fig = plots.correlation_heatmap(bare, order="name")
+    assert len(fig.axes) == 2  # panel + colour bar
+    assert _yticks(fig.axes[0]) == sorted(bare.domains)
+    rev = list(bare.domains)[::-1]
+    assert _yticks(plots.correlation_heatmap(bare, order=rev).axes[0]) == rev
+    with pytest.raises(ValueError):
+        plots.correlation_heatmap(bare, order=["nope"])
+
+
+def test_heatmap_56_domains(big):
+    fig = plots.correlation_heatmap(big)
+    labels = _yticks(fig.axes[0])
+    assert len(labels) == 56 and set(labels) == set(big.domains)
+    assert fig.get_size_inches()[1] > 15  # grows with the domains (stacked panels above 25)
+    assert min(t.get_fontsize() for t in fig.axes[0].get_yticklabels()) <= 7
+
+
+# ------------------------------------------------------------------- forest
+@pytest.mark.parametrize("which", ["boot", "post", "bare"])
+def test_forest_rows(which, request):
+    est = request.getfixturevalue(which)
+    n = len(est.llms)
+    fig = plots.overall_forest(est, top=8, bottom=4)
+    labels = _yticks(fig.axes[0])
+    assert len(labels) == 12
+    assert labels[0].startswith("1. ")
+    assert labels[-1].startswith(f"{n}. ")
+    assert labels[7].startswith("8. ") and labels[8].startswith(f"{n - 3}. ")
+
+
+def test_forest_all_when_few(boot):
+    fig = plots.overall_forest(boot, top=30, bottom=30)
+    assert len(_yticks(fig.axes[0])) == len(boot.llms)
+
+
+def test_forest_into_given_axes(boot):
+    fig0, ax = plt.subplots()
+    assert plots.overall_forest(boot, ax=ax) is fig0
+
+
+# ------------------------------------------------------------------ profile
+@pytest.mark.parametrize("which", ["boot", "post", "bare"])
+def test_domain_profile(which, request):
+    est = request.getfixturevalue(which)
+    name = est.llms[2]
+    fig = plots.domain_profile(est, name)
+    tab = est.domain_scores()
+    expect = tab[tab["llm"] == name].sort_values("score", ascending=False)["domain"].tolist()
+    assert _yticks(fig.axes[0]) == expect
+    assert name in fig.axes[0].get_title()
+
+
+def test_domain_profile_by_position_and_errors(boot, big):
+    assert len(_yticks(plots.domain_profile(big, 0).axes[0])) == 56
+    with pytest.raises(KeyError):
+        plots.domain_profile(boot, "no-such-llm")
+    with pytest.raises(IndexError):
+        plots.domain_profile(boot, 10_000)
+
+
+# -------------------------------------------------------------------- ranks
+def test_rank_uncertainty(boot, post, bare):
+    fig = plots.rank_uncertainty(boot, top=10)
+    assert len(fig.axes) == 2
+    assert _yticks(fig.axes[0]) == boot.overall_scores()["llm"].iloc[:10].tolist()
+    assert "P(top 10)" in fig.axes[1].get_xlabel()
+    assert len(plots.rank_uncertainty(post, top=5, k=3).axes) == 2
+    assert len(plots.rank_uncertainty(bare, top=10).axes) == 1
+
+
+# ------------------------------------------------------------------ compare
+def test_compare_scatter(boot, post):
+    fig = plots.compare_scatter(boot, boot)
+    assert "Pearson r = 1.000" in fig.axes[0].get_title()
+    fig = plots.compare_scatter(boot, post, var="theta", labels=("MTL", "Bayes"))
+    ax = fig.axes[0]
+    assert ax.get_xlabel().startswith("MTL") and ax.get_ylabel().startswith("Bayes")
+    assert any(line.get_label() == "identity" for line in ax.get_lines())
+    with pytest.raises(ValueError):
+        plots.compare_scatter(boot, post, var="nope")
+
+
+def test_compare_scatter_no_common_llm(boot):
+    other = make_point(n=5, k=6, B=0)
+    other.tree["posterior"] = other.tree["posterior"].to_dataset().assign_coords(llm=[f"x{i}" for i in range(5)])
+    with pytest.raises(ValueError, match="in common"):
+        plots.compare_scatter(boot, other)
+
+
+# -------------------------------------------------------------------- scree
+def test_scree(boot, big, bare):
+    fig = plots.scree(boot)
+    ax = fig.axes[0]
+    assert len(ax.patches) == 6
+    assert any("r = 1" in t.get_text() for t in ax.get_legend().get_texts())
+    assert len(plots.scree(big).axes[0].patches) == 56
+    with pytest.raises(ValueError, match="singular values"):
+        plots.scree(bare)
+
+
+# --------------------------------------------------------------- difficulty
+@pytest.mark.parametrize("which", ["boot", "post", "big"])
+def test_domain_difficulty_labels(which, request):
+    est = request.getfixturevalue(which)
+    fig = plots.domain_difficulty(est)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert sorted(texts) == sorted(plots._shorten(d, 32) for d in est.domains)
+
+
+def test_domain_difficulty_sizes(boot):
+    sizes = {d: 10 * (i + 1) for i, d in enumerate(boot.domains)}
+    fig = plots.domain_difficulty(boot, sizes=sizes)
+    xs = fig.axes[0].collections[0].get_offsets()[:, 0]
+    assert sorted(xs) == sorted(sizes.values())
+
+
+# -------------------------------------------------------------- item curves
+def test_item_curves(boot, post, bare):
+    fig = plots.item_curves(boot, [0, "q0003", 5])
+    ax = fig.axes[0]
+    assert len(ax.get_lines()) == 3
+    assert len(ax.collections) == 3  # bands from the bootstrap replicates
+    y = ax.get_lines()[0].get_ydata()
+    assert 0 <= y.min() and y.max() <= 1
+    assert len(plots.item_curves(post, [1, 2]).axes[0].get_lines()) == 2
+    assert len(plots.item_curves(bare, 0).axes[0].collections) == 0
+    with pytest.raises(KeyError):
+        plots.item_curves(boot, ["nope"])
+
+
+def test_item_curve_formula():
+    est = make_point(n=10, k=2, B=0)
+    par = est.item_parameters().iloc[0]
+    fig = plots.item_curves(est, [0], theta_range=(-2, 2), n_points=5)
+    t = np.linspace(-2, 2, 5)
+    expect = par.guessing + (1 - par.guessing) / (1 + np.exp(-(par.discrimination * t + par.intercept)))
+    np.testing.assert_allclose(fig.axes[0].get_lines()[0].get_ydata(), expect)
+
+
+# -------------------------------------------------------------- convergence
+@pytest.mark.parametrize("kind", ["rank", "trace", "ess"])
+def test_convergence_kinds(post, kind):
+    fig = plots.convergence(post, kind=kind, max_panels=2)
+    assert isinstance(fig, Figure)
+    assert len([a for a in fig.axes if a.get_visible() and a.axison]) >= 2
+    assert fig.get_suptitle()
+
+
+def test_convergence_picks_worst_rhat(post):
+    bad = make_posterior()
+    ds = bad.tree["posterior"].to_dataset()
+    ov = ds["overall"].values.copy()
+    ov[0, :, 3] += 3.0  # one chain off for llm 3
+    bad.tree["posterior"] = ds.assign(overall=(ds["overall"].dims, ov))
+    fig = plots.convergence(bad, max_panels=1)
+    titles = [a.get_title() for a in fig.axes]
+    assert any(bad.llms[3] in t for t in titles)
+
+
+def test_convergence_errors(boot, post):
+    with pytest.raises(ValueError, match="several chains"):
+        plots.convergence(boot)
+    with pytest.raises(ValueError):
+        plots.convergence(post, kind="nope")
+    with pytest.raises(ValueError, match="unknown variable"):
+        plots.convergence(post, var_names="nope")
+
+
+def test_rank_rhat_matches_arviz():
+    import arviz as az
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 100, 6))
+    x[0, :, :2] += 1.0
+    np.testing.assert_allclose(plots.rank_rhat(x), np.asarray(az.rhat(x, chain_axis=0, draw_axis=1)), rtol=1e-3)
+
+
+# ------------------------------------------------------------------- export
+def test_figure_to_base64_png(boot):
+    fig = plots.scree(boot)
+    raw = base64.b64decode(plots.figure_to_base64_png(fig, dpi=50, close=True))
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not plt.fignum_exists(fig.number)
+
+
+def test_all_plots_at_56_domains(big):
+    figs = [
+        plots.overall_forest(big),
+        plots.domain_profile(big, big.llms[0]),
+        plots.rank_uncertainty(big),
+        plots.compare_scatter(big, big, var="theta"),
+        plots.scree(big),
+        plots.domain_difficulty(big),
+        plots.item_curves(big, list(range(12))),
+    ]
+    assert all(isinstance(f, Figure) for f in figs)
+    # the profile grows with the domains
+    assert figs[1].get_size_inches()[1] > 9
+
+
+def test_shorten():
+    assert plots._shorten("abc") == "abc"
+    s = plots._shorten("x" * 100, 20)
+    assert len(s) == 20 and "…" in s
