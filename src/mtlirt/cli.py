@@ -48,6 +48,8 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 def _read(args):
     from .data import Responses
 
+    if getattr(args, "data", None) is None:
+        raise InputError("no data file given")
     ignore = [c for c in args.ignore_columns.split(",") if c]
     return Responses.read(args.data, domain_column=args.domain_column, ignore_columns=ignore,
                           drop_unassigned=args.drop_unassigned)
@@ -126,6 +128,84 @@ def cmd_convert(args) -> int:
     return 0
 
 
+def cmd_fit(args) -> int:
+    from .fitting import ConvergenceWarning, fit
+    from .heldout import heldout_loglik
+    from .output import write_fit
+
+    if not 0 < args.interval < 1:
+        raise InputError(f"--interval must be in (0, 1), got {args.interval}")
+    responses = _read(args)
+    heldout = None
+    data = responses
+    if args.heldout:
+        data, heldout = responses.holdout(args.heldout, seed=args.seed)
+    options = {}
+    if args.method == "bayes":
+        options = dict(spec=args.model, items=args.items, draws=args.draws, tune=args.tune,
+                       chains=args.chains, sampler=args.sampler, algorithm=args.algorithm)
+    elif args.model is not None or args.items is not None:
+        raise InputError("--model and --items apply to --method bayes only")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        est = fit(data, args.method, rank=args.rank, gamma=args.gamma, model=args.item_model,
+                  guessing=args.guessing, bootstrap=args.bootstrap, seed=args.seed, n_jobs=args.jobs, **options)
+    for w in caught:
+        if not issubclass(w.category, ConvergenceWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    if heldout is not None:
+        est.update_info(heldout={"share": args.heldout, **heldout_loglik(est, responses, heldout)})
+    out = write_fit(est, args.out, interval=args.interval)
+    info = est.info
+    diag = info.get("diagnostics", {})
+    print(f"wrote {args.method} fit of {responses.n_llms:,} LLMs x {responses.n_items:,} items "
+          f"({responses.n_domains} domains) to {out}")
+    if "rank" in info:
+        print(f"selected rank: {info['rank']}")
+    if "heldout" in info:
+        print(f"held-out mean log-likelihood: {info['heldout']['mean_loglik']:.4f} "
+              f"on {info['heldout']['n']:,} responses")
+    if diag and not diag.get("converged", True):
+        bad = ", ".join(f"{k}={v}" for k, v in diag.items() if k != "converged")
+        print(f"WARNING: THE FIT DID NOT CONVERGE ({bad}). Do not trust its numbers; "
+              "sample longer (--draws/--tune) or simplify the model.", file=sys.stderr)
+        if args.strict:
+            return 3
+    return 0
+
+
+def _check_fit_dirs(dirs) -> None:
+    for d in dirs:
+        p = Path(d)
+        if not (p / "posterior.nc").exists() and not (p.is_file() and p.suffix == ".nc"):
+            raise InputError(f"{d} is not a fit folder (no posterior.nc); write one with mtlirt fit --out")
+
+
+def cmd_report(args) -> int:
+    from .report import write_report
+
+    _check_fit_dirs(args.fits)
+    responses = _read(args) if args.data else None
+    out = write_report(list(args.fits), args.out, responses=responses, title=args.title,
+                       interval=args.interval, top=args.top, full_table=args.full_table)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    import pandas as pd
+
+    from .compare import compare
+
+    if len(args.fits) < 2:
+        raise InputError("compare needs two or more fit folders")
+    _check_fit_dirs(args.fits)
+    table = compare(list(args.fits), interval=args.interval)
+    with pd.option_context("display.width", 200, "display.max_columns", None, "display.float_format", "{:.4g}".format):
+        print(table.set_index(["a", "b"]).T.to_string())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mtlirt",
@@ -189,6 +269,70 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--item-domain", default=None, metavar="CSV",
                    help="wide only: CSV with columns item,domain (else column names <domain>/<item>)")
     p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("fit", help="fit a model and write scores with intervals",
+                       description="Fit a model to a results table and write a fit folder: domain_scores.csv, "
+                       "overall.csv, items.csv, domain_correlation.csv, fit.json and posterior.nc. The folder "
+                       "appears only when the fit succeeded. Bad input: a one-line error and exit status 2; "
+                       "a Bayesian fit that did not converge: a loud warning (exit status 3 with --strict).")
+    p.add_argument("data", metavar="DATA", help="the results table (CSV, gzip CSV or Parquet)")
+    p.add_argument("--method", default="mtl", choices=["mtl", "stl", "pooled", "accuracy", "bayes"],
+                   help="estimator: mtl (spectral multi-task learning, default), stl (each domain alone), "
+                   "pooled (one 2PL over all items), accuracy (proportion correct), bayes (PyMC model)")
+    p.add_argument("--rank", type=int, default=None,
+                   help="number of overall traits (mtl); selected from the data by default")
+    p.add_argument("--gamma", type=float, default=None, metavar="C",
+                   help="mtl shrinkage constant C (gamma = C sqrt(N + log K)); tuned on held-out responses by default")
+    p.add_argument("--item-model", default="2pl", choices=["2pl", "1pl"],
+                   help="item model of the frequentist methods (default 2pl)")
+    p.add_argument("--guessing", type=_share, default=None, metavar="C",
+                   help="fixed guessing floor of every item for the frequentist methods (e.g. 0.25 for four options)")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="B",
+                   help="parametric bootstrap replicates for intervals of point estimates (default 0: none)")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes for the bootstrap (default: all cores)")
+    p.add_argument("--interval", type=float, default=0.9, help="probability of the reported intervals (default 0.9)")
+    p.add_argument("--heldout", type=_share, default=0.0, metavar="SHARE",
+                   help="hold out this share of responses at random, fit on the rest, and record the held-out "
+                   "log-likelihood in fit.json (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
+    p.add_argument("--model", default=None, metavar="NAME",
+                   help="bayes: model specification from models/ by name or a .toml path (default factor-2pl)")
+    p.add_argument("--items", default=None, choices=["joint", "fixed"],
+                   help="bayes: sample item parameters jointly, or fix them at calibrated values and sample the "
+                   "LLM side with tabulated sufficient statistics (for leaderboard scale)")
+    p.add_argument("--algorithm", default="nuts", choices=["nuts", "advi", "map"],
+                   help="bayes: NUTS sampling (default), ADVI, or the MAP point")
+    p.add_argument("--sampler", default="nutpie", choices=["nutpie", "pymc", "numpyro"],
+                   help="bayes: NUTS implementation (default nutpie; numpyro needs the jax extra)")
+    p.add_argument("--draws", type=int, default=1000, help="bayes: draws per chain (default 1000)")
+    p.add_argument("--tune", type=int, default=1000, help="bayes: tuning steps per chain (default 1000)")
+    p.add_argument("--chains", type=int, default=4, help="bayes: chains (default 4)")
+    p.add_argument("--strict", action="store_true", help="exit with status 3 when the fit did not converge")
+    p.add_argument("--out", required=True, metavar="DIR", help="the fit folder to write")
+    _data_options(p)
+    p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser("report", help="write a self-contained HTML report of one or several fits",
+                       description="Write one self-contained HTML file (figures embedded): data summary, "
+                       "leaderboard with intervals and rank intervals, domain difficulty and size, correlation "
+                       "structure, diagnostics, and a comparison section when several fits are given.")
+    p.add_argument("fits", nargs="+", metavar="DIR", help="fit folders written by mtlirt fit")
+    p.add_argument("--out", default="report.html", metavar="FILE", help="the HTML file (default report.html)")
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="the results table the fits came from, for the data summary")
+    p.add_argument("--title", default="mtlirt report", help="title of the report")
+    p.add_argument("--interval", type=float, default=0.9, help="probability of the intervals shown (default 0.9)")
+    p.add_argument("--top", type=int, default=50, help="rows of the leaderboard table (default 50)")
+    p.add_argument("--full-table", action="store_true", help="show every LLM in the leaderboard table")
+    _data_options(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="print the agreement of two or more fits",
+                       description="Print the comparison table of fits: correlation of overall and domain "
+                       "scores, rank agreement and top-10 overlap, mean interval widths, held-out log-likelihood.")
+    p.add_argument("fits", nargs="+", metavar="DIR", help="two or more fit folders")
+    p.add_argument("--interval", type=float, default=0.9, help="probability of the intervals compared (default 0.9)")
+    p.set_defaults(func=cmd_compare)
 
     return parser
 

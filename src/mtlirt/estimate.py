@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .correlation import column_corr
+
 SAMPLE_DIMS = ("chain", "draw")
 INFO_ATTR = "mtlirt_info"
 
@@ -111,6 +113,7 @@ class Estimate:
         domain_corr=None,
         info: dict | None = None,
         bootstrap: dict | None = None,
+        extra: dict | None = None,
     ) -> "Estimate":
         """Wrap a point estimate (one chain, one draw) and optional bootstrap replicates.
 
@@ -140,6 +143,10 @@ class Estimate:
             Replicates: a dict with the same keys as the point arguments
             (``theta``, ``overall``, ``discrimination``, ...) each with a
             leading axis of length ``B``.
+        extra
+            Further point variables, ``name -> (dims, array)`` with dims among
+            ``llm``, ``domain``, ``item`` (e.g. the accuracy baseline's raw
+            proportions ``accuracy`` on ``(llm, domain)``).
         """
         point = dict(
             theta=theta, overall=overall, eta=eta, loadings=loadings,
@@ -149,6 +156,8 @@ class Estimate:
         item_domain = np.asarray(item_domain)
         post = _dataset({k: None if v is None else np.asarray(v)[None] for k, v in point.items()},
                         llms, domains, items, item_domain)
+        for name, (dims, value) in (extra or {}).items():
+            post[name] = (SAMPLE_DIMS + tuple(dims), np.asarray(value, dtype=np.float64)[None, None])
         children = {"posterior": post}
         if bootstrap is not None:
             children["bootstrap"] = _dataset(
@@ -344,15 +353,6 @@ def _spread(point, draws, interval):
     return draws.std(axis=0, ddof=1), lo, hi
 
 
-def _corr_columns(theta: np.ndarray) -> np.ndarray:
-    """Correlation of the columns of ``theta`` (``... x N x K`` -> ``... x K x K``)."""
-    t = theta - theta.mean(axis=-2, keepdims=True)
-    cov = np.einsum("...nk,...nl->...kl", t, t)
-    sd = np.sqrt(np.einsum("...kk->...k", cov))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return cov / sd[..., :, None] / sd[..., None, :]
-
-
 def _first_pc(theta: np.ndarray) -> np.ndarray:
     """Unit-variance first principal component of ``theta`` (``... x N x K``), sign so loadings are positive."""
     t = theta - theta.mean(axis=-2, keepdims=True)
@@ -377,7 +377,7 @@ def _dataset(arrays: dict, llms, domains, items, item_domain, fill_from: xr.Data
         else:
             arrays["overall"] = _first_pc(theta)
     if arrays.get("domain_corr") is None:
-        arrays["domain_corr"] = _corr_columns(theta)
+        arrays["domain_corr"] = column_corr(np.nan_to_num(theta))
     if arrays.get("guessing") is None and arrays.get("discrimination") is not None:
         arrays["guessing"] = np.zeros_like(arrays["discrimination"])
     if arrays.get("expected_accuracy") is None:

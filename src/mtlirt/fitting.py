@@ -1,0 +1,232 @@
+"""One entry point for every estimator: :func:`fit` returns an :class:`~mtlirt.estimate.Estimate`.
+
+Methods
+-------
+``mtl``       the spectral representation-MTL estimator (METHOD.md §4), default
+``stl``       single-domain penalised JML, each domain alone (step 1 alone)
+``pooled``    one unidimensional 2PL over all items
+``accuracy``  proportion correct per domain, macro average as overall
+``bayes``     the Bayesian twin in PyMC (METHOD.md §5), see :mod:`mtlirt.bayes`
+
+Point estimates get intervals from a bootstrap (``bootstrap=B``): parametric
+for the IRT methods (answers redrawn from the fitted model on the observed
+cells, estimator refit with its tuned settings fixed), items resampled within
+domains for ``accuracy``.  Intervals are percentile intervals of the
+replicates (``/bootstrap``); their coverage is measured in ``docs/results.md``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from functools import partial
+
+import numpy as np
+
+from .bootstrap import run_bootstrap
+from .correlation import corr_draws, corrected_corr, reliability_from_se
+from .data import Responses
+from .errors import InputError
+from .estimate import Estimate
+from .progress import stage
+
+METHODS = ("mtl", "stl", "pooled", "accuracy", "bayes")
+
+
+class ConvergenceWarning(UserWarning):
+    """A fit did not meet its convergence criteria; its numbers are not to be trusted."""
+
+
+def _point_stl(correct, observed, slices, *, model, guessing, **_):
+    from .irt import fit_stl
+
+    return fit_stl(correct, observed, slices, model=model, guessing=guessing)
+
+
+def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, **_):
+    from .mtl import fit_mtl
+
+    return fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
+
+
+def _point_pooled(correct, observed, slices, *, model, guessing, **_):
+    from .baselines import fit_pooled
+
+    return fit_pooled(correct, observed, slices, model=model, guessing=guessing)
+
+
+def _point_accuracy(correct, observed, slices, **_):
+    from .baselines import fit_accuracy
+
+    return fit_accuracy(correct, observed, slices)
+
+
+_POINT = {"stl": _point_stl, "mtl": _point_mtl, "pooled": _point_pooled, "accuracy": _point_accuracy}
+
+
+def _arrays(res) -> dict:
+    """The arrays of a point fit that the Estimate and the bootstrap need."""
+    out = {"theta": np.asarray(res.theta, dtype=np.float64)}
+    for name in ("a", "d", "c"):
+        v = getattr(res, name, None)
+        out[name] = None if v is None else np.asarray(v, dtype=np.float64)
+    overall = getattr(res, "overall", None)
+    if overall is not None:
+        overall = np.asarray(overall, dtype=np.float64)
+        if overall.ndim == 2:
+            out["eta"] = overall
+            overall = overall[:, 0]
+        out["overall"] = overall
+    loadings = getattr(res, "loadings", None)
+    if loadings is not None:
+        out["loadings"] = np.asarray(loadings, dtype=np.float64).reshape(len(out["theta"][0]), -1)
+    # the basis of the cross-domain correlations: single-domain scores (MTL's
+    # shrinkage would inflate them), corrected for their measurement error
+    basis = getattr(res, "stl", None) or res
+    out["corr_basis"] = np.nan_to_num(np.asarray(basis.theta, dtype=np.float64))
+    return out
+
+
+def _reliability(res, method: str) -> np.ndarray:
+    """Per-domain reliability of the correlation basis (see :mod:`mtlirt.correlation`)."""
+    if method == "accuracy":  # the naive baseline: plain correlations
+        return np.ones(res.theta.shape[1])
+    basis = getattr(res, "stl", None) or res
+    se = getattr(basis, "theta_se", None)
+    return np.ones(res.theta.shape[1]) if se is None else reliability_from_se(se)
+
+
+def _replicate(correct, observed, *, method, slices, settings):
+    """Refit one bootstrap replicate; module-level so worker processes can run it."""
+    res = _POINT[method](correct, observed, slices, **settings)
+    arr = _arrays(res)
+    keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
+    if arr.get("overall") is not None:
+        keep["overall"] = arr["overall"]
+    if method != "accuracy":
+        keep.update(discrimination=arr["a"], intercept=arr["d"])
+    return keep
+
+
+def fit(
+    responses: Responses,
+    method: str = "mtl",
+    *,
+    rank: int | None = None,
+    gamma: float | None = None,
+    model: str = "2pl",
+    guessing: float | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
+    n_jobs: int | None = None,
+    **bayes_options,
+) -> Estimate:
+    """Fit a model to a leaderboard and return its :class:`Estimate`.
+
+    Parameters
+    ----------
+    responses
+        The data.
+    method
+        One of ``mtl`` (default), ``stl``, ``pooled``, ``accuracy``, ``bayes``.
+    rank
+        Number of overall traits (MTL); selected from the data when None.
+    gamma
+        MTL shrinkage constant ``C``; tuned on held-out responses when None.
+    model
+        ``2pl`` or ``1pl`` item model of the frequentist methods.
+    guessing
+        Fixed guessing floor ``c`` of every item (e.g. 0.25 for four options).
+    bootstrap
+        Number of bootstrap replicates for intervals (0: none).
+    seed
+        Seed of every random step (held-out split, bootstrap, sampler).
+    n_jobs
+        Worker processes for the bootstrap (default: all cores).
+    **bayes_options
+        For ``method="bayes"``: passed to :func:`mtlirt.bayes.fit_bayes`
+        (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
+    """
+    if method not in METHODS:
+        raise InputError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
+    if method == "bayes":
+        from .bayes import fit_bayes
+
+        return fit_bayes(responses, seed=seed, **bayes_options)
+    if bayes_options:
+        raise TypeError(f"options for method='bayes' only: {', '.join(bayes_options)}")
+    if guessing is not None and not 0 <= guessing < 1:
+        raise InputError(f"guessing must be in [0, 1), got {guessing}")
+    settings = dict(model=model, guessing=guessing, rank=rank, gamma=gamma, seed=seed)
+    timings = {}
+    t0 = time.perf_counter()
+    stage(f"fitting {method} to {responses.n_llms:,} LLMs x {responses.n_items:,} items")
+    res = _POINT[method](responses.correct, responses.mask, responses.domain_slices, **settings)
+    timings["fit"] = time.perf_counter() - t0
+    arr = _arrays(res)
+    info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
+    info.update(_method_info(res))
+    converged = bool(getattr(res, "converged", True))
+    info["diagnostics"] = {"converged": converged, "iterations": getattr(res, "n_iter", None)}
+    if not converged:
+        warnings.warn(f"the {method} fit did not converge within its iteration limit: its numbers are not to be trusted",
+                      ConvergenceWarning, stacklevel=2)
+
+    boot = None
+    if bootstrap:
+        # replicates keep the tuned settings fixed: the selected rank and shrinkage
+        fixed = dict(settings)
+        if method == "mtl":
+            fixed.update(rank=res.rank, C=res.C, gamma=None)
+        t1 = time.perf_counter()
+        kind = "items" if method == "accuracy" else "parametric"
+        boot = run_bootstrap(
+            partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed),
+            n=bootstrap,
+            seed=seed,
+            domain_slices=responses.domain_slices,
+            observed=responses.mask,
+            point=arr if kind == "parametric" else None,
+            correct=responses.correct if kind == "items" else None,
+            kind=kind,
+            n_jobs=n_jobs,
+            desc=f"{method} bootstrap",
+        )
+        timings["bootstrap"] = time.perf_counter() - t1
+    secs = getattr(res, "seconds", None)
+    info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
+
+    rel = _reliability(res, method)
+    info["reliability"] = rel.tolist()
+    corr = corrected_corr(arr["corr_basis"], rel)
+    if boot is not None:
+        corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel)
+    est = Estimate.from_point(
+        method=method,
+        theta=arr["theta"],
+        overall=arr.get("overall"),
+        eta=arr.get("eta"),
+        loadings=arr.get("loadings"),
+        llms=responses.llms,
+        domains=responses.domains,
+        items=responses.items,
+        item_domain=responses.item_domain,
+        discrimination=arr["a"] if arr["a"] is not None else np.ones(responses.n_items),
+        intercept=arr["d"] if arr["d"] is not None else np.zeros(responses.n_items),
+        guessing=arr["c"],
+        domain_corr=corr,
+        extra={"accuracy": (("llm", "domain"), res.accuracy)} if method == "accuracy" else None,
+        info=info,
+        bootstrap=boot,
+    )
+    return est
+
+
+def _method_info(res) -> dict:
+    """Rank, singular values, tuning results and the like, as JSON-ready values."""
+    out = {}
+    for name in ("rank", "singular_values", "rank_evidence", "cv", "gamma", "C"):
+        v = getattr(res, name, None)
+        if v is not None:
+            out[name] = v.tolist() if isinstance(v, np.ndarray) else v
+    return out
