@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
 from typing import Callable
 
 import numpy as np
@@ -66,7 +66,10 @@ def _one(b: int):
     return b, st["refit"](y, obs)
 
 
-def _init_worker():
+def _init_worker(state: dict | None = None):
+    if state is not None:  # a fresh worker process (forkserver/spawn) gets the data once
+        _STATE.clear()
+        _STATE.update(state)
     try:  # one BLAS thread per worker: the workers already use every core
         from threadpoolctl import threadpool_limits
 
@@ -123,13 +126,16 @@ def run_bootstrap(
     results: list = [None] * n
     try:
         with progress_bar(total=n, desc=desc) as bar:
-            if n_jobs == 1 or not hasattr(os, "fork"):
+            if n_jobs == 1:
                 for b in range(n):
                     results[b] = _one(b)[1]
                     bar.update(1)
             else:
-                with ProcessPoolExecutor(max_workers=min(n_jobs, n), mp_context=get_context("fork"),
-                                         initializer=_init_worker) as pool:
+                # forkserver (spawn where it is missing): forking a process that
+                # runs BLAS threads can deadlock; each worker receives the data once
+                method = "forkserver" if "forkserver" in get_all_start_methods() else "spawn"
+                with ProcessPoolExecutor(max_workers=min(n_jobs, n), mp_context=get_context(method),
+                                         initializer=_init_worker, initargs=(dict(_STATE),)) as pool:
                     futures = [pool.submit(_one, b) for b in range(n)]
                     for fut in as_completed(futures):
                         b, res = fut.result()
