@@ -150,9 +150,7 @@ def fit(
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
     if method == "bayes":
-        from .bayes import fit_bayes
-
-        return fit_bayes(responses, seed=seed, **bayes_options)
+        return _fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options)
     if bayes_options:
         raise TypeError(f"options for method='bayes' only: {', '.join(bayes_options)}")
     if guessing is not None and not 0 <= guessing < 1:
@@ -219,6 +217,43 @@ def fit(
         info=info,
         bootstrap=boot,
     )
+    return est
+
+
+def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts", init=None, **options) -> Estimate:
+    """The Bayesian fit, initialised (and, with ``items="fixed"``, calibrated) by MTL."""
+    from .bayes import diagnostics, fit_bayes
+
+    options = {k: v for k, v in options.items() if v is not None}
+    timings = {}
+    mtl_info = {}
+    if init is None:
+        t0 = time.perf_counter()
+        stage("fitting MTL for the initial values and item calibration")
+        res = _point_mtl(responses.correct, responses.mask, responses.domain_slices, model=model,
+                         guessing=guessing, rank=None, gamma=None, seed=seed)
+        timings["mtl_init"] = time.perf_counter() - t0
+        init = {"theta": res.theta, "overall": res.overall, "loadings": res.loadings, "a": res.a, "d": res.d,
+                "c": res.c}
+        mtl_info = {"mtl_rank": res.rank, "mtl_C": res.C}
+    t1 = time.perf_counter()
+    stage(f"fitting the Bayesian model ({algorithm})")
+    tree = fit_bayes(responses, spec or "factor-2pl", method=algorithm, seed=seed, init=init, **options)
+    timings["bayes"] = time.perf_counter() - t1
+    est = Estimate(tree)
+    post_attrs = tree["posterior"].attrs
+    diag = diagnostics(tree)
+    info = {
+        "method": "bayes",
+        "settings": {"method": "bayes", "spec": str(spec or "factor-2pl"), "algorithm": algorithm, "seed": seed,
+                     **{k: v for k, v in options.items() if isinstance(v, (int, float, str, bool))}},
+        "diagnostics": diag,
+        "seconds": timings,
+        **mtl_info,
+    }
+    if "rank" in post_attrs:
+        info["rank"] = post_attrs["rank"]
+    est.update_info(**info)
     return est
 
 
