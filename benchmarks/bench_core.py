@@ -1,0 +1,259 @@
+"""Benchmark of the core estimators (STL, pooled, accuracy, MTL) against the targets.
+
+Sections (``--only`` picks some, comma-separated):
+
+``sim``
+    ``simulate(1000, preset="mmlu", scale=0.1, rank=1, similarity=0.1)``:
+    RMSE of the domain scores (estimate and truth both standardised per
+    domain) of MTL relative to STL, on average and in the smallest third of
+    the domains; Spearman correlation of the overall score with the true
+    overall trait, against macro-averaged accuracy and pooled.
+``outliers``
+    The same with ``outlier_share=0.1``: RMSE ratios on the outlier domains
+    and on the rest.
+``rank2``
+    The same with ``rank=2``: selected rank and ratios.
+``flagship``
+    4,272 LLMs x MMLU (scale 1, 14,042 items): simulate, write Parquet, then in
+    a fresh process ``Responses.read`` + ``fit_mtl`` (end to end), and in
+    another fresh process ``fit_mtl`` alone on the dense matrix; wall time
+    and peak RSS (``ru_maxrss``) of each.
+``real``
+    ``../shared/data``: MMLU-Pro by ``domain`` (14) and by ``subject`` (56),
+    ChemBench (9); 20% of the responses held out at random (seed 0); held-out
+    mean log-loss of STL, pooled and MTL fitted on the rest.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_core.py [--only sim,outliers,rank2,flagship,real]
+        [--seeds 0] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from mtlirt import irt, mtl
+from mtlirt.baselines import fit_accuracy, fit_pooled
+from mtlirt.simulate import simulate
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _slices(sim):
+    out, s = [], 0
+    for n in sim.settings["domain_sizes"].values():
+        out.append(slice(s, s + n))
+        s += n
+    return out
+
+
+def _rmse(est, truth):
+    z = (est - est.mean(0)) / est.std(0)
+    t = (truth - truth.mean(0)) / truth.std(0)
+    return np.sqrt(((z - t) ** 2).mean(0))
+
+
+def _peak_gib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**30 if sys.platform == "darwin" else 2**20)
+
+
+def sim_section(seed, rank=1, outlier_share=0.0, label="sim"):
+    sim = simulate(1000, preset="mmlu", scale=0.1, rank=rank, similarity=0.1,
+                   outlier_share=outlier_share, seed=seed)
+    sl = _slices(sim)
+    Y = sim.correct
+    truth = sim.domain_scores.to_numpy()
+    sizes = np.array(list(sim.settings["domain_sizes"].values()))
+    t0 = time.perf_counter()
+    f = mtl.fit_mtl(Y, None, sl, seed=seed)
+    t_mtl = time.perf_counter() - t0
+    pooled = fit_pooled(Y, None, sl)
+    acc = fit_accuracy(Y, None, sl)
+    r_m, r_s, r_p = _rmse(f.theta, truth), _rmse(f.stl.theta, truth), _rmse(pooled.theta, truth)
+    out = np.isin(sim.domain_names, sim.outlier_domains)
+    small = sizes <= np.quantile(sizes, 1 / 3)
+    inl = ~out
+    eta = sim.overall.to_numpy()[:, 0]
+    res = {
+        "section": label, "seed": seed, "rank_true": rank, "rank_selected": f.rank, "C": f.C,
+        "rmse_stl": r_s[inl].mean(), "rmse_mtl": r_m[inl].mean(), "rmse_pooled": r_p[inl].mean(),
+        "ratio_mean": r_m[inl].mean() / r_s[inl].mean(),
+        "ratio_mean_per_domain": float((r_m / r_s)[inl].mean()),
+        "ratio_small_third": r_m[small & inl].mean() / r_s[small & inl].mean(),
+        "spearman_mtl": spearmanr(f.overall[:, 0], eta)[0],
+        "spearman_macro_acc": spearmanr(acc.overall_raw, eta)[0],
+        "spearman_pooled": spearmanr(pooled.theta[:, 0], eta)[0],
+        "seconds_mtl": t_mtl,
+    }
+    if out.any():
+        res["ratio_outliers"] = r_m[out].mean() / r_s[out].mean()
+        res["ratio_outliers_max"] = float((r_m / r_s)[out].max())
+    return res
+
+
+_FIT_FILE = """
+import json, resource, sys, time
+
+def hwm():
+    # peak RSS of this process image (VmHWM resets at exec; ru_maxrss can carry the parent's over fork+exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
+t0 = time.perf_counter()
+from mtlirt.data import Responses
+from mtlirt.mtl import fit_mtl
+r = Responses.read(sys.argv[1])
+t1 = time.perf_counter()
+peak_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+hwm_load = hwm()
+f = fit_mtl(r.correct, r.mask, r.domain_slices, seed=0)
+t2 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "fit_s": t2 - t1, "total_s": t2 - t0, "peak_load_gib": peak_load,
+                  "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                  "hwm_load_gib": hwm_load, "hwm_gib": hwm(),
+                  "stages": f.seconds, "rank": f.rank, "C": f.C}))
+"""
+
+_FIT_NPY = """
+import json, resource, sys, time
+
+def hwm():
+    # peak RSS of this process image (VmHWM resets at exec; ru_maxrss can carry the parent's over fork+exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
+import numpy as np
+Y = np.load(sys.argv[1])
+sizes = json.loads(sys.argv[2])
+sl, s = [], 0
+for n in sizes:
+    sl.append(slice(s, s + n)); s += n
+from mtlirt.mtl import fit_mtl
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+hwm_base = hwm()
+t0 = time.perf_counter()
+f = fit_mtl(Y, None, sl, seed=0)
+t1 = time.perf_counter()
+print(json.dumps({"fit_s": t1 - t0, "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                  "before_fit_gib": base, "hwm_gib": hwm(), "hwm_before_fit_gib": hwm_base,
+                  "stages": f.seconds, "rank": f.rank, "C": f.C}))
+"""
+
+
+def flagship_section(repeat=1):
+    with tempfile.TemporaryDirectory(prefix="mtlirt-bench-core-") as tmp:
+        tmp = Path(tmp)
+        t0 = time.perf_counter()
+        sim = simulate(4272, preset="mmlu", scale=1.0, seed=0)
+        path = sim.write(tmp / "responses.parquet")
+        np.save(tmp / "Y.npy", sim.correct)
+        sizes = json.dumps([int(v) for v in sim.settings["domain_sizes"].values()])
+        print(f"  simulated and wrote {sim.correct.shape} in {time.perf_counter() - t0:.1f} s", flush=True)
+        del sim
+        results = []
+        for _ in range(repeat):
+            p = subprocess.run([sys.executable, "-c", _FIT_FILE, str(path)], capture_output=True, text=True,
+                               check=True)
+            e2e = json.loads(p.stdout.strip().splitlines()[-1])
+            p = subprocess.run([sys.executable, "-c", _FIT_NPY, str(tmp / "Y.npy"), sizes],
+                               capture_output=True, text=True, check=True)
+            est = json.loads(p.stdout.strip().splitlines()[-1])
+            results.append({"end_to_end": e2e, "estimator": est})
+        return results
+
+
+def _logloss(correct, rows, cols, fit, item_domain):
+    return float(-irt.cell_loglik(correct, rows, cols, fit.theta, fit.a, fit.d, None, item_domain).mean())
+
+
+def real_section():
+    from mtlirt.data import Responses
+
+    sets = {
+        "mmlu_pro/domain": (SHARED / "mmlu_pro/responses.csv.gz", {"ignore_columns": ["subject"]}),
+        "mmlu_pro/subject": (SHARED / "mmlu_pro/responses.csv.gz",
+                             {"domain_column": "subject", "drop_unassigned": True}),
+        "chembench": (SHARED / "chembench/responses.csv.gz", {}),
+    }
+    out = []
+    for name, (path, opts) in sets.items():
+        if not path.exists():
+            print(f"  {name}: {path} missing, skipped")
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = Responses.read(path, **opts)
+        train, held = r.holdout(0.2, seed=0)
+        rows, cols = np.nonzero(held)
+        idom = r.item_domain.astype(np.int64)
+        t0 = time.perf_counter()
+        stl = irt.fit_stl(train.correct, train.mask, train.domain_slices)
+        pooled = fit_pooled(train.correct, train.mask, train.domain_slices)
+        f = mtl.fit_mtl(train.correct, train.mask, train.domain_slices, stl=stl, seed=0)
+        secs = time.perf_counter() - t0
+
+        ls, lp, lm = (_logloss(r.correct, rows, cols, fit, idom) for fit in (stl, pooled, f))
+        out.append({
+            "data": name, "N": r.n_llms, "J": r.n_items, "K": r.n_domains,
+            "logloss_stl": ls, "logloss_pooled": lp, "logloss_mtl": lm,
+            "mtl_vs_stl": lm / ls, "mtl_vs_best": lm / min(ls, lp), "rank": f.rank, "C": f.C,
+            "eigenvalues": np.round(f.rank_evidence["eigenvalues"][:3], 2).tolist(),
+            "thresholds": np.round(f.rank_evidence["thresholds"][:3], 2).tolist(),
+            "seconds": secs,
+        })
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="sim,outliers,rank2,flagship,real")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--repeat", type=int, default=1, help="flagship repetitions")
+    args = ap.parse_args(argv)
+    which = set(args.only.split(","))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    def fmt(v):
+        return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+    for label, kw in (("sim", {}), ("outliers", {"outlier_share": 0.1}), ("rank2", {"rank": 2})):
+        if label not in which:
+            continue
+        print(f"== {label}: simulate(1000, preset='mmlu', scale=0.1, similarity=0.1, {kw})")
+        for seed in seeds:
+            res = sim_section(seed, label=label, **kw)
+            print("  " + ", ".join(f"{k}={fmt(v)}" for k, v in res.items() if k != "section"), flush=True)
+    if "flagship" in which:
+        print("== flagship: 4,272 LLMs x 14,042 items (MMLU sizes), complete")
+        for res in flagship_section(args.repeat):
+            e, s = res["end_to_end"], res["estimator"]
+            print(f"  end to end (read Parquet + fit_mtl): load {e['load_s']:.1f} s, fit {e['fit_s']:.1f} s, "
+                  f"total {e['total_s']:.1f} s; peak RSS (VmHWM) {e['hwm_gib']:.2f} GiB (after load "
+                  f"{e['hwm_load_gib']:.2f}); ru_maxrss {e['peak_gib']:.2f} GiB")
+            print(f"  estimator alone (dense int8 matrix in memory): fit {s['fit_s']:.1f} s, peak RSS (VmHWM) "
+                  f"{s['hwm_gib']:.2f} GiB (before fit {s['hwm_before_fit_gib']:.2f}); ru_maxrss "
+                  f"{s['peak_gib']:.2f} (before {s['before_fit_gib']:.2f}); stages "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in s["stages"].items()) + f"; rank {s['rank']}, C {s['C']}",
+                  flush=True)
+    if "real" in which:
+        print("== real data, 20% of responses held out (seed 0): held-out mean log-loss")
+        for res in real_section():
+            print("  " + ", ".join(f"{k}={fmt(v)}" for k, v in res.items()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""Baselines of METHOD.md §4 under the estimators' interface: pooled 2PL and accuracy.
+
+* :func:`fit_pooled` -- one unidimensional IRT model over all items
+  (``theta_ik = eta_i`` for every domain), fitted exactly like one STL domain
+  (:func:`mtlirt.irt.fit_stl` with a single domain spanning all items).
+* :func:`fit_accuracy` -- per-domain proportion correct and its macro average.
+
+The single-domain baseline (STL) is :func:`mtlirt.irt.fit_stl` itself.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import irt
+from .irt import IRTFit, Priors, ResponseData, blas_threads
+
+__all__ = ["AccuracyFit", "fit_accuracy", "fit_pooled"]
+
+
+def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, max_iter=500,
+               tol=1e-4, priors: Priors | None = None, progress=None, verbose=False) -> IRTFit:
+    """One unidimensional IRT model over all items ("pooled").
+
+    Parameters
+    ----------
+    correct : ndarray (N, J) of int8
+        0/1 answers, 0 where unobserved.
+    observed : ndarray (N, J) of bool or None
+        Observation mask; ``None`` means complete.
+    domain_slices : list of slice
+        The domains (used only to shape the output and split the log-likelihood).
+    model : {"2pl", "1pl"}
+        1PL: one common discrimination for all items.
+    guessing : float or ndarray (J,), optional
+        Fixed lower asymptotes.
+    max_iter, tol, priors, progress, verbose
+        As in :func:`mtlirt.irt.fit_stl`.
+
+    Returns
+    -------
+    IRTFit
+        ``theta`` is ``N x K`` with every column equal to the standardised
+        pooled trait ``eta`` (mean 0, variance 1); ``a, d, c`` are on that
+        scale; ``loglik_domain`` splits the log-likelihood by domain;
+        ``theta_loc``/``theta_scale`` repeat the single standardisation.
+    """
+    t0 = time.perf_counter()
+    correct = np.asarray(correct)
+    J = correct.shape[1]
+    slices = [slice(int(s.start), int(s.stop)) for s in domain_slices]
+    K = len(slices)
+    one = irt.fit_stl(correct, observed, [slice(0, J)], model=model, guessing=guessing,
+                      max_iter=max_iter, tol=tol, priors=priors, progress=progress, verbose=verbose)
+    eta = one.theta[:, 0]
+    theta = np.repeat(eta[:, None], K, axis=1)
+    item_domain = irt.item_domain_of(slices, J)
+    with blas_threads(1):
+        data = ResponseData(correct, observed, slices, guessing=guessing)
+        lik = data.theta_likelihood()
+        lik.set_items(one.a, one.d)
+        ll = lik.theta_loglik(theta).sum(axis=0)
+    return IRTFit(
+        theta=theta, a=one.a, d=one.d, c=one.c, loglik=float(ll.sum()), loglik_domain=ll,
+        marginal_loglik=one.marginal_loglik, n_iter=one.n_iter, converged=one.converged,
+        seconds=time.perf_counter() - t0, model=one.model,
+        theta_loc=np.repeat(one.theta_loc, K), theta_scale=np.repeat(one.theta_scale, K),
+        theta_se=np.repeat(one.theta_se, K, axis=1), history=one.history, item_domain=item_domain,
+    )
+
+
+@dataclass
+class AccuracyFit:
+    """Result of :func:`fit_accuracy`.
+
+    Attributes
+    ----------
+    theta : numpy.ndarray
+        ``N x K`` standardised domain accuracies: per domain, the proportion
+        correct minus its mean over LLMs, divided by its standard deviation
+        (population, ``ddof=0``); NaN where an LLM has no response in the
+        domain (those LLMs are left out of the mean and sd).
+    accuracy : numpy.ndarray
+        ``N x K`` proportion correct (NaN without responses).
+    n_responses : numpy.ndarray
+        ``N x K`` number of responses.
+    overall_raw : numpy.ndarray
+        ``N`` macro-averaged accuracy: the mean of the domain accuracies an
+        LLM has (every domain weighs the same, whatever its size).
+    overall : numpy.ndarray
+        ``overall_raw`` standardised over LLMs (mean 0, variance 1).
+    a, d, c : None
+        No item parameters.
+    seconds : float
+    """
+
+    theta: np.ndarray
+    accuracy: np.ndarray
+    n_responses: np.ndarray
+    overall_raw: np.ndarray
+    overall: np.ndarray
+    seconds: float
+    a: None = None
+    d: None = None
+    c: None = None
+
+
+def fit_accuracy(correct, observed, domain_slices) -> AccuracyFit:
+    """Per-domain proportion correct and its macro average (the leaderboard's own score).
+
+    Parameters
+    ----------
+    correct : ndarray (N, J) of int8
+        0/1 answers, 0 where unobserved.
+    observed : ndarray (N, J) of bool or None
+        Observation mask; ``None`` means complete.
+    domain_slices : list of slice
+
+    Returns
+    -------
+    AccuracyFit
+    """
+    t0 = time.perf_counter()
+    correct = np.asarray(correct)
+    N = correct.shape[0]
+    K = len(domain_slices)
+    n1 = np.empty((N, K))
+    n = np.empty((N, K))
+    for k, sl in enumerate(domain_slices):
+        n1[:, k] = correct[:, sl].sum(axis=1, dtype=np.int64)
+        n[:, k] = (sl.stop - sl.start) if observed is None else observed[:, sl].sum(axis=1, dtype=np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows or columns
+        acc = np.where(n > 0, n1 / n, np.nan)
+        mean = np.nanmean(acc, axis=0)
+        sd = np.nanstd(acc, axis=0)
+        theta = (acc - mean) / np.where(sd > 0, sd, 1.0)
+        macro = np.nanmean(acc, axis=1)
+        o_sd = np.nanstd(macro)
+        overall = (macro - np.nanmean(macro)) / (o_sd if o_sd > 0 else 1.0)
+    return AccuracyFit(theta=theta, accuracy=acc, n_responses=n, overall_raw=macro, overall=overall,
+                       seconds=time.perf_counter() - t0)

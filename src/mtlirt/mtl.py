@@ -1,0 +1,691 @@
+"""The spectral representation-MTL estimator with biased regularisation (METHOD.md §4).
+
+Steps (*(ours)* marks a choice the METHOD leaves open):
+
+1. **STL**: :func:`mtlirt.irt.fit_stl` in every domain (items by penalised
+   marginal ML, traits by MAP with the ``N(0, 1)`` population prior).
+2. **Robustify**: the METHOD shrinks extreme column norms of the standardised
+   STL matrix; after standardisation every column has norm ``sqrt(N)``, so the
+   step is void.  Robustness to outlier domains comes from steps 4-5 instead:
+   an outlier domain gets ``w_k ~ 0`` (its centre is the population mean) and
+   the unsquared penalty leaves a domain with strong evidence of its own
+   alone.
+3. **Shared subspace and rank** *(ours)*: the rank is chosen by parallel
+   analysis (Horn) of the correlation matrix of the standardised STL traits:
+   ``r`` = the number of leading eigenvalues above the 95% quantile of those of
+   column-permuted copies (each domain's traits shuffled over LLMs, seeded).
+   Estimation noise in small domains only lowers the correlations (it adds to
+   the diagonal uniquenesses), so it cannot create a factor, unlike the
+   METHOD's threshold which over-selects.  ``A`` starts as the top ``r`` left
+   singular vectors (unit-variance columns).
+4. **Refit in the subspace**: with the STL items fixed, every ``w_k``
+   maximises ``loglik_k(A w_k)`` (``r``-dim Newton, plain likelihood: the
+   centre ``A w_k`` is on the domain's own likelihood scale).  *(ours)* The
+   shared traits ``A`` are refined too, alternating with the ``w`` step:
+   each LLM's ``A_i`` is its MAP given all domains (prior ``N(0, I)``), with
+   each domain's deviation from the subspace, ``N(0, psi_k)``, integrated out
+   (Laplace), ``psi_k`` estimated by moments from the scores at the centre;
+   then the columns are whitened and rotated to the principal axes of ``W``
+   (column 0 = the direction that explains the most).  This weighs domains by
+   their information, loading and fit instead of equally, and outlier
+   domains (``w_k ~ 0``) drop out.  Measured on ``simulate(1000, "mmlu",
+   scale=0.1)``: Spearman with the true overall trait 0.9961 against 0.9954
+   without the ``psi`` integration and 0.9957 for the plain first singular
+   vector (macro accuracy: 0.9955).
+5. **Biased regularisation**: per domain
+
+       theta_k = argmax loglik_k(theta) - |theta|^2 / 2 - lambda_k ||theta - A w_k||_2,
+       lambda_k = gamma * sqrt(J_k),  gamma = C * sqrt(N + log K),
+
+   i.e. the METHOD's ``-(1/J_k) loglik + (gamma / sqrt(J_k)) ||.||`` times
+   ``J_k``, plus the STL's population prior so that ``gamma = 0`` is exactly
+   the STL fit (items included: they stay at their STL calibration, and
+   ``gamma = 0`` returns the STL arrays themselves).  The unsquared norm acts
+   like a group lasso: ``theta_k = A w_k`` exactly when ``||gradient at the
+   centre|| <= lambda_k``; otherwise the solution is a ridge toward the centre
+   whose weight ``mu_k`` solves ``mu_k ||theta_k(mu_k) - A w_k|| = lambda_k``
+   (safeguarded Newton in ``log mu``, each evaluation a vectorised 1-D Newton
+   over all LLMs).  Everything on the internal (MAP) scale; the output is
+   standardised per domain at the end, items transformed alike.
+6. ``C`` is tuned by held-out responses: a seeded random share (10%, at most
+   300,000 cells) of the observed cells is left out; the items (only when
+   ``N < 1000``: with more LLMs a held-out cell barely moves its item), the
+   centre and the path over the grid ``0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, inf``
+   (warm starts) are refitted on the rest, and the held-out log-likelihood
+   compared; a ``C > 0`` is chosen only if its paired gain over ``C = 0``
+   exceeds two standard errors.
+
+Every LLM gets a score in every domain: without responses in a domain, its
+trait is pulled from the prior mean toward its centre.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import irt
+from .irt import DEFAULT_PRIORS, IRTFit, Priors, ResponseData, blas_threads
+
+__all__ = [
+    "DEFAULT_C_GRID",
+    "MTLFit",
+    "fit_centre",
+    "fit_mtl",
+    "prox_step",
+    "sample_cells",
+    "select_rank",
+]
+
+DEFAULT_C_GRID = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, math.inf)
+
+Progress = Callable[[str, float], None] | None
+
+
+@dataclass
+class MTLFit:
+    """Result of :func:`fit_mtl`.
+
+    Attributes
+    ----------
+    theta : numpy.ndarray
+        ``N x K`` domain traits, each column mean 0, variance 1 over LLMs.
+    overall : numpy.ndarray
+        ``N x r`` shared traits (unit variance, uncorrelated, sign so that the
+        loadings sum positive); column 0 is the overall score.
+    loadings : numpy.ndarray
+        ``K x r``: correlation of each domain trait ``theta_k`` with each shared trait.
+    a, d, c : numpy.ndarray
+        Item parameters (``J``) on the scale of ``theta``.
+    rank : int
+        Number ``r`` of shared traits (selected or given).
+    singular_values : numpy.ndarray
+        Singular values of the standardised STL matrix divided by
+        ``sqrt(N K)`` (square roots of the eigenvalues of its correlation
+        matrix over ``K``).
+    rank_evidence : dict
+        ``method`` and, for parallel analysis, ``eigenvalues``,
+        ``thresholds``, ``n_perm``, ``quantile``.
+    C, gamma : float
+        Penalty level used (``gamma = C sqrt(N + log K)``; ``inf`` puts every
+        domain on its centre).
+    cv : dict or None
+        Tuning: ``grid``, ``heldout_loglik`` (mean per held-out cell, per C),
+        ``gain_se`` (paired standard error of the gain over C = 0), ``chosen``,
+        ``n_heldout``, ``refit_items``.
+    stl : IRTFit
+        The single-domain fit it started from.
+    seconds : dict
+        Wall time per stage (``stl``, ``rank``, ``centre``, ``cv``, ``final``, ``total``).
+    on_centre : numpy.ndarray
+        ``K`` booleans: domains whose traits sit exactly on their centre.
+    mu : numpy.ndarray
+        ``K`` effective ridge weights toward the centre (``inf`` on the centre,
+        0 when ``gamma = 0``).
+    w : numpy.ndarray
+        ``K x r`` subspace coefficients of the centres (internal scale).
+    centre : numpy.ndarray
+        ``N x K`` centres ``A w_k`` on the scale of ``theta``.
+    loglik : float
+        Log-likelihood of the observed responses at the estimate.
+    theta_loc, theta_scale : numpy.ndarray
+        Internal traits are ``theta * theta_scale + theta_loc``.
+    item_domain : numpy.ndarray
+        Domain code of every item.
+    theta_se : numpy.ndarray
+        ``N x K`` approximate standard errors (inverse penalised information,
+        the ridge ``mu_k`` included; near 0 for domains on their centre, where
+        only a bootstrap is meaningful).
+    converged : bool
+        Item calibration and centre fit both converged.
+    n_iter : int
+        EM sweeps of the item calibration.
+    """
+
+    theta: np.ndarray
+    overall: np.ndarray
+    loadings: np.ndarray
+    a: np.ndarray
+    d: np.ndarray
+    c: np.ndarray
+    rank: int
+    singular_values: np.ndarray
+    rank_evidence: dict
+    C: float
+    gamma: float
+    cv: dict | None
+    stl: IRTFit
+    seconds: dict
+    on_centre: np.ndarray
+    mu: np.ndarray
+    w: np.ndarray
+    centre: np.ndarray
+    loglik: float
+    theta_loc: np.ndarray
+    theta_scale: np.ndarray
+    item_domain: np.ndarray = field(repr=False, default=None)
+    theta_se: np.ndarray | None = None
+    converged: bool = True
+    n_iter: int = 0
+
+
+# ---------------------------------------------------------------------------
+# rank
+# ---------------------------------------------------------------------------
+def select_rank(theta, *, seed=0, n_perm=30, quantile=0.95, max_rank=None):
+    """Choose the number of shared traits by parallel analysis.
+
+    Parameters
+    ----------
+    theta : ndarray (N, K)
+        Domain traits (e.g. the standardised STL estimate).
+    seed : int
+        Seed of the permutations.
+    n_perm : int
+        Number of column-permuted copies.
+    quantile : float
+        Quantile of the permuted eigenvalues an observed one must exceed.
+    max_rank : int, optional
+        Upper bound (default ``min(K - 1, 10)``, at least 1).
+
+    Returns
+    -------
+    rank : int
+        At least 1.
+    evidence : dict
+        ``eigenvalues`` of the correlation matrix, ``thresholds``, ``n_perm``,
+        ``quantile``, ``method``.
+    """
+    theta = np.asarray(theta, dtype=np.float64)
+    N, K = theta.shape
+    if max_rank is None:
+        max_rank = max(1, min(K - 1, 10))
+    Z = theta - theta.mean(axis=0)
+    sd = Z.std(axis=0)
+    Z = Z / np.where(sd > 1e-12, sd, 1.0)
+    eig = np.sort(np.linalg.eigvalsh(Z.T @ Z / N))[::-1]
+    rng = np.random.default_rng(seed)
+    null = np.empty((n_perm, K))
+    for b in range(n_perm):
+        P = rng.permuted(Z, axis=0)
+        null[b] = np.sort(np.linalg.eigvalsh(P.T @ P / N))[::-1]
+    thr = np.quantile(null, quantile, axis=0)
+    r = 0
+    while r < K and eig[r] > thr[r]:
+        r += 1
+    rank = int(min(max(r, 1), max_rank))
+    return rank, {"method": "parallel analysis", "eigenvalues": eig, "thresholds": thr,
+                  "n_perm": n_perm, "quantile": quantile, "n_above": r}
+
+
+# ---------------------------------------------------------------------------
+# centre: the rank-r model theta_k = A w_k with the items fixed
+# ---------------------------------------------------------------------------
+def _normalise(A, W):
+    """Whiten and rotate (``A W^T`` unchanged): ``A`` gets unit-variance,
+    uncorrelated columns, in the principal axes of the coefficients ``W``
+    (column 0 explains the most variance of the domain traits)."""
+    N = A.shape[0]
+    A = A - A.mean(axis=0)
+    U, S, Vt = np.linalg.svd(A, full_matrices=False)
+    S = np.maximum(S, 1e-12)
+    A2 = U * math.sqrt(N)
+    W2 = W @ Vt.T * (S / math.sqrt(N))
+    if W2.shape[1] > 1:
+        _, _, Rt = np.linalg.svd(W2, full_matrices=False)
+        A2 = A2 @ Rt.T
+        W2 = W2 @ Rt.T
+    return A2, W2
+
+
+def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Priors = DEFAULT_PRIORS,
+               max_iter=50, tol=1e-5, w_ridge=1e-3, psi_min=1e-3):
+    """Fit the rank-``r`` model ``theta_k = A w_k`` with the items fixed (METHOD step 4).
+
+    Parameters
+    ----------
+    lik
+        Trait evaluator with the items set.
+    A : ndarray (N, r)
+        Starting shared traits (e.g. ``sqrt(N)`` times the top left singular vectors).
+    W : ndarray (K, r), optional
+        Starting coefficients.
+    refine : bool
+        Also update ``A`` (each LLM's MAP, prior ``N(0, I)``), alternating.
+        The domain-specific deviations ``theta_k - A w_k ~ N(0, psi_k)`` are
+        integrated out (Laplace: score and information at the centre scaled by
+        ``1 / (1 + psi_k I_ik)``), ``psi_k`` by the moment estimate
+        ``sum_i (g_ik^2 - I_ik) / sum_i I_ik^2`` (floor ``psi_min``), so that a
+        long domain does not impose its own deviation on the overall trait.
+    theta_prior : bool
+        Include the traits' population prior ``-|A w_k|^2 / (2 theta_sd^2)`` in
+        the ``w`` step: the centre is then the rank-``r`` MAP, on the scale of
+        the STL MAP (the scale on which MTL shrinks); without it ``w_k`` is the
+        plain likelihood fit (used for the shared traits).
+    w_ridge : float
+        Tiny ridge on ``w`` (numerical safety only).
+
+    Returns
+    -------
+    A : ndarray (N, r)
+    W : ndarray (K, r)
+    info : dict
+        ``n_iter``, ``converged``.
+    """
+    r = A.shape[1]
+    K = lik.K
+    A = np.array(A, dtype=np.float64, copy=True)
+    W = np.zeros((K, r)) if W is None else np.array(W, dtype=np.float64, copy=True)
+    eye = np.eye(r)
+    converged = False
+    it = 0
+    th_old = A @ W.T
+    for it in range(1, max_iter + 1):
+        for _ in range(3):  # w step: r-dim Newton per domain (concave)
+            th = A @ W.T
+            g, info = lik.theta_derivs(th)
+            if theta_prior:
+                g -= th / priors.theta_sd**2
+                info = info + 1.0 / priors.theta_sd**2
+            G = g.T @ A - w_ridge * W
+            H = np.einsum("ir,ik,is->krs", A, info, A) + w_ridge * eye
+            dW = np.linalg.solve(H, G[..., None])[..., 0]
+            norm = np.linalg.norm(dW, axis=1, keepdims=True)
+            dW *= np.minimum(1.0, 1.0 / np.maximum(norm, 1e-300))
+            W += dW
+            if np.max(np.abs(dW)) < tol:
+                break
+        if refine:
+            for _ in range(2):  # A step: r-dim Newton per LLM, prior N(0, I)
+                th = A @ W.T
+                g, info = lik.theta_derivs(th)
+                # domain-specific deviations theta_k - A w_k ~ N(0, psi_k), integrated out
+                # (Laplace): moment estimate E[g^2] = I + I^2 psi at the centre
+                psi = np.maximum((g * g - info).sum(axis=0) / np.maximum((info * info).sum(axis=0), 1e-12),
+                                 psi_min)
+                damp = 1.0 / (1.0 + psi * info)
+                g = g * damp
+                info = info * damp
+                G = g @ W - A
+                H = np.einsum("kr,ik,ks->irs", W, info, W) + eye
+                dA = np.linalg.solve(H, G[..., None])[..., 0]
+                norm = np.linalg.norm(dA, axis=1, keepdims=True)
+                dA *= np.minimum(1.0, 1.0 / np.maximum(norm, 1e-300))
+                A += dA
+            A, W = _normalise(A, W)
+        th = A @ W.T
+        change = float(np.max(np.abs(th - th_old)))
+        th_old = th
+        if change < tol:
+            converged = True
+            break
+    return A, W, {"n_iter": it, "converged": converged}
+
+
+def _map_centre(lik, A, W, priors):
+    """Centre coefficients on the MAP scale: ``w_k`` with the traits' prior, ``A`` fixed."""
+    _, W2, _ = fit_centre(lik, A, W, refine=False, theta_prior=True, priors=priors)
+    return W2
+
+
+# ---------------------------------------------------------------------------
+# the biased-regularisation step
+# ---------------------------------------------------------------------------
+def prox_step(lik, theta0, centre, lam, *, priors: Priors = DEFAULT_PRIORS, tol=1e-8, max_outer=100):
+    """Solve the unsquared-norm penalised trait problem of every domain.
+
+    For each domain ``k``::
+
+        theta_k = argmax  loglik_k(theta) - |theta|^2 / (2 theta_sd^2)
+                          - lam_k * ||theta - centre_k||_2
+
+    Parameters
+    ----------
+    lik
+        Trait evaluator with the items set.
+    theta0 : ndarray (N, K)
+        Warm start.
+    centre : ndarray (N, K)
+    lam : ndarray (K,)
+        Penalty levels (``inf`` puts the domain on its centre).
+
+    Returns
+    -------
+    theta : ndarray (N, K)
+    mu : ndarray (K,)
+        Effective ridge weight toward the centre (``inf`` on it, 0 if ``lam = 0``).
+    on_centre : ndarray (K,) of bool
+    """
+    lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (lik.K,)).copy()
+    prec = 1.0 / priors.theta_sd**2
+    g, _ = lik.theta_derivs(centre)
+    g -= prec * centre
+    gnorm = np.linalg.norm(g, axis=0)
+    on = gnorm <= lam
+    free = lam == 0
+    mu = np.zeros(lik.K)
+    mu[on] = np.inf
+    theta = np.array(theta0, dtype=np.float64, copy=True)
+    theta[:, on] = centre[:, on]
+    act = ~on & ~free
+    if not act.any() and not free.any():
+        return theta, mu, on
+    # initial mu from the warm start
+    rho0 = np.linalg.norm(theta - centre, axis=0)
+    m0 = np.where(rho0 > 1e-8, lam / np.maximum(rho0, 1e-300), lam / np.maximum(gnorm, 1e-300) * 10)
+    s = np.log(np.clip(m0, 1e-8, 1e12))
+    lo = np.full(lik.K, -np.inf)
+    hi = np.full(lik.K, np.inf)
+    w = np.where(act, np.exp(s), np.where(on, 1e12, 0.0))
+    th = theta.copy()
+    for _ in range(max_outer):
+        w = np.where(act, np.exp(s), np.where(on, 1e12, 0.0))
+        th, info = irt.theta_step(lik, th, priors=priors, centre=centre, weight=w, tol=tol,
+                                  return_info=True)
+        diff = th - centre
+        rho = np.linalg.norm(diff, axis=0)
+        mu_a = np.exp(s)
+        psi = np.log(np.maximum(mu_a * rho, 1e-300)) - np.log(np.where(lam > 0, lam, 1.0))
+        H = info + prec
+        num = (diff * diff / (mu_a + H)).sum(axis=0)
+        dpsi = 1.0 - mu_a * num / np.maximum(rho * rho, 1e-300)
+        dpsi = np.clip(dpsi, 1e-6, 1.0)
+        done = ~act | (np.abs(psi) < 1e-7)
+        if done.all():
+            break
+        hi = np.where(act & (psi > 0), np.minimum(hi, s), hi)
+        lo = np.where(act & (psi < 0), np.maximum(lo, s), lo)
+        s_new = s - psi / dpsi
+        bad = (s_new <= lo) | (s_new >= hi)
+        both = np.isfinite(lo) & np.isfinite(hi)
+        mid = 0.5 * (np.where(both, lo, 0.0) + np.where(both, hi, 0.0))
+        s_new = np.where(bad & both, mid, s_new)
+        s_new = np.where(bad & ~both & (psi > 0), s - 3.0, s_new)
+        s_new = np.where(bad & ~both & (psi < 0), s + 3.0, s_new)
+        s = np.where(done, s, np.clip(s_new, -30, 30))
+    mu[act] = np.exp(s[act])
+    theta[:, act] = th[:, act]
+    theta[:, free] = th[:, free]
+    return theta, mu, on
+
+
+def _lambda(C, N, K, sizes):
+    gamma = C * math.sqrt(N + math.log(max(K, 1)))
+    lam = gamma * np.sqrt(sizes) if np.isfinite(C) else np.full(len(sizes), np.inf)
+    return lam, gamma
+
+
+def sample_cells(observed, shape, n, rng):
+    """Draw ``n`` distinct observed cells at random (rows, cols)."""
+    N, J = shape
+    n_obs = N * J if observed is None else int(np.count_nonzero(observed))
+    n = int(min(n, n_obs))
+    if n <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if n > 0.3 * n_obs:
+        flat = np.flatnonzero(observed) if observed is not None else np.arange(N * J)
+        pick = np.sort(rng.choice(flat, size=n, replace=False))
+        return pick // J, pick % J
+    out = np.zeros(0, np.int64)
+    while len(out) < n:
+        m = int((n - len(out)) * 1.3 * (N * J) / n_obs) + 16
+        cand = rng.integers(0, N * J, size=m)
+        if observed is not None:
+            cand = cand[observed.ravel()[cand]]
+        out = np.unique(np.concatenate([out, cand]))
+    pick = np.sort(rng.choice(out, size=n, replace=False))
+    return pick // J, pick % J
+
+
+# ---------------------------------------------------------------------------
+# the estimator
+# ---------------------------------------------------------------------------
+def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, model="2pl",
+            guessing=None, seed=0, C_grid=DEFAULT_C_GRID, holdout_share=0.1,
+            max_heldout=300_000, min_gain_se=2.0, cv_refit_items="auto", refine_overall=True,
+            centre_prior=False, priors: Priors | None = None, stl: IRTFit | None = None, max_iter=500, tol=1e-4,
+            progress: Progress = None, verbose=False) -> MTLFit:
+    """Fit the multi-domain IRT model by the spectral MTL estimator (METHOD.md §4).
+
+    Parameters
+    ----------
+    correct : ndarray (N, J) of int8
+        0/1 answers, 0 where unobserved.
+    observed : ndarray (N, J) of bool or None
+        Observation mask; ``None`` means complete.
+    domain_slices : list of slice
+        Contiguous item columns of each of the ``K`` domains.
+    rank : int, optional
+        Number of shared traits; chosen by :func:`select_rank` when omitted.
+    gamma : float, optional
+        Penalty ``gamma``; or give ``C`` (``gamma = C sqrt(N + log K)``).  When
+        both are omitted ``C`` is tuned over ``C_grid`` by held-out responses.
+    model : {"2pl", "1pl"}
+    guessing : float or ndarray (J,), optional
+        Fixed lower asymptotes.
+    seed : int
+        Seed of the hold-out draw and of the rank permutations.
+    C_grid : sequence of float
+        Candidates (``0`` is the STL fit, ``inf`` the rank-r fit).
+    holdout_share : float
+        Share of observed responses held out for tuning ...
+    max_heldout : int
+        ... but at most this many cells.
+    min_gain_se : float
+        A ``C > 0`` must beat ``C = 0`` by this many paired standard errors.
+    cv_refit_items : bool or "auto"
+        Recalibrate the items on the training responses during tuning
+        (``"auto"``: when ``N < 1000``; with more LLMs a held-out cell barely
+        moves its item and the full-data items are reused).
+    refine_overall : bool
+        Refine the shared traits by likelihood (step 4 *(ours)*); else keep
+        the singular vectors.
+    centre_prior : bool
+        Fit the centre coefficients ``w_k`` with the traits' ``N(0, 1)`` prior
+        (a rank-r MAP, shrunk like the STL MAP) instead of by plain likelihood
+        (default).  Measured: it pulls 1-3 item domains closer to the pooled
+        answer, but predicts held-out responses worse, so the tuning picks a
+        smaller ``C`` and the other domains gain less (on the 10%-outlier
+        simulation, inlier RMSE ratio 0.72 instead of 0.59).
+    priors : Priors, optional
+    stl : IRTFit, optional
+        A single-domain fit of the same data to start from.
+    max_iter, tol
+        Of the item calibration.
+    progress : callable (stage, fraction), optional
+    verbose : bool
+
+    Returns
+    -------
+    MTLFit
+    """
+    with blas_threads(1):
+        return _fit_mtl(correct, observed, domain_slices, rank=rank, gamma=gamma, C=C, model=model,
+                        guessing=guessing, seed=seed, C_grid=C_grid, holdout_share=holdout_share,
+                        max_heldout=max_heldout, min_gain_se=min_gain_se,
+                        cv_refit_items=cv_refit_items, refine_overall=refine_overall,
+                        centre_prior=centre_prior, priors=priors or DEFAULT_PRIORS, stl=stl, max_iter=max_iter, tol=tol,
+                        progress=progress, verbose=verbose)
+
+
+def _say(verbose, msg):
+    if verbose:
+        print(msg, flush=True)
+
+
+def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessing, seed, C_grid,
+             holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall, centre_prior,
+             priors, stl, max_iter, tol, progress, verbose):
+    t_start = time.perf_counter()
+    seconds = {}
+    prog = progress or (lambda stage, frac: None)
+    correct = np.asarray(correct)
+    if correct.dtype != np.int8:
+        correct = correct.astype(np.int8)
+    N = correct.shape[0]
+    if observed is not None:
+        observed = np.asarray(observed, dtype=bool)
+        if observed.all():
+            observed = None
+    slices = [slice(int(s.start), int(s.stop)) for s in domain_slices]
+    K = len(slices)
+    sizes = np.array([s.stop - s.start for s in slices], dtype=np.float64)
+    data = ResponseData(correct, observed, slices, guessing=guessing)
+    item_domain = data.item_domain
+
+    # 1. STL --------------------------------------------------------------
+    t0 = time.perf_counter()
+    prog("stl", 0.0)
+    if stl is None:
+        stl = irt.fit_stl(correct, observed, slices, model=model, guessing=guessing, priors=priors,
+                          data=data, max_iter=max_iter, tol=tol)
+    th_stl, a, d = stl.internal()
+    lik = data.theta_likelihood()
+    lik.set_items(a, d)
+    seconds["stl"] = time.perf_counter() - t0
+    _say(verbose, f"mtl: stl {seconds['stl']:.2f} s ({stl.n_iter} EM sweeps)")
+    prog("stl", 1.0)
+
+    # 3. rank ---------------------------------------------------------------
+    t0 = time.perf_counter()
+    sel_rank, evidence = select_rank(stl.theta, seed=seed)
+    if rank is None:
+        rank = sel_rank
+    else:
+        rank = int(rank)
+        if not 1 <= rank <= K:
+            raise ValueError(f"rank must be in 1..{K}")
+        evidence = dict(evidence, method="given", selected=sel_rank)
+    sv = np.sqrt(np.maximum(evidence["eigenvalues"], 0) / K)
+    U, _, _ = np.linalg.svd(stl.theta / math.sqrt(N * K), full_matrices=False)
+    A0 = U[:, :rank] * math.sqrt(N)
+    seconds["rank"] = time.perf_counter() - t0
+    _say(verbose, f"mtl: rank {rank} ({evidence['method']}) {seconds['rank']:.2f} s")
+
+    # 4. centre ---------------------------------------------------------------
+    t0 = time.perf_counter()
+    prog("centre", 0.0)
+    A, W_lik, cinfo = fit_centre(lik, A0, None, refine=refine_overall)
+    W = _map_centre(lik, A, W_lik, priors) if centre_prior else W_lik
+    centre = A @ W.T
+    seconds["centre"] = time.perf_counter() - t0
+    _say(verbose, f"mtl: centre {seconds['centre']:.2f} s ({cinfo['n_iter']} sweeps)")
+    prog("centre", 1.0)
+
+    # 6. tuning ---------------------------------------------------------------
+    cv = None
+    t0 = time.perf_counter()
+    if gamma is not None:
+        C_use = float(gamma) / math.sqrt(N + math.log(max(K, 1)))
+    elif C is not None:
+        C_use = float(C)
+    else:
+        prog("cv", 0.0)
+        cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, a, d, th_stl, A, W_lik,
+                   sizes, C_grid, holdout_share, max_heldout, min_gain_se, cv_refit_items,
+                   refine_overall, centre_prior, seed, max_iter, tol, prog)
+        C_use = cv["chosen"]
+        prog("cv", 1.0)
+    seconds["cv"] = time.perf_counter() - t0
+    if cv is not None:
+        _say(verbose, "mtl: cv " + ", ".join(f"C={c:g}: {v:.5f}" for c, v in zip(cv["grid"], cv["heldout_loglik"]))
+             + f" -> C={C_use:g} ({seconds['cv']:.2f} s)")
+
+    # 5. final fit --------------------------------------------------------------
+    t0 = time.perf_counter()
+    prog("final", 0.0)
+    lam, gamma_use = _lambda(C_use, N, K, sizes)
+    if C_use == 0:
+        theta = th_stl.copy()
+        mu = np.zeros(K)
+        on = np.zeros(K, dtype=bool)
+    else:
+        theta, mu, on = prox_step(lik, th_stl, centre, lam, priors=priors)
+    seconds["final"] = time.perf_counter() - t0
+    prog("final", 1.0)
+
+    # outputs -------------------------------------------------------------------
+    if C_use == 0:
+        th_s, a_s, d_s = stl.theta.copy(), stl.a.copy(), stl.d.copy()
+        loc, scale = stl.theta_loc.copy(), stl.theta_scale.copy()
+        ll = stl.loglik
+    else:
+        th_s, a_s, d_s, loc, scale = irt.standardise(theta, a, d, item_domain)
+        ll = float(lik.theta_loglik(theta).sum())
+    info = lik.theta_derivs(theta)[1] if C_use != 0 else None
+    if info is not None:
+        prec = info + 1.0 / priors.theta_sd**2 + np.where(np.isfinite(mu), mu, 1e6)
+        se = 1.0 / np.sqrt(prec) / scale
+    else:
+        se = stl.theta_se.copy()
+    overall = A / A.std(axis=0)
+    overall -= overall.mean(axis=0)
+    loadings = th_s.T @ overall / N
+    sign = np.where(loadings.sum(axis=0) >= 0, 1.0, -1.0)
+    overall *= sign
+    loadings *= sign
+    W_out = W * sign
+    centre_s = (centre - loc) / scale
+    seconds["total"] = time.perf_counter() - t_start
+    _say(verbose, f"mtl: done in {seconds['total']:.2f} s; C={C_use:g}, {int(on.sum())}/{K} domains on the centre")
+    return MTLFit(
+        theta=th_s, overall=overall, loadings=loadings, a=a_s, d=d_s, c=stl.c.copy(), rank=rank,
+        singular_values=sv, rank_evidence=evidence, C=C_use, gamma=gamma_use, cv=cv, stl=stl,
+        seconds=seconds, on_centre=on, mu=mu, w=W_out, centre=centre_s, loglik=ll,
+        theta_loc=loc, theta_scale=scale, item_domain=item_domain, theta_se=se,
+        converged=bool(stl.converged and cinfo["converged"]), n_iter=stl.n_iter,
+    )
+
+
+def _tune(correct, observed, slices, data, guessing, model, priors, stl, a, d, th_stl, A, W_lik, sizes,
+          C_grid, holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall,
+          centre_prior, seed, max_iter, tol, prog):
+    N, J = correct.shape
+    K = len(slices)
+    rng = np.random.default_rng(seed)
+    n_obs = N * J if observed is None else int(np.count_nonzero(observed))
+    n_held = int(min(round(holdout_share * n_obs), max_heldout))
+    rows, cols = sample_cells(observed, (N, J), n_held, rng)
+    train = ResponseData(correct, observed, slices, guessing=guessing, exclude=(rows, cols))
+    refit = (N < 1000) if cv_refit_items == "auto" else bool(cv_refit_items)
+    if refit:
+        a_tr, d_tr, _ = irt.calibrate_items(train, a, d, priors=priors, model=model,
+                                            max_iter=max_iter, tol=tol)
+    else:
+        a_tr, d_tr = a, d
+    prog("cv", 0.2)
+    lik = train.theta_likelihood()
+    lik.set_items(a_tr, d_tr)
+    th0 = irt.theta_step(lik, th_stl, priors=priors)
+    A_tr, W_tr, _ = fit_centre(lik, A, W_lik, refine=refine_overall)
+    if centre_prior:
+        W_tr = _map_centre(lik, A_tr, W_tr, priors)
+    centre = A_tr @ W_tr.T
+    grid = sorted(float(c) for c in C_grid)
+    if 0.0 not in grid:
+        grid = [0.0] + grid
+    item_domain = data.item_domain
+    c = data.c
+    cells = {}
+    th = th0
+    for n, Cv in enumerate(grid):
+        if Cv == 0:
+            th = th0
+        else:
+            lam, _ = _lambda(Cv, N, K, sizes)
+            th, _, _ = prox_step(lik, th, centre, lam, priors=priors)
+        cells[Cv] = irt.cell_loglik(correct, rows, cols, th, a_tr, d_tr, c, item_domain)
+        prog("cv", 0.2 + 0.8 * (n + 1) / len(grid))
+    means = np.array([cells[Cv].mean() for Cv in grid])
+    base = cells[0.0]
+    se = np.array([(cells[Cv] - base).std(ddof=1) / math.sqrt(max(len(base), 2)) if len(base) > 1 else np.inf
+                   for Cv in grid])
+    gain = means - means[0]
+    best = int(np.argmax(means))
+    chosen = grid[best] if (best != 0 and gain[best] > min_gain_se * se[best]) else 0.0
+    return {"grid": grid, "heldout_loglik": means, "gain": gain, "gain_se": se, "chosen": chosen,
+            "n_heldout": len(rows), "refit_items": refit, "seed": seed}

@@ -1,0 +1,60 @@
+"""Baselines: pooled 2PL and accuracy."""
+
+import numpy as np
+
+from mtlirt import irt
+from mtlirt.baselines import fit_accuracy, fit_pooled
+from mtlirt.simulate import simulate
+
+
+def _slices(sim):
+    out, s = [], 0
+    for n in sim.settings["domain_sizes"].values():
+        out.append(slice(s, s + n))
+        s += n
+    return out
+
+
+def test_pooled_equals_unidimensional_fit():
+    sim = simulate(200, domain_sizes=[10, 25, 15], rank=1, similarity=0.3, seed=7)
+    J = sim.correct.shape[1]
+    pooled = fit_pooled(sim.correct, None, _slices(sim))
+    uni = irt.fit_stl(sim.correct, None, [slice(0, J)])
+    assert pooled.theta.shape == (200, 3)
+    for k in range(3):
+        np.testing.assert_array_equal(pooled.theta[:, k], uni.theta[:, 0])
+    np.testing.assert_array_equal(pooled.a, uni.a)
+    np.testing.assert_array_equal(pooled.d, uni.d)
+    assert pooled.loglik == np.float64(pooled.loglik_domain.sum())
+    assert abs(pooled.loglik - uni.loglik) < 1e-6 * abs(uni.loglik)
+    assert np.corrcoef(pooled.theta[:, 0], sim.overall.to_numpy()[:, 0])[0, 1] > 0.8
+
+
+def test_pooled_with_missing_responses():
+    sim = simulate(150, domain_sizes=[10, 20], missing=0.3, seed=9)
+    pooled = fit_pooled(sim.correct, sim.observed, _slices(sim))
+    assert np.isfinite(pooled.theta).all() and pooled.converged
+
+
+def test_accuracy_equals_domain_means():
+    sim = simulate(100, domain_sizes=[5, 12], missing=0.2, seed=8)
+    obs = sim.observed.copy()
+    obs[0, :5] = False  # LLM 0 has no response in domain 0
+    Y = np.where(obs, sim.correct, 0).astype(np.int8)
+    fit = fit_accuracy(Y, obs, _slices(sim))
+    for k, sl in enumerate(_slices(sim)):
+        for i in range(1, 100):
+            assert fit.accuracy[i, k] == Y[i, sl][obs[i, sl]].mean()
+    assert np.isnan(fit.accuracy[0, 0]) and np.isnan(fit.theta[0, 0])
+    assert fit.overall_raw[0] == fit.accuracy[0, 1]
+    assert fit.overall_raw[1] == fit.accuracy[1].mean()
+    np.testing.assert_allclose(np.nanmean(fit.theta, axis=0), 0, atol=1e-12)
+    np.testing.assert_allclose(np.nanstd(fit.theta, axis=0), 1, atol=1e-12)
+    np.testing.assert_allclose(fit.overall.std(), 1, atol=1e-12)
+
+
+def test_accuracy_complete():
+    sim = simulate(50, domain_sizes=[4, 6], seed=10)
+    fit = fit_accuracy(sim.correct, None, _slices(sim))
+    np.testing.assert_allclose(fit.accuracy[:, 0], sim.correct[:, :4].mean(axis=1))
+    np.testing.assert_allclose(fit.overall_raw, fit.accuracy.mean(axis=1))

@@ -1,0 +1,153 @@
+"""Single-domain IRT (STL): recovery, extremes, missing data, evaluators."""
+
+import numpy as np
+import pytest
+
+from mtlirt import irt
+from mtlirt.simulate import simulate
+
+
+def _slices(sim):
+    out, s = [], 0
+    for n in sim.settings["domain_sizes"].values():
+        out.append(slice(s, s + n))
+        s += n
+    return out
+
+
+def _corr(x, y):
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+@pytest.fixture(scope="module")
+def small_sim():
+    return simulate(400, domain_sizes=[25, 60], similarity=0.5, seed=3)
+
+
+@pytest.fixture(scope="module")
+def small_fit(small_sim):
+    return irt.fit_stl(small_sim.correct, None, _slices(small_sim))
+
+
+def test_stl_recovers_traits_and_items(small_sim, small_fit):
+    f = small_fit
+    assert f.converged and f.n_iter < 100
+    truth = small_sim.domain_scores.to_numpy()
+    assert _corr(f.theta[:, 0], truth[:, 0]) > 0.9
+    assert _corr(f.theta[:, 1], truth[:, 1]) > 0.95
+    items = small_sim.items
+    assert _corr(f.a, items.discrimination) > 0.7
+    assert _corr(f.d, items.intercept) > 0.95
+    # discrimination on the right scale (true traits have variance ~1)
+    assert 0.7 < np.median(f.a / items.discrimination) < 1.3
+
+
+def test_theta_standardised_and_internal_roundtrip(small_sim, small_fit):
+    f = small_fit
+    np.testing.assert_allclose(f.theta.mean(axis=0), 0, atol=1e-10)
+    np.testing.assert_allclose(f.theta.std(axis=0), 1, atol=1e-10)
+    th, a, d = f.internal()
+    idom = f.item_domain
+    # the linear predictor is the same on both scales
+    z_std = f.a * f.theta[:, idom] + f.d
+    z_int = a * th[:, idom] + d
+    np.testing.assert_allclose(z_std, z_int, atol=1e-9)
+    assert np.isfinite(f.theta_se).all() and (f.theta_se > 0).all()
+
+
+def test_extreme_llms_and_items_stay_finite():
+    sim = simulate(120, domain_sizes=[12, 20], seed=5)
+    Y = sim.correct.copy()
+    Y[0] = 1  # all correct
+    Y[1] = 0  # all wrong
+    Y[:, 3] = 1  # an item everybody solves
+    Y[:, 20] = 0  # an item nobody solves
+    f = irt.fit_stl(Y, None, _slices(sim))
+    for arr in (f.theta, f.a, f.d, f.theta_se):
+        assert np.isfinite(arr).all()
+    assert f.converged
+    assert (f.theta[0] == f.theta.max(axis=0)).all()
+    assert (f.theta[1] == f.theta.min(axis=0)).all()
+    assert f.d[3] > f.d[:12].max() - 1e-9
+    assert f.d[20] < f.d[12:].min() + 1e-9
+    assert (f.a > 0).all() and (f.a < 10).all()
+
+
+def test_tabulated_matches_dense_evaluator():
+    sim = simulate(150, domain_sizes=[15, 40], missing=0.1, seed=2)
+    data = irt.ResponseData(sim.correct, sim.observed, _slices(sim))
+    tab = data.theta_likelihood()
+    assert tab.kind == "tabulated" and tab.n_cells > 0
+    dense = irt.DenseThetaLik(data)
+    rng = np.random.default_rng(0)
+    a = np.exp(0.3 * rng.standard_normal(data.J))
+    d = rng.standard_normal(data.J)
+    th = np.clip(rng.standard_normal((data.N, data.K)) * 1.5, -5, 5)
+    tab.set_items(a, d)
+    dense.set_items(a, d)
+    g1, i1 = tab.theta_derivs(th)
+    g2, i2 = dense.theta_derivs(th)
+    np.testing.assert_allclose(g1, g2, atol=1e-4)
+    np.testing.assert_allclose(i1, i2, atol=1e-4)
+    np.testing.assert_allclose(tab.theta_loglik(th), dense.theta_loglik(th), atol=1e-4)
+    # and the exact log-likelihood
+    idom = data.item_domain
+    z = a * th[:, idom] + d
+    ll = np.where(sim.observed, sim.correct * z - np.logaddexp(0, z), 0.0)
+    np.testing.assert_allclose(dense.theta_loglik(th).sum(), ll.sum(), rtol=1e-10)
+
+
+def test_missing_responses_and_empty_blocks():
+    sim = simulate(300, domain_sizes=[20, 40], missing=0.2, similarity=0.2, seed=4)
+    obs = sim.observed.copy()
+    Y = sim.correct.copy()
+    obs[:10, :20] = False  # ten LLMs without any response in domain 0
+    Y[~obs] = 0
+    f = irt.fit_stl(Y, obs, _slices(sim))
+    assert np.isfinite(f.theta).all() and f.converged
+    truth = sim.domain_scores.to_numpy()
+    assert _corr(f.theta[10:, 0], truth[10:, 0]) > 0.8
+    assert _corr(f.theta[:, 1], truth[:, 1]) > 0.9
+    # no responses: the prior mean (the same value for all of them)
+    assert np.ptp(f.theta[:10, 0]) < 1e-8
+    # the unobserved cells do not count
+    g = irt.fit_stl(np.where(obs, Y, 1).astype(np.int8), obs, _slices(sim))
+    np.testing.assert_allclose(g.theta, f.theta, atol=1e-8)
+
+
+def test_guessing_and_1pl_run():
+    sim = simulate(200, domain_sizes=[15, 25], guessing=0.25, seed=6)
+    f = irt.fit_stl(sim.correct, None, _slices(sim), guessing=0.25)
+    assert f.converged and np.isfinite(f.theta).all()
+    assert np.allclose(f.c, 0.25)
+    assert _corr(f.theta[:, 1], sim.domain_scores.to_numpy()[:, 1]) > 0.85
+    g = irt.fit_stl(sim.correct, None, _slices(sim), model="1pl")
+    for sl in _slices(sim):
+        assert np.ptp(g.a[sl]) < 1e-9
+    assert g.converged
+
+
+def test_heldout_loglik_matches_manual(small_sim, small_fit):
+    f = small_fit
+    rng = np.random.default_rng(1)
+    rows = rng.integers(0, 400, 50)
+    cols = rng.integers(0, 85, 50)
+    z = f.a[cols] * f.theta[rows, f.item_domain[cols]] + f.d[cols]
+    y = small_sim.correct[rows, cols]
+    manual = np.mean(y * z - np.logaddexp(0, z))
+    got = irt.heldout_loglik(small_sim.correct, (rows, cols), f.theta, f.a, f.d, None,
+                             item_domain=f.item_domain)
+    assert got == pytest.approx(manual, rel=1e-10)
+
+
+def test_exclude_equals_mask():
+    sim = simulate(100, domain_sizes=[10, 20], seed=8)
+    rows = np.arange(0, 100, 3)
+    cols = (rows * 7) % 30
+    obs = np.ones(sim.correct.shape, bool)
+    obs[rows, cols] = False
+    Y = np.where(obs, sim.correct, 0).astype(np.int8)
+    f1 = irt.fit_stl(sim.correct, None, _slices(sim), exclude=(rows, cols))
+    f2 = irt.fit_stl(Y, obs, _slices(sim))
+    np.testing.assert_allclose(f1.theta, f2.theta, atol=1e-10)
+    np.testing.assert_allclose(f1.a, f2.a, atol=1e-10)

@@ -1,0 +1,158 @@
+"""The spectral MTL estimator: exactness at gamma = 0, borrowing, robustness, rank, seeds."""
+
+import numpy as np
+import pytest
+
+from mtlirt import irt, mtl
+from mtlirt.baselines import fit_pooled
+from mtlirt.simulate import simulate
+
+
+def _slices(sim):
+    out, s = [], 0
+    for n in sim.settings["domain_sizes"].values():
+        out.append(slice(s, s + n))
+        s += n
+    return out
+
+
+def _rmse(est, truth):
+    z = (est - est.mean(0)) / est.std(0)
+    t = (truth - truth.mean(0)) / truth.std(0)
+    return np.sqrt(((z - t) ** 2).mean(0))
+
+
+@pytest.fixture(scope="module")
+def rank1():
+    sim = simulate(400, domain_sizes=[6] * 8 + [40] * 4, rank=1, similarity=0.1, seed=11)
+    fit = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=0)
+    return sim, fit
+
+
+def test_output_shapes_and_scales(rank1):
+    sim, f = rank1
+    N, K, J = 400, 12, sim.correct.shape[1]
+    assert f.theta.shape == (N, K) and f.overall.shape == (N, f.rank)
+    assert f.loadings.shape == (K, f.rank) and f.a.shape == (J,) and f.d.shape == (J,)
+    np.testing.assert_allclose(f.theta.mean(0), 0, atol=1e-10)
+    np.testing.assert_allclose(f.theta.std(0), 1, atol=1e-10)
+    np.testing.assert_allclose(f.overall.std(0), 1, atol=1e-10)
+    assert (f.loadings.sum(0) > 0).all()
+    assert set(f.seconds) >= {"stl", "rank", "centre", "cv", "final", "total"}
+    assert f.cv is not None and f.cv["chosen"] == f.C
+    assert np.corrcoef(f.overall[:, 0], sim.overall.to_numpy()[:, 0])[0, 1] > 0.95
+
+
+def test_gamma_zero_reproduces_stl_exactly(rank1):
+    sim, _ = rank1
+    stl = irt.fit_stl(sim.correct, None, _slices(sim))
+    f = mtl.fit_mtl(sim.correct, None, _slices(sim), gamma=0.0)
+    assert f.C == 0 and f.cv is None
+    np.testing.assert_array_equal(f.theta, stl.theta)
+    np.testing.assert_array_equal(f.a, stl.a)
+    np.testing.assert_array_equal(f.d, stl.d)
+    assert f.loglik == stl.loglik
+
+
+def test_mtl_beats_stl_on_small_domains(rank1):
+    sim, f = rank1
+    truth = sim.domain_scores.to_numpy()
+    r_mtl = _rmse(f.theta, truth)
+    r_stl = _rmse(f.stl.theta, truth)
+    small = np.arange(8)
+    assert f.rank == 1 and f.C > 0
+    assert r_mtl[small].mean() < 0.75 * r_stl[small].mean()
+    assert r_mtl.mean() < r_stl.mean()
+
+
+def test_outlier_domain_keeps_its_estimate():
+    sim = simulate(400, domain_sizes=[8] * 6 + [40] * 6, rank=1, similarity=0.1,
+                   outlier_share=0.1, seed=21)
+    names = sim.domain_names
+    out = np.isin(names, sim.outlier_domains)
+    assert out.sum() == 1
+    f = mtl.fit_mtl(sim.correct, None, _slices(sim))
+    truth = sim.domain_scores.to_numpy()
+    r_mtl, r_stl = _rmse(f.theta, truth), _rmse(f.stl.theta, truth)
+    assert r_mtl[out].mean() <= 1.05 * r_stl[out].mean()
+    assert r_mtl[~out].mean() < 0.85 * r_stl[~out].mean()
+    assert not f.on_centre[out].any()
+    assert abs(f.loadings[out, 0]).max() < 0.3
+
+
+@pytest.mark.parametrize("rank", [1, 2])
+def test_rank_selection(rank):
+    sim = simulate(500, domain_sizes=[30] * 12, rank=rank, similarity=0.1, seed=31)
+    stl = irt.fit_stl(sim.correct, None, _slices(sim))
+    r, ev = mtl.select_rank(stl.theta, seed=0)
+    assert r == rank
+    assert len(ev["eigenvalues"]) == 12 and len(ev["thresholds"]) == 12
+
+
+def test_rank_two_fit_orders_factors():
+    sim = simulate(500, domain_sizes=[30] * 12, rank=2, similarity=0.1, seed=31)
+    f = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.4)
+    assert f.rank == 2 and f.overall.shape == (500, 2)
+    np.testing.assert_allclose(np.corrcoef(f.overall.T), np.eye(2), atol=1e-8)
+    eta = sim.overall.to_numpy()
+    assert abs(np.corrcoef(f.overall[:, 0], eta[:, 0])[0, 1]) > 0.9
+
+
+def test_seed_reproduces():
+    sim = simulate(200, domain_sizes=[8, 8, 30, 30], seed=41)
+    f1 = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=3)
+    f2 = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=3)
+    np.testing.assert_array_equal(f1.theta, f2.theta)
+    np.testing.assert_array_equal(f1.cv["heldout_loglik"], f2.cv["heldout_loglik"])
+
+
+def test_every_llm_gets_every_domain_score():
+    sim = simulate(300, domain_sizes=[10, 30, 30, 30], rank=1, similarity=0.1, missing=0.05, seed=51)
+    obs = sim.observed.copy()
+    obs[:30, :10] = False  # 30 LLMs never answered domain 0
+    Y = np.where(obs, sim.correct, 0).astype(np.int8)
+    f = mtl.fit_mtl(Y, obs, _slices(sim), C=0.4)
+    assert np.isfinite(f.theta).all()
+    truth = sim.domain_scores.to_numpy()
+    # STL gives them all the prior mean; MTL borrows from their other domains
+    assert np.ptp(f.stl.theta[:30, 0]) < 1e-8
+    assert np.corrcoef(f.theta[:30, 0], truth[:30, 0])[0, 1] > 0.7
+
+
+def test_tiny_domains_approach_pooled():
+    sim = simulate(300, domain_sizes=[2, 3, 40, 40, 40], rank=1, similarity=0.1, seed=61)
+    pooled = fit_pooled(sim.correct, None, _slices(sim))
+    tuned = mtl.fit_mtl(sim.correct, None, _slices(sim))
+    strong = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.8, stl=tuned.stl)
+    stl = tuned.stl
+    for k in (0, 1):
+        c_tuned = np.corrcoef(tuned.theta[:, k], pooled.theta[:, 0])[0, 1]
+        c_strong = np.corrcoef(strong.theta[:, k], pooled.theta[:, 0])[0, 1]
+        c_stl = np.corrcoef(stl.theta[:, k], pooled.theta[:, 0])[0, 1]
+        assert c_stl < 0.8 and c_tuned > 0.9 and c_strong > 0.99
+
+
+def test_prox_step_optimality():
+    """KKT conditions of the unsquared-norm problem."""
+    sim = simulate(150, domain_sizes=[10, 30, 60], seed=71)
+    data = irt.ResponseData(sim.correct, None, _slices(sim))
+    stl = irt.fit_stl(sim.correct, None, _slices(sim), data=data)
+    th0, a, d = stl.internal()
+    lik = data.theta_likelihood()
+    lik.set_items(a, d)
+    rng = np.random.default_rng(0)
+    centre = th0 + 0.3 * rng.standard_normal(th0.shape)
+    centre[:, 0] = th0[:, 1] * 0.8  # domain 0 near another domain's traits
+    lam = np.array([3.0, 2.0, 1e6])
+    th, _mu, on = mtl.prox_step(lik, th0, centre, lam)
+    assert on[2] and np.array_equal(th[:, 2], centre[:, 2])
+    g, _ = lik.theta_derivs(th)
+    g -= th
+    for k in range(3):
+        diff = th[:, k] - centre[:, k]
+        rho = np.linalg.norm(diff)
+        if on[k]:
+            assert np.linalg.norm(g[:, k]) <= lam[k] + 1e-6
+        else:
+            # g = lam * (theta - c) / ||theta - c||
+            np.testing.assert_allclose(g[:, k], lam[k] * diff / rho, atol=1e-5)
