@@ -3,7 +3,7 @@
 Methods
 -------
 ``mtl``       the spectral representation-MTL estimator (METHOD.md §4), default
-``stl``       single-domain penalised JML, each domain alone (step 1 alone)
+``stl``       single-domain IRT, each domain alone (items by MML, traits by MAP)
 ``pooled``    one unidimensional 2PL over all items
 ``accuracy``  proportion correct per domain, macro average as overall
 ``bayes``     the Bayesian twin in PyMC (METHOD.md §5), see :mod:`mtlirt.bayes`
