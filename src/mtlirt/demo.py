@@ -71,8 +71,8 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
     bayes_est = None
     if bayes:
         t2 = time.perf_counter()
-        bayes_est = fit(data, "bayes", items="fixed", draws=draws, tune=tune, chains=chains, seed=seed,
-                        progress=False)
+        bayes_est = fit(data, "bayes", items="fixed", init=mtl, draws=draws, tune=tune, chains=chains,
+                        seed=seed, progress=False)
         write_fit(bayes_est, out / "bayes")
         timings["bayes"] = time.perf_counter() - t2
         fits["Bayes (items fixed)"] = out / "bayes"

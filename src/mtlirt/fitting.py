@@ -220,11 +220,27 @@ def fit(
     return est
 
 
+def init_from(est: Estimate) -> dict:
+    """Initial values (and fixed-item calibration) for the Bayesian fit from a point estimate."""
+    init = {"theta": est.point("theta"), "a": est.point("discrimination"), "d": est.point("intercept"),
+            "c": est.point("guessing")}
+    post = est.posterior
+    if "eta" in post:
+        init["overall"] = est.point("eta")
+    else:
+        init["overall"] = est.point("overall")[:, None]
+    if "loadings" in post:
+        init["loadings"] = est.point("loadings")
+    return init
+
+
 def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts", init=None, **options) -> Estimate:
     """The Bayesian fit, initialised (and, with ``items="fixed"``, calibrated) by MTL."""
     from .bayes import diagnostics, fit_bayes
 
     options = {k: v for k, v in options.items() if v is not None}
+    if isinstance(init, Estimate):
+        init = init_from(init)
     timings = {}
     mtl_info = {}
     if init is None:
