@@ -11,8 +11,6 @@ does not depend on the number of workers.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_all_start_methods, get_context
 from typing import Callable
 
 import numpy as np
@@ -20,9 +18,6 @@ import numpy as np
 from .progress import progress_bar
 
 Refit = Callable[[np.ndarray, "np.ndarray | None"], dict]
-
-_STATE: dict = {}
-
 
 def draw_responses(theta, a, d, c, domain_slices, observed, rng: np.random.Generator) -> np.ndarray:
     """Draw an ``N x J`` ``int8`` answer matrix from the item model (0 where unobserved)."""
@@ -54,28 +49,16 @@ def resample_items(correct, observed, domain_slices, rng: np.random.Generator):
     return correct[:, cols], None if observed is None else observed[:, cols]
 
 
-def _one(b: int):
-    st = _STATE
-    rng = np.random.default_rng(st["seeds"][b])
-    if st["kind"] == "parametric":
-        p = st["point"]
-        y = draw_responses(p["theta"], p["a"], p["d"], p.get("c"), st["slices"], st["observed"], rng)
-        obs = st["observed"]
+def _one(b: int, state: dict):
+    """Replicate ``b``: new answers (parametric) or resampled items, then the refit."""
+    rng = np.random.default_rng(state["seeds"][b])
+    if state["kind"] == "parametric":
+        p = state["point"]
+        y = draw_responses(p["theta"], p["a"], p["d"], p.get("c"), state["slices"], state["observed"], rng)
+        obs = state["observed"]
     else:
-        y, obs = resample_items(st["correct"], st["observed"], st["slices"], rng)
-    return b, st["refit"](y, obs)
-
-
-def _init_worker(state: dict | None = None):
-    if state is not None:  # a fresh worker process (forkserver/spawn) gets the data once
-        _STATE.clear()
-        _STATE.update(state)
-    try:  # one BLAS thread per worker: the workers already use every core
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
-    except ImportError:
-        pass
+        y, obs = resample_items(state["correct"], state["observed"], state["slices"], rng)
+    return b, state["refit"](y, obs)
 
 
 def run_bootstrap(
@@ -97,8 +80,8 @@ def run_bootstrap(
     ----------
     refit
         ``refit(correct, observed) -> dict of arrays``: the estimator with its
-        tuned settings fixed.  Must be a module-level function or a
-        ``functools.partial`` of one when ``n_jobs > 1``.
+        tuned settings fixed (a picklable function, e.g. a ``functools.partial``
+        of a module-level function).
     n, seed
         Number of replicates and the seed.
     domain_slices, observed
@@ -110,6 +93,9 @@ def run_bootstrap(
         For ``kind="items"``: the observed answers, resampled by item within domain.
     n_jobs
         Worker processes (default: the number of cores); 1 runs in-process.
+        Workers are joblib's loky processes (large arrays are shared by memory
+        mapping; each worker uses one BLAS thread), which also work from
+        scripts without an ``if __name__ == "__main__"`` guard and from notebooks.
 
     Returns
     -------
@@ -118,30 +104,22 @@ def run_bootstrap(
     """
     if n < 2:
         raise ValueError("a bootstrap needs at least 2 replicates")
-    seeds = np.random.SeedSequence(seed).spawn(n)
-    _STATE.clear()
-    _STATE.update(kind=kind, refit=refit, seeds=seeds, slices=domain_slices, observed=observed,
-                  point=point, correct=correct)
-    n_jobs = n_jobs or os.cpu_count() or 1
+    state = dict(kind=kind, refit=refit, seeds=np.random.SeedSequence(seed).spawn(n), slices=domain_slices,
+                 observed=observed, point=point, correct=correct)
+    n_jobs = min(n_jobs or os.cpu_count() or 1, n)
     results: list = [None] * n
-    try:
-        with progress_bar(total=n, desc=desc) as bar:
-            if n_jobs == 1:
-                for b in range(n):
-                    results[b] = _one(b)[1]
+    with progress_bar(total=n, desc=desc) as bar:
+        if n_jobs == 1:
+            for b in range(n):
+                results[b] = _one(b, state)[1]
+                bar.update(1)
+        else:
+            from joblib import Parallel, delayed
+
+            with Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered",
+                          inner_max_num_threads=1) as parallel:
+                for b, res in parallel(delayed(_one)(b, state) for b in range(n)):
+                    results[b] = res
                     bar.update(1)
-            else:
-                # forkserver (spawn where it is missing): forking a process that
-                # runs BLAS threads can deadlock; each worker receives the data once
-                method = "forkserver" if "forkserver" in get_all_start_methods() else "spawn"
-                with ProcessPoolExecutor(max_workers=min(n_jobs, n), mp_context=get_context(method),
-                                         initializer=_init_worker, initargs=(dict(_STATE),)) as pool:
-                    futures = [pool.submit(_one, b) for b in range(n)]
-                    for fut in as_completed(futures):
-                        b, res = fut.result()
-                        results[b] = res
-                        bar.update(1)
-    finally:
-        _STATE.clear()
     keys = results[0].keys()
     return {k: np.stack([r[k] for r in results]) for k in keys}
