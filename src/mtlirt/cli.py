@@ -162,6 +162,8 @@ def cmd_fit(args) -> int:
           f"({responses.n_domains} domains) to {out}")
     if "rank" in info:
         print(f"selected rank: {info['rank']}")
+    for note in info.get("notes", []):
+        print(f"note: {note}", file=sys.stderr)
     if "heldout" in info:
         print(f"held-out mean log-likelihood: {info['heldout']['mean_loglik']:.4f} "
               f"on {info['heldout']['n']:,} responses")

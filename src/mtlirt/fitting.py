@@ -200,6 +200,10 @@ def fit(
     rel = _reliability(res, method)
     info["reliability"] = rel.tolist()
     corr = corrected_corr(arr["corr_basis"], rel)
+    if boot is not None and method == "mtl":
+        info["notes"] = ["MTL bootstrap intervals measure sampling variability only: the bootstrap world is the "
+                         "shrunk fit, so they miss the shrinkage bias and cover well under their nominal level "
+                         "(measured in docs/results.md); use method='bayes' for calibrated intervals"]
     if boot is not None:
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel)
     est = Estimate.from_point(
