@@ -1,0 +1,57 @@
+"""The Bayesian hierarchical multi-domain IRT model (METHOD.md section 5), in PyMC.
+
+Public API
+----------
+load_spec, list_specs, models_dir, ModelSpec
+    Named model specs (TOML files in ``models/``).
+build_model
+    The joint PyMC model over items and LLMs.
+build_fixed_model, calibrate_items
+    Calibrate, then score: items fixed, LLM side sampled with tabulated
+    per-(LLM, domain) likelihoods.
+fit_bayes
+    NUTS / ADVI / MAP fit returning an ArviZ-layout ``xarray.DataTree``.
+diagnostics, heldout_loglik, posterior_predictive_checks, add_log_likelihood,
+loo, compare
+    Checks of a fit.
+ResponseArrays, default_init
+    A minimal Responses-like container, and a quick accuracy-based init.
+"""
+
+from mtlirt.bayes._data import ResponseArrays, as_arrays
+from mtlirt.bayes.diagnostics import (
+    add_log_likelihood,
+    compare,
+    diagnostics,
+    heldout_loglik,
+    loo,
+    posterior_predictive_checks,
+)
+from mtlirt.bayes.fixed_items import build_fixed_model, build_tables, calibrate_items
+from mtlirt.bayes.init import default_init
+from mtlirt.bayes.model import build_model
+from mtlirt.bayes.sample import NotConvergedWarning, build, fit_bayes
+from mtlirt.bayes.spec import ModelSpec, list_specs, load_spec, models_dir
+
+__all__ = [
+    "ModelSpec",
+    "NotConvergedWarning",
+    "ResponseArrays",
+    "add_log_likelihood",
+    "as_arrays",
+    "build",
+    "build_fixed_model",
+    "build_model",
+    "build_tables",
+    "calibrate_items",
+    "compare",
+    "default_init",
+    "diagnostics",
+    "fit_bayes",
+    "heldout_loglik",
+    "list_specs",
+    "load_spec",
+    "loo",
+    "models_dir",
+    "posterior_predictive_checks",
+]

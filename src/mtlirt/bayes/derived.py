@@ -1,0 +1,284 @@
+"""Derived quantities of the common result layout, computed after sampling in
+numpy (never as PyMC Deterministics, which would be N x K (x J) per draw).
+
+Names and dims (every report and plot reads these)::
+
+    theta              (chain, draw, llm, domain)
+    overall            (chain, draw, llm)
+    eta                (chain, draw, llm, factor)       factor models
+    loadings           (chain, draw, domain, factor)    (correlated: corr of each
+                                                          domain with the overall)
+    discrimination     (chain, draw, item)
+    intercept          (chain, draw, item)
+    guessing           (chain, draw, item)
+    domain_corr        (chain, draw, domain_a, domain_b)
+    expected_accuracy  (chain, draw, llm)
+
+and the non-dimension coordinate ``item_domain`` (domain name of every item).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from mtlirt.bayes._data import ResponseArrays
+from mtlirt.bayes.model import loading_layout
+from mtlirt.bayes.spec import ModelSpec
+
+__all__ = ["add_derived", "trait_draws", "item_draws"]
+
+SAMPLE_DIMS = ("chain", "draw")
+
+
+def _v(post: xr.Dataset, name: str) -> np.ndarray:
+    return np.asarray(post[name].values, dtype=np.float64)
+
+
+def _chunks(n_total: int, per: int):
+    for s in range(0, n_total, max(per, 1)):
+        yield slice(s, min(n_total, s + per))
+
+
+def _positions(post: xr.Dataset, name: str, domains: list) -> np.ndarray:
+    """Domain positions of the last dim of ``post[name]`` (domain, domain_c or domain_nc)."""
+    dim = post[name].dims[-1]
+    pos = {d: i for i, d in enumerate(domains)}
+    return np.array([pos[str(x)] for x in post[dim].values], dtype=np.int64)
+
+
+def trait_draws(post: xr.Dataset, spec: ModelSpec, anchors: list[int], domains: list) -> dict:
+    """Traits per draw from the free variables.
+
+    Parameters
+    ----------
+    post : xarray.Dataset
+        Free variables (chain, draw, ...).
+    spec : ModelSpec
+    anchors : list of int
+    domains : list of str
+        Domain names in model order.
+
+    Returns
+    -------
+    dict
+        ``theta`` (C, D, N, K); factor: ``eta`` (C, D, N, r), ``loadings``
+        (C, D, K, r) with signs fixed so every factor's loadings sum >= 0;
+        correlated: ``loadings`` (C, D, K, 1) = correlation of each domain
+        with the overall score. Always ``overall`` (C, D, N) and
+        ``domain_corr`` (C, D, K, K).
+    """
+    domains = [str(d) for d in domains]
+    K = len(domains)
+    out = {}
+    if spec.traits == "factor":
+        r = spec.rank
+        eta = _v(post, "eta_raw")  # C D N r
+        C, D, N, _ = eta.shape
+        V = np.zeros((C, D, K, r))
+        rows, cols, drows = loading_layout(K, r, anchors)
+        if len(rows):
+            V[:, :, rows, cols] = _v(post, "loading_free")
+        V[:, :, drows, np.arange(r)] = _v(post, "loading_diag")
+        psi = 1.0 / np.sqrt(1.0 + (V**2).sum(-1))  # C D K
+        lam = V * psi[..., None]
+        if "z" not in post and post["theta_raw"].dims[-1] == "domain":
+            theta = _v(post, "theta_raw")  # all centred: no copy
+        else:
+            theta = np.empty((C, D, N, K))
+        if "theta_raw" in post and "z" in post:
+            pc = _positions(post, "theta_raw", domains)
+            theta[:, :, :, pc] = post["theta_raw"].values
+        if "z" in post:
+            pn = _positions(post, "z", domains)
+            z = post["z"].values
+            per = max(1, int(2e7 // max(N * K, 1)))
+            for c in range(C):
+                for sl in _chunks(D, per):
+                    t = np.einsum("dnr,dkr->dnk", eta[c, sl], lam[c, sl][:, pn, :])
+                    t += z[c, sl] * psi[c, sl][:, None, pn]
+                    theta[c, sl][:, :, pn] = t
+        sgn = np.sign(lam.sum(-2))  # C D r
+        sgn[sgn == 0] = 1.0
+        lam = lam * sgn[:, :, None, :]
+        eta = eta * sgn[:, :, None, :]
+        corr = np.einsum("cdkr,cdlr->cdkl", lam, lam)
+        idx = np.arange(K)
+        corr[:, :, idx, idx] = 1.0
+        out.update(theta=theta, eta=eta, loadings=lam, overall=eta[..., 0].copy(), domain_corr=corr)
+        return out
+    # correlated
+    L = _v(post, "corr_chol")  # C D K K
+    C, D = L.shape[:2]
+    corr = np.einsum("cdkm,cdlm->cdkl", L, L)
+    idx = np.arange(K)
+    corr[:, :, idx, idx] = 1.0
+    if "theta_raw" in post:
+        theta = _v(post, "theta_raw")
+        N = theta.shape[2]
+    else:
+        z = post["z"].values
+        N = z.shape[2]
+        theta = np.empty((C, D, N, K))
+        per = max(1, int(2e7 // max(N * K, 1)))
+        for c in range(C):
+            for sl in _chunks(D, per):
+                theta[c, sl] = np.einsum("dnm,dkm->dnk", z[c, sl], L[c, sl])
+    w, vec = np.linalg.eigh(corr)  # ascending
+    v1 = vec[..., -1]  # C D K
+    l1 = np.maximum(w[..., -1], 1e-12)
+    sgn = np.sign(v1.sum(-1))
+    sgn[sgn == 0] = 1.0
+    v1 = v1 * sgn[..., None]
+    overall = np.einsum("cdnk,cdk->cdn", theta, v1) / np.sqrt(l1)[..., None]
+    loadings = (v1 * np.sqrt(l1)[..., None])[..., None]
+    out.update(theta=theta, overall=overall, loadings=loadings, domain_corr=corr)
+    return out
+
+
+def item_draws(post: xr.Dataset, spec: ModelSpec, item_domain: np.ndarray) -> dict:
+    """Item parameters per draw (joint model): ``discrimination``, ``intercept``,
+    ``guessing`` (C, D, J)."""
+    dom = item_domain
+    beta = _v(post, "beta")
+    tau = _v(post, "tau")
+    if "b" in post:
+        b = _v(post, "b")
+    else:
+        b = beta[..., dom] + tau[..., dom] * _v(post, "b_raw")
+    alpha = _v(post, "alpha")
+    if spec.item_model == "1pl":
+        a = np.exp(alpha[..., dom])
+    else:
+        if "log_a" in post:
+            la = _v(post, "log_a")
+        else:
+            la = alpha[..., dom] + _v(post, "sigma_log_a")[..., dom] * _v(post, "log_a_raw")
+        a = np.exp(la)
+    if spec.item_model == "3pl" and spec.estimate_guessing:
+        c = _v(post, "c")
+    else:
+        c = np.full(a.shape, float(spec.fixed_guessing))
+    return {"discrimination": a, "intercept": -b, "guessing": c}
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def expected_accuracy_joint(theta, a, d, c, item_domain, *, max_elems: float = 3e7) -> np.ndarray:
+    """Mean over all items of P_ij for every draw (chunked over draws)."""
+    C, D, N, K = theta.shape
+    J = a.shape[-1]
+    out = np.empty((C, D, N))
+    per = max(1, int(max_elems // max(N * J, 1)))
+    for ch in range(C):
+        for sl in _chunks(D, per):
+            th = theta[ch, sl][:, :, item_domain]  # d N J
+            x = a[ch, sl][:, None, :] * th + d[ch, sl][:, None, :]
+            p = c[ch, sl][:, None, :] + (1 - c[ch, sl][:, None, :]) * _sigmoid(x)
+            out[ch, sl] = p.mean(-1)
+    return out
+
+
+def expected_accuracy_tables(theta, tables, *, max_elems: float = 2e6) -> np.ndarray:
+    """Sum over all items of P_ij per draw, from the per-domain tables
+    ``A_k(theta) = sum_{j in k} P_j(theta)`` (O(N K) per draw); divide by J
+    for the expected accuracy. Linear interpolation on the fine grid (error
+    below 1e-4 items per domain), clamped at the grid ends (P is flat there)."""
+    C, D, N, K = theta.shape
+    A = tables.A  # K x G
+    G = A.shape[1]
+    Af = A.reshape(-1)
+    base_k = (np.arange(K) * G)[None, :]
+    out = np.empty((C, D, N))
+    per = max(1, int(max_elems // max(N * K, 1)))
+    for ch in range(C):
+        for sl in _chunks(D, per):
+            u = (np.clip(theta[ch, sl], tables.lo, tables.lo + tables.h * (G - 1)) - tables.lo) / tables.h
+            i0 = np.minimum(u.astype(np.int64), G - 2)
+            t = u - i0
+            i0 += base_k
+            out[ch, sl] = (Af[i0] * (1 - t) + Af[i0 + 1] * t).sum(-1)
+    return out
+
+
+def add_derived(
+    post: xr.Dataset,
+    arr: ResponseArrays,
+    spec: ModelSpec,
+    anchors: list[int],
+    *,
+    fixed_items: dict | None = None,
+    tables=None,
+) -> xr.Dataset:
+    """Return the posterior dataset with the derived quantities added.
+
+    Parameters
+    ----------
+    post : xarray.Dataset
+        Free variables with dims (chain, draw, ...).
+    arr : ResponseArrays
+    spec : ModelSpec
+    anchors : list of int
+    fixed_items : dict, optional
+        ``a``, ``d``, ``c`` when the items were fixed (broadcast over draws).
+    tables : LikelihoodTables, optional
+        Fixed-items tables (fast expected accuracy).
+
+    Returns
+    -------
+    xarray.Dataset
+    """
+    K = arr.n_domains
+    J = arr.n_items
+    tr = trait_draws(post, spec, anchors, list(arr.domains))
+    C, D = tr["theta"].shape[:2]
+    if fixed_items is not None:
+        it = {
+            "discrimination": np.broadcast_to(fixed_items["a"], (C, D, J)),
+            "intercept": np.broadcast_to(fixed_items["d"], (C, D, J)),
+            "guessing": np.broadcast_to(fixed_items["c"], (C, D, J)),
+        }
+    else:
+        it = item_draws(post, spec, arr.item_domain)
+    if tables is not None:
+        ea = expected_accuracy_tables(tr["theta"], tables) / J
+    else:
+        ea = expected_accuracy_joint(tr["theta"], it["discrimination"], it["intercept"],
+                                     it["guessing"], arr.item_domain)
+    sd = SAMPLE_DIMS
+    new = {
+        "theta": (sd + ("llm", "domain"), tr["theta"]),
+        "overall": (sd + ("llm",), tr["overall"]),
+        "loadings": (sd + ("domain", "factor"), tr["loadings"]),
+        "discrimination": (sd + ("item",), it["discrimination"]),
+        "intercept": (sd + ("item",), it["intercept"]),
+        "guessing": (sd + ("item",), it["guessing"]),
+        "domain_corr": (sd + ("domain_a", "domain_b"), tr["domain_corr"]),
+        "expected_accuracy": (sd + ("llm",), ea),
+    }
+    if "eta" in tr:
+        new["eta"] = (sd + ("llm", "factor"), tr["eta"])
+    n_factor = tr["loadings"].shape[-1]
+    coords = {
+        "chain": post["chain"].values,
+        "draw": post["draw"].values,
+        "llm": list(arr.llms),
+        "domain": list(arr.domains),
+        "item": list(arr.items),
+        "factor": np.arange(n_factor),
+        "domain_a": list(arr.domains),
+        "domain_b": list(arr.domains),
+    }
+    # theta_raw (centred domains) is part of theta: drop the duplicate
+    keep = post.drop_vars([v for v in ("theta_raw",) if v in post])
+    keep = keep.drop_dims([d for d in ("domain_c",) if d in keep.dims])
+    # assign (no copies of the arrays) rather than merge
+    keep = keep.drop_vars([c for c in ("llm", "domain", "item", "factor", "domain_a", "domain_b")
+                           if c in keep.coords])
+    out = keep.assign_coords({k: v for k, v in coords.items() if k not in ("chain", "draw")})
+    out = out.assign({k: xr.Variable(*v) for k, v in new.items()})
+    out = out.assign_coords(item_domain=("item", [arr.domains[k] for k in arr.item_domain]))
+    out.attrs = dict(post.attrs)
+    return out

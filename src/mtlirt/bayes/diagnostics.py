@@ -1,0 +1,461 @@
+"""Convergence diagnostics, pointwise log-likelihood, held-out log-likelihood
+and posterior predictive checks for fits of :func:`mtlirt.bayes.fit_bayes`.
+
+Convergence thresholds (Vehtari, Gelman, Simpson, Carpenter and Buerkner 2021;
+Betancourt 2016)::
+
+    max R-hat (rank-normalised, split, bulk and folded)  <= 1.01
+    min bulk ESS and min tail ESS  >= min(400, 100 * chains)
+    divergent transitions           == 0
+    min E-BFMI over chains          >= 0.3
+
+computed over the sampled parameters (the model's free random variables
+still stored in the posterior, e.g. ``z``, ``eta_raw``, ``loading_free``,
+``b_raw``...) together with the reported ``theta``, ``overall`` and
+``loadings``; components that are constant over all draws (fixed items, the
+unit diagonal of a correlation matrix, structural zeros) are left out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from mtlirt.bayes._mcmc_stats import summary_stats
+
+__all__ = [
+    "diagnostics",
+    "RHAT_MAX",
+    "ESS_MIN",
+    "ESS_MIN_PER_CHAIN",
+    "BFMI_MIN",
+    "pointwise_loglik",
+    "add_log_likelihood",
+    "heldout_loglik",
+    "posterior_predictive_checks",
+    "loo",
+    "compare",
+]
+
+RHAT_MAX = 1.01
+ESS_MIN = 400
+ESS_MIN_PER_CHAIN = 100
+BFMI_MIN = 0.3
+
+_QOI = ("theta", "overall", "loadings")
+
+
+def _post(tree) -> xr.Dataset:
+    return tree["posterior"].to_dataset() if hasattr(tree["posterior"], "to_dataset") else tree["posterior"]
+
+
+def _attrs(tree) -> dict:
+    return dict(tree["posterior"].attrs)
+
+
+def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = False) -> dict:
+    """Convergence diagnostics of a fit (see module docstring for thresholds).
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        Result of :func:`mtlirt.bayes.fit_bayes` (ArviZ layout).
+    var_names : list of str, optional
+        Variables to check; default the sampled variables plus ``theta``,
+        ``overall``, ``loadings``.
+    recompute : bool
+        Recompute even when ``fit_bayes`` stored the diagnostics in the
+        posterior's ``mtlirt_diagnostics`` attribute (returned otherwise).
+
+    Returns
+    -------
+    dict
+        ``max_rhat``, ``min_ess_bulk``, ``min_ess_tail``, ``divergences``,
+        ``min_bfmi``, ``converged`` (bool; ``None`` for MAP/ADVI fits, which
+        have no MCMC diagnostics), ``worst_rhat`` (variable of the largest
+        R-hat), ``n_parameters`` (scalars checked), ``share_rhat_above``
+        (share of them with R-hat > 1.01), ``ess_threshold``, ``n_chains``,
+        ``n_draws``, ``method``.
+    """
+    post = _post(tree)
+    attrs = _attrs(tree)
+    if var_names is None and not recompute and isinstance(attrs.get("mtlirt_diagnostics"), str):
+        return json.loads(attrs["mtlirt_diagnostics"])  # computed by fit_bayes
+    method = attrs.get("mtlirt_method", "nuts")
+    C = post.sizes.get("chain", 1)
+    D = post.sizes.get("draw", 1)
+    thr = min(ESS_MIN, ESS_MIN_PER_CHAIN * C)
+    out: dict[str, Any] = {
+        "max_rhat": float("nan"),
+        "min_ess_bulk": float("nan"),
+        "min_ess_tail": float("nan"),
+        "divergences": 0,
+        "min_bfmi": float("nan"),
+        "converged": None,
+        "worst_rhat": None,
+        "n_parameters": 0,
+        "share_rhat_above": float("nan"),
+        "ess_threshold": thr,
+        "n_chains": int(C),
+        "n_draws": int(D),
+        "method": method,
+    }
+    if method != "nuts" or D < 4:
+        return out
+    if var_names is None:
+        sampled = attrs.get("mtlirt_sampled_vars")
+        sampled = json.loads(sampled) if isinstance(sampled, str) else list(sampled or [])
+        var_names = [v for v in sampled if v in post] + [v for v in _QOI if v in post]
+        if not var_names:
+            var_names = [v for v in post.data_vars]
+    seen = []
+    for v in var_names:
+        if v not in seen and v in post:
+            seen.append(v)
+    max_r, worst, min_b, min_t = -np.inf, None, np.inf, np.inf
+    n_par, n_above = 0, 0
+    for v in seen:
+        da = post[v]
+        if "chain" not in da.dims or "draw" not in da.dims:
+            continue
+        x = np.asarray(da.transpose("chain", "draw", ...).values)
+        x = x.reshape(C, D, -1)
+        rng = x.max((0, 1)) - x.min((0, 1))
+        keep = rng > 1e-12 * np.maximum(1.0, np.abs(x[0, 0]))
+        if not keep.any():
+            continue
+        if not keep.all():
+            x = x[:, :, keep]
+        r, b, t = summary_stats(x)
+        if np.isfinite(r).any() and np.nanmax(r) > max_r:
+            max_r, worst = float(np.nanmax(r)), v
+        n_par += r.size
+        n_above += int(np.sum(r > RHAT_MAX))
+        min_b = min(min_b, float(np.nanmin(b)))
+        min_t = min(min_t, float(np.nanmin(t)))
+    out["n_parameters"] = n_par
+    out["share_rhat_above"] = n_above / n_par if n_par else float("nan")
+    out["max_rhat"] = max_r if np.isfinite(max_r) else float("nan")
+    out["worst_rhat"] = worst
+    out["min_ess_bulk"] = min_b if np.isfinite(min_b) else float("nan")
+    out["min_ess_tail"] = min_t if np.isfinite(min_t) else float("nan")
+    ss = tree["sample_stats"] if "sample_stats" in tree.children else None
+    if ss is not None:
+        ss = ss.to_dataset() if hasattr(ss, "to_dataset") else ss
+        if "diverging" in ss:
+            out["divergences"] = int(np.asarray(ss["diverging"].values).sum())
+        if "energy" in ss:
+            e = np.asarray(ss["energy"].transpose("chain", "draw").values, dtype=float)
+            num = np.square(np.diff(e, axis=1)).sum(1)
+            den = np.square(e - e.mean(1, keepdims=True)).sum(1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out["min_bfmi"] = float(np.min(num / den))
+    ok = (
+        np.isfinite(out["max_rhat"]) and out["max_rhat"] <= RHAT_MAX
+        and out["min_ess_bulk"] >= thr and out["min_ess_tail"] >= thr
+        and out["divergences"] == 0
+        and (not np.isfinite(out["min_bfmi"]) or out["min_bfmi"] >= BFMI_MIN)
+    )
+    out["converged"] = bool(ok)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# log-likelihood
+# ---------------------------------------------------------------------------
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _log_sigmoid(x):
+    return -np.logaddexp(0.0, -x)
+
+
+def _cell_loglik(x, y, c):
+    """log p(y | logit x, guessing c), elementwise."""
+    if np.isscalar(c) and c == 0 or (not np.isscalar(c) and not np.any(c)):
+        return np.where(y > 0, _log_sigmoid(x), _log_sigmoid(-x))
+    lp = np.logaddexp(np.log(np.maximum(c, 1e-300)), np.log1p(-c) + _log_sigmoid(x))
+    l1p = np.log1p(-c) + _log_sigmoid(-x)
+    return np.where(y > 0, lp, l1p)
+
+
+def _draw_arrays(tree):
+    post = _post(tree)
+    th = post["theta"].transpose("chain", "draw", "llm", "domain").values
+    a = post["discrimination"].transpose("chain", "draw", "item").values
+    d = post["intercept"].transpose("chain", "draw", "item").values
+    c = post["guessing"].transpose("chain", "draw", "item").values
+    dom_names = list(post["domain"].values)
+    idom = post["item_domain"].values
+    pos = {n: i for i, n in enumerate(dom_names)}
+    item_domain = np.array([pos[x] for x in idom], dtype=np.int64)
+    return th, a, d, c, item_domain
+
+
+def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e6) -> np.ndarray:
+    """Log-likelihood per draw aggregated per (LLM, domain).
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        A fit with the derived quantities.
+    responses : Responses-like
+        The data the fit used.
+    tables : LikelihoodTables, optional
+        Fixed-items tables (then O(N K) per draw).
+    max_elems : float
+        Chunk size (elements of the per-draw N x J arrays).
+
+    Returns
+    -------
+    ndarray (chain, draw, llm, domain)
+    """
+    from mtlirt.bayes._data import as_arrays
+
+    arr = as_arrays(responses)
+    th, a, d, c, item_domain = _draw_arrays(tree)
+    C, D, N, K = th.shape
+    out = np.empty((C, D, N, K))
+    if tables is not None:
+        from mtlirt.bayes.fixed_items import hermite_np
+
+        per = max(1, int(max_elems // max(N * K, 1)))
+        for ch in range(C):
+            for s in range(0, D, per):
+                t = th[ch, s:s + per]
+                out[ch, s:s + per] = (tables.s * t + tables.const
+                                      - hermite_np(tables.F, tables.dF, tables.table, t, tables.lo, tables.h))
+        return out
+    y = arr.correct
+    obs = arr.observed
+    starts = np.array([s.start for s in arr.domain_slices])
+    J = a.shape[-1]
+    per = max(1, int(max_elems // max(N * J, 1)))
+    for ch in range(C):
+        for s in range(0, D, per):
+            sl = slice(s, min(D, s + per))
+            x = a[ch, sl][:, None, :] * th[ch, sl][:, :, item_domain] + d[ch, sl][:, None, :]
+            ll = _cell_loglik(x, y[None], c[ch, sl][:, None, :])
+            if obs is not None:
+                ll = np.where(obs[None], ll, 0.0)
+            out[ch, sl] = np.add.reduceat(ll, starts, axis=-1)
+    return out
+
+
+def add_log_likelihood(tree, responses: Any, *, tables=None):
+    """Add a ``log_likelihood`` group with ``y`` (chain, draw, llm, domain).
+
+    Each pointwise element is the log-likelihood of one LLM's responses in
+    one domain, so :func:`loo` is leave-one-(LLM, domain)-out.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+    responses : Responses-like
+    tables : LikelihoodTables, optional
+
+    Returns
+    -------
+    xarray.DataTree
+        The same tree (modified in place and returned).
+    """
+    post = _post(tree)
+    ll = pointwise_loglik(tree, responses, tables=tables)
+    ds = xr.Dataset(
+        {"y": (("chain", "draw", "llm", "domain"), ll)},
+        coords={"chain": post["chain"].values, "draw": post["draw"].values,
+                "llm": post["llm"].values, "domain": post["domain"].values},
+    )
+    tree["log_likelihood"] = xr.DataTree(ds)
+    return tree
+
+
+def heldout_loglik(tree, correct: np.ndarray, observed_mask: np.ndarray, *,
+                   reduce: str = "sum", max_elems: float = 2e7):
+    """Log pointwise predictive density of held-out responses.
+
+    ``lppd = sum over held-out cells of log mean_s p(y_ij | draw s)``.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        A fit (theta, discrimination, intercept, guessing per draw).
+    correct : ndarray (N, J)
+        0/1 responses, LLMs and items in the fit's order.
+    observed_mask : ndarray of bool (N, J)
+        The held-out cells to score.
+    reduce : {"sum", "mean", "none"}
+        Total, mean per response, or the per-cell values (in
+        ``np.nonzero(observed_mask)`` order).
+    max_elems : float
+        Chunk size.
+
+    Returns
+    -------
+    float or ndarray
+    """
+    th, a, d, c, item_domain = _draw_arrays(tree)
+    C, D, N, K = th.shape
+    correct = np.asarray(correct)
+    mask = np.asarray(observed_mask, dtype=bool)
+    if correct.shape != (N, a.shape[-1]) or mask.shape != correct.shape:
+        from mtlirt.errors import InputError
+
+        raise InputError(f"correct/observed_mask must have shape {(N, a.shape[-1])}, "
+                         f"got {correct.shape} and {mask.shape}")
+    ii, jj = np.nonzero(mask)
+    y = correct[ii, jj]
+    kk = item_domain[jj]
+    S = C * D
+    thf = th.reshape(S, N, K)
+    af, df, cf = a.reshape(S, -1), d.reshape(S, -1), c.reshape(S, -1)
+    M = len(ii)
+    res = np.empty(M)
+    per = max(1, int(max_elems // max(S, 1)))
+    for s in range(0, M, per):
+        sl = slice(s, min(M, s + per))
+        x = af[:, jj[sl]] * thf[:, ii[sl], kk[sl]] + df[:, jj[sl]]
+        ll = _cell_loglik(x, y[sl][None, :], cf[:, jj[sl]])
+        mx = ll.max(0)
+        res[sl] = mx + np.log(np.exp(ll - mx).mean(0))
+    if reduce == "none":
+        return res
+    if reduce == "mean":
+        return float(res.mean()) if M else float("nan")
+    return float(res.sum())
+
+
+def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, seed: int = 0,
+                                n_bins: int = 10, max_elems: float = 3e7) -> dict:
+    """Posterior predictive checks on the observed cells.
+
+    Replicated responses ``y_rep ~ Bernoulli(P_ij)`` are drawn for
+    ``n_draws`` posterior draws (chosen with ``seed``) and compared to the
+    data.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+    responses : Responses-like
+    n_draws : int
+        Posterior draws used (at most all).
+    seed : int
+    n_bins : int
+        Bins of predicted probability for the calibration table.
+    max_elems : float
+        Chunk size.
+
+    Returns
+    -------
+    dict of pandas.DataFrame
+        ``domain``: per domain observed accuracy, replicated mean, 5% and 95%
+        quantiles, posterior predictive p-value ``P(rep >= obs)``;
+        ``item``: the same per item (observed proportion correct vs
+        replicated); ``calibration``: observed cells binned by their posterior
+        mean probability, with mean predicted and observed frequency.
+    """
+    import pandas as pd
+
+    from mtlirt.bayes._data import as_arrays
+
+    arr = as_arrays(responses)
+    th, a, d, c, item_domain = _draw_arrays(tree)
+    C, D, N, K = th.shape
+    J = a.shape[-1]
+    rng = np.random.default_rng(seed)
+    S = C * D
+    take = np.sort(rng.choice(S, size=min(n_draws, S), replace=False))
+    thf = th.reshape(S, N, K)[take]
+    af, df, cf = a.reshape(S, J)[take], d.reshape(S, J)[take], c.reshape(S, J)[take]
+    y = arr.correct.astype(np.float64)
+    obs = np.ones((N, J), bool) if arr.observed is None else arr.observed
+    n_obs_item = obs.sum(0)
+    starts = np.array([s.start for s in arr.domain_slices])
+    n_obs_dom = np.add.reduceat(n_obs_item, starts)
+    rep_item = np.empty((len(take), J))
+    pmean = np.zeros((N, J))
+    per = max(1, int(max_elems // max(N * J, 1)))
+    for s in range(0, len(take), per):
+        sl = slice(s, min(len(take), s + per))
+        x = af[sl][:, None, :] * thf[sl][:, :, item_domain] + df[sl][:, None, :]
+        p = cf[sl][:, None, :] + (1 - cf[sl][:, None, :]) * _sigmoid(x)
+        pmean += p.sum(0)
+        yr = (rng.random(p.shape) < p) & obs[None]
+        rep_item[sl] = yr.sum(1)
+    pmean /= len(take)
+    obs_item = (y * obs).sum(0)
+    rep_dom = np.add.reduceat(rep_item, starts, axis=1)
+    obs_dom = np.add.reduceat(obs_item, starts)
+
+    def table(rep, obs_count, n, index):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            acc_rep = rep / n
+            acc_obs = obs_count / n
+        return pd.DataFrame({
+            "n": n,
+            "observed": acc_obs,
+            "replicated_mean": acc_rep.mean(0),
+            "replicated_q05": np.quantile(acc_rep, 0.05, axis=0),
+            "replicated_q95": np.quantile(acc_rep, 0.95, axis=0),
+            "ppp": (rep >= obs_count[None, :]).mean(0),
+        }, index=pd.Index(index, name=index.name if hasattr(index, "name") else None))
+
+    dom_tab = table(rep_dom, obs_dom, n_obs_dom, pd.Index(list(arr.domains), name="domain"))
+    item_tab = table(rep_item, obs_item, n_obs_item, pd.Index(list(arr.items), name="item"))
+    item_tab.insert(0, "domain", [arr.domains[k] for k in arr.item_domain])
+    pm_obs = pmean[obs]
+    y_obs = y[obs]
+    edges = np.linspace(0, 1, n_bins + 1)
+    b = np.clip(np.digitize(pm_obs, edges) - 1, 0, n_bins - 1)
+    cnt = np.bincount(b, minlength=n_bins)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cal = pd.DataFrame({
+            "bin_lo": edges[:-1], "bin_hi": edges[1:], "n": cnt,
+            "predicted": np.bincount(b, pm_obs, n_bins) / cnt,
+            "observed": np.bincount(b, y_obs, n_bins) / cnt,
+        })
+    return {"domain": dom_tab, "item": item_tab, "calibration": cal}
+
+
+def loo(tree, **kwargs):
+    """PSIS-LOO (``arviz.loo``) over the (LLM, domain) pointwise log-likelihood.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        With a ``log_likelihood`` group (see :func:`add_log_likelihood`).
+    **kwargs
+        Passed to ``arviz.loo``.
+
+    Returns
+    -------
+    arviz.ELPDData
+    """
+    import arviz as az
+
+    return az.loo(tree, var_name="y", **kwargs)
+
+
+def compare(trees: dict, **kwargs):
+    """Compare fits by PSIS-LOO (``arviz.compare``).
+
+    Parameters
+    ----------
+    trees : dict of str -> xarray.DataTree
+        Fits of the same data, each with a ``log_likelihood`` group.
+    **kwargs
+        Passed to ``arviz.compare``.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    import arviz as az
+
+    return az.compare(trees, var_name="y", **kwargs)

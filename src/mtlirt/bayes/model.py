@@ -1,0 +1,355 @@
+"""The PyMC model of METHOD.md section 5 (joint over LLMs and items).
+
+Parameterisation (free random variables and their names)
+--------------------------------------------------------
+Traits, ``traits = "factor"`` with rank ``r``::
+
+    eta_raw[i, :]   ~ N(0, I_r)                          (llm, factor)
+    V[k, :]          = loadings before squashing, V[k, m] ~ N(0, loading_scale)
+                       stored as ``loading_free`` (free entries) and
+                       ``loading_diag`` ~ HalfNormal(loading_scale) (r positive
+                       entries); rows of the r *anchor* domains are
+                       lower-triangular: V[anchor_l, m] = 0 for m > l
+    Lambda_k         = V_k / sqrt(1 + |V_k|^2)          so |Lambda_k| < 1
+    psi_k            = 1 / sqrt(1 + |V_k|^2)  = sqrt(1 - |Lambda_k|^2)
+    noncentered:  z[i, k] ~ N(0, 1);  theta_ik = Lambda_k . eta_i + psi_k z_ik
+    centered:     theta_raw[i, k] ~ N(Lambda_k . eta_i, psi_k)
+
+The anchors are the ``r`` domains with the most observed responses (largest
+first), so the sign/rotation is pinned by well-measured domains; the sign of
+every factor is finally chosen per draw so that the loadings sum to a positive
+number (see :mod:`mtlirt.bayes.derived`).
+
+Traits, ``traits = "correlated"``::
+
+    corr_chol ~ LKJCorr(K, lkj_eta)  (Cholesky factor L, rows of unit norm)
+    noncentered:  z[i, :] ~ N(0, I_K); theta_i = L z_i
+    centered:     theta_raw[i, :] ~ MvNormal(0, L L')
+
+Items (``k = k(j)``)::
+
+    beta_k ~ N(0, difficulty_mean_scale)     tau_k ~ HalfNormal(difficulty_sd_scale)
+    noncentered: b_raw_j ~ N(0, 1), b_j = beta_k + tau_k b_raw_j
+    centered:    b_j ~ N(beta_k, tau_k)
+    intercept_j = -b_j
+    2PL/3PL: alpha_k ~ N(m, log_discrimination_mean_scale),
+             sigma_log_a_k ~ HalfNormal(log_discrimination_sd_scale),
+             noncentered log_a_raw_j ~ N(0, 1), log a_j = alpha_k + sigma_log_a_k log_a_raw_j
+             centered    log_a_j ~ N(alpha_k, sigma_log_a_k)
+    1PL:     a_j = exp(alpha_k) (one discrimination per domain; traits have unit
+             variance, so this is a Rasch model with a domain-specific scale)
+    3PL:     c_j = guessing (fixed), or c_j ~ Beta(m kappa, (1 - m) kappa)
+
+Likelihood over the observed cells only (long index vectors, ``pm.Data``)::
+
+    y_ij ~ Bernoulli(c_j + (1 - c_j) sigmoid(a_j theta_ik + intercept_j))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mtlirt.bayes._data import ResponseArrays, as_arrays
+from mtlirt.bayes.spec import ModelSpec, load_spec
+from mtlirt.errors import InputError
+
+__all__ = ["build_model", "model_coords", "anchor_domains", "loading_layout"]
+
+
+def anchor_domains(arr: ResponseArrays, rank: int) -> list[int]:
+    """The ``rank`` anchor domains: most observed responses first.
+
+    Parameters
+    ----------
+    arr : ResponseArrays
+    rank : int
+
+    Returns
+    -------
+    list of int
+        Domain indices.
+    """
+    counts = []
+    for s in arr.domain_slices:
+        if arr.observed is None:
+            counts.append(arr.n_llms * (s.stop - s.start))
+        else:
+            counts.append(int(arr.observed[:, s].sum()))
+    order = np.argsort(-np.asarray(counts), kind="stable")
+    if rank > len(order):
+        raise InputError(f"rank {rank} exceeds the number of domains {len(order)}")
+    return [int(k) for k in order[:rank]]
+
+
+def loading_layout(n_domains: int, rank: int, anchors: list[int]):
+    """Positions of the free and the positive (diagonal) loading entries.
+
+    Parameters
+    ----------
+    n_domains, rank : int
+    anchors : list of int
+        Anchor domains, one per factor.
+
+    Returns
+    -------
+    free_rows, free_cols, diag_rows : ndarray of int
+        ``V[free_rows, free_cols] = loading_free``;
+        ``V[diag_rows, arange(rank)] = loading_diag``; other entries 0.
+    """
+    fixed = np.zeros((n_domains, rank), dtype=bool)
+    for l, a in enumerate(anchors):
+        fixed[a, l:] = True
+    rows, cols = np.nonzero(~fixed)
+    return rows.astype(np.int64), cols.astype(np.int64), np.asarray(anchors, dtype=np.int64)
+
+
+def model_coords(arr: ResponseArrays, spec: ModelSpec) -> dict:
+    """Coordinates shared by every model and result."""
+    return {
+        "llm": list(arr.llms),
+        "item": list(arr.items),
+        "domain": list(arr.domains),
+        "factor": list(range(spec.rank)),
+        "domain_a": list(arr.domains),
+        "domain_b": list(arr.domains),
+    }
+
+
+AUTO_CENTER_ITEMS_PER_LLM = 40
+AUTO_CENTER_LLMS_PER_ITEM = 100
+AUTO_CENTER_LLMS_PER_ITEM_A = 1000
+
+
+def trait_centering(arr: ResponseArrays, spec: ModelSpec) -> np.ndarray:
+    """Which domains' traits use the centred parameterisation.
+
+    ``"centered"``/``"noncentered"``: all/none. ``"auto"``: a domain is centred
+    when its LLMs answered on average at least 40 of its items (the data then
+    dominate the prior of ``theta_ik``; non-centred otherwise). The correlated
+    model centres all domains or none (by the median domain).
+
+    Returns
+    -------
+    ndarray of bool (K,)
+    """
+    K = arr.n_domains
+    mode = spec.trait_parameterization
+    if mode == "centered":
+        return np.ones(K, dtype=bool)
+    if mode == "noncentered":
+        return np.zeros(K, dtype=bool)
+    per = np.empty(K)
+    for k, s in enumerate(arr.domain_slices):
+        if arr.observed is None:
+            per[k] = s.stop - s.start
+        else:
+            per[k] = arr.observed[:, s].sum() / max(arr.n_llms, 1)
+    c = per >= AUTO_CENTER_ITEMS_PER_LLM
+    if spec.traits == "correlated":
+        return np.full(K, bool(np.median(per) >= AUTO_CENTER_ITEMS_PER_LLM))
+    return c
+
+
+def item_centering(arr: ResponseArrays, spec: ModelSpec) -> tuple[bool, bool]:
+    """Whether the difficulty and the log-discrimination hierarchies are centred.
+
+    ``"auto"``: difficulties are centred with >= 100 observed responses per
+    item on average, log discriminations with >= 1000 (a discrimination needs
+    far more responses than a difficulty before its likelihood dominates a
+    prior of scale ~0.3; centring it earlier makes a funnel with
+    ``sigma_log_a``).
+
+    Returns
+    -------
+    (bool, bool)
+    """
+    mode = spec.item_parameterization
+    if mode != "auto":
+        return (mode == "centered",) * 2
+    n_obs = arr.n_llms * arr.n_items if arr.observed is None else int(arr.observed.sum())
+    per = n_obs / max(arr.n_items, 1)
+    return per >= AUTO_CENTER_LLMS_PER_ITEM, per >= AUTO_CENTER_LLMS_PER_ITEM_A
+
+
+def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
+               centered: np.ndarray | None = None):
+    """Add the trait block to the current model; return ``theta`` (N x K tensor).
+
+    ``centered`` (bool per domain) chooses the parameterisation per domain:
+    centred domains get ``theta_raw`` (dims ``llm`` x ``domain``, or
+    ``domain_c`` when mixed), the others ``z`` (``domain`` or ``domain_nc``).
+    The model must carry the coords ``domain_c``/``domain_nc`` when mixed.
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    p = spec.priors
+    K = n_domains
+    if centered is None:
+        centered = np.full(K, spec.trait_parameterization == "centered")
+    centered = np.asarray(centered, dtype=bool)
+    ic = np.flatnonzero(centered)
+    inc = np.flatnonzero(~centered)
+    mixed = 0 < len(ic) < K
+    dim_c = "domain_c" if mixed else "domain"
+    dim_nc = "domain_nc" if mixed else "domain"
+    if spec.traits == "factor":
+        r = spec.rank
+        rows, cols, drows = loading_layout(K, r, anchors)
+        eta = pm.Normal("eta_raw", 0.0, 1.0, dims=("llm", "factor"))
+        parts = pt.zeros((K, r))
+        if len(rows):
+            free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=len(rows))
+            parts = pt.set_subtensor(parts[rows, cols], free)
+        diag = pm.HalfNormal("loading_diag", p.loading_scale, shape=r)
+        V = pt.set_subtensor(parts[drows, np.arange(r)], diag)
+        scale = 1.0 / pt.sqrt(1.0 + pt.sum(V**2, axis=1))  # psi_k
+        lam = V * scale[:, None]
+        mean = pt.dot(eta, lam.T)  # N x K
+        if len(ic) == K:
+            return pm.Normal("theta_raw", mean, scale[None, :], dims=("llm", dim_c))
+        if len(inc) == K:
+            z = pm.Normal("z", 0.0, 1.0, dims=("llm", dim_nc))
+            return mean + z * scale[None, :]
+        th_c = pm.Normal("theta_raw", mean[:, ic], scale[ic][None, :], dims=("llm", dim_c))
+        z = pm.Normal("z", 0.0, 1.0, dims=("llm", dim_nc))
+        theta = pt.zeros((n_llms, K))
+        theta = pt.set_subtensor(theta[:, ic], th_c)
+        theta = pt.set_subtensor(theta[:, inc], mean[:, inc] + z * scale[inc][None, :])
+        return theta
+    if spec.traits == "correlated":
+        if K < 2:
+            raise InputError("traits = 'correlated' needs at least 2 domains")
+        L = pm.LKJCorr("corr_chol", n=K, eta=p.lkj_eta, dims=("domain_a", "domain_b"))
+        if centered.all():
+            return pm.MvNormal("theta_raw", mu=pt.zeros(K), chol=L, dims=("llm", "domain"))
+        z = pm.Normal("z", 0.0, 1.0, dims=("llm", "domain"))
+        return pt.dot(z, L.T)
+    raise InputError(f"unknown traits {spec.traits!r}")
+
+
+def add_coords_for_centering(coords: dict, domains: list, centered: np.ndarray) -> dict:
+    """Add ``domain_c``/``domain_nc`` coords when the centring is mixed."""
+    centered = np.asarray(centered, dtype=bool)
+    if 0 < centered.sum() < len(centered):
+        coords = dict(coords)
+        coords["domain_c"] = [d for d, c in zip(domains, centered) if c]
+        coords["domain_nc"] = [d for d, c in zip(domains, centered) if not c]
+    return coords
+
+
+def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bool] = (False, False)):
+    """Add the item block; return tensors (a, intercept, c) of length J (c may be a float).
+
+    ``centered`` = (difficulties centred, log discriminations centred)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    p = spec.priors
+    dom = item_domain
+    beta = pm.Normal("beta", 0.0, p.difficulty_mean_scale, dims="domain")
+    tau = pm.HalfNormal("tau", p.difficulty_sd_scale, dims="domain")
+    b_centered, a_centered = (centered, centered) if isinstance(centered, bool) else centered
+    if b_centered:
+        b = pm.Normal("b", beta[dom], tau[dom], dims="item")
+    else:
+        b_raw = pm.Normal("b_raw", 0.0, 1.0, dims="item")
+        b = beta[dom] + tau[dom] * b_raw
+    intercept = -b
+    alpha = pm.Normal("alpha", p.log_discrimination_mean, p.log_discrimination_mean_scale, dims="domain")
+    if spec.item_model == "1pl":
+        a = pt.exp(alpha)[dom]
+    else:
+        sig = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale, dims="domain")
+        if a_centered:
+            log_a = pm.Normal("log_a", alpha[dom], sig[dom], dims="item")
+        else:
+            log_a_raw = pm.Normal("log_a_raw", 0.0, 1.0, dims="item")
+            log_a = alpha[dom] + sig[dom] * log_a_raw
+        a = pt.exp(log_a)
+    if spec.item_model == "3pl" and spec.estimate_guessing:
+        m, kap = p.guessing_mean, p.guessing_concentration
+        c = pm.Beta("c", m * kap, (1 - m) * kap, dims="item")
+    else:
+        c = float(spec.fixed_guessing)
+    return a, intercept, c
+
+
+def observed_cells(arr: ResponseArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Long index vectors of the observed cells: (llm index, item index, y)."""
+    if arr.observed is None:
+        n, j = arr.correct.shape
+        ii = np.repeat(np.arange(n, dtype=np.int64), j)
+        jj = np.tile(np.arange(j, dtype=np.int64), n)
+        y = arr.correct.reshape(-1)
+    else:
+        ii, jj = np.nonzero(arr.observed)
+        ii = ii.astype(np.int64)
+        jj = jj.astype(np.int64)
+        y = arr.correct[ii, jj]
+    return ii, jj, np.asarray(y, dtype=np.int64)
+
+
+def build_model(responses: Any, spec: "str | ModelSpec | None" = None, *, init: dict | None = None):
+    """Build the joint PyMC model (traits and items) of METHOD.md section 5.
+
+    Parameters
+    ----------
+    responses : Responses-like
+        Object with ``correct``, ``observed``, ``domain_slices``, ``llms``,
+        ``items``, ``domains`` (see :mod:`mtlirt.bayes._data`).
+    spec : str, ModelSpec or None
+        Model spec name/path (default ``"factor-2pl"``).
+    init : dict, optional
+        Point estimate (``theta``, ``overall``, ``loadings``, ``a``, ``d``,
+        optional ``c``); converted to initial values stored on the model as
+        ``model.mtlirt_initvals`` (a dict usable as ``initvals``).
+
+    Returns
+    -------
+    pymc.Model
+        With coords ``llm``, ``item``, ``domain``, ``factor``, ``domain_a``,
+        ``domain_b``, ``obs``; data ``obs_item``, ``obs_cell`` (= llm * K +
+        domain), ``y``; the observed Bernoulli ``y`` over the observed cells.
+        Extra attributes: ``mtlirt_spec``, ``mtlirt_anchors``,
+        ``mtlirt_initvals``, ``mtlirt_kind = "joint"``.
+    """
+    import pymc as pm
+
+    arr = as_arrays(responses)
+    spec = load_spec(spec)
+    n, K = arr.n_llms, arr.n_domains
+    dom = arr.item_domain
+    anchors = anchor_domains(arr, spec.rank) if spec.traits == "factor" else []
+    ii, jj, y = observed_cells(arr)
+    if len(y) == 0:
+        raise InputError("no observed responses")
+    tc = trait_centering(arr, spec)
+    ic = item_centering(arr, spec)
+    coords = add_coords_for_centering(model_coords(arr, spec), list(arr.domains), tc)
+    coords["obs"] = np.arange(len(y))
+    with pm.Model(coords=coords) as model:
+        obs_item = pm.Data("obs_item", jj, dims="obs")
+        obs_cell = pm.Data("obs_cell", ii * K + dom[jj], dims="obs")
+        y_data = pm.Data("y_obs", y, dims="obs")
+        theta = add_traits(spec, n, K, anchors, tc)
+        a, intercept, c = add_items(spec, dom, ic)
+        th = theta.reshape((-1,))[obs_cell]
+        logit = a[obs_item] * th + intercept[obs_item]
+        if spec.item_model == "3pl":
+            cc = c[obs_item] if not isinstance(c, float) else c
+            pm.Bernoulli("y", p=cc + (1 - cc) * pm.math.sigmoid(logit), observed=y_data, dims="obs")
+        else:
+            pm.Bernoulli("y", logit_p=logit, observed=y_data, dims="obs")
+    model.mtlirt_spec = spec
+    model.mtlirt_anchors = anchors
+    model.mtlirt_kind = "joint"
+    from mtlirt.bayes.init import initial_values
+
+    model.mtlirt_trait_centered = tc
+    model.mtlirt_item_centered = ic
+    model.mtlirt_initvals = initial_values(arr, spec, anchors, init, include_items=True,
+                                           trait_centered=tc, item_centered=ic)
+    return model

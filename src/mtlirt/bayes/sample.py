@@ -1,0 +1,371 @@
+"""Fitting the Bayesian model: NUTS (nutpie, PyMC or numpyro), ADVI or MAP,
+jointly over items and LLMs or with the items fixed (calibrate, then score)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+import warnings
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from mtlirt.bayes._data import as_arrays
+from mtlirt.bayes.derived import add_derived
+from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
+from mtlirt.bayes.spec import ModelSpec, load_spec
+from mtlirt.errors import InputError
+
+__all__ = ["fit_bayes", "build"]
+
+_METHODS = ("nuts", "advi", "map")
+_SAMPLERS = ("nutpie", "pymc", "numpyro")
+_ITEMS = ("joint", "fixed")
+
+
+DISK_TRACE_BYTES = 1e9
+
+
+class NotConvergedWarning(UserWarning):
+    """A NUTS fit failed the convergence checks."""
+
+
+def build(responses: Any, spec: "str | ModelSpec | None" = None, *, items: str = "joint",
+          init: dict | None = None, item_values: dict | None = None):
+    """Build the PyMC model for ``items="joint"`` or ``"fixed"``.
+
+    Parameters
+    ----------
+    responses : Responses-like
+    spec : str or ModelSpec
+    items : {"joint", "fixed"}
+    init : dict, optional
+        Point estimate for initial values.
+    item_values : dict, optional
+        Fixed item values (``items="fixed"``).
+
+    Returns
+    -------
+    pymc.Model
+    """
+    if items == "joint":
+        from mtlirt.bayes.model import build_model
+
+        if item_values is not None:
+            raise InputError("item_values is only used with items='fixed'")
+        return build_model(responses, spec, init=init)
+    if items == "fixed":
+        from mtlirt.bayes.fixed_items import build_fixed_model
+
+        return build_fixed_model(responses, spec, item_values=item_values, init=init)
+    raise InputError(f"items must be one of {', '.join(_ITEMS)}; got {items!r}")
+
+
+def _free_names(model) -> list[str]:
+    return [rv.name for rv in model.free_RVs]
+
+
+def _dims_of(model, name: str, shape: tuple) -> tuple:
+    dims = model.named_vars_to_dims.get(name)
+    if dims is None or any(d is None for d in dims):
+        return tuple(f"{name}_dim_{i}" for i in range(len(shape)))
+    return tuple(dims)
+
+
+def _dataset_from_draws(model, values: dict) -> xr.Dataset:
+    """values: name -> array (chain, draw, ...)."""
+    data = {}
+    for name, v in values.items():
+        v = np.asarray(v)
+        data[name] = (("chain", "draw") + _dims_of(model, name, v.shape[2:]), v)
+    C, D = next(iter(values.values())).shape[:2]
+    coords = {"chain": np.arange(C), "draw": np.arange(D)}
+    for k, v in model.coords.items():
+        if k != "obs" and v is not None:
+            coords[k] = list(v)
+    ds = xr.Dataset(data, coords={k: v for k, v in coords.items()})
+    used = set(ds.dims)
+    return ds.drop_vars([c for c in list(ds.coords) if c not in used and c not in ("chain", "draw")])
+
+
+def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progress, kw):
+    """nutpie directly (numba backend): same compile as ``pm.sample(nuts_sampler=
+    "nutpie")``, but it also works with a zarr trace store."""
+    import nutpie
+
+    kw = dict(kw)
+    if "max_treedepth" in kw:
+        kw["maxdepth"] = kw.pop("max_treedepth")
+    compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=initvals)
+    return nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains,
+                         cores=cores, seed=int(seed), save_warmup=False,
+                         progress_bar=bool(progress), **kw)
+
+
+def _check_numpyro():
+    missing = [m for m in ("jax", "numpyro") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ImportError(
+            f"sampler='numpyro' needs {' and '.join(missing)}, which are not installed; "
+            "install the optional extra: pip install 'mtlirt[jax]' (or use sampler='nutpie')"
+        )
+
+
+def fit_bayes(
+    responses: Any,
+    spec: "str | ModelSpec | None" = "factor-2pl",
+    *,
+    method: str = "nuts",
+    sampler: str = "nutpie",
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    seed: int = 0,
+    init: dict | None = None,
+    items: str = "joint",
+    item_values: dict | None = None,
+    progress: bool = True,
+    cores: int | None = None,
+    target_accept: float = 0.9,
+    log_likelihood: bool = True,
+    keep_raw: bool = True,
+    advi_iterations: int = 30000,
+    map_maxiter: int = 3000,
+    nuts_kwargs: dict | None = None,
+    trace_dir: str | None = None,
+    warn: bool = True,
+):
+    """Fit the Bayesian multi-domain IRT model and return an ArviZ-layout tree.
+
+    Parameters
+    ----------
+    responses : Responses-like
+        ``mtlirt.data.Responses`` or any object with ``correct``, ``observed``,
+        ``domain_slices``, ``llms``, ``items``, ``domains``.
+    spec : str, path, dict or ModelSpec
+        Model spec (name in ``models/``, e.g. ``"factor-2pl"``,
+        ``"factor-3pl-mcq"``, ``"correlated-2pl"``).
+    method : {"nuts", "advi", "map"}
+        NUTS sampling; mean-field ADVI (``draws`` draws from the
+        approximation, one chain); MAP (one chain, one draw).
+    sampler : {"nutpie", "pymc", "numpyro"}
+        NUTS implementation. numpyro needs the optional ``jax`` extra.
+    draws, tune, chains : int
+        NUTS draws and tuning steps per chain, number of chains.
+    seed : int
+        Random seed: the same seed gives the same numbers.
+    init : dict, optional
+        Point estimate (``theta`` N x K, ``overall`` N x r, ``loadings``
+        K x r, ``a``, ``d``, optional ``c``) for initial values; default a
+        quick estimate from accuracies (:func:`mtlirt.bayes.init.default_init`).
+    items : {"joint", "fixed"}
+        Sample items jointly, or fix them (calibrate, then score; see
+        :mod:`mtlirt.bayes.fixed_items`).
+    item_values : dict, optional
+        ``items="fixed"``: the item values ``a``, ``d`` (``c``). Default
+        ``init``'s ``a``/``d``, else calibrated by MML-EM.
+    progress : bool
+        Show progress bars.
+    cores : int, optional
+        Chains run in parallel (default ``min(chains, cpu count)``).
+    target_accept : float
+        NUTS target acceptance rate.
+    log_likelihood : bool
+        Add the ``log_likelihood`` group (per LLM x domain).
+    keep_raw : bool
+        Keep the large free variables (``z``, ``eta_raw``) in the posterior;
+        ``False`` drops them after the diagnostics are computed.
+    advi_iterations : int
+        ADVI optimisation steps.
+    map_maxiter : int
+        L-BFGS-B iterations at most for ``method="map"``.
+    nuts_kwargs : dict, optional
+        Extra keyword arguments for the NUTS sampler.
+    trace_dir : str, optional
+        nutpie only: stream the draws to a temporary zarr store in this
+        folder (removed afterwards) instead of memory, so the trace is held
+        in memory once rather than twice. Used automatically (in the system's
+        temporary folder) when the trace would exceed 1 GB.
+    warn : bool
+        Warn when a NUTS fit fails the convergence checks.
+
+    Returns
+    -------
+    xarray.DataTree
+        Groups ``posterior`` (free variables and the derived quantities
+        ``theta``, ``overall``, ``eta``, ``loadings``, ``discrimination``,
+        ``intercept``, ``guessing``, ``domain_corr``, ``expected_accuracy``;
+        coords ``llm``, ``domain``, ``item``, ``factor``, ``domain_a``,
+        ``domain_b`` and ``item_domain`` on ``item``), ``sample_stats`` (NUTS),
+        ``log_likelihood`` (optional). Attributes ``mtlirt_*`` on the
+        posterior record the spec, method, seed and diagnostics.
+
+    Raises
+    ------
+    InputError
+        Bad arguments or data.
+    ImportError
+        ``sampler="numpyro"`` without jax/numpyro.
+
+    Warns
+    -----
+    NotConvergedWarning
+        A NUTS fit with R-hat > 1.01, low ESS, divergences or low BFMI.
+    """
+    import pymc as pm
+
+    if method not in _METHODS:
+        raise InputError(f"method must be one of {', '.join(_METHODS)}; got {method!r}")
+    if sampler not in _SAMPLERS:
+        raise InputError(f"sampler must be one of {', '.join(_SAMPLERS)}; got {sampler!r}")
+    if items not in _ITEMS:
+        raise InputError(f"items must be one of {', '.join(_ITEMS)}; got {items!r}")
+    for nm, v, lo in (("draws", draws, 1), ("chains", chains, 1), ("tune", tune, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise InputError(f"{nm} must be an integer >= {lo}; got {v!r}")
+    if method == "nuts" and sampler == "numpyro":
+        _check_numpyro()
+    arr = as_arrays(responses)
+    spec = load_spec(spec)
+    t0 = time.perf_counter()
+    model = build(arr, spec, items=items, init=init, item_values=item_values)
+    t_build = time.perf_counter() - t0
+    initvals = model.mtlirt_initvals
+    free = _free_names(model)
+    sample_stats = None
+    t1 = time.perf_counter()
+    if method == "nuts":
+        cores = cores or max(1, min(chains, os.cpu_count() or 1))
+        kw = dict(nuts_kwargs or {})
+        kw.setdefault("target_accept", target_accept)
+        trace_tmp = None
+        if sampler == "nutpie" and "zarr_store" not in kw:
+            n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
+            est = 8.0 * chains * draws * n_stored
+            if trace_dir is not None or est > DISK_TRACE_BYTES:
+                import tempfile
+
+                import nutpie
+
+                trace_tmp = tempfile.mkdtemp(prefix="mtlirt-trace-", dir=trace_dir)
+                kw["zarr_store"] = nutpie.zarr_store.LocalStore(trace_tmp)
+        try:
+            if sampler == "nutpie":
+                idata = _sample_nutpie(model, initvals, draws=draws, tune=tune, chains=chains,
+                                       cores=cores, seed=seed, progress=progress, kw=kw)
+            else:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message=".*idata_kwargs.*")
+                    idata = pm.sample(
+                        draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
+                        nuts_sampler=sampler, initvals=initvals, progressbar=progress,
+                        compute_convergence_checks=False, model=model, nuts=kw,
+                    )
+            post = idata["posterior"].to_dataset()
+            post = post[[v for v in free if v in post]].load()
+            post = post.assign_coords(chain=np.arange(post.sizes["chain"]),
+                                      draw=np.arange(post.sizes["draw"]))
+            if "sample_stats" in idata.children:
+                ss = idata["sample_stats"].to_dataset()
+                ss = ss[[v for v in ss.data_vars if set(ss[v].dims) <= {"chain", "draw"}]].load()
+                sample_stats = ss.assign_coords(chain=np.arange(ss.sizes["chain"]),
+                                                draw=np.arange(ss.sizes["draw"]))
+            del idata
+        finally:
+            if trace_tmp is not None:
+                import shutil
+
+                shutil.rmtree(trace_tmp, ignore_errors=True)
+    elif method == "advi":
+        with model:
+            approx = pm.fit(n=advi_iterations, method="advi", random_seed=seed, start=initvals,
+                            progressbar=progress)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with model:
+                idata = approx.sample(draws, random_seed=int(seed))
+        post = idata["posterior"].to_dataset()
+        post = post[[v for v in free if v in post]]
+        post.attrs["advi_final_loss"] = float(approx.hist[-1]) if len(approx.hist) else float("nan")
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            point = pm.find_MAP(initvals=initvals, model=model, progressbar=progress,
+                                random_seed=seed, jitter=False, maxiter=map_maxiter)
+        msgs = [str(w.message) for w in caught if "did not converge" in str(w.message)]
+        post = _dataset_from_draws(model, {v: np.asarray(point[v])[None, None] for v in free})
+        post.attrs["mtlirt_map_converged"] = int(not msgs)
+        if msgs:
+            post.attrs["mtlirt_map_message"] = msgs[0]
+    t_sample = time.perf_counter() - t1
+    anchors = list(model.mtlirt_anchors)
+    fixed = model.mtlirt_items if items == "fixed" else None
+    tables = model.mtlirt_tables if items == "fixed" else None
+    post = add_derived(post, arr, spec, anchors, fixed_items=fixed, tables=tables)
+    spec_d = asdict(spec)
+    post.attrs.update({
+        "mtlirt_spec": spec.name,
+        "mtlirt_spec_json": json.dumps(spec_d, default=str),
+        "mtlirt_method": method,
+        "mtlirt_sampler": sampler if method == "nuts" else "",
+        "mtlirt_items": items,
+        "mtlirt_anchors": json.dumps(anchors),
+        "mtlirt_sampled_vars": json.dumps(free),
+        "mtlirt_seed": int(seed),
+        "mtlirt_draws": int(draws),
+        "mtlirt_tune": int(tune) if method == "nuts" else 0,
+        "mtlirt_chains": int(post.sizes["chain"]),
+        "mtlirt_build_seconds": float(t_build),
+        "mtlirt_sampling_seconds": float(t_sample),
+    })
+    groups = {"posterior": post}
+    if sample_stats is not None:
+        groups["sample_stats"] = sample_stats
+    tree = xr.DataTree.from_dict(groups)
+    if log_likelihood:
+        add_log_likelihood(tree, arr, tables=tables)
+    if method == "nuts":
+        diag = diagnostics(tree, recompute=True)
+        tree["posterior"].attrs["mtlirt_diagnostics"] = json.dumps(diag, default=float)
+        if warn and not diag["converged"]:
+            warnings.warn(
+                "NUTS FIT DID NOT CONVERGE: "
+                f"max R-hat {diag['max_rhat']:.3f} (<= 1.01, worst: {diag['worst_rhat']}), "
+                f"min bulk ESS {diag['min_ess_bulk']:.0f} and tail ESS {diag['min_ess_tail']:.0f} "
+                f"(>= {diag['ess_threshold']}), divergences {diag['divergences']} (0), "
+                f"min BFMI {diag['min_bfmi']:.2f} (>= 0.3). Run longer (draws/tune), more "
+                "chains, or a higher target_accept before using these intervals.",
+                NotConvergedWarning,
+                stacklevel=2,
+            )
+    if not keep_raw:
+        p = tree["posterior"].to_dataset()
+        drop = [v for v in ("z", "eta_raw", "theta_raw") if v in p]
+        if drop:
+            tree["posterior"] = xr.DataTree(p.drop_vars(drop))
+    total = float(time.perf_counter() - t0)
+    tree["posterior"].attrs["mtlirt_total_seconds"] = total
+    pattrs = tree["posterior"].attrs
+    info = {
+        "method": "bayes",
+        "spec": spec.name,
+        "spec_settings": spec_d,
+        "inference": method,
+        "sampler": sampler if method == "nuts" else None,
+        "items": items,
+        "seed": int(seed),
+        "chains": int(pattrs["mtlirt_chains"]),
+        "draws": int(draws),
+        "tune": int(tune) if method == "nuts" else 0,
+        "anchors": [arr.domains[k] for k in anchors],
+        "seconds": total,
+        "sampling_seconds": float(t_sample),
+    }
+    if "mtlirt_diagnostics" in pattrs:
+        info["diagnostics"] = json.loads(pattrs["mtlirt_diagnostics"])
+    tree.attrs["mtlirt_info"] = json.dumps(info, default=str)
+    return tree

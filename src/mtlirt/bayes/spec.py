@@ -1,0 +1,308 @@
+"""Named model specifications for the Bayesian model (TOML files in ``models/``).
+
+A model spec is a small TOML file; its file name (without ``.toml``) is its
+name. Fields::
+
+    description = "free text"
+    item_model = "2pl"            # "1pl" | "2pl" | "3pl"
+    guessing = 0.25               # 3pl only: a fixed lower asymptote in (0, 1)
+                                  # or "estimate" (per-item, tight Beta prior)
+    traits = "factor"             # "factor" | "correlated"
+    rank = 1                      # factor only: number of overall traits
+    item_parameterization = "auto"    # "noncentered" | "centered" | "auto"
+    trait_parameterization = "auto"   # "noncentered" | "centered" | "auto"
+
+    [priors]                      # every key optional, defaults below
+    loading_scale = 2.0           # v ~ N(0, s); Lambda = v / sqrt(1 + |v|^2)
+    lkj_eta = 1.0                 # correlated: LKJ shape
+    difficulty_mean_scale = 2.0   # beta_k ~ N(0, s)     (domain difficulty)
+    difficulty_sd_scale = 2.0     # tau_k ~ HalfNormal(s)
+    log_discrimination_mean = 0.0         # alpha_k ~ N(m, s)
+    log_discrimination_mean_scale = 1.0
+    log_discrimination_sd_scale = 0.5     # s_k ~ HalfNormal(s)
+    guessing_mean = 0.25          # guessing = "estimate": c_j ~ Beta(m k, (1-m) k)
+    guessing_concentration = 50.0
+
+The folder is found in this order: the environment variable
+``MTLIRT_MODELS``; ``<repo>/models`` (next to ``src/`` in a source checkout);
+``mtlirt/models`` shipped as package data.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from mtlirt.errors import InputError
+
+__all__ = ["ModelSpec", "load_spec", "list_specs", "models_dir", "DEFAULT_SPEC"]
+
+DEFAULT_SPEC = "factor-2pl"
+
+_ITEM_MODELS = ("1pl", "2pl", "3pl")
+_TRAITS = ("factor", "correlated")
+_PARAMS = ("auto", "noncentered", "centered")
+
+
+@dataclass(frozen=True)
+class Priors:
+    """Prior scales of the hierarchical model (see module docstring)."""
+
+    loading_scale: float = 2.0
+    lkj_eta: float = 1.0
+    difficulty_mean_scale: float = 2.0
+    difficulty_sd_scale: float = 2.0
+    log_discrimination_mean: float = 0.0
+    log_discrimination_mean_scale: float = 1.0
+    log_discrimination_sd_scale: float = 0.5
+    guessing_mean: float = 0.25
+    guessing_concentration: float = 50.0
+
+
+_POSITIVE_PRIORS = {
+    "loading_scale",
+    "lkj_eta",
+    "difficulty_mean_scale",
+    "difficulty_sd_scale",
+    "log_discrimination_mean_scale",
+    "log_discrimination_sd_scale",
+    "guessing_concentration",
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A validated model specification.
+
+    Attributes
+    ----------
+    name : str
+        The spec's name (file stem) or ``"custom"``.
+    item_model : {"1pl", "2pl", "3pl"}
+        1PL: one discrimination per domain; 2PL: one per item; 3PL: 2PL with a
+        lower asymptote.
+    guessing : float or "estimate"
+        Lower asymptote: 0 for 1PL/2PL; a fixed value in (0, 1) or
+        ``"estimate"`` for 3PL.
+    traits : {"factor", "correlated"}
+        Factor structure with ``rank`` overall traits, or an LKJ correlation.
+    rank : int
+        Number of overall traits (factor models; 1 for correlated).
+    item_parameterization, trait_parameterization : {"auto", "noncentered", "centered"}
+        Parameterisation of the item and trait hierarchies. ``"auto"``
+        (default) centres where the data dominate the prior: the items when
+        they have on average >= 100 observed responses, each domain's traits
+        when its LLMs answered on average >= 40 of its items (non-centred
+        otherwise); see :func:`mtlirt.bayes.model.trait_centering`.
+    priors : Priors
+        Prior scales.
+    description : str
+        Free text.
+    source : str or None
+        The file it was read from.
+    """
+
+    name: str = DEFAULT_SPEC
+    item_model: str = "2pl"
+    guessing: float | str = 0.0
+    traits: str = "factor"
+    rank: int = 1
+    item_parameterization: str = "auto"
+    trait_parameterization: str = "auto"
+    priors: Priors = field(default_factory=Priors)
+    description: str = ""
+    source: str | None = None
+
+    @property
+    def estimate_guessing(self) -> bool:
+        """True when the lower asymptote is a parameter."""
+        return self.guessing == "estimate"
+
+    @property
+    def fixed_guessing(self) -> float:
+        """The fixed lower asymptote (0 for 1PL/2PL); error if estimated."""
+        if self.estimate_guessing:
+            raise ValueError("guessing is estimated, not fixed")
+        return float(self.guessing)
+
+    def with_changes(self, **changes: Any) -> "ModelSpec":
+        """A copy with some fields changed (validated again)."""
+        d = _spec_to_dict(replace(self, **changes))
+        return _validate(d, name=self.name, source=self.source)
+
+
+def models_dir() -> Path:
+    """The folder holding the named model specs.
+
+    Returns
+    -------
+    pathlib.Path
+        ``$MTLIRT_MODELS`` if set; else ``<repo>/models`` of a source checkout;
+        else the copy shipped as package data (``mtlirt/models``).
+    """
+    env = os.environ.get("MTLIRT_MODELS")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    repo = here.parents[3] / "models"
+    if repo.is_dir():
+        return repo
+    return here.parents[1] / "models"
+
+
+def list_specs() -> list[str]:
+    """Names of the model specs available in :func:`models_dir`.
+
+    Returns
+    -------
+    list of str
+        Sorted spec names (file stems).
+    """
+    d = models_dir()
+    if not d.is_dir():
+        return []
+    return sorted(p.stem for p in d.glob("*.toml"))
+
+
+def load_spec(spec: "str | os.PathLike | ModelSpec | dict | None" = None) -> ModelSpec:
+    """Load and validate a model spec.
+
+    Parameters
+    ----------
+    spec : str, path, dict, ModelSpec or None
+        A spec name in :func:`models_dir` (``"factor-2pl"``), a path to a TOML
+        file, a dict with the TOML fields, or a ``ModelSpec`` (returned as is).
+        ``None`` gives the default ``"factor-2pl"``.
+
+    Returns
+    -------
+    ModelSpec
+
+    Raises
+    ------
+    InputError
+        Unknown spec name, unreadable TOML, unknown keys or bad values (the
+        key is named in the message).
+    """
+    if spec is None:
+        spec = DEFAULT_SPEC
+    if isinstance(spec, ModelSpec):
+        return spec
+    if isinstance(spec, dict):
+        return _validate(dict(spec), name=str(spec.get("name", "custom")), source=None)
+    s = str(spec)
+    path = Path(s)
+    if not (s.endswith(".toml") or path.is_file()):
+        path = models_dir() / f"{s}.toml"
+        if not path.is_file():
+            raise InputError(
+                f"unknown model spec {s!r}; available: {', '.join(list_specs()) or '(none)'} "
+                f"(folder {models_dir()})"
+            )
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"model spec file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"model spec {path}: invalid TOML: {exc}") from None
+    data.pop("name", None)
+    return _validate(data, name=path.stem, source=str(path))
+
+
+def _spec_to_dict(spec: ModelSpec) -> dict:
+    d = {f.name: getattr(spec, f.name) for f in fields(ModelSpec)}
+    d["priors"] = {f.name: getattr(spec.priors, f.name) for f in fields(Priors)}
+    for k in ("name", "source"):
+        d.pop(k)
+    return d
+
+
+def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
+    where = f"model spec {name!r}"
+    allowed = {f.name for f in fields(ModelSpec)} - {"name", "source", "priors"}
+    data = dict(data)
+    data.pop("name", None)
+    data.pop("source", None)
+    priors_in = data.pop("priors", {}) or {}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(sorted(allowed | {'priors'}))}"
+        )
+    if not isinstance(priors_in, dict):
+        raise InputError(f"{where}: key 'priors' must be a table")
+    prior_names = {f.name for f in fields(Priors)}
+    unknown = sorted(set(priors_in) - prior_names)
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key(s) in [priors]: {', '.join('priors.' + u for u in unknown)}; "
+            f"allowed: {', '.join(sorted(prior_names))}"
+        )
+    pri = {}
+    for k, v in priors_in.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise InputError(f"{where}: key 'priors.{k}' must be a number, got {v!r}")
+        v = float(v)
+        if k in _POSITIVE_PRIORS and not v > 0:
+            raise InputError(f"{where}: key 'priors.{k}' must be > 0, got {v!r}")
+        if k == "guessing_mean" and not 0 < v < 1:
+            raise InputError(f"{where}: key 'priors.guessing_mean' must be in (0, 1), got {v!r}")
+        pri[k] = v
+
+    def choice(key, options, default):
+        v = data.get(key, default)
+        if not isinstance(v, str) or v.lower() not in options:
+            raise InputError(f"{where}: key {key!r} must be one of {', '.join(options)}; got {v!r}")
+        return v.lower()
+
+    item_model = choice("item_model", _ITEM_MODELS, "2pl")
+    traits = choice("traits", _TRAITS, "factor")
+    ipar = choice("item_parameterization", _PARAMS, "auto")
+    tpar = choice("trait_parameterization", _PARAMS, "auto")
+
+    rank = data.get("rank", 1)
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise InputError(f"{where}: key 'rank' must be an integer >= 1, got {rank!r}")
+    if traits == "correlated" and rank != 1:
+        raise InputError(f"{where}: key 'rank' must be 1 (or absent) when traits = 'correlated'")
+
+    guessing = data.get("guessing", 0.0 if item_model != "3pl" else None)
+    if item_model == "3pl":
+        if guessing is None:
+            raise InputError(f"{where}: key 'guessing' is required for item_model = '3pl' "
+                             "(a number in (0, 1) or \"estimate\")")
+        if isinstance(guessing, str):
+            if guessing.lower() != "estimate":
+                raise InputError(f"{where}: key 'guessing' must be a number in (0, 1) or "
+                                 f"\"estimate\"; got {guessing!r}")
+            guessing = "estimate"
+        elif isinstance(guessing, bool) or not isinstance(guessing, (int, float)) or not 0 < guessing < 1:
+            raise InputError(f"{where}: key 'guessing' must be a number in (0, 1) or "
+                             f"\"estimate\"; got {guessing!r}")
+        else:
+            guessing = float(guessing)
+    else:
+        if isinstance(guessing, bool) or not isinstance(guessing, (int, float)) or guessing != 0:
+            raise InputError(f"{where}: key 'guessing' must be 0 (or absent) for item_model = "
+                             f"{item_model!r}; use item_model = '3pl' for a lower asymptote")
+        guessing = 0.0
+    desc = data.get("description", "")
+    if not isinstance(desc, str):
+        raise InputError(f"{where}: key 'description' must be a string")
+    return ModelSpec(
+        name=name,
+        item_model=item_model,
+        guessing=guessing,
+        traits=traits,
+        rank=int(rank),
+        item_parameterization=ipar,
+        trait_parameterization=tpar,
+        priors=Priors(**pri),
+        description=desc.strip(),
+        source=source,
+    )

@@ -1,0 +1,614 @@
+"""Tests of mtlirt.bayes: specs, model structure, derived quantities, fixed-items
+tables, calibration, diagnostics; mocked sampling for layout; one small real
+NUTS run and a fixed-items coverage check (marked slow)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from functools import partial
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from mtlirt.errors import InputError
+
+pm = pytest.importorskip("pymc")
+
+from mtlirt.bayes import (  # noqa: E402
+    ModelSpec,
+    ResponseArrays,
+    build_fixed_model,
+    build_model,
+    build_tables,
+    calibrate_items,
+    diagnostics,
+    fit_bayes,
+    heldout_loglik,
+    list_specs,
+    load_spec,
+    posterior_predictive_checks,
+)
+from mtlirt.bayes._mcmc_stats import ess_bulk, ess_tail, rhat_rank  # noqa: E402
+from mtlirt.bayes.derived import add_derived  # noqa: E402
+from mtlirt.bayes.diagnostics import _cell_loglik, pointwise_loglik  # noqa: E402
+from mtlirt.bayes.fixed_items import hermite_np, hermite_pt  # noqa: E402
+from mtlirt.bayes.sample import _dataset_from_draws  # noqa: E402
+
+
+# ---------------------------------------------------------------------------
+# toy data
+# ---------------------------------------------------------------------------
+
+
+def toy(n=30, sizes=(8, 8, 8), *, missing=0.0, guessing=0.0, seed=0, loading=0.8):
+    """Rank-1 factor 2PL/3PL data with known truth."""
+    rng = np.random.default_rng(seed)
+    K = len(sizes)
+    J = int(sum(sizes))
+    lam = np.full(K, loading)
+    eta = rng.normal(size=n)
+    theta = eta[:, None] * lam + np.sqrt(1 - lam**2) * rng.normal(size=(n, K))
+    dom = np.repeat(np.arange(K), sizes)
+    a = np.exp(rng.normal(0.2, 0.3, J))
+    d = rng.normal(0.0, 1.0, J)
+    x = a * theta[:, dom] + d
+    p = guessing + (1 - guessing) / (1 + np.exp(-x))
+    y = (rng.random((n, J)) < p).astype(np.int8)
+    obs = None
+    if missing:
+        obs = rng.random((n, J)) >= missing
+        y = np.where(obs, y, 0).astype(np.int8)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    slices = [slice(int(bounds[k]), int(bounds[k + 1])) for k in range(K)]
+    arr = ResponseArrays.from_arrays(y, obs, slices,
+                                     [f"m{i}" for i in range(n)],
+                                     [f"q{j}" for j in range(J)],
+                                     [f"dom{k}" for k in range(K)])
+    truth = {"theta": theta, "eta": eta, "a": a, "d": d, "c": np.full(J, guessing), "lam": lam}
+    return arr, truth
+
+
+@pytest.fixture(scope="module")
+def data():
+    return toy(30, (8, 8, 8), missing=0.1, seed=1)
+
+
+# ---------------------------------------------------------------------------
+# specs
+# ---------------------------------------------------------------------------
+
+
+def test_list_and_load_specs():
+    names = list_specs()
+    for n in ("factor-2pl", "factor-3pl-mcq", "correlated-2pl"):
+        assert n in names
+    for n in names:
+        s = load_spec(n)
+        assert isinstance(s, ModelSpec) and s.name == n
+    s = load_spec(None)
+    assert s.name == "factor-2pl" and s.item_model == "2pl" and s.traits == "factor" and s.rank == 1
+    mcq = load_spec("factor-3pl-mcq")
+    assert mcq.item_model == "3pl" and mcq.guessing == 0.25
+    assert load_spec("correlated-2pl").traits == "correlated"
+    assert load_spec("factor-3pl-estimate").estimate_guessing
+
+
+def test_spec_validation(tmp_path, monkeypatch):
+    bad = {
+        "colour = 'red'": "colour",
+        "item_model = '4pl'": "item_model",
+        "traits = 'bifactor'": "traits",
+        "rank = 0": "rank",
+        "item_model = '2pl'\nguessing = 0.2": "guessing",
+        "item_model = '3pl'": "guessing",
+        "item_model = '3pl'\nguessing = 1.5": "guessing",
+        "[priors]\nloading_scale = -1": "priors.loading_scale",
+        "[priors]\nfoo = 1": "priors.foo",
+        "trait_parameterization = 'weird'": "trait_parameterization",
+        "traits = 'correlated'\nrank = 2": "rank",
+    }
+    for i, (text, key) in enumerate(bad.items()):
+        p = tmp_path / f"bad{i}.toml"
+        p.write_text(text + "\n")
+        with pytest.raises(InputError, match=key.replace(".", r"\.")):
+            load_spec(str(p))
+    with pytest.raises(InputError, match="unknown model spec"):
+        load_spec("no-such-spec")
+    (tmp_path / "bad.toml").write_text("x = \n")
+    with pytest.raises(InputError, match="invalid TOML"):
+        load_spec(str(tmp_path / "bad.toml"))
+    # environment variable selects the folder
+    (tmp_path / "mine.toml").write_text('item_model = "1pl"\n')
+    monkeypatch.setenv("MTLIRT_MODELS", str(tmp_path))
+    assert "mine" in list_specs()
+    assert load_spec("mine").item_model == "1pl"
+    # dict specs and with_changes
+    s = load_spec({"item_model": "3pl", "guessing": "estimate", "priors": {"guessing_mean": 0.2}})
+    assert s.estimate_guessing and s.priors.guessing_mean == 0.2
+    with pytest.raises(InputError, match="rank"):
+        s.with_changes(rank=0)
+
+
+# ---------------------------------------------------------------------------
+# model structure
+# ---------------------------------------------------------------------------
+
+
+def test_build_model_structure(data):
+    arr, _ = data
+    m = build_model(arr, "factor-2pl")
+    names = {rv.name for rv in m.free_RVs}
+    assert {"eta_raw", "loading_diag", "beta", "tau", "alpha", "sigma_log_a"} <= names
+    assert "z" in names  # 8 items per domain -> non-centred traits
+    assert set(m.coords) >= {"llm", "item", "domain", "factor", "obs"}
+    assert list(m.coords["llm"]) == arr.llms and list(m.coords["domain"]) == arr.domains
+    assert m.named_vars_to_dims["z"] == ("llm", "domain")
+    assert m.named_vars_to_dims["eta_raw"] == ("llm", "factor")
+    assert m["y"].eval().shape == (int(arr.observed.sum()),)  # observed cells only
+    assert {"obs_item", "obs_cell", "y_obs"} <= set(m.named_vars)
+    # parameterisation choices
+    m2 = build_model(arr, load_spec("factor-2pl").with_changes(
+        trait_parameterization="centered", item_parameterization="centered"))
+    names2 = {rv.name for rv in m2.free_RVs}
+    assert {"theta_raw", "b", "log_a"} <= names2 and "z" not in names2
+    m3 = build_model(arr, "factor-3pl-estimate")
+    assert "c" in {rv.name for rv in m3.free_RVs}
+    m4 = build_model(arr, "correlated-2pl")
+    assert "corr_chol" in {rv.name for rv in m4.free_RVs}
+    m5 = build_model(arr, "factor-1pl")
+    assert "sigma_log_a" not in {rv.name for rv in m5.free_RVs}
+    m6 = build_model(arr, "factor2-2pl")
+    assert m6["loading_free"].eval().shape == (3,)  # 6 entries - 2 diagonal - 1 structural zero
+    assert len(m6.coords["factor"]) == 2
+
+
+def _point_tree(model, arr, spec, *, fixed=None, tables=None):
+    """A one-draw posterior at the model's initial point (free RVs, constrained)."""
+    import pytensor
+
+    ip = model.initial_point()
+    rng = np.random.default_rng(0)
+    ip = {k: v + 0.3 * rng.normal(size=np.shape(v)) for k, v in ip.items()}  # not all zero
+    exprs = model.replace_rvs_by_values(model.free_RVs)
+    fn = pytensor.function(model.value_vars, exprs, on_unused_input="ignore", mode="FAST_COMPILE")
+    vals = fn(*[ip[v.name] for v in model.value_vars])
+    draws = {rv.name: np.asarray(v)[None, None] for rv, v in zip(model.free_RVs, vals)}
+    post = _dataset_from_draws(model, draws)
+    post = add_derived(post, arr, spec, model.mtlirt_anchors, fixed_items=fixed, tables=tables)
+    return ip, xr.DataTree.from_dict({"posterior": post})
+
+
+@pytest.mark.parametrize("name,changes", [
+    ("factor-2pl", {}),
+    ("factor-3pl-estimate", {"trait_parameterization": "centered"}),
+    ("correlated-2pl", {}),
+])
+def test_numpy_derived_matches_model_logp(name, changes):
+    """theta and item parameters computed in numpy reproduce the model's likelihood."""
+    arr, _ = toy(20, (6, 45, 7), missing=0.15, seed=2)  # mixed centring under "auto"
+    spec = load_spec(name).with_changes(**changes) if changes else load_spec(name)
+    m = build_model(arr, spec)
+    ip, tree = _point_tree(m, arr, spec)
+    ll_model = m.compile_logp(vars=[m["y"]], sum=True, mode="FAST_COMPILE")(ip)
+    ll_np = pointwise_loglik(tree, arr).sum()
+    assert np.isclose(ll_model, ll_np, rtol=1e-8, atol=1e-6)
+
+
+def test_fixed_model_potential_matches_tables():
+    arr, truth = toy(25, (6, 9), missing=0.2, seed=3)
+    spec = load_spec("factor-2pl")
+    items = {"a": truth["a"], "d": truth["d"]}
+    m = build_fixed_model(arr, spec, item_values=items)
+    tables = m.mtlirt_tables
+    ip, tree = _point_tree(m, arr, spec, fixed=m.mtlirt_items, tables=tables)
+    import pytensor
+
+    pot_expr = m.replace_rvs_by_values([m.potentials[0]])[0]
+    pot = pytensor.function(m.value_vars, pot_expr, on_unused_input="ignore",
+                            mode="FAST_COMPILE")(*[ip[v.name] for v in m.value_vars])
+    ll_tab = pointwise_loglik(tree, arr, tables=tables)
+    assert np.isclose(float(pot), (ll_tab - tables.const).sum(), rtol=1e-10)
+    # tables vs exact cell log-likelihood
+    ll_exact = pointwise_loglik(tree, arr)
+    assert np.allclose(ll_tab, ll_exact, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# fixed-items tables
+# ---------------------------------------------------------------------------
+
+
+def _exact_ik(arr, a, d, c, theta):
+    n, K = theta.shape
+    out = np.zeros((n, K))
+    obs = np.ones(arr.correct.shape, bool) if arr.observed is None else arr.observed
+    for k, s in enumerate(arr.domain_slices):
+        x = a[s] * theta[:, [k]] + d[s]
+        ll = _cell_loglik(x, arr.correct[:, s], c[s])
+        out[:, k] = np.where(obs[:, s], ll, 0).sum(1)
+    return out
+
+
+@pytest.mark.parametrize("guessing,missing", [(0.0, 0.0), (0.0, 0.3), (0.25, 0.2)])
+def test_tables_match_exact_loglik(guessing, missing):
+    arr, truth = toy(40, (5, 12, 30), missing=missing, guessing=guessing, seed=4)
+    c = truth["c"]
+    tb = build_tables(arr, truth["a"], truth["d"], c)
+    # unique missing patterns or guessing: per-(LLM, domain) tables
+    assert tb.kind == ("cell" if (guessing or missing) else "pattern")
+    if missing == 0 and not guessing:
+        assert tb.F.shape[0] == arr.n_domains  # one table per domain
+    rng = np.random.default_rng(0)
+    for scale in (1.0, 3.0, 8.0):  # 8: beyond the grid (linear continuation)
+        th = rng.normal(0, scale, (arr.n_llms, arr.n_domains))
+        approx = tb.s * th + tb.const - hermite_np(tb.F, tb.dF, tb.table, th, tb.lo, tb.h)
+        exact = _exact_ik(arr, truth["a"], truth["d"], c, th)
+        inside = np.abs(th) <= 6
+        assert np.allclose(approx[inside], exact[inside], atol=1e-5, rtol=1e-6)
+        # outside the grid: finite and continuous-ish (linear continuation)
+        assert np.all(np.isfinite(approx))
+    # expected accuracy tables: sum_j P_j(theta)
+    th = rng.normal(size=(arr.n_llms, arr.n_domains))
+    A = hermite_np(tb.A, tb.dA, np.arange(arr.n_domains), th, tb.lo, tb.h).sum(1)
+    dom = arr.item_domain
+    P = c + (1 - c) / (1 + np.exp(-(truth["a"] * th[:, dom] + truth["d"])))
+    assert np.allclose(A, P.sum(1), atol=1e-6)
+
+
+def test_hermite_pytensor_value_and_gradient():
+    import pytensor
+    import pytensor.tensor as pt
+
+    arr, truth = toy(10, (7, 9), seed=5)
+    tb = build_tables(arr, truth["a"], truth["d"])
+    x = pt.dmatrix("x")
+    val = hermite_pt(pt.as_tensor(tb.F.reshape(-1)), pt.as_tensor(tb.dF.reshape(-1)),
+                     pt.as_tensor(tb.table), x, tb.lo, tb.h, tb.n_grid)
+    f = pytensor.function([x], [val.sum(), pytensor.grad(val.sum(), x)])
+    th = np.random.default_rng(1).normal(0, 2.5, (10, 2))
+    th[0, 0] = 7.0  # outside the grid
+    v, g = f(th)
+    assert np.isclose(v, hermite_np(tb.F, tb.dF, tb.table, th, tb.lo, tb.h).sum())
+    # gradient = interpolated derivative ~ sum_j a_j sigmoid(a_j theta + d_j) over the domain
+    for k, s in enumerate(arr.domain_slices):
+        exact = (truth["a"][s] / (1 + np.exp(-(truth["a"][s] * th[:, [k]] + truth["d"][s])))).sum(1)
+        inside = np.abs(th[:, k]) <= 6
+        assert np.allclose(g[inside, k], exact[inside], atol=1e-4)
+    # beyond the grid: the slope at the grid end (linear continuation)
+    assert np.isclose(g[0, 0], tb.dF[tb.table[0, 0], -1])
+
+
+def test_calibrate_items_recovers_items():
+    arr, truth = toy(1500, (20, 30), missing=0.1, seed=6, loading=0.5)
+    cal = calibrate_items(arr, "factor-2pl")
+    assert np.corrcoef(np.log(cal["a"]), np.log(truth["a"]))[0, 1] > 0.9
+    assert np.sqrt(np.mean((cal["d"] - truth["d"]) ** 2)) < 0.15
+    assert np.all(cal["c"] == 0)
+    arr3, truth3 = toy(1500, (25,), guessing=0.25, seed=7)
+    cal3 = calibrate_items(arr3, "factor-3pl-mcq")
+    assert np.all(cal3["c"] == 0.25)
+    assert np.corrcoef(cal3["d"], truth3["d"])[0, 1] > 0.9
+
+
+# ---------------------------------------------------------------------------
+# diagnostics
+# ---------------------------------------------------------------------------
+
+
+def test_fast_diagnostics_match_arviz():
+    import arviz as az
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 200, 6))
+    x[..., 1] += np.linspace(0, 3, 200)  # trend: high R-hat
+    x[1, :, 2] += 1.0  # a shifted chain
+    x[..., 3] = np.cumsum(rng.normal(size=(3, 200)), axis=1)  # random walk: low ESS
+    ref_r = np.array([float(az.rhat(x[..., m])) for m in range(6)])
+    ref_b = np.array([float(az.ess(x[..., m], method="bulk")) for m in range(6)])
+    ref_t = np.array([float(az.ess(x[..., m], method="tail", prob=0.05)) for m in range(6)])
+    assert np.allclose(rhat_rank(x), ref_r, rtol=1e-6)
+    assert np.allclose(ess_bulk(x), ref_b, rtol=1e-6)
+    assert np.allclose(ess_tail(x), ref_t, rtol=0.02)
+
+
+def _synthetic_tree(C=2, D=100, seed=0, diverging=0):
+    rng = np.random.default_rng(seed)
+    post = xr.Dataset(
+        {
+            "z": (("chain", "draw", "llm", "domain"), rng.normal(size=(C, D, 5, 2))),
+            "theta": (("chain", "draw", "llm", "domain"), rng.normal(size=(C, D, 5, 2))),
+            "discrimination": (("chain", "draw", "item"), np.ones((C, D, 3))),  # constant
+        },
+        coords={"chain": np.arange(C), "draw": np.arange(D)},
+        attrs={"mtlirt_method": "nuts", "mtlirt_sampled_vars": json.dumps(["z"])},
+    )
+    div = np.zeros((C, D), bool)
+    div.flat[:diverging] = True
+    ss = xr.Dataset({"diverging": (("chain", "draw"), div),
+                     "energy": (("chain", "draw"), rng.normal(size=(C, D)))})
+    return xr.DataTree.from_dict({"posterior": post, "sample_stats": ss})
+
+
+def test_diagnostics_dict():
+    d = diagnostics(_synthetic_tree(C=4, D=400))
+    for k in ("max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "min_bfmi", "converged"):
+        assert k in d
+    assert d["converged"] is True and d["divergences"] == 0 and d["max_rhat"] < 1.01
+    assert np.isfinite(d["min_ess_bulk"])  # constant discrimination was skipped
+    d = diagnostics(_synthetic_tree(C=4, D=400, diverging=3))
+    assert d["divergences"] == 3 and d["converged"] is False
+    tree = _synthetic_tree(C=2, D=100)
+    tree["posterior"].attrs["mtlirt_method"] = "map"
+    assert diagnostics(tree)["converged"] is None
+
+
+# ---------------------------------------------------------------------------
+# fitting: argument checks, mocked NUTS, MAP, ADVI
+# ---------------------------------------------------------------------------
+
+
+def test_fit_bayes_argument_errors(data):
+    arr, _ = data
+    with pytest.raises(InputError, match="method"):
+        fit_bayes(arr, method="gibbs")
+    with pytest.raises(InputError, match="sampler"):
+        fit_bayes(arr, sampler="stan")
+    with pytest.raises(InputError, match="items"):
+        fit_bayes(arr, items="some")
+    with pytest.raises(InputError, match="draws"):
+        fit_bayes(arr, draws=0)
+    with pytest.raises(InputError, match="init"):
+        fit_bayes(arr, init={"theta": np.zeros((2, 2))}, method="map")
+
+
+def test_numpyro_missing_is_clear(data):
+    import importlib.util
+
+    if importlib.util.find_spec("numpyro") is not None:
+        pytest.skip("numpyro installed")
+    arr, _ = data
+    with pytest.raises(ImportError, match=r"mtlirt\[jax\]"):
+        fit_bayes(arr, sampler="numpyro")
+
+
+def _mock(monkeypatch):
+    from pymc.testing import mock_sample
+
+    stats = {
+        "diverging": lambda size: np.zeros(size, dtype=bool),
+        "energy": lambda size: np.random.default_rng(0).normal(size=size),
+    }
+
+    def fake(*args, **kwargs):
+        kwargs.pop("nuts", None)
+        return mock_sample(sample_stats=stats, **kwargs)
+
+    monkeypatch.setattr(pm, "sample", fake)
+
+
+LAYOUT = {
+    "theta": ("chain", "draw", "llm", "domain"),
+    "overall": ("chain", "draw", "llm"),
+    "eta": ("chain", "draw", "llm", "factor"),
+    "loadings": ("chain", "draw", "domain", "factor"),
+    "discrimination": ("chain", "draw", "item"),
+    "intercept": ("chain", "draw", "item"),
+    "guessing": ("chain", "draw", "item"),
+    "domain_corr": ("chain", "draw", "domain_a", "domain_b"),
+    "expected_accuracy": ("chain", "draw", "llm"),
+}
+
+
+def _check_layout(tree, arr, chains, draws, *, factor=True):
+    post = tree["posterior"]
+    for name, dims in LAYOUT.items():
+        if name == "eta" and not factor:
+            continue
+        assert name in post, name
+        assert post[name].dims == dims, (name, post[name].dims)
+    assert post.sizes["chain"] == chains and post.sizes["draw"] == draws
+    assert [str(x) for x in post["llm"].values] == arr.llms
+    assert [str(x) for x in post["domain"].values] == arr.domains
+    assert [str(x) for x in post["item"].values] == arr.items
+    assert [str(x) for x in post["domain_a"].values] == arr.domains
+    assert list(post["factor"].values) == list(range(post.sizes["factor"]))
+    assert list(post["item_domain"].values) == [arr.domains[k] for k in arr.item_domain]
+    assert post["item_domain"].dims == ("item",)
+
+
+def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
+    _mock(monkeypatch)
+    arr, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = fit_bayes(arr, "factor-2pl", draws=7, chains=2, seed=11, progress=False)
+        tree2 = fit_bayes(arr, "factor-2pl", draws=7, chains=2, seed=11, progress=False)
+        tree3 = fit_bayes(arr, "factor-2pl", draws=7, chains=2, seed=12, progress=False)
+    _check_layout(tree, arr, 2, 7)
+    post = tree["posterior"]
+    # seeds honoured
+    assert np.array_equal(post["theta"].values, tree2["posterior"]["theta"].values)
+    assert not np.array_equal(post["theta"].values, tree3["posterior"]["theta"].values)
+    # derived quantities
+    lam = post["loadings"].values
+    assert np.all(lam.sum(-2) >= 0)  # sign: loadings sum positive
+    assert np.all(np.abs(lam) < 1)
+    assert np.allclose(post["overall"].values, post["eta"].values[..., 0])
+    corr = post["domain_corr"].values
+    assert np.allclose(corr, np.swapaxes(corr, -1, -2))
+    assert np.allclose(np.diagonal(corr, axis1=-2, axis2=-1), 1.0)
+    assert np.allclose(corr[..., 0, 1], (lam[..., 0, :] * lam[..., 1, :]).sum(-1))
+    th = post["theta"].values
+    a, d, c = (post[v].values for v in ("discrimination", "intercept", "guessing"))
+    P = c[:, :, None, :] + (1 - c[:, :, None, :]) / (1 + np.exp(-(a[:, :, None, :] * th[..., arr.item_domain] + d[:, :, None, :])))
+    assert np.allclose(post["expected_accuracy"].values, P.mean(-1))
+    assert np.all(c == 0) and np.all(a > 0)
+    # log-likelihood group, per LLM x domain
+    ll = tree["log_likelihood"]["y"]
+    assert ll.dims == ("chain", "draw", "llm", "domain")
+    assert "mtlirt_diagnostics" in post.attrs and post.attrs["mtlirt_method"] == "nuts"
+    info = json.loads(tree.attrs["mtlirt_info"])
+    assert info["method"] == "bayes" and info["inference"] == "nuts" and info["spec"] == "factor-2pl"
+
+
+def test_result_is_an_estimate_and_round_trips(data, monkeypatch, tmp_path):
+    est_mod = pytest.importorskip("mtlirt.estimate")
+    _mock(monkeypatch)
+    arr, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = fit_bayes(arr, "factor-3pl-mcq", items="fixed", draws=4, chains=2, seed=1,
+                         progress=False)
+    est = est_mod.Estimate(tree)
+    assert est.info["method"] == "bayes"
+    path = est.save(tmp_path / "posterior.nc")
+    back = est_mod.Estimate.load(path)
+    for v in LAYOUT:
+        assert np.allclose(back.tree["posterior"][v].values, tree["posterior"][v].values)
+
+
+def test_fit_bayes_mocked_variants(monkeypatch):
+    _mock(monkeypatch)
+    arr, _ = toy(12, (5, 6, 4), missing=0.1, seed=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tc = fit_bayes(arr, "correlated-2pl", draws=5, chains=1, seed=1, progress=False)
+        t3 = fit_bayes(arr, "factor-3pl-mcq", draws=5, chains=1, seed=1, progress=False,
+                       items="fixed", log_likelihood=False)
+    _check_layout(tc, arr, 1, 5, factor=False)
+    post = tc["posterior"]
+    corr = post["domain_corr"].values
+    w, v = np.linalg.eigh(corr)
+    v1 = v[..., -1] * np.sign(v[..., -1].sum(-1))[..., None]
+    ov = np.einsum("cdnk,cdk->cdn", post["theta"].values, v1) / np.sqrt(w[..., -1])[..., None]
+    assert np.allclose(post["overall"].values, ov)
+    _check_layout(t3, arr, 1, 5)
+    assert np.all(t3["posterior"]["guessing"].values == 0.25)
+    # fixed items: constant over draws
+    a = t3["posterior"]["discrimination"].values
+    assert np.all(a == a[0, 0])
+
+
+def test_map_and_advi(data):
+    arr, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tm = fit_bayes(arr, "factor-2pl", method="map", seed=0, progress=False, map_maxiter=200)
+        ta = fit_bayes(arr, "factor-2pl", method="advi", draws=20, seed=0, progress=False,
+                       advi_iterations=300)
+        ta2 = fit_bayes(arr, "factor-2pl", method="advi", draws=20, seed=0, progress=False,
+                        advi_iterations=300, log_likelihood=False)
+    _check_layout(tm, arr, 1, 1)
+    _check_layout(ta, arr, 1, 20)
+    assert np.array_equal(ta["posterior"]["theta"].values, ta2["posterior"]["theta"].values)
+    assert diagnostics(tm)["converged"] is None
+    # held-out log-likelihood and PPC on a one-chain result
+    rng = np.random.default_rng(0)
+    mask = rng.random(arr.correct.shape) < 0.2
+    h = heldout_loglik(ta, arr.correct, mask)
+    per = heldout_loglik(ta, arr.correct, mask, reduce="none")
+    assert per.shape == (mask.sum(),) and np.isclose(h, per.sum()) and h < 0
+    post = ta["posterior"]
+    ii, jj = np.nonzero(mask)
+    x = post["discrimination"].values[0][:, jj] * post["theta"].values[0][:, ii, arr.item_domain[jj]] \
+        + post["intercept"].values[0][:, jj]
+    p = 1 / (1 + np.exp(-x))
+    y = arr.correct[ii, jj]
+    manual = np.log(np.where(y, p, 1 - p).mean(0)).sum()
+    assert np.isclose(h, manual)
+    ppc = posterior_predictive_checks(ta, arr, n_draws=10, seed=0)
+    assert list(ppc["domain"].index) == arr.domains
+    assert len(ppc["item"]) == arr.n_items and {"observed", "replicated_mean", "ppp"} <= set(ppc["item"].columns)
+    assert ppc["calibration"]["n"].sum() == int(arr.observed.sum())
+
+
+def test_loo_and_compare(data, monkeypatch):
+    _mock(monkeypatch)
+    from mtlirt.bayes import compare, loo
+
+    arr, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t1 = fit_bayes(arr, "factor-2pl", draws=50, chains=2, seed=1, progress=False)
+        t2 = fit_bayes(arr, "factor-1pl", draws=50, chains=2, seed=2, progress=False)
+        res = loo(t1)
+        cmp = compare({"2pl": t1, "1pl": t2})
+    assert np.isfinite(res.elpd)
+    assert set(cmp.index) == {"2pl", "1pl"}
+
+
+def test_accepts_lead_responses(data):
+    data_mod = pytest.importorskip("mtlirt.data")
+    if not hasattr(data_mod, "Responses"):
+        pytest.skip("mtlirt.data.Responses not available")
+    arr, _ = data
+    try:
+        r = data_mod.Responses(arr.correct, arr.observed, arr.llms, arr.items, arr.domains,
+                               arr.item_domain)
+    except TypeError:
+        pytest.skip("Responses constructor differs")
+    m = build_model(r, "factor-2pl")
+    assert list(m.coords["item"]) == arr.items
+
+
+# ---------------------------------------------------------------------------
+# real sampling (slow)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=(AssertionError, UserWarning),
+                   reason="known open problem (issue 4): the factor loadings and eta mix slowly; measured max R-hat "
+                          "1.010-1.018 on this toy with 2 x 500-1000 draws. strict: the suite flags the day it converges")
+def test_nuts_small_converges():
+    """A real nutpie run on a tiny model passes every convergence check."""
+    arr, truth = toy(60, (10, 12, 15, 10), seed=21, loading=0.8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", category=UserWarning)  # no NotConvergedWarning
+        tree = fit_bayes(arr, "factor-2pl", items="fixed",
+                         item_values={"a": truth["a"], "d": truth["d"]},
+                         draws=500, tune=500, chains=2, seed=5, progress=False)
+    d = diagnostics(tree)
+    assert d["converged"], d
+    assert d["max_rhat"] <= 1.01 and d["divergences"] == 0
+    assert d["min_ess_bulk"] >= 200 and d["min_ess_tail"] >= 200 and d["min_bfmi"] >= 0.3
+    assert d["n_parameters"] >= arr.n_llms * arr.n_domains
+    assert json.loads(tree["posterior"].attrs["mtlirt_diagnostics"])["converged"]
+
+
+@pytest.mark.slow
+def test_nuts_joint_runs_and_is_reproducible():
+    """The joint model samples with nutpie; the same seed gives the same draws."""
+    arr, truth = toy(40, (8, 10, 12), seed=22, loading=0.8)
+    kw = dict(draws=150, tune=150, chains=2, seed=7, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t1 = fit_bayes(arr, "factor-2pl", **kw)
+        t2 = fit_bayes(arr, "factor-2pl", **kw)
+    _check_layout(t1, arr, 2, 150)
+    assert np.array_equal(t1["posterior"]["theta"].values, t2["posterior"]["theta"].values)
+    d = diagnostics(t1)
+    assert np.isfinite(d["max_rhat"]) and np.isfinite(d["min_ess_bulk"]) and d["divergences"] >= 0
+    ov = t1["posterior"]["overall"].mean(("chain", "draw")).values
+    assert np.corrcoef(ov, truth["eta"])[0, 1] > 0.7
+
+
+@pytest.mark.slow
+def test_fixed_items_interval_coverage():
+    arr, truth = toy(300, (10, 20, 40, 60), seed=31, loading=0.85)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = fit_bayes(arr, "factor-2pl", items="fixed",
+                         item_values={"a": truth["a"], "d": truth["d"]},
+                         draws=500, tune=500, chains=2, seed=3, progress=False)
+    d = diagnostics(tree)
+    assert d["divergences"] == 0 and d["max_rhat"] < 1.02
+    th = tree["posterior"]["theta"].values.reshape(-1, arr.n_llms, arr.n_domains)
+    lo, hi = np.quantile(th, [0.05, 0.95], axis=0)
+    cover = ((truth["theta"] >= lo) & (truth["theta"] <= hi)).mean()
+    assert 0.85 <= cover <= 0.95, cover
+    ov = tree["posterior"]["overall"].values.reshape(-1, arr.n_llms)
+    lo, hi = np.quantile(ov, [0.05, 0.95], axis=0)
+    assert 0.8 <= ((truth["eta"] >= lo) & (truth["eta"] <= hi)).mean() <= 0.98
