@@ -383,6 +383,11 @@ def _fit_section(name: str, est, record: dict, responses, interval: float, top: 
                            "Rank of the best LLMs with rank intervals and the probability of a top-10 place.",
                            dpi=dpi))
 
+    best = str(est.overall_scores(interval)["llm"].iloc[0])
+    out.append(_figure(lambda: plots.domain_profile(est, best, interval=interval),
+                       f"Domain profile of the top LLM, {_e(best)}: its score in every domain with intervals.",
+                       dpi=dpi))
+
     out.append(f'<h3 id="{_e(aid)}-domains">Domains: difficulty and size</h3>')
     dt = _domain_table(est, responses)
     num = [c for c in dt.columns if c != "domain"]
@@ -392,6 +397,12 @@ def _fit_section(name: str, est, record: dict, responses, interval: float, top: 
     sizes = responses.domain_sizes if responses is not None else None
     out.append(_figure(lambda: plots.domain_difficulty(est, sizes=sizes),
                        "Domain difficulty (mean item difficulty) against domain size; colour: mean discrimination.",
+                       dpi=dpi))
+
+    items = est.item_parameters().sort_values("discrimination")
+    chosen = list(dict.fromkeys([items["item"].iloc[0], items["item"].iloc[len(items) // 2], items["item"].iloc[-1]]))
+    out.append(_figure(lambda: plots.item_curves(est, chosen, interval=interval),
+                       "Item characteristic curves of the least, the median and the most discriminating item.",
                        dpi=dpi))
 
     out.append(f'<h3 id="{_e(aid)}-correlation">Correlation structure</h3>')
@@ -414,6 +425,8 @@ def _fit_section(name: str, est, record: dict, responses, interval: float, top: 
     if src == "posterior" and p.sizes["chain"] > 1 and p.sizes["draw"] >= 4:
         out.append(_figure(lambda: plots.convergence(est, kind="rank"),
                            "Rank plots of the overall scores with the largest R-hat (uniform = chains agree).", dpi=dpi))
+        out.append(_figure(lambda: plots.convergence(est, kind="ess"),
+                           "Effective sample size of the overall scores with the largest R-hat.", dpi=dpi))
     h = heldout_loglik(info)
     if np.isfinite(h):
         out.append(f"<p>Held-out log-likelihood: <strong>{h:.4f}</strong></p>")
