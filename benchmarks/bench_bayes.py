@@ -37,19 +37,28 @@ def _peak_rss_gb() -> float:
 
 
 def _coverage(tree, truth: np.ndarray, var: str = "theta", level: float = 0.9) -> dict:
+    """Coverage of central intervals, RMSE of the posterior mean (chunked over
+    LLMs so no copy of the whole posterior is made)."""
     post = tree["posterior"]
     x = post[var]
     x = x.transpose("chain", "draw", *[d for d in x.dims if d not in ("chain", "draw")]).values
     S = x.shape[0] * x.shape[1]
     x = x.reshape(S, *x.shape[2:])
-    lo, hi = np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    cover = (truth >= lo) & (truth <= hi)
-    mean = x.mean(0)
+    n = x.shape[1]
+    cover = np.empty(truth.shape, dtype=bool)
+    sq, width = 0.0, 0.0
+    step = max(1, int(2e7 // max(S * int(np.prod(x.shape[2:], dtype=int)), 1)))
+    for a in range(0, n, step):
+        sl = slice(a, min(n, a + step))
+        lo, hi = np.quantile(x[:, sl], [(1 - level) / 2, (1 + level) / 2], axis=0)
+        cover[sl] = (truth[sl] >= lo) & (truth[sl] <= hi)
+        sq += float(((x[:, sl].mean(0) - truth[sl]) ** 2).sum())
+        width += float((hi - lo).sum())
     return {
         "coverage": float(cover.mean()),
         "coverage_by_domain": cover.mean(0).round(3).tolist() if cover.ndim == 2 else None,
-        "rmse": float(np.sqrt(np.mean((mean - truth) ** 2))),
-        "mean_width": float(np.mean(hi - lo)),
+        "rmse": float(np.sqrt(sq / truth.size)),
+        "mean_width": width / truth.size,
     }
 
 
@@ -76,24 +85,34 @@ def _report(name: str, tree, seconds: float, extra: dict | None = None) -> dict:
     return out
 
 
-def bench_calibration(seed: int = 3, draws: int = 2000, tune: int = 1000, chains: int = 4,
-                      spec: str = "factor-2pl") -> dict:
-    """(a) 150 LLMs, domains of 10-60 items, joint NUTS, coverage of 90% intervals."""
-    from mtlirt.bayes import fit_bayes
-    from mtlirt.bayes._data import arrays_from_simulation
+def bench_calibration(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 4,
+                      spec: str = "factor-2pl", target_accept: float | None = None) -> dict:
+    """(a) 150 LLMs, domains of 10-60 items, joint NUTS, coverage of 90% intervals.
+
+    Runs what ``mtlirt simulate --domain-sizes 10,15,20,30,40,60 --n-llms 150
+    --seed S`` then ``mtlirt fit --method bayes`` run: ``mtlirt.fit`` with the
+    MTL initial values and the default sampler settings.
+    """
+    from mtlirt import fit
+    from mtlirt.data import Responses
     from mtlirt.simulate import simulate
 
     sim = simulate(150, [10, 15, 20, 30, 40, 60], seed=seed)
-    arr = arrays_from_simulation(sim)
+    resp = Responses.from_frame(sim.responses)
+    truth = sim.domain_scores.loc[resp.llms, resp.domains].values
+    truth_overall = sim.overall.loc[resp.llms].values[:, 0]
+    opts = {} if target_accept is None else {"target_accept": target_accept}
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tree = fit_bayes(arr, spec, draws=draws, tune=tune, chains=chains, seed=seed,
-                         progress=False, log_likelihood=False)
+        est = fit(resp, method="bayes", spec=spec, seed=seed, draws=draws, tune=tune,
+                  chains=chains, progress=False, **opts)
     sec = time.perf_counter() - t0
-    cov = _coverage(tree, sim.domain_scores.values)
-    ov = _coverage(tree, sim.overall.values[:, 0], "overall")
+    tree = est.tree
+    cov = _coverage(tree, truth)
+    ov = _coverage(tree, truth_overall, "overall")
     return _report(f"calibration seed={seed}", tree, sec, {
+        "draws": draws, "tune": tune, "chains": chains,
         "theta_coverage90": round(cov["coverage"], 3),
         "theta_coverage90_by_domain": cov["coverage_by_domain"],
         "theta_rmse": round(cov["rmse"], 3),
@@ -102,26 +121,31 @@ def bench_calibration(seed: int = 3, draws: int = 2000, tune: int = 1000, chains
     })
 
 
-def bench_joint(seed: int = 0, draws: int = 500, tune: int = 500, chains: int = 2,
-                spec: str = "factor-2pl") -> dict:
-    """(b) 300 LLMs x MMLU x 0.08 (about 1,150 items, 57 domains), joint NUTS."""
-    from mtlirt.bayes import fit_bayes
-    from mtlirt.bayes._data import arrays_from_simulation
+def bench_joint(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int = 2,
+                spec: str = "factor-2pl", target_accept: float | None = None) -> dict:
+    """(b) 300 LLMs x MMLU x 0.08 (about 1,150 items, 57 domains), joint NUTS
+    (``mtlirt.fit(method="bayes")``: MTL initial values)."""
+    from mtlirt import fit
+    from mtlirt.data import Responses
     from mtlirt.simulate import simulate
 
     sim = simulate(300, preset="mmlu", scale=0.08, seed=seed)
-    arr = arrays_from_simulation(sim)
-    print(f"joint: {arr.n_llms} LLMs x {arr.n_items} items in {arr.n_domains} domains", flush=True)
+    resp = Responses.from_frame(sim.responses)
+    truth = sim.domain_scores.loc[resp.llms, resp.domains].values
+    truth_overall = sim.overall.loc[resp.llms].values[:, 0]
+    print(f"joint: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains", flush=True)
+    opts = {} if target_accept is None else {"target_accept": target_accept}
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tree = fit_bayes(arr, spec, draws=draws, tune=tune, chains=chains, seed=seed,
-                         progress=False, log_likelihood=False)
+        est = fit(resp, method="bayes", spec=spec, seed=seed, draws=draws, tune=tune, chains=chains,
+                  progress=False, log_likelihood=False, **opts)
     sec = time.perf_counter() - t0
-    cov = _coverage(tree, sim.domain_scores.values)
-    ov = _coverage(tree, sim.overall.values[:, 0], "overall")
+    tree = est.tree
+    cov = _coverage(tree, truth)
+    ov = _coverage(tree, truth_overall, "overall")
     return _report("joint 300 x mmlu*0.08", tree, sec, {
-        "n_items": arr.n_items,
+        "n_items": resp.n_items, "draws": draws, "tune": tune, "chains": chains,
         "theta_coverage90": round(cov["coverage"], 3),
         "theta_rmse": round(cov["rmse"], 3),
         "overall_coverage90": round(ov["coverage"], 3),
@@ -130,42 +154,41 @@ def bench_joint(seed: int = 0, draws: int = 500, tune: int = 500, chains: int = 
     })
 
 
-def bench_flagship(seed: int = 0, draws: int = 1000, tune: int = 500, chains: int = 2,
-                   n_llms: int = 4272, spec: str = "factor-2pl") -> dict:
-    """(c) the flagship shape with items calibrated (MML-EM) then fixed."""
-    from mtlirt.bayes import calibrate_items, fit_bayes
-    from mtlirt.bayes._data import arrays_from_simulation
+def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int = 2,
+                   n_llms: int = 4272, spec: str = "factor-2pl", target_accept: float | None = None,
+                   out: str | None = None) -> dict:
+    """(c) the flagship shape with the items fixed at the MTL fit's (MML-EM)
+    values: ``mtlirt.fit(method="bayes", items="fixed")``."""
+    from mtlirt import fit
+    from mtlirt.data import Responses
     from mtlirt.simulate import simulate
 
     t0 = time.perf_counter()
     sim = simulate(n_llms, preset="mmlu", seed=seed)
-    arr = arrays_from_simulation(sim)
-    truth_theta = sim.domain_scores.values
-    truth_overall = sim.overall.values[:, 0]
-    a_true = sim.items["discrimination"].values
-    d_true = sim.items["intercept"].values
+    resp = Responses.from_frame(sim.responses)
+    truth_theta = sim.domain_scores.loc[resp.llms, resp.domains].values
+    truth_overall = sim.overall.loc[resp.llms].values[:, 0]
     del sim
     t_sim = time.perf_counter() - t0
-    print(f"flagship: {arr.n_llms} LLMs x {arr.n_items} items in {arr.n_domains} domains "
+    print(f"flagship: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains "
           f"(simulated in {t_sim:.0f} s)", flush=True)
-    t0 = time.perf_counter()
-    cal = calibrate_items(arr, "factor-2pl")
-    t_cal = time.perf_counter() - t0
-    print(f"calibration: {t_cal:.0f} s, max EM iterations {max(cal['iterations'])}, "
-          f"log a RMSE {np.sqrt(np.mean((np.log(cal['a']) - np.log(a_true))**2)):.3f}, "
-          f"d RMSE {np.sqrt(np.mean((cal['d'] - d_true)**2)):.3f}", flush=True)
+    opts = {} if target_accept is None else {"target_accept": target_accept}
     t1 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tree = fit_bayes(arr, spec, items="fixed", item_values=cal, draws=draws, tune=tune,
-                         chains=chains, seed=seed, progress=False, log_likelihood=False,
-                         keep_raw=False)
+        est = fit(resp, method="bayes", spec=spec, items="fixed", seed=seed, draws=draws, tune=tune,
+                  chains=chains, progress=False, log_likelihood=False, keep_raw=False, **opts)
     t_fit = time.perf_counter() - t1
+    rss_fit = _peak_rss_gb()
+    tree = est.tree
     cov = _coverage(tree, truth_theta)
     ov = _coverage(tree, truth_overall, "overall")
-    return _report("flagship fixed-items", tree, t_cal + t_fit, {
-        "calibration_seconds": round(t_cal, 1),
-        "fit_seconds": round(t_fit, 1),
+    if out:
+        est.save(out)
+    secs = est.info.get("seconds", {})
+    return _report("flagship fixed-items", tree, t_fit, {
+        "peak_rss_gb_after_fit": round(rss_fit, 2),
+        "mtl_calibration_seconds": round(float(secs.get("mtl_init", float("nan"))), 1),
         "sampling_seconds": round(float(tree["posterior"].attrs["mtlirt_sampling_seconds"]), 1),
         "draws": draws, "tune": tune, "chains": chains,
         "theta_coverage90": round(cov["coverage"], 3),
@@ -184,16 +207,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chains", type=int, default=None)
     ap.add_argument("--n-llms", type=int, default=4272)
     ap.add_argument("--spec", default="factor-2pl")
+    ap.add_argument("--target-accept", type=float, default=None)
+    ap.add_argument("--out", default=None, help="flagship: save the Estimate here (posterior.nc)")
     args = ap.parse_args(argv)
     kw = {k: v for k, v in (("draws", args.draws), ("tune", args.tune), ("chains", args.chains))
           if v is not None}
     if args.which in ("calibration", "all"):
         for s in args.seeds or [3]:
-            bench_calibration(seed=s, spec=args.spec, **kw)
+            bench_calibration(seed=s, spec=args.spec, target_accept=args.target_accept, **kw)
     if args.which in ("joint", "all"):
-        bench_joint(seed=(args.seeds or [0])[0], spec=args.spec, **kw)
+        bench_joint(seed=(args.seeds or [0])[0], spec=args.spec, target_accept=args.target_accept, **kw)
     if args.which in ("flagship", "all"):
-        bench_flagship(seed=(args.seeds or [0])[0], n_llms=args.n_llms, spec=args.spec, **kw)
+        bench_flagship(seed=(args.seeds or [0])[0], n_llms=args.n_llms, spec=args.spec,
+                       target_accept=args.target_accept, out=args.out, **kw)
     return 0
 
 

@@ -146,7 +146,8 @@ def test_build_model_structure(data):
     assert list(m.coords["llm"]) == arr.llms and list(m.coords["domain"]) == arr.domains
     assert m.named_vars_to_dims["z"] == ("llm", "domain")
     assert m.named_vars_to_dims["eta_raw"] == ("llm", "factor")
-    assert m["y"].eval().shape == (int(arr.observed.sum()),)  # observed cells only
+    assert m["y_obs"].get_value().shape == (int(arr.observed.sum()),)  # observed cells only
+    assert "y" in {rv.name for rv in m.observed_RVs}
     assert {"obs_item", "obs_cell", "y_obs"} <= set(m.named_vars)
     # parameterisation choices
     m2 = build_model(arr, load_spec("factor-2pl").with_changes(

@@ -23,7 +23,7 @@ import numpy as np
 import xarray as xr
 
 from mtlirt.bayes._data import ResponseArrays
-from mtlirt.bayes.model import loading_layout
+from mtlirt.bayes.model import loading_layout, standardize_eta
 from mtlirt.bayes.spec import ModelSpec
 
 __all__ = ["add_derived", "trait_draws", "item_draws"]
@@ -74,6 +74,8 @@ def trait_draws(post: xr.Dataset, spec: ModelSpec, anchors: list[int], domains: 
     if spec.traits == "factor":
         r = spec.rank
         eta = _v(post, "eta_raw")  # C D N r
+        if eta.shape[2] >= 3:
+            eta = standardize_eta(eta, np, axis=2)
         C, D, N, _ = eta.shape
         V = np.zeros((C, D, K, r))
         rows, cols, drows = loading_layout(K, r, anchors)

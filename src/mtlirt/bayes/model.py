@@ -5,6 +5,8 @@ Parameterisation (free random variables and their names)
 Traits, ``traits = "factor"`` with rank ``r``::
 
     eta_raw[i, :]   ~ N(0, I_r)                          (llm, factor)
+    eta              = eta_raw standardised over the LLMs (sample mean 0,
+                       variance 1 per factor; see ``standardize_eta``)
     V[k, :]          = loadings before squashing, V[k, m] ~ N(0, loading_scale)
                        stored as ``loading_free`` (free entries) and
                        ``loading_diag`` ~ HalfNormal(loading_scale) (r positive
@@ -198,7 +200,8 @@ def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
     if spec.traits == "factor":
         r = spec.rank
         rows, cols, drows = loading_layout(K, r, anchors)
-        eta = pm.Normal("eta_raw", 0.0, 1.0, dims=("llm", "factor"))
+        eta_raw = pm.Normal("eta_raw", 0.0, 1.0, dims=("llm", "factor"))
+        eta = standardize_eta(eta_raw, pt) if n_llms >= 3 else eta_raw
         parts = pt.zeros((K, r))
         if len(rows):
             free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=len(rows))
@@ -228,6 +231,22 @@ def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
         z = pm.Normal("z", 0.0, 1.0, dims=("llm", "domain"))
         return pt.dot(z, L.T)
     raise InputError(f"unknown traits {spec.traits!r}")
+
+
+def standardize_eta(eta_raw, xp=np, axis: int = 0):
+    """Overall traits standardised over the sample of LLMs (per factor).
+
+    ``eta = (eta_raw - mean) / sd`` over the LLMs: the sample mean and scale
+    of ``eta_raw`` are left to its N(0, 1) prior (directions the likelihood
+    never sees, cheap for NUTS), which removes the slow collective mode in
+    which all overall traits shrink while all loadings grow. The model's
+    overall traits therefore have sample mean 0 and variance 1 exactly (the
+    MTL convention), instead of population moments 0 and 1 up to
+    ``O(1/sqrt(N))`` sampling noise.
+    """
+    m = eta_raw.mean(axis=axis, keepdims=True)
+    c = eta_raw - m
+    return c / xp.sqrt((c**2).mean(axis=axis, keepdims=True) + 1e-12)  # finite at eta_raw = 0
 
 
 def add_coords_for_centering(coords: dict, domains: list, centered: np.ndarray) -> dict:
@@ -292,6 +311,32 @@ def observed_cells(arr: ResponseArrays) -> tuple[np.ndarray, np.ndarray, np.ndar
     return ii, jj, np.asarray(y, dtype=np.int64)
 
 
+def _logp_2pl(value, x):
+    import pytensor.tensor as pt
+
+    return value * x - pt.softplus(x)
+
+
+def _random_2pl(x, rng=None, size=None):
+    x = np.asarray(x)
+    return rng.binomial(1, 1.0 / (1.0 + np.exp(-x)), size=size if size is not None else x.shape)
+
+
+def _logp_3pl(value, x, c):
+    import pytensor.tensor as pt
+
+    l1c = pt.log1p(-c)
+    lp = pt.logaddexp(pt.log(c), l1c - pt.softplus(-x))  # log(c + (1 - c) sigmoid(x))
+    l1p = l1c - pt.softplus(x)  # log((1 - c)(1 - sigmoid(x)))
+    return pt.switch(pt.eq(value, 1), lp, l1p)
+
+
+def _random_3pl(x, c, rng=None, size=None):
+    x = np.asarray(x)
+    p = c + (1 - c) / (1.0 + np.exp(-x))
+    return rng.binomial(1, p, size=size if size is not None else np.shape(p))
+
+
 def build_model(responses: Any, spec: "str | ModelSpec | None" = None, *, init: dict | None = None):
     """Build the joint PyMC model (traits and items) of METHOD.md section 5.
 
@@ -312,11 +357,13 @@ def build_model(responses: Any, spec: "str | ModelSpec | None" = None, *, init: 
     pymc.Model
         With coords ``llm``, ``item``, ``domain``, ``factor``, ``domain_a``,
         ``domain_b``, ``obs``; data ``obs_item``, ``obs_cell`` (= llm * K +
-        domain), ``y``; the observed Bernoulli ``y`` over the observed cells.
+        domain), ``y_obs``; the observed ``y`` over the observed cells (a
+        Bernoulli written as a ``CustomDist`` with a lean log-density).
         Extra attributes: ``mtlirt_spec``, ``mtlirt_anchors``,
         ``mtlirt_initvals``, ``mtlirt_kind = "joint"``.
     """
     import pymc as pm
+    import pytensor.tensor as pt
 
     arr = as_arrays(responses)
     spec = load_spec(spec)
@@ -339,10 +386,14 @@ def build_model(responses: Any, spec: "str | ModelSpec | None" = None, *, init: 
         th = theta.reshape((-1,))[obs_cell]
         logit = a[obs_item] * th + intercept[obs_item]
         if spec.item_model == "3pl":
-            cc = c[obs_item] if not isinstance(c, float) else c
-            pm.Bernoulli("y", p=cc + (1 - cc) * pm.math.sigmoid(logit), observed=y_data, dims="obs")
+            cc = c[obs_item] if not isinstance(c, float) else pt.as_tensor(c)
+            pm.CustomDist("y", logit, cc, logp=_logp_3pl, random=_random_3pl,
+                          observed=y_data, dims="obs", dtype="int64")
         else:
-            pm.Bernoulli("y", logit_p=logit, observed=y_data, dims="obs")
+            # y * x - log(1 + exp(x)): a third of the cost of Bernoulli(logit_p=x)'s
+            # logp (two branches and parameter checks) on ~1e5-1e6 cells
+            pm.CustomDist("y", logit, logp=_logp_2pl, random=_random_2pl,
+                          observed=y_data, dims="obs", dtype="int64")
     model.mtlirt_spec = spec
     model.mtlirt_anchors = anchors
     model.mtlirt_kind = "joint"
