@@ -45,7 +45,11 @@ ESS_MIN = 400
 ESS_MIN_PER_CHAIN = 100
 BFMI_MIN = 0.3
 
-_QOI = ("theta", "overall", "loadings")
+_QOI = ("theta", "overall", "eta", "loadings")
+# sampled, but not checked: the factor model's ``eta_raw`` enters only through
+# its standardised version ``eta`` (a QOI), so its mean and scale over the LLMs
+# are set by the prior alone; their slow wandering is no lack of convergence
+_UNIDENTIFIED = ("eta_raw",)
 
 
 def _post(tree) -> xr.Dataset:
@@ -65,7 +69,9 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
         Result of :func:`mtlirt.bayes.fit_bayes` (ArviZ layout).
     var_names : list of str, optional
         Variables to check; default the sampled variables plus ``theta``,
-        ``overall``, ``loadings``.
+        ``overall``, ``eta``, ``loadings`` (``eta_raw`` is replaced by its
+        standardised version ``eta``: its mean and scale over the LLMs are
+        not identified by the likelihood).
     recompute : bool
         Recompute even when ``fit_bayes`` stored the diagnostics in the
         posterior's ``mtlirt_diagnostics`` attribute (returned otherwise).
@@ -108,7 +114,8 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
     if var_names is None:
         sampled = attrs.get("mtlirt_sampled_vars")
         sampled = json.loads(sampled) if isinstance(sampled, str) else list(sampled or [])
-        var_names = [v for v in sampled if v in post] + [v for v in _QOI if v in post]
+        var_names = [v for v in sampled if v in post and not (v in _UNIDENTIFIED and "eta" in post)]
+        var_names += [v for v in _QOI if v in post]
         if not var_names:
             var_names = [v for v in post.data_vars]
     seen = []
