@@ -5,6 +5,8 @@ Usage::
     .venv/bin/python benchmarks/bench_bayes.py calibration [--seeds 3 4 5]
     .venv/bin/python benchmarks/bench_bayes.py joint
     .venv/bin/python benchmarks/bench_bayes.py flagship [--draws 500 --tune 500]
+    .venv/bin/python benchmarks/bench_bayes.py fixed-vs-joint [--seeds 3]
+    .venv/bin/python benchmarks/bench_bayes.py real [--items joint|fixed]
     .venv/bin/python benchmarks/bench_bayes.py all
 
 (a) calibration: 150 LLMs, domains of 10, 15, 20, 30, 40, 60 items (rank 1,
@@ -15,6 +17,10 @@ Usage::
 (c) flagship: 4,272 LLMs x 57 domains x 14,042 items (MMLU sizes), items
     calibrated by MML-EM then fixed, LLM side by NUTS; converged posterior
     of all overall and domain scores within 20 minutes and 8 GB.
+(d) fixed-vs-joint: the calibration design fitted jointly and with fixed
+    items; how far apart their 90% intervals are.
+(e) real: MMLU-Pro by its 56 MMLU subjects, 10% of the cells held out; the
+    held-out log-likelihood of the Bayesian fit against MTL's.
 
 Each run prints wall time, peak resident memory, the convergence diagnostics
 and the interval coverage / RMSE against the simulation's truth.
@@ -62,6 +68,13 @@ def _coverage(tree, truth: np.ndarray, var: str = "theta", level: float = 0.9) -
     }
 
 
+def _standardised(x: np.ndarray) -> np.ndarray:
+    """The true overall scores standardised over the LLMs: the quantity the
+    model's overall score estimates (its overall traits have sample mean 0
+    and variance 1 by construction, like MTL's)."""
+    return (x - x.mean()) / x.std()
+
+
 def _report(name: str, tree, seconds: float, extra: dict | None = None) -> dict:
     from mtlirt.bayes import diagnostics
 
@@ -100,7 +113,7 @@ def bench_calibration(seed: int = 3, draws: int = 1000, tune: int = 1000, chains
     sim = simulate(150, [10, 15, 20, 30, 40, 60], seed=seed)
     resp = Responses.from_frame(sim.responses)
     truth = sim.domain_scores.loc[resp.llms, resp.domains].values
-    truth_overall = sim.overall.loc[resp.llms].values[:, 0]
+    truth_overall = _standardised(sim.overall.loc[resp.llms].values[:, 0])
     opts = {} if target_accept is None else {"target_accept": target_accept}
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -132,7 +145,7 @@ def bench_joint(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int 
     sim = simulate(300, preset="mmlu", scale=0.08, seed=seed)
     resp = Responses.from_frame(sim.responses)
     truth = sim.domain_scores.loc[resp.llms, resp.domains].values
-    truth_overall = sim.overall.loc[resp.llms].values[:, 0]
+    truth_overall = _standardised(sim.overall.loc[resp.llms].values[:, 0])
     print(f"joint: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains", flush=True)
     opts = {} if target_accept is None else {"target_accept": target_accept}
     t0 = time.perf_counter()
@@ -154,11 +167,13 @@ def bench_joint(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int 
     })
 
 
-def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int = 2,
+def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int = 4,
                    n_llms: int = 4272, spec: str = "factor-2pl", target_accept: float | None = None,
-                   out: str | None = None) -> dict:
+                   out: str | None = None, bootstrap: int = 0) -> dict:
     """(c) the flagship shape with the items fixed at the MTL fit's (MML-EM)
-    values: ``mtlirt.fit(method="bayes", items="fixed")``."""
+    values: ``mtlirt.fit(method="bayes", items="fixed")``; with ``bootstrap``
+    > 0 also MTL with that many bootstrap replicates, whose overall scores
+    and 90% intervals are compared with the posterior's."""
     from mtlirt import fit
     from mtlirt.data import Responses
     from mtlirt.simulate import simulate
@@ -167,7 +182,7 @@ def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int
     sim = simulate(n_llms, preset="mmlu", seed=seed)
     resp = Responses.from_frame(sim.responses)
     truth_theta = sim.domain_scores.loc[resp.llms, resp.domains].values
-    truth_overall = sim.overall.loc[resp.llms].values[:, 0]
+    truth_overall = _standardised(sim.overall.loc[resp.llms].values[:, 0])
     del sim
     t_sim = time.perf_counter() - t0
     print(f"flagship: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains "
@@ -186,7 +201,7 @@ def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int
     if out:
         est.save(out)
     secs = est.info.get("seconds", {})
-    return _report("flagship fixed-items", tree, t_fit, {
+    res = _report("flagship fixed-items", tree, t_fit, {
         "peak_rss_gb_after_fit": round(rss_fit, 2),
         "mtl_calibration_seconds": round(float(secs.get("mtl_init", float("nan"))), 1),
         "sampling_seconds": round(float(tree["posterior"].attrs["mtlirt_sampling_seconds"]), 1),
@@ -196,11 +211,139 @@ def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int
         "overall_coverage90": round(ov["coverage"], 3),
         "overall_rmse": round(ov["rmse"], 3),
     })
+    if not bootstrap:
+        return res
+    from scipy.stats import spearmanr
+
+    bayes_ov = est.overall_scores(0.9).set_index("llm").loc[resp.llms]
+    del est, tree
+    t2 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mtl = fit(resp, method="mtl", bootstrap=bootstrap, seed=seed)
+    mtl_ov = mtl.overall_scores(0.9).set_index("llm").loc[resp.llms]
+
+    def cover(t):
+        return round(float(((truth_overall >= t["lower"]) & (truth_overall <= t["upper"])).mean()), 3)
+
+    def rmse(t):
+        return round(float(np.sqrt(np.mean((t["score"] - truth_overall) ** 2))), 4)
+
+    vs = {
+        "benchmark": "flagship: Bayes (items fixed) vs MTL bootstrap, overall scores",
+        "mtl_bootstrap": bootstrap,
+        "mtl_seconds": round(time.perf_counter() - t2, 1),
+        "spearman_bayes_mtl": round(float(spearmanr(bayes_ov["score"], mtl_ov["score"])[0]), 4),
+        "rmse_vs_truth": {"bayes": rmse(bayes_ov), "mtl": rmse(mtl_ov)},
+        "mean_width90": {"bayes": round(float((bayes_ov["upper"] - bayes_ov["lower"]).mean()), 4),
+                         "mtl_bootstrap": round(float((mtl_ov["upper"] - mtl_ov["lower"]).mean()), 4)},
+        "coverage90": {"bayes": cover(bayes_ov), "mtl_bootstrap": cover(mtl_ov)},
+        "median_rank_interval_width": {
+            "bayes": float((bayes_ov["rank_upper"] - bayes_ov["rank_lower"]).median()),
+            "mtl_bootstrap": float((mtl_ov["rank_upper"] - mtl_ov["rank_lower"]).median())},
+    }
+    print(json.dumps(vs, indent=1), flush=True)
+    return {**res, "vs_mtl": vs}
+
+
+def _intervals(tree, var: str, level: float = 0.9):
+    x = tree["posterior"][var]
+    x = x.transpose("chain", "draw", *[d for d in x.dims if d not in ("chain", "draw")]).values
+    x = x.reshape(-1, *x.shape[2:])
+    lo, hi = np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return lo, hi, x.mean(0)
+
+
+def bench_fixed_vs_joint(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 4,
+                         n_llms: int = 150, spec: str = "factor-2pl") -> dict:
+    """(d) how far the fixed-items intervals are from the joint model's: the
+    calibration design fitted both ways; 90% intervals of the domain and
+    overall scores compared (endpoints, widths, means) and their coverage."""
+    from mtlirt import fit
+    from mtlirt.data import Responses
+    from mtlirt.simulate import simulate
+
+    sim = simulate(n_llms, [10, 15, 20, 30, 40, 60], seed=seed)
+    resp = Responses.from_frame(sim.responses)
+    truth = {"theta": sim.domain_scores.loc[resp.llms, resp.domains].values,
+             "overall": _standardised(sim.overall.loc[resp.llms].values[:, 0])}
+    trees, secs = {}, {}
+    for items in ("joint", "fixed"):
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = fit(resp, method="bayes", spec=spec, items=items, seed=seed, draws=draws, tune=tune,
+                      chains=chains, progress=False, log_likelihood=False)
+        secs[items] = round(time.perf_counter() - t0, 1)
+        trees[items] = est.tree
+    out = {"benchmark": f"fixed vs joint, {n_llms} LLMs, seed={seed}", "seconds": secs}
+    for items, tree in trees.items():
+        from mtlirt.bayes import diagnostics
+
+        d = diagnostics(tree)
+        out[f"{items}_max_rhat"] = round(d["max_rhat"], 4)
+        out[f"{items}_converged"] = d["converged"]
+    for var in ("theta", "overall"):
+        lj, hj, mj = _intervals(trees["joint"], var)
+        lf, hf, mf = _intervals(trees["fixed"], var)
+        wj = hj - lj
+        out[var] = {
+            "joint_mean_width": round(float(wj.mean()), 3),
+            "fixed_over_joint_width": round(float((hf - lf).mean() / wj.mean()), 3),
+            "mean_abs_endpoint_shift_over_joint_width": round(
+                float(((np.abs(lf - lj) + np.abs(hf - hj)) / 2 / wj).mean()), 3),
+            "rms_mean_difference": round(float(np.sqrt(np.mean((mf - mj) ** 2))), 3),
+            "joint_coverage90": round(float(((truth[var] >= lj) & (truth[var] <= hj)).mean()), 3),
+            "fixed_coverage90": round(float(((truth[var] >= lf) & (truth[var] <= hf)).mean()), 3),
+        }
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
+def bench_real(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int = 4,
+               spec: str = "factor-2pl", items: str = "joint", share: float = 0.1) -> dict:
+    """(e) MMLU-Pro by its 56 MMLU subjects (../shared/data): 10% of the cells
+    held out (seeded); MTL and the Bayesian fit on the rest; held-out mean
+    log-likelihood of each (posterior predictive for the Bayesian fit)."""
+    from pathlib import Path
+
+    from mtlirt import fit
+    from mtlirt.bayes import diagnostics
+    from mtlirt.data import Responses
+    from mtlirt.heldout import heldout_loglik
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "mmlu_pro" / "responses.csv.gz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        resp = Responses.read(path, domain_column="subject", drop_unassigned=True)
+    train, mask = resp.holdout(share, seed=seed)
+    print(f"real: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains, "
+          f"{int(mask.sum()):,} cells held out", flush=True)
+    out = {"benchmark": f"MMLU-Pro 56 subjects, held-out {share}", "items": items}
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mtl = fit(train, method="mtl", seed=seed)
+    out["mtl_seconds"] = round(time.perf_counter() - t0, 1)
+    out["mtl_heldout_mean_loglik"] = round(heldout_loglik(mtl, resp, mask)["mean_loglik"], 5)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = fit(train, method="bayes", spec=spec, items=items, seed=seed, draws=draws, tune=tune,
+                  chains=chains, progress=False, log_likelihood=False)
+    out["bayes_seconds"] = round(time.perf_counter() - t0, 1)
+    out["bayes_heldout_mean_loglik"] = round(heldout_loglik(est, resp, mask)["mean_loglik"], 5)
+    d = diagnostics(est.tree)
+    out.update({k: d[k] for k in ("max_rhat", "worst_rhat", "min_ess_bulk", "min_ess_tail",
+                                  "divergences", "min_bfmi", "converged")})
+    print(json.dumps(out, indent=1, default=float), flush=True)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["calibration", "joint", "flagship", "all"])
+    ap.add_argument("which", choices=["calibration", "joint", "flagship", "fixed-vs-joint", "real", "all"])
+    ap.add_argument("--items", default="joint", choices=["joint", "fixed"], help="real: items joint or fixed")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--tune", type=int, default=None)
@@ -208,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-llms", type=int, default=4272)
     ap.add_argument("--spec", default="factor-2pl")
     ap.add_argument("--target-accept", type=float, default=None)
+    ap.add_argument("--bootstrap", type=int, default=0,
+                    help="flagship: also MTL with this many bootstrap replicates, compared with the posterior")
     ap.add_argument("--out", default=None, help="flagship: save the Estimate here (posterior.nc)")
     args = ap.parse_args(argv)
     kw = {k: v for k, v in (("draws", args.draws), ("tune", args.tune), ("chains", args.chains))
@@ -219,7 +364,11 @@ def main(argv: list[str] | None = None) -> int:
         bench_joint(seed=(args.seeds or [0])[0], spec=args.spec, target_accept=args.target_accept, **kw)
     if args.which in ("flagship", "all"):
         bench_flagship(seed=(args.seeds or [0])[0], n_llms=args.n_llms, spec=args.spec,
-                       target_accept=args.target_accept, out=args.out, **kw)
+                       target_accept=args.target_accept, out=args.out, bootstrap=args.bootstrap, **kw)
+    if args.which in ("fixed-vs-joint", "all"):
+        bench_fixed_vs_joint(seed=(args.seeds or [3])[0], spec=args.spec, **kw)
+    if args.which in ("real", "all"):
+        bench_real(seed=(args.seeds or [0])[0], spec=args.spec, items=args.items, **kw)
     return 0
 
 
