@@ -42,23 +42,32 @@ def _peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
+def _draws(tree, var: str) -> np.ndarray:
+    """Posterior draws of ``var`` as (sample, ...)."""
+    x = tree["posterior"][var]
+    x = x.transpose("chain", "draw", *[d for d in x.dims if d not in ("chain", "draw")]).values
+    return x.reshape(-1, *x.shape[2:])
+
+
+def _intervals(x: np.ndarray, level: float = 0.9):
+    """Equal-tailed interval bounds and posterior mean of draws (sample, ...)."""
+    lo, hi = np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return lo, hi, x.mean(0)
+
+
 def _coverage(tree, truth: np.ndarray, var: str = "theta", level: float = 0.9) -> dict:
     """Coverage of central intervals, RMSE of the posterior mean (chunked over
     LLMs so no copy of the whole posterior is made)."""
-    post = tree["posterior"]
-    x = post[var]
-    x = x.transpose("chain", "draw", *[d for d in x.dims if d not in ("chain", "draw")]).values
-    S = x.shape[0] * x.shape[1]
-    x = x.reshape(S, *x.shape[2:])
-    n = x.shape[1]
+    x = _draws(tree, var)
+    S, n = x.shape[:2]
     cover = np.empty(truth.shape, dtype=bool)
     sq, width = 0.0, 0.0
     step = max(1, int(2e7 // max(S * int(np.prod(x.shape[2:], dtype=int)), 1)))
     for a in range(0, n, step):
         sl = slice(a, min(n, a + step))
-        lo, hi = np.quantile(x[:, sl], [(1 - level) / 2, (1 + level) / 2], axis=0)
+        lo, hi, mean = _intervals(x[:, sl], level)
         cover[sl] = (truth[sl] >= lo) & (truth[sl] <= hi)
-        sq += float(((x[:, sl].mean(0) - truth[sl]) ** 2).sum())
+        sq += float(((mean - truth[sl]) ** 2).sum())
         width += float((hi - lo).sum())
     return {
         "coverage": float(cover.mean()),
@@ -73,6 +82,29 @@ def _standardised(x: np.ndarray) -> np.ndarray:
     model's overall score estimates (its overall traits have sample mean 0
     and variance 1 by construction, like MTL's)."""
     return (x - x.mean()) / x.std()
+
+
+def _simulated(n_llms: int, domain_sizes=None, *, preset: str | None = None, scale: float = 1.0,
+               seed: int = 0):
+    """A simulated leaderboard as ``Responses`` with its true domain scores
+    (N x K, in the data's order) and standardised true overall scores."""
+    from mtlirt.data import Responses
+    from mtlirt.simulate import simulate
+
+    sim = simulate(n_llms, domain_sizes, preset=preset, scale=scale, seed=seed)
+    resp = Responses.from_frame(sim.responses)
+    theta = sim.domain_scores.loc[resp.llms, resp.domains].values
+    overall = _standardised(sim.overall.loc[resp.llms].values[:, 0])
+    return resp, theta, overall
+
+
+def _fit(resp, **kwargs):
+    """``mtlirt.fit`` (what ``mtlirt fit`` runs) with its warnings silenced."""
+    from mtlirt import fit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit(resp, **kwargs)
 
 
 def _report(name: str, tree, seconds: float, extra: dict | None = None) -> dict:
@@ -106,20 +138,11 @@ def bench_calibration(seed: int = 3, draws: int = 1000, tune: int = 1000, chains
     --seed S`` then ``mtlirt fit --method bayes`` run: ``mtlirt.fit`` with the
     MTL initial values and the default sampler settings.
     """
-    from mtlirt import fit
-    from mtlirt.data import Responses
-    from mtlirt.simulate import simulate
-
-    sim = simulate(150, [10, 15, 20, 30, 40, 60], seed=seed)
-    resp = Responses.from_frame(sim.responses)
-    truth = sim.domain_scores.loc[resp.llms, resp.domains].values
-    truth_overall = _standardised(sim.overall.loc[resp.llms].values[:, 0])
+    resp, truth, truth_overall = _simulated(150, [10, 15, 20, 30, 40, 60], seed=seed)
     opts = {} if target_accept is None else {"target_accept": target_accept}
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est = fit(resp, method="bayes", spec=spec, seed=seed, draws=draws, tune=tune,
-                  chains=chains, progress=False, **opts)
+    est = _fit(resp, method="bayes", spec=spec, seed=seed, draws=draws, tune=tune,
+               chains=chains, progress=False, **opts)
     sec = time.perf_counter() - t0
     tree = est.tree
     cov = _coverage(tree, truth)
@@ -138,21 +161,12 @@ def bench_joint(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int 
                 spec: str = "factor-2pl", target_accept: float | None = None) -> dict:
     """(b) 300 LLMs x MMLU x 0.08 (about 1,150 items, 57 domains), joint NUTS
     (``mtlirt.fit(method="bayes")``: MTL initial values)."""
-    from mtlirt import fit
-    from mtlirt.data import Responses
-    from mtlirt.simulate import simulate
-
-    sim = simulate(300, preset="mmlu", scale=0.08, seed=seed)
-    resp = Responses.from_frame(sim.responses)
-    truth = sim.domain_scores.loc[resp.llms, resp.domains].values
-    truth_overall = _standardised(sim.overall.loc[resp.llms].values[:, 0])
+    resp, truth, truth_overall = _simulated(300, preset="mmlu", scale=0.08, seed=seed)
     print(f"joint: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains", flush=True)
     opts = {} if target_accept is None else {"target_accept": target_accept}
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est = fit(resp, method="bayes", spec=spec, seed=seed, draws=draws, tune=tune, chains=chains,
-                  progress=False, log_likelihood=False, **opts)
+    est = _fit(resp, method="bayes", spec=spec, seed=seed, draws=draws, tune=tune, chains=chains,
+               progress=False, log_likelihood=False, **opts)
     sec = time.perf_counter() - t0
     tree = est.tree
     cov = _coverage(tree, truth)
@@ -174,25 +188,15 @@ def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int
     values: ``mtlirt.fit(method="bayes", items="fixed")``; with ``bootstrap``
     > 0 also MTL with that many bootstrap replicates, whose overall scores
     and 90% intervals are compared with the posterior's."""
-    from mtlirt import fit
-    from mtlirt.data import Responses
-    from mtlirt.simulate import simulate
-
     t0 = time.perf_counter()
-    sim = simulate(n_llms, preset="mmlu", seed=seed)
-    resp = Responses.from_frame(sim.responses)
-    truth_theta = sim.domain_scores.loc[resp.llms, resp.domains].values
-    truth_overall = _standardised(sim.overall.loc[resp.llms].values[:, 0])
-    del sim
+    resp, truth_theta, truth_overall = _simulated(n_llms, preset="mmlu", seed=seed)
     t_sim = time.perf_counter() - t0
     print(f"flagship: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains "
           f"(simulated in {t_sim:.0f} s)", flush=True)
     opts = {} if target_accept is None else {"target_accept": target_accept}
     t1 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est = fit(resp, method="bayes", spec=spec, items="fixed", seed=seed, draws=draws, tune=tune,
-                  chains=chains, progress=False, log_likelihood=False, keep_raw=False, **opts)
+    est = _fit(resp, method="bayes", spec=spec, items="fixed", seed=seed, draws=draws, tune=tune,
+               chains=chains, progress=False, log_likelihood=False, keep_raw=False, **opts)
     t_fit = time.perf_counter() - t1
     rss_fit = _peak_rss_gb()
     tree = est.tree
@@ -218,9 +222,7 @@ def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int
     bayes_ov = est.overall_scores(0.9).set_index("llm").loc[resp.llms]
     del est, tree
     t2 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mtl = fit(resp, method="mtl", bootstrap=bootstrap, seed=seed)
+    mtl = _fit(resp, method="mtl", bootstrap=bootstrap, seed=seed)
     mtl_ov = mtl.overall_scores(0.9).set_index("llm").loc[resp.llms]
 
     def cover(t):
@@ -246,46 +248,30 @@ def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int
     return {**res, "vs_mtl": vs}
 
 
-def _intervals(tree, var: str, level: float = 0.9):
-    x = tree["posterior"][var]
-    x = x.transpose("chain", "draw", *[d for d in x.dims if d not in ("chain", "draw")]).values
-    x = x.reshape(-1, *x.shape[2:])
-    lo, hi = np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    return lo, hi, x.mean(0)
-
-
 def bench_fixed_vs_joint(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 4,
                          n_llms: int = 150, spec: str = "factor-2pl") -> dict:
     """(d) how far the fixed-items intervals are from the joint model's: the
     calibration design fitted both ways; 90% intervals of the domain and
     overall scores compared (endpoints, widths, means) and their coverage."""
-    from mtlirt import fit
-    from mtlirt.data import Responses
-    from mtlirt.simulate import simulate
+    from mtlirt.bayes import diagnostics
 
-    sim = simulate(n_llms, [10, 15, 20, 30, 40, 60], seed=seed)
-    resp = Responses.from_frame(sim.responses)
-    truth = {"theta": sim.domain_scores.loc[resp.llms, resp.domains].values,
-             "overall": _standardised(sim.overall.loc[resp.llms].values[:, 0])}
+    resp, truth_theta, truth_overall = _simulated(n_llms, [10, 15, 20, 30, 40, 60], seed=seed)
+    truth = {"theta": truth_theta, "overall": truth_overall}
     trees, secs = {}, {}
     for items in ("joint", "fixed"):
         t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est = fit(resp, method="bayes", spec=spec, items=items, seed=seed, draws=draws, tune=tune,
-                      chains=chains, progress=False, log_likelihood=False)
+        est = _fit(resp, method="bayes", spec=spec, items=items, seed=seed, draws=draws, tune=tune,
+                   chains=chains, progress=False, log_likelihood=False)
         secs[items] = round(time.perf_counter() - t0, 1)
         trees[items] = est.tree
     out = {"benchmark": f"fixed vs joint, {n_llms} LLMs, seed={seed}", "seconds": secs}
     for items, tree in trees.items():
-        from mtlirt.bayes import diagnostics
-
         d = diagnostics(tree)
         out[f"{items}_max_rhat"] = round(d["max_rhat"], 4)
         out[f"{items}_converged"] = d["converged"]
     for var in ("theta", "overall"):
-        lj, hj, mj = _intervals(trees["joint"], var)
-        lf, hf, mf = _intervals(trees["fixed"], var)
+        lj, hj, mj = _intervals(_draws(trees["joint"], var))
+        lf, hf, mf = _intervals(_draws(trees["fixed"], var))
         wj = hj - lj
         out[var] = {
             "joint_mean_width": round(float(wj.mean()), 3),
@@ -307,7 +293,6 @@ def bench_real(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int =
     log-likelihood of each (posterior predictive for the Bayesian fit)."""
     from pathlib import Path
 
-    from mtlirt import fit
     from mtlirt.bayes import diagnostics
     from mtlirt.data import Responses
     from mtlirt.heldout import heldout_loglik
@@ -321,16 +306,12 @@ def bench_real(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int =
           f"{int(mask.sum()):,} cells held out", flush=True)
     out = {"benchmark": f"MMLU-Pro 56 subjects, held-out {share}", "items": items}
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mtl = fit(train, method="mtl", seed=seed)
+    mtl = _fit(train, method="mtl", seed=seed)
     out["mtl_seconds"] = round(time.perf_counter() - t0, 1)
     out["mtl_heldout_mean_loglik"] = round(heldout_loglik(mtl, resp, mask)["mean_loglik"], 5)
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est = fit(train, method="bayes", spec=spec, items=items, seed=seed, draws=draws, tune=tune,
-                  chains=chains, progress=False, log_likelihood=False)
+    est = _fit(train, method="bayes", spec=spec, items=items, seed=seed, draws=draws, tune=tune,
+               chains=chains, progress=False, log_likelihood=False)
     out["bayes_seconds"] = round(time.perf_counter() - t0, 1)
     out["bayes_heldout_mean_loglik"] = round(heldout_loglik(est, resp, mask)["mean_loglik"], 5)
     d = diagnostics(est.tree)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from functools import partial
 
 import numpy as np
 import pytest

@@ -232,7 +232,6 @@ def add_derived(
     -------
     xarray.Dataset
     """
-    K = arr.n_domains
     J = arr.n_items
     tr = trait_draws(post, spec, anchors, list(arr.domains))
     C, D = tr["theta"].shape[:2]

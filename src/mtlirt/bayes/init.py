@@ -158,7 +158,7 @@ def initial_values(
     """
     from mtlirt.bayes.model import loading_layout
 
-    n, J, K = arr.n_llms, arr.n_items, arr.n_domains
+    n, K = arr.n_llms, arr.n_domains
     if trait_centered is None:
         trait_centered = np.full(K, spec.trait_parameterization == "centered")
     tc = np.asarray(trait_centered, dtype=bool)
