@@ -26,7 +26,7 @@ from mtlirt.bayes._data import ResponseArrays
 from mtlirt.bayes.model import loading_layout, standardize_eta
 from mtlirt.bayes.spec import ModelSpec
 
-__all__ = ["add_derived", "trait_draws", "item_draws"]
+__all__ = ["add_derived", "trait_draws", "item_draws", "factor_parts"]
 
 SAMPLE_DIMS = ("chain", "draw")
 
@@ -45,6 +45,36 @@ def _positions(post: xr.Dataset, name: str, domains: list) -> np.ndarray:
     dim = post[name].dims[-1]
     pos = {d: i for i, d in enumerate(domains)}
     return np.array([pos[str(x)] for x in post[dim].values], dtype=np.int64)
+
+
+def factor_parts(eta_raw: np.ndarray, loading_free: np.ndarray | None, loading_diag: np.ndarray,
+                 n_domains: int, anchors: list[int]):
+    """Overall traits, loadings and residual scales from the factor model's free
+    variables, as the model computes them (any leading dims, e.g. chain, draw).
+
+    Parameters
+    ----------
+    eta_raw : ndarray (..., N, r)
+    loading_free : ndarray (..., F) or None
+    loading_diag : ndarray (..., r)
+    n_domains : int
+    anchors : list of int
+
+    Returns
+    -------
+    eta (..., N, r) standardised over the LLMs (when N >= 3), lam (..., K, r),
+    psi (..., K) with ``psi_k = sqrt(1 - |lam_k|^2)``.
+    """
+    r = eta_raw.shape[-1]
+    lead = loading_diag.shape[:-1]
+    eta = standardize_eta(eta_raw, np, axis=-2) if eta_raw.shape[-2] >= 3 else eta_raw
+    V = np.zeros(lead + (n_domains, r))
+    rows, cols, drows = loading_layout(n_domains, r, anchors)
+    if len(rows):
+        V[..., rows, cols] = loading_free
+    V[..., drows, np.arange(r)] = loading_diag
+    psi = 1.0 / np.sqrt(1.0 + (V**2).sum(-1))
+    return eta, V * psi[..., None], psi
 
 
 def trait_draws(post: xr.Dataset, spec: ModelSpec, anchors: list[int], domains: list) -> dict:
@@ -73,19 +103,11 @@ def trait_draws(post: xr.Dataset, spec: ModelSpec, anchors: list[int], domains: 
     out = {}
     if spec.traits == "factor":
         r = spec.rank
-        eta = _v(post, "eta_raw")  # C D N r
-        if eta.shape[2] >= 3:
-            eta = standardize_eta(eta, np, axis=2)
+        free = _v(post, "loading_free") if "loading_free" in post else None
+        eta, lam, psi = factor_parts(_v(post, "eta_raw"), free, _v(post, "loading_diag"), K, anchors)
         C, D, N, _ = eta.shape
-        V = np.zeros((C, D, K, r))
-        rows, cols, drows = loading_layout(K, r, anchors)
-        if len(rows):
-            V[:, :, rows, cols] = _v(post, "loading_free")
-        V[:, :, drows, np.arange(r)] = _v(post, "loading_diag")
-        psi = 1.0 / np.sqrt(1.0 + (V**2).sum(-1))  # C D K
-        lam = V * psi[..., None]
         if "z" not in post and post["theta_raw"].dims[-1] == "domain":
-            theta = _v(post, "theta_raw")  # all centred: no copy
+            theta = post["theta_raw"].values  # all centred: no copy (float32 kept)
         else:
             theta = np.empty((C, D, N, K))
         if "theta_raw" in post and "z" in post:

@@ -60,6 +60,9 @@ def _attrs(tree) -> dict:
     return dict(tree["posterior"].attrs)
 
 
+CHUNK_ELEMS = 2e7  # draws x parameters per chunk of the R-hat/ESS computation
+
+
 def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = False) -> dict:
     """Convergence diagnostics of a fit (see module docstring for thresholds).
 
@@ -130,19 +133,22 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
             continue
         x = np.asarray(da.transpose("chain", "draw", ...).values)
         x = x.reshape(C, D, -1)
-        rng = x.max((0, 1)) - x.min((0, 1))
-        keep = rng > 1e-12 * np.maximum(1.0, np.abs(x[0, 0]))
-        if not keep.any():
-            continue
-        if not keep.all():
-            x = x[:, :, keep]
-        r, b, t = summary_stats(x)
-        if np.isfinite(r).any() and np.nanmax(r) > max_r:
-            max_r, worst = float(np.nanmax(r)), v
-        n_par += r.size
-        n_above += int(np.sum(r > RHAT_MAX))
-        min_b = min(min_b, float(np.nanmin(b)))
-        min_t = min(min_t, float(np.nanmin(t)))
+        per = max(1, int(CHUNK_ELEMS // (C * D)))  # parameters per chunk: bounded memory
+        for j in range(0, x.shape[2], per):
+            xc = x[:, :, j:j + per]
+            rng = xc.max((0, 1)) - xc.min((0, 1))
+            keep = rng > 1e-12 * np.maximum(1.0, np.abs(xc[0, 0]))
+            if not keep.any():
+                continue
+            if not keep.all():
+                xc = xc[:, :, keep]
+            r, b, t = summary_stats(xc)
+            if np.isfinite(r).any() and np.nanmax(r) > max_r:
+                max_r, worst = float(np.nanmax(r)), v
+            n_par += r.size
+            n_above += int(np.sum(r > RHAT_MAX))
+            min_b = min(min_b, float(np.nanmin(b)))
+            min_t = min(min_t, float(np.nanmin(t)))
     out["n_parameters"] = n_par
     out["share_rhat_above"] = n_above / n_par if n_par else float("nan")
     out["max_rhat"] = max_r if np.isfinite(max_r) else float("nan")

@@ -583,7 +583,12 @@ def build_fixed_model(
     pymc.Model
         With the potential ``loglik`` and attributes ``mtlirt_tables``,
         ``mtlirt_items`` (dict a, d, c), ``mtlirt_spec``, ``mtlirt_anchors``,
-        ``mtlirt_initvals``, ``mtlirt_kind = "fixed"``.
+        ``mtlirt_initvals``, ``mtlirt_kind = "fixed"``. Factor models with
+        ``trait_parameterization`` ``"auto"``/``"marginal"`` integrate the
+        domain-specific traits out (free variables ``eta_raw``, ``loading_*``
+        only; attribute ``mtlirt_marginal`` holds the quadrature, see
+        :mod:`mtlirt.bayes.marginal`); :func:`mtlirt.bayes.fit_bayes` then
+        draws the domain scores from their conditional posterior.
     """
     import pymc as pm
 
@@ -598,6 +603,8 @@ def build_fixed_model(
         tables = build_tables(arr, items["a"], items["d"], items["c"])
     n, K = arr.n_llms, arr.n_domains
     anchors = anchor_domains(arr, spec.rank) if spec.traits == "factor" else []
+    if use_marginal(spec):
+        return _build_marginal_model(arr, spec, anchors, items, tables, init)
     G = tables.n_grid
     tc = trait_centering(arr, spec)
     coords = add_coords_for_centering(model_coords(arr, spec), list(arr.domains), tc)
@@ -617,6 +624,46 @@ def build_fixed_model(
     model.mtlirt_trait_centered = tc
     model.mtlirt_initvals = initial_values(arr, spec, anchors, init, include_items=False,
                                            trait_centered=tc)
+    return model
+
+
+def use_marginal(spec: ModelSpec) -> bool:
+    """Whether the fixed-items model integrates the domain-specific traits out:
+    factor models with ``trait_parameterization`` ``"auto"`` or ``"marginal"``."""
+    return spec.traits == "factor" and spec.trait_parameterization in ("auto", "marginal")
+
+
+def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[int], items: dict,
+                          tables: LikelihoodTables, init: dict | None):
+    """The fixed-items factor model with the domain traits integrated out
+    (:mod:`mtlirt.bayes.marginal`): free variables ``eta_raw``,
+    ``loading_free``, ``loading_diag`` only."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from mtlirt.bayes.derived import factor_parts
+    from mtlirt.bayes.init import initial_values
+    from mtlirt.bayes.marginal import marginal_loglik_pt, quadrature_nodes
+    from mtlirt.bayes.model import add_factor_block, model_coords
+
+    n, K = arr.n_llms, arr.n_domains
+    allc = np.ones(K, dtype=bool)
+    iv = initial_values(arr, spec, anchors, init, include_items=False, trait_centered=allc)
+    iv = {k: v for k, v in iv.items() if k in ("eta_raw", "loading_free", "loading_diag")}
+    eta0, lam0, psi0 = factor_parts(iv["eta_raw"], iv.get("loading_free"), iv["loading_diag"], K, anchors)
+    quad = quadrature_nodes(tables, eta0 @ lam0.T, psi0)
+    with pm.Model(coords=model_coords(arr, spec)) as model:
+        data = [pm.Data(f"quad_{k}", quad[k]) for k in ("start", "step", "weight", "logscale")]
+        eta, lam, psi = add_factor_block(spec, n, K, anchors)
+        pm.Potential("loglik", marginal_loglik_pt(*data, pt.dot(eta, lam.T), psi))
+    model.mtlirt_spec = spec
+    model.mtlirt_anchors = anchors
+    model.mtlirt_kind = "fixed"
+    model.mtlirt_tables = tables
+    model.mtlirt_items = items
+    model.mtlirt_trait_centered = allc
+    model.mtlirt_marginal = quad
+    model.mtlirt_initvals = iv
     return model
 
 

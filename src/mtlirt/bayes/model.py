@@ -198,18 +198,7 @@ def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
     dim_c = "domain_c" if mixed else "domain"
     dim_nc = "domain_nc" if mixed else "domain"
     if spec.traits == "factor":
-        r = spec.rank
-        rows, cols, drows = loading_layout(K, r, anchors)
-        eta_raw = pm.Normal("eta_raw", 0.0, 1.0, dims=("llm", "factor"))
-        eta = standardize_eta(eta_raw, pt) if n_llms >= 3 else eta_raw
-        parts = pt.zeros((K, r))
-        if len(rows):
-            free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=len(rows))
-            parts = pt.set_subtensor(parts[rows, cols], free)
-        diag = pm.HalfNormal("loading_diag", p.loading_scale, shape=r)
-        V = pt.set_subtensor(parts[drows, np.arange(r)], diag)
-        scale = 1.0 / pt.sqrt(1.0 + pt.sum(V**2, axis=1))  # psi_k
-        lam = V * scale[:, None]
+        eta, lam, scale = add_factor_block(spec, n_llms, K, anchors)
         mean = pt.dot(eta, lam.T)  # N x K
         if len(ic) == K:
             return pm.Normal("theta_raw", mean, scale[None, :], dims=("llm", dim_c))
@@ -231,6 +220,28 @@ def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
         z = pm.Normal("z", 0.0, 1.0, dims=("llm", "domain"))
         return pt.dot(z, L.T)
     raise InputError(f"unknown traits {spec.traits!r}")
+
+
+def add_factor_block(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int]):
+    """Add the overall traits and loadings of the factor model to the current
+    model; return tensors ``eta`` (N x r, standardised over the LLMs when
+    N >= 3), ``Lambda`` (K x r) and ``psi`` (K,) = sqrt(1 - |Lambda_k|^2)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    p = spec.priors
+    K, r = n_domains, spec.rank
+    rows, cols, drows = loading_layout(K, r, anchors)
+    eta_raw = pm.Normal("eta_raw", 0.0, 1.0, dims=("llm", "factor"))
+    eta = standardize_eta(eta_raw, pt) if n_llms >= 3 else eta_raw
+    parts = pt.zeros((K, r))
+    if len(rows):
+        free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=len(rows))
+        parts = pt.set_subtensor(parts[rows, cols], free)
+    diag = pm.HalfNormal("loading_diag", p.loading_scale, shape=r)
+    V = pt.set_subtensor(parts[drows, np.arange(r)], diag)
+    psi = 1.0 / pt.sqrt(1.0 + pt.sum(V**2, axis=1))
+    return eta, V * psi[:, None], psi
 
 
 def standardize_eta(eta_raw, xp=np, axis: int = 0):
@@ -367,6 +378,9 @@ def build_model(responses: Any, spec: "str | ModelSpec | None" = None, *, init: 
 
     arr = as_arrays(responses)
     spec = load_spec(spec)
+    if spec.trait_parameterization == "marginal":
+        raise InputError("trait_parameterization = 'marginal' integrates the domain traits out "
+                         "against fixed items: use items='fixed' (--items fixed)")
     n, K = arr.n_llms, arr.n_domains
     dom = arr.item_domain
     anchors = anchor_domains(arr, spec.rank) if spec.traits == "factor" else []

@@ -301,8 +301,15 @@ def fit_bayes(
         post.attrs["mtlirt_map_converged"] = int(not msgs)
         if msgs:
             post.attrs["mtlirt_map_message"] = msgs[0]
-    t_sample = time.perf_counter() - t1
     anchors = list(model.mtlirt_anchors)
+    quad = getattr(model, "mtlirt_marginal", None)
+    if quad is not None:  # domain traits integrated out: draw them back
+        from mtlirt.bayes.marginal import add_domain_scores
+
+        post = post.assign_coords(llm=list(arr.llms), domain=list(arr.domains))
+        post = add_domain_scores(post, model.mtlirt_tables, quad, anchors, seed=seed,
+                                 point=method == "map", progress=progress)
+    t_sample = time.perf_counter() - t1
     fixed = model.mtlirt_items if items == "fixed" else None
     tables = model.mtlirt_tables if items == "fixed" else None
     post = add_derived(post, arr, spec, anchors, fixed_items=fixed, tables=tables)

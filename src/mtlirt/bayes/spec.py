@@ -10,7 +10,7 @@ name. Fields::
     traits = "factor"             # "factor" | "correlated"
     rank = 1                      # factor only: number of overall traits
     item_parameterization = "auto"    # "noncentered" | "centered" | "auto"
-    trait_parameterization = "auto"   # "noncentered" | "centered" | "auto"
+    trait_parameterization = "auto"   # "noncentered" | "centered" | "auto" | "marginal"
 
     [priors]                      # every key optional, defaults below
     loading_scale = 2.0           # v ~ N(0, s); Lambda = v / sqrt(1 + |v|^2)
@@ -45,6 +45,7 @@ DEFAULT_SPEC = "factor-2pl"
 _ITEM_MODELS = ("1pl", "2pl", "3pl")
 _TRAITS = ("factor", "correlated")
 _PARAMS = ("auto", "noncentered", "centered")
+_TRAIT_PARAMS = _PARAMS + ("marginal",)
 
 
 @dataclass(frozen=True)
@@ -92,11 +93,15 @@ class ModelSpec:
     rank : int
         Number of overall traits (factor models; 1 for correlated).
     item_parameterization, trait_parameterization : {"auto", "noncentered", "centered"}
+        (``trait_parameterization`` also ``"marginal"``)
         Parameterisation of the item and trait hierarchies. ``"auto"``
         (default) centres where the data dominate the prior: the items when
         they have on average >= 100 observed responses, each domain's traits
         when its LLMs answered on average >= 40 of its items (non-centred
-        otherwise); see :func:`mtlirt.bayes.model.trait_centering`.
+        otherwise); see :func:`mtlirt.bayes.model.trait_centering`. With
+        the items fixed, ``"auto"`` factor models integrate the
+        domain-specific parts out (``"marginal"``, see
+        :mod:`mtlirt.bayes.marginal`); ``"marginal"`` needs fixed items.
     priors : Priors
         Prior scales.
     description : str
@@ -263,7 +268,9 @@ def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
     item_model = choice("item_model", _ITEM_MODELS, "2pl")
     traits = choice("traits", _TRAITS, "factor")
     ipar = choice("item_parameterization", _PARAMS, "auto")
-    tpar = choice("trait_parameterization", _PARAMS, "auto")
+    tpar = choice("trait_parameterization", _TRAIT_PARAMS, "auto")
+    if tpar == "marginal" and traits != "factor":
+        raise InputError(f"{where}: trait_parameterization = 'marginal' needs traits = 'factor'")
 
     rank = data.get("rank", 1)
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:

@@ -1,0 +1,518 @@
+"""Fixed items, factor traits: the domain-specific parts integrated out.
+
+With the items fixed, the domain score ``theta_ik`` enters the likelihood
+alone, through the tabulated ``l_ik(theta)`` of :mod:`mtlirt.bayes.fixed_items`,
+and given the overall traits and loadings the domain scores are independent::
+
+    theta_ik | eta, Lambda ~ N(m_ik, psi_k^2),   m_ik = Lambda_k . eta_i,
+                                                 psi_k = sqrt(1 - |Lambda_k|^2)
+
+So the posterior of ``(eta, Lambda)`` alone has the exact marginal likelihood
+
+    p(y_ik | eta, Lambda) = integral exp(l_ik(theta)) N(theta; m_ik, psi_k^2) dtheta,
+
+and NUTS needs to explore only ``N r + K r`` parameters instead of
+``N (K + r) + K r``: the collective modes that couple each domain's scale
+``psi_k`` to its N domain scores (slow for centred and for non-centred
+traits alike when the data and the prior are of similar strength) are gone.
+
+The integral (:func:`quadrature_nodes`, :func:`marginal_loglik_pt`)
+-------------------------------------------------------------------
+Gauss-Hermite quadrature with ``Q`` nodes per cell, placed by importance:
+``theta_ikq = mu_ik + sigma_ik x_q`` where ``mu_ik``, ``sigma_ik`` are the mean
+and sd of the cell's conditional posterior at the initial point (the MTL
+estimate), computed once on the table grid. With ``w_q`` the probabilists'
+Gauss-Hermite weights (summing to 1)::
+
+    log p(y_ik | m, psi) ~= logsumexp_q [c_ikq - (theta_ikq - m)^2 / (2 psi^2)] - log psi,
+    c_ikq = log w_q + x_q^2 / 2 + log sigma_ik + l_ik(theta_ikq).
+
+The nodes and ``c_ikq`` are constants, so a gradient costs ``O(N K Q)``
+arithmetic and no table look-ups. The integrand divided by the node density is
+nearly constant wherever the conditional posterior moves little from the
+initial point (the posterior of ``m_ik`` and ``psi_k`` is far narrower than
+the conditional of ``theta_ik`` at leaderboard sizes); the error is measured
+in ``tests/test_bayes_marginal.py`` against a fine-grid integral.
+
+The domain scores (:func:`draw_domain_scores`)
+----------------------------------------------
+For every posterior draw of ``(eta, Lambda)`` each ``theta_ik`` is drawn
+from its conditional posterior ``exp(l_ik(theta)) N(theta; m_ik, psi_k^2)``:
+a proposal from the Gaussian approximation (the likelihood's own Gaussian
+approximation, backed out of the initial conditional moments, times the
+draw's prior; sd inflated by ``kappa``) followed by ``steps`` independence
+Metropolis-Hastings steps with the same proposal, which leave the exact
+conditional invariant. The acceptance rate is recorded
+(``mtlirt_theta_acceptance``); near 1 means the proposal is already close
+to exact. Random numbers come from numpy's generator seeded by the fit's
+seed, one stream per block of draws, so the same seed gives the same draws.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "N_NODES",
+    "conditional_moments",
+    "quadrature_nodes",
+    "marginal_kernel",
+    "marginal_loglik_np",
+    "marginal_loglik_pt",
+    "draw_domain_scores",
+]
+
+N_NODES = 13
+NODE_HALF_WIDTH = 6.0
+PROPOSAL_INFLATION = 1.1
+MH_STEPS = 4
+
+
+def _loglik_grid(tables, rows: slice) -> np.ndarray:
+    """``l_ik`` (up to a per-cell constant) at the table's grid nodes for the
+    LLMs ``rows``: (n, K, G)."""
+    G = tables.n_grid
+    grid = tables.lo + tables.h * np.arange(G)
+    return tables.s[rows, :, None] * grid - tables.F[tables.table[rows]]
+
+
+def loglik_at(tables, x: np.ndarray, llms: slice | None = None) -> np.ndarray:
+    """``l_ik(x)`` by the tables' cubic Hermite interpolation; ``x`` is
+    (n, K, ...) for the LLMs ``llms`` (default all)."""
+    from mtlirt.bayes.fixed_items import hermite_np
+
+    llms = slice(None) if llms is None else llms
+    extra = (None,) * (x.ndim - 2)
+    rows = tables.table[llms][(...,) + extra]
+    s = tables.s[llms][(...,) + extra]
+    return s * x - hermite_np(tables.F, tables.dF, rows, x, tables.lo, tables.h)
+
+
+def conditional_moments(tables, m: np.ndarray, psi: np.ndarray, *, max_elems: float = 2e7):
+    """Mean and sd of each cell's conditional posterior of ``theta_ik`` under
+    the prior ``N(m_ik, psi_k^2)``, and the log of the integral (exact on the
+    table grid, trapezoid rule).
+
+    Parameters
+    ----------
+    tables : LikelihoodTables
+    m : ndarray (N, K)
+    psi : ndarray (K,)
+
+    Returns
+    -------
+    mean, sd, log_integral : ndarray (N, K)
+    """
+    N, K = m.shape
+    G = tables.n_grid
+    grid = tables.lo + tables.h * np.arange(G)
+    mean = np.empty((N, K))
+    sd = np.empty((N, K))
+    logi = np.empty((N, K))
+    per = max(1, int(max_elems // max(K * G, 1)))
+    inv2 = 1.0 / (2.0 * psi**2)
+    for a in range(0, N, per):
+        sl = slice(a, min(N, a + per))
+        lp = _loglik_grid(tables, sl) - (grid - m[sl, :, None]) ** 2 * inv2[None, :, None]
+        mx = lp.max(-1, keepdims=True)
+        w = np.exp(lp - mx)
+        Z = w.sum(-1)
+        mu = (w * grid).sum(-1) / Z
+        var = (w * (grid - mu[..., None]) ** 2).sum(-1) / Z
+        mean[sl] = mu
+        sd[sl] = np.sqrt(np.maximum(var, (0.25 * tables.h) ** 2))
+        logi[sl] = np.log(Z) + mx[..., 0] + np.log(tables.h) - np.log(psi)[None, :] - 0.5 * np.log(2 * np.pi)
+    return mean, sd, logi
+
+
+def quadrature_nodes(tables, m0: np.ndarray, psi0: np.ndarray, n_nodes: int = N_NODES,
+                     half_width: float = NODE_HALF_WIDTH):
+    """Per-cell quadrature for :func:`marginal_loglik`.
+
+    Parameters
+    ----------
+    tables : LikelihoodTables
+    m0 : ndarray (N, K)
+        Prior means ``Lambda_k . eta_i`` at the initial point.
+    psi0 : ndarray (K,)
+        Residual sds at the initial point.
+    n_nodes : int
+    half_width : float
+        The nodes span the initial conditional mean +- ``half_width`` sds.
+
+    Returns
+    -------
+    dict
+        ``start``, ``step`` (N, K): node ``q`` of cell (i, k) is
+        ``start + q step``; ``weight`` (N, K, Q): ``exp(l(node) - max_q l)``;
+        ``logscale`` (N, K): ``max_q l + log(step) - log(2 pi) / 2``;
+        ``mean``, ``sd`` (N, K): the conditional moments at the initial
+        point; ``m0``, ``psi0``.
+    """
+    mean, sd, _ = conditional_moments(tables, m0, psi0)
+    x = np.linspace(-half_width, half_width, int(n_nodes))
+    step = sd * (x[1] - x[0])
+    start = mean + sd * x[0]
+    nodes = start[..., None] + step[..., None] * np.arange(len(x))
+    ll = loglik_at(tables, nodes)
+    mx = ll.max(-1)
+    return {"start": start, "step": step, "weight": np.exp(ll - mx[..., None]),
+            "logscale": mx + np.log(step) - 0.5 * np.log(2 * np.pi),
+            "mean": mean, "sd": sd, "m0": np.asarray(m0, float), "psi0": np.asarray(psi0, float)}
+
+
+def _marginal_kernel():
+    import numba
+
+    @numba.njit(boundscheck=False, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"})
+    def kernel(start, step, weight, logscale, m, psi):
+        N, K, Q = weight.shape
+        dm = np.empty((N, K))
+        dpsi = np.zeros(K)
+        total = 0.0
+        g = np.empty(Q)
+        a_k = 0.5 / (psi * psi)
+        for i in range(N):
+            for k in range(K):
+                a = a_k[k]
+                t0 = start[i, k]
+                h = step[i, k]
+                mm = m[i, k]
+                # anchor: the node nearest the prior mean, where the Gaussian
+                # factor exp(-a (node - m)^2) is largest; the factor at the other
+                # nodes follows by multiplying ratios (2 exps per cell, not Q)
+                j = int(np.floor((mm - t0) / h + 0.5))
+                j = min(max(j, 0), Q - 1)
+                dj = t0 + j * h - mm
+                tau = np.exp(-2.0 * a * h * h)
+                up = np.exp(-a * (2.0 * dj * h + h * h))
+                down = tau / up  # exp(-a (h^2 - 2 dj h))
+                g[j] = 1.0
+                r = up
+                for q in range(j, Q - 1):
+                    g[q + 1] = g[q] * r
+                    r *= tau
+                r = down
+                for q in range(j, 0, -1):
+                    g[q - 1] = g[q] * r
+                    r *= tau
+                S = 0.0
+                S1 = 0.0
+                S2 = 0.0
+                for q in range(Q):
+                    w = weight[i, k, q] * g[q]
+                    d = t0 + q * h - mm
+                    S += w
+                    S1 += w * d
+                    S2 += w * d * d
+                if S > 1e-280 and up > 1e-280:
+                    lv = np.log(S) - a * dj * dj
+                else:  # prior far from every node with weight: log domain
+                    mx = -np.inf
+                    for q in range(Q):
+                        d = t0 + q * h - mm
+                        g[q] = np.log(weight[i, k, q]) - a * d * d
+                        mx = max(mx, g[q])
+                    S = 0.0
+                    S1 = 0.0
+                    S2 = 0.0
+                    for q in range(Q):
+                        d = t0 + q * h - mm
+                        w = np.exp(g[q] - mx)
+                        S += w
+                        S1 += w * d
+                        S2 += w * d * d
+                    lv = mx + np.log(S)
+                total += logscale[i, k] + lv
+                dm[i, k] = 2.0 * a * S1 / S
+                dpsi[k] += S2 / S
+        for k in range(K):
+            total -= N * np.log(psi[k])
+            dpsi[k] = dpsi[k] / psi[k] ** 3 - N / psi[k]
+        return total, dm, dpsi
+
+    return kernel
+
+
+_MARGINAL = None
+
+
+def marginal_kernel():
+    """The compiled kernel ``(start, step, weight, logscale, m, psi) -> (total
+    log-likelihood, d/dm (N, K), d/dpsi (K,))``."""
+    global _MARGINAL
+    if _MARGINAL is None:
+        _MARGINAL = _marginal_kernel()
+    return _MARGINAL
+
+
+def marginal_loglik_np(quad: dict, m: np.ndarray, psi: np.ndarray) -> np.ndarray:
+    """The quadrature's ``log p(y_ik | m_ik, psi_k)`` per cell (N, K), numpy
+    (log domain; the reference for the kernel)."""
+    from scipy.special import logsumexp
+
+    Q = quad["weight"].shape[-1]
+    nodes = quad["start"][..., None] + quad["step"][..., None] * np.arange(Q)
+    with np.errstate(divide="ignore"):
+        e = np.log(quad["weight"]) - (nodes - m[..., None]) ** 2 / (2.0 * psi[None, :, None] ** 2)
+    return quad["logscale"] + logsumexp(e, axis=-1) - np.log(psi)[None, :]
+
+
+def _make_op():
+    import pytensor.tensor as pt
+    from pytensor.gradient import disconnected_type
+    from pytensor.graph.basic import Apply
+    from pytensor.graph.op import Op
+
+    class MarginalLogLikOp(Op):
+        """Total marginal log-likelihood of the fixed-items factor model and its
+        gradient in one pass (outputs: value, d/dm, d/dpsi)."""
+
+        __props__ = ()
+
+        def make_node(self, start, step, weight, logscale, m, psi):
+            ins = [pt.as_tensor_variable(v) for v in (start, step, weight, logscale, m, psi)]
+            outs = [pt.dscalar(), pt.dmatrix(), pt.dvector()]
+            return Apply(self, ins, outs)
+
+        def perform(self, node, inputs, outputs):
+            v, dm, dpsi = marginal_kernel()(*[np.asarray(x, dtype=np.float64) for x in inputs])
+            outputs[0][0] = np.asarray(v)
+            outputs[1][0] = dm
+            outputs[2][0] = dpsi
+
+        def connection_pattern(self, node):
+            return [[False, False, False]] * 4 + [[True, False, False]] * 2
+
+        def pullback(self, inputs, outputs, cotangents):
+            g = cotangents[0]
+            return [disconnected_type() for _ in range(4)] + [g * outputs[1], g * outputs[2]]
+
+        L_op = pullback  # the name before PyTensor 3.3
+
+    try:
+        from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
+
+        @register_funcify_default_op_cache_key(MarginalLogLikOp)
+        def _funcify(op, node=None, **kwargs):
+            import numba
+
+            kern = marginal_kernel()
+
+            @numba.njit
+            def f(start, step, weight, logscale, m, psi):
+                v, dm, dpsi = kern(start, step, weight, logscale, m, psi)
+                return np.asarray(v), dm, dpsi
+
+            return f
+    except ImportError:  # pragma: no cover - PyTensor without the numba backend
+        pass
+    return MarginalLogLikOp()
+
+
+_OP = None
+
+
+def marginal_loglik_pt(start, step, weight, logscale, m, psi):
+    """PyTensor total of :func:`marginal_loglik_np` over all cells (data
+    ``start``, ``step``, ``logscale`` (N, K), ``weight`` (N, K, Q); tensors
+    ``m`` (N, K), ``psi`` (K,)), computed with its gradient by one compiled
+    kernel."""
+    global _OP
+    if _OP is None:
+        _OP = _make_op()
+    return _OP(start, step, weight, logscale, m, psi)[0]
+
+
+def _likelihood_gaussian(quad: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The likelihood's own Gaussian approximation per cell (precision ``I``,
+    centre ``that``), backed out of the conditional moments at the initial
+    point: ``1/sd^2 = I + 1/psi0^2``, ``mean/sd^2 = I that + m0/psi0^2``."""
+    prec0 = 1.0 / quad["sd"] ** 2
+    pp = 1.0 / quad["psi0"] ** 2
+    info = np.maximum(prec0 - pp[None, :], 0.0)
+    num = quad["mean"] * prec0 - quad["m0"] * pp[None, :]
+    that = np.where(info > 1e-8, num / np.where(info > 1e-8, info, 1.0), 0.0)
+    return info, that
+
+
+def _imh_kernel():
+    import numba
+
+    @numba.njit(parallel=True, cache=False)
+    def kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, z0, zs, us, out, acc):
+        d, N, K = m.shape
+        T = zs.shape[0]
+        hi = lo + h * (G - 1)
+        for i in numba.prange(N):
+            n_acc = 0
+            for t in range(d):
+                for k in range(K):
+                    ps2 = psi[t, k] * psi[t, k]
+                    prec = info[i, k] + 1.0 / ps2
+                    mu = (info[i, k] * that[i, k] + m[t, i, k] / ps2) / prec
+                    sp = kappa / np.sqrt(prec)
+                    row = rows[i, k] * G
+                    x = mu + sp * z0[t, i, k]
+                    lw = 0.0
+                    for step in range(T + 1):
+                        y = x if step == 0 else mu + sp * zs[step - 1, t, i, k]
+                        # l(y) by cubic Hermite interpolation, linear outside
+                        yc = min(max(y, lo), hi)
+                        u = (yc - lo) / h
+                        i0 = min(max(int(np.floor(u)), 0), G - 2)
+                        tt = u - i0
+                        t2 = tt * tt
+                        t3 = t2 * tt
+                        b = row + i0
+                        g = ((2 * t3 - 3 * t2 + 1) * Ff[b] + (t3 - 2 * t2 + tt) * h * dFf[b]
+                             + (-2 * t3 + 3 * t2) * Ff[b + 1] + (t3 - t2) * h * dFf[b + 1])
+                        if y > hi:
+                            g += (y - hi) * dFf[row + G - 1]
+                        elif y < lo:
+                            g += (y - lo) * dFf[row]
+                        lwy = (s[i, k] * y - g - (y - m[t, i, k]) ** 2 / (2.0 * ps2)
+                               + (y - mu) ** 2 / (2.0 * sp * sp))
+                        if step == 0:
+                            lw = lwy
+                        elif np.log(us[step - 1, t, i, k]) < lwy - lw:
+                            x = y
+                            lw = lwy
+                            n_acc += 1
+                    out[t, i, k] = x
+            acc[i] += n_acc
+
+    return kernel
+
+
+_KERNEL = None
+
+
+def draw_domain_scores(tables, quad: dict, m, psi, *, seed: int = 0, steps: int = MH_STEPS,
+                       kappa: float = PROPOSAL_INFLATION, dtype=np.float32, max_elems: float = 2e7,
+                       progress=None):
+    """Draw every ``theta_ik`` from its conditional posterior given each
+    posterior draw of ``(eta, Lambda)`` (see module docstring).
+
+    Parameters
+    ----------
+    tables : LikelihoodTables
+    quad : dict
+        From :func:`quadrature_nodes`.
+    m : callable or ndarray
+        ``m(c, sl)`` -> (d, N, K) prior means for chain ``c`` and draws
+        ``sl``, or an array (C, D, N, K).
+    psi : ndarray (C, D, K)
+    seed : int
+    steps : int
+        Independence Metropolis-Hastings steps after the first proposal.
+    kappa : float
+        Inflation of the proposal sd.
+    dtype : numpy dtype
+        Of the returned draws (float32 halves the memory of the largest
+        array of a leaderboard-sized posterior; its 7 significant digits
+        are far below posterior sds).
+    progress : callable, optional
+        Called with the fraction done.
+
+    Returns
+    -------
+    theta : ndarray (C, D, N, K)
+    acceptance : float
+        Share of accepted Metropolis-Hastings proposals.
+    """
+    global _KERNEL
+    if _KERNEL is None:
+        _KERNEL = _imh_kernel()
+    C, D, K = psi.shape
+    N = tables.s.shape[0]
+    get_m = m if callable(m) else (lambda c, sl: m[c, sl])
+    info, that = _likelihood_gaussian(quad)
+    Ff = np.ascontiguousarray(tables.F.reshape(-1))
+    dFf = np.ascontiguousarray(tables.dF.reshape(-1))
+    rows = np.ascontiguousarray(tables.table, dtype=np.int64)
+    s = np.ascontiguousarray(tables.s, dtype=np.float64)
+    out = np.empty((C, D, N, K), dtype=dtype)
+    acc = np.zeros(N, dtype=np.int64)
+    per = max(1, int(max_elems // max(N * K * (2 * steps + 1), 1)))
+    blocks = [(c, slice(a, min(D, a + per))) for c in range(C) for a in range(0, D, per)]
+    seqs = np.random.SeedSequence([int(seed), 0x7E7A]).spawn(len(blocks))
+    for b, ((c, sl), ss) in enumerate(zip(blocks, seqs)):
+        rng = np.random.default_rng(ss)
+        d = sl.stop - sl.start
+        mm = np.ascontiguousarray(get_m(c, sl), dtype=np.float64)
+        z0 = rng.standard_normal((d, N, K))
+        zs = rng.standard_normal((steps, d, N, K))
+        us = rng.random((steps, d, N, K))
+        buf = np.empty((d, N, K))
+        _KERNEL(mm, np.ascontiguousarray(psi[c, sl], dtype=np.float64), s, rows, Ff, dFf,
+                float(tables.lo), float(tables.h), int(tables.n_grid), info, that, float(kappa),
+                z0, zs, us, buf, acc)
+        out[c, sl] = buf
+        if progress is not None:
+            progress((b + 1) / len(blocks))
+    total = C * D * N * K * steps
+    return out, (float(acc.sum()) / total if total else float("nan"))
+
+
+def add_domain_scores(post, tables, quad: dict, anchors: list[int], *, seed: int = 0,
+                      point: bool = False, progress: bool = False):
+    """Add the domain scores ``theta_raw`` (chain, draw, llm, domain) to a
+    posterior of the marginal model (free variables ``eta_raw``,
+    ``loading_*``).
+
+    Parameters
+    ----------
+    post : xarray.Dataset
+    tables : LikelihoodTables
+    quad : dict
+        From :func:`quadrature_nodes`.
+    anchors : list of int
+    seed : int
+    point : bool
+        A point estimate (MAP): the conditional posterior means instead of
+        random draws.
+    progress : bool
+
+    Returns
+    -------
+    xarray.Dataset
+        With ``theta_raw`` and, for draws, the attribute
+        ``mtlirt_theta_acceptance``.
+    """
+    import xarray as xr
+
+    from mtlirt.bayes.derived import factor_parts
+    from mtlirt.progress import progress_bar
+
+    K = tables.s.shape[1]
+    free = post["loading_free"].values if "loading_free" in post else None
+    eta, lam, psi = factor_parts(np.asarray(post["eta_raw"].values, float), free,
+                                 np.asarray(post["loading_diag"].values, float), K, anchors)
+    C, D = psi.shape[:2]
+
+    def m(c, sl):
+        return np.einsum("dnr,dkr->dnk", eta[c, sl], lam[c, sl])
+
+    attrs = dict(post.attrs)
+    if point:
+        theta = np.empty((C, D) + tables.s.shape, dtype=np.float32)
+        for c in range(C):
+            for t in range(D):
+                theta[c, t] = conditional_moments(tables, m(c, slice(t, t + 1))[0], psi[c, t])[0]
+    else:
+        with progress_bar(100, "domain scores") as bar:
+            done = [0]
+
+            def tick(frac):
+                n = int(100 * frac) - done[0]
+                if n > 0:
+                    bar.update(n)
+                    done[0] += n
+
+            theta, acc = draw_domain_scores(tables, quad, m, psi, seed=seed,
+                                            progress=tick if progress else None)
+        attrs["mtlirt_theta_acceptance"] = acc
+    out = post.assign(theta_raw=xr.Variable(("chain", "draw", "llm", "domain"), theta))
+    out.attrs = attrs
+    return out

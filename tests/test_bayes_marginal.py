@@ -1,0 +1,144 @@
+"""Tests of mtlirt.bayes.marginal: the fixed-items factor model with the domain
+traits integrated out (quadrature, compiled kernel and its gradient, the
+PyMC potential, the conditional draws of the domain scores)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from mtlirt.errors import InputError
+
+pm = pytest.importorskip("pymc")
+
+from mtlirt.bayes import build_fixed_model, build_model, fit_bayes, load_spec  # noqa: E402
+from mtlirt.bayes.fixed_items import build_tables  # noqa: E402
+from mtlirt.bayes.marginal import (  # noqa: E402
+    conditional_moments,
+    draw_domain_scores,
+    marginal_kernel,
+    marginal_loglik_np,
+    quadrature_nodes,
+)
+
+from test_bayes import toy  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def setup():
+    """Toy data with short and long domains, missing responses, tables at the
+    true items and a quadrature at a point near the truth."""
+    arr, truth = toy(40, (5, 12, 60), missing=0.1, seed=4, loading=0.85)
+    tables = build_tables(arr, truth["a"], truth["d"], 0.0)
+    lam = truth["lam"]
+    psi = np.sqrt(1 - lam**2)
+    m0 = truth["eta"][:, None] * lam[None, :]
+    return arr, truth, tables, m0, psi, quadrature_nodes(tables, m0, psi)
+
+
+def test_quadrature_matches_fine_grid_integral(setup):
+    """The 13-node quadrature reproduces the integral over the whole table grid
+    when the prior moves away from where the nodes were placed."""
+    arr, truth, tables, m0, psi, quad = setup
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        m = m0 + rng.normal(0, 0.1, size=m0.shape)
+        ps = psi * np.exp(rng.normal(0, 0.15, size=psi.shape))
+        exact = conditional_moments(tables, m, ps)[2]
+        approx = marginal_loglik_np(quad, m, ps)
+        assert np.abs(approx - exact).max() < 2e-3
+        assert abs(approx.sum() - exact.sum()) < 1e-2
+
+
+def test_kernel_value_and_gradient(setup):
+    arr, truth, tables, m0, psi, quad = setup
+    kern = marginal_kernel()
+    args = [quad[k] for k in ("start", "step", "weight", "logscale")]
+    m = m0 + 0.05
+    ps = psi * 1.1
+    v, dm, dpsi = kern(*args, m, ps)
+    assert np.isclose(v, marginal_loglik_np(quad, m, ps).sum(), rtol=1e-10)
+    eps = 1e-6
+    for i, k in ((0, 0), (7, 1), (39, 2)):
+        m2 = m.copy()
+        m2[i, k] += eps
+        assert np.isclose((kern(*args, m2, ps)[0] - v) / eps, dm[i, k], rtol=1e-3, atol=1e-4)
+    for k in range(3):
+        p2 = ps.copy()
+        p2[k] += eps
+        assert np.isclose((kern(*args, m, p2)[0] - v) / eps, dpsi[k], rtol=1e-3, atol=1e-3)
+    # a prior far from every node (warm-up territory) stays finite
+    v_far, dm_far, _ = kern(*args, m + 40.0, ps)
+    assert np.isfinite(v_far) and np.all(np.isfinite(dm_far))
+
+
+def test_marginal_model_potential(setup):
+    """The default fixed-items factor model samples only the overall traits and
+    loadings, and its potential is the quadrature's marginal log-likelihood."""
+    arr, truth, tables, m0, psi, _ = setup
+    model = build_fixed_model(arr, "factor-2pl", item_values={"a": truth["a"], "d": truth["d"]})
+    assert {rv.name for rv in model.free_RVs} == {"eta_raw", "loading_free", "loading_diag"}
+    quad = model.mtlirt_marginal
+    import pytensor
+
+    from mtlirt.bayes.derived import factor_parts
+
+    ip = model.initial_point()
+    pot = model.replace_rvs_by_values([model.potentials[0]])[0]
+    fn = pytensor.function(model.value_vars, pot, on_unused_input="ignore", mode="FAST_COMPILE")
+    got = float(fn(*[ip[v.name] for v in model.value_vars]))
+    eta, lam, ps = factor_parts(ip["eta_raw"], ip["loading_free"], np.exp(ip["loading_diag_log__"]),
+                                arr.n_domains, model.mtlirt_anchors)
+    want = marginal_loglik_np(quad, eta @ lam.T, ps).sum()
+    assert np.isclose(got, want, rtol=1e-9)
+
+
+def test_marginal_needs_fixed_items_and_factor(setup):
+    arr = setup[0]
+    spec = load_spec("factor-2pl").with_changes(trait_parameterization="marginal")
+    with pytest.raises(InputError, match="items='fixed'"):
+        build_model(arr, spec)
+    with pytest.raises(InputError, match="traits = 'factor'"):
+        load_spec("correlated-2pl").with_changes(trait_parameterization="marginal")
+
+
+def test_domain_score_draws_follow_the_conditional(setup):
+    """With the prior held fixed, the draws have the conditional posterior's
+    mean and sd (computed on the fine grid); the same seed gives the same draws."""
+    arr, truth, tables, m0, psi, quad = setup
+    D = 2000
+    m = np.broadcast_to(m0, (1, D) + m0.shape)
+    ps = np.broadcast_to(psi, (1, D, len(psi)))
+    th, acc = draw_domain_scores(tables, quad, m, ps, seed=3)
+    assert th.shape == (1, D) + m0.shape and th.dtype == np.float32
+    assert 0.5 < acc <= 1.0
+    mu, sd, _ = conditional_moments(tables, m0, psi)
+    z = (th[0].mean(0) - mu) / (sd / np.sqrt(D))
+    assert abs(z.mean()) < 0.2 and 0.8 < z.std() < 1.2
+    ratio = th[0].std(0) / sd
+    assert 0.9 < np.median(ratio) < 1.1
+    th2, _ = draw_domain_scores(tables, quad, m, ps, seed=3)
+    th3, _ = draw_domain_scores(tables, quad, m, ps, seed=4)
+    assert np.array_equal(th, th2) and not np.array_equal(th2, th3)
+
+
+def test_map_gives_conditional_means(setup):
+    """A point estimate of the marginal model reports each domain score's
+    conditional posterior mean, not a random draw."""
+    arr, truth, *_ = setup
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = fit_bayes(arr, "factor-2pl", method="map", items="fixed", progress=False,
+                         item_values={"a": truth["a"], "d": truth["d"]}, map_maxiter=300)
+    post = tree["posterior"]
+    assert post.sizes["draw"] == 1
+    th = post["theta"].values[0, 0]
+    eta = post["eta"].values[0, 0]
+    lam = post["loadings"].values[0, 0]
+    psi = np.sqrt(1 - (lam**2).sum(-1))
+    tables = build_tables(arr, truth["a"], truth["d"], 0.0)
+    mu = conditional_moments(tables, eta @ lam.T, psi)[0]
+    assert np.allclose(th, mu, atol=1e-5)
+    assert np.corrcoef(th.ravel(), truth["theta"].ravel())[0, 1] > 0.7
