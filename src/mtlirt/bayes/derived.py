@@ -102,7 +102,6 @@ def trait_draws(post: xr.Dataset, spec: ModelSpec, anchors: list[int], domains: 
     K = len(domains)
     out = {}
     if spec.traits == "factor":
-        r = spec.rank
         free = _v(post, "loading_free") if "loading_free" in post else None
         eta, lam, psi = factor_parts(_v(post, "eta_raw"), free, _v(post, "loading_diag"), K, anchors)
         C, D, N, _ = eta.shape
