@@ -125,6 +125,12 @@ def _report(name: str, tree, seconds: float, extra: dict | None = None) -> dict:
         "n_parameters": d.get("n_parameters"),
         "share_rhat_above_1.01": d.get("share_rhat_above"),
     }
+    if "sample_stats" in tree.children and "n_steps" in tree["sample_stats"]:
+        out["mean_leapfrog_steps"] = round(float(tree["sample_stats"]["n_steps"].mean()), 1)
+    attrs = tree["posterior"].attrs
+    for key in ("mtlirt_target_accept", "mtlirt_theta_acceptance"):
+        if key in attrs:
+            out[key.removeprefix("mtlirt_")] = round(float(attrs[key]), 3)
     out.update(extra or {})
     print(json.dumps(out, indent=1), flush=True)
     return out

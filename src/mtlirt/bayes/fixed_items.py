@@ -652,10 +652,13 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
     iv = {k: v for k, v in iv.items() if k in ("eta_raw", "loading_free", "loading_diag")}
     eta0, lam0, psi0 = factor_parts(iv["eta_raw"], iv.get("loading_free"), iv["loading_diag"], K, anchors)
     quad = quadrature_nodes(tables, eta0 @ lam0.T, psi0)
+    lam0 = np.asarray(lam0, float)
     with pm.Model(coords=model_coords(arr, spec)) as model:
         data = [pm.Data(f"quad_{k}", quad[k]) for k in ("start", "step", "weight", "logscale")]
         eta, lam, psi = add_factor_block(spec, n, K, anchors)
         pm.Potential("loglik", marginal_loglik_pt(*data, pt.dot(eta, lam.T), psi))
+        if n >= 3 and PIN_ETA:
+            pin_standardisation(model["eta_raw"], overall_sd_guess(quad, lam0, psi0))
     model.mtlirt_spec = spec
     model.mtlirt_anchors = anchors
     model.mtlirt_kind = "fixed"
@@ -665,6 +668,39 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
     model.mtlirt_marginal = quad
     model.mtlirt_initvals = iv
     return model
+
+
+PIN_ETA = True
+
+
+def overall_sd_guess(quad: dict, lam0: np.ndarray, psi0: np.ndarray) -> float:
+    """Typical posterior sd of an overall trait at the initial point: the
+    median over LLMs of ``(sum_k |Lambda_k|^2 / (psi_k^2 + 1 / I_ik))^(-1/2)``
+    with ``I_ik`` the information of cell (i, k)."""
+    from mtlirt.bayes.marginal import _likelihood_gaussian
+
+    info, _ = _likelihood_gaussian(quad)
+    l2 = (lam0**2).sum(1)
+    with np.errstate(divide="ignore"):
+        prec = (l2[None, :] / (psi0[None, :] ** 2 + 1.0 / np.maximum(info, 1e-12))).sum(1)
+    return float(np.clip(np.median(1.0 / np.sqrt(np.maximum(prec, 1e-12))), 0.02, 1.0))
+
+
+def pin_standardisation(eta_raw, sd: float) -> None:
+    """Tighten the prior of the two directions of ``eta_raw`` that the
+    likelihood never sees (its mean and scale over the LLMs; the model uses
+    the standardised ``eta``) to about ``sd / sqrt(N)``, the size of the other
+    directions' posterior spread divided by sqrt(N). Under the N(0, 1) prior
+    alone those two directions are ~1/sd^2 times wider than every other
+    direction after NUTS's diagonal scaling, which forces long trajectories.
+    The posterior of everything the likelihood sees is unchanged."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    n = eta_raw.shape[0]
+    mean = eta_raw.mean(axis=0)
+    rms = pt.sqrt(pt.sqr(eta_raw - mean).mean(axis=0))
+    pm.Potential("eta_raw_pin", -(n / (2.0 * sd**2)) * (pt.sqr(mean) + pt.sqr(rms - 1.0)).sum())
 
 
 def resolve_item_values(arr: ResponseArrays, spec: ModelSpec, item_values: dict | None,

@@ -130,7 +130,7 @@ def fit_bayes(
     item_values: dict | None = None,
     progress: bool = True,
     cores: int | None = None,
-    target_accept: float = 0.9,
+    target_accept: float | None = None,
     log_likelihood: bool = True,
     keep_raw: bool = True,
     advi_iterations: int = 30000,
@@ -172,8 +172,12 @@ def fit_bayes(
         Show progress bars.
     cores : int, optional
         Chains run in parallel (default ``min(chains, cpu count)``).
-    target_accept : float
-        NUTS target acceptance rate.
+    target_accept : float, optional
+        NUTS target acceptance rate; default 0.8 for the fixed-items factor
+        model with the domain traits integrated out (a smooth, nearly
+        Gaussian posterior: 0.8 cut its leapfrog steps per draw from 31 to
+        20 at the flagship shape), 0.9 otherwise (funnels between the
+        hierarchies' scales and their members).
     log_likelihood : bool
         Add the ``log_likelihood`` group (per LLM x domain).
     keep_raw : bool
@@ -241,7 +245,10 @@ def fit_bayes(
     if method == "nuts":
         cores = cores or max(1, min(chains, os.cpu_count() or 1))
         kw = dict(nuts_kwargs or {})
+        if target_accept is None:
+            target_accept = 0.8 if getattr(model, "mtlirt_marginal", None) is not None else 0.9
         kw.setdefault("target_accept", target_accept)
+        target_accept = kw["target_accept"]
         trace_tmp = None
         if sampler == "nutpie" and "zarr_store" not in kw:
             n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
@@ -325,6 +332,7 @@ def fit_bayes(
         "mtlirt_seed": int(seed),
         "mtlirt_draws": int(draws),
         "mtlirt_tune": int(tune) if method == "nuts" else 0,
+        "mtlirt_target_accept": float(target_accept) if method == "nuts" else float("nan"),
         "mtlirt_chains": int(post.sizes["chain"]),
         "mtlirt_build_seconds": float(t_build),
         "mtlirt_sampling_seconds": float(t_sample),
@@ -368,6 +376,7 @@ def fit_bayes(
         "chains": int(pattrs["mtlirt_chains"]),
         "draws": int(draws),
         "tune": int(tune) if method == "nuts" else 0,
+        "target_accept": float(target_accept) if method == "nuts" else None,
         "anchors": [arr.domains[k] for k in anchors],
         "seconds": total,
         "sampling_seconds": float(t_sample),
