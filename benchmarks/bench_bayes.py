@@ -7,6 +7,7 @@ Usage::
     .venv/bin/python benchmarks/bench_bayes.py flagship [--draws 500 --tune 500]
     .venv/bin/python benchmarks/bench_bayes.py fixed-vs-joint [--seeds 3]
     .venv/bin/python benchmarks/bench_bayes.py real [--items joint|fixed]
+    .venv/bin/python benchmarks/bench_bayes.py marginal-cost
     .venv/bin/python benchmarks/bench_bayes.py all
 
 (a) calibration: 150 LLMs, domains of 10, 15, 20, 30, 40, 60 items (rank 1,
@@ -21,6 +22,8 @@ Usage::
     items; how far apart their 90% intervals are.
 (e) real: MMLU-Pro by its 56 MMLU subjects, 10% of the cells held out; the
     held-out log-likelihood of the Bayesian fit against MTL's.
+(f) marginal-cost: one log density and gradient of the fixed-items model with
+    the domain traits integrated out, compiled kernel vs PyTensor graph.
 
 Each run prints wall time, peak resident memory, the convergence diagnostics
 and the interval coverage / RMSE against the simulation's truth.
@@ -327,9 +330,62 @@ def bench_real(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int =
     return out
 
 
+def bench_marginal_cost(seed: int = 0, n_llms: int = 4272, repeat: int = 20) -> dict:
+    """(f) one log density and gradient of the fixed-items factor model with the
+    domain traits integrated out, at the flagship shape: the compiled kernel
+    (what the model uses) against the same quadrature written as a PyTensor
+    graph (logsumexp over the 13 nodes), both in PyTensor's numba mode, mean of
+    ``repeat`` calls on one core."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from mtlirt.bayes.sample import build
+    from mtlirt.fitting import _point_mtl
+
+    resp, _, _ = _simulated(n_llms, preset="mmlu", seed=seed)
+    res = _point_mtl(resp.correct, resp.mask, resp.domain_slices, model="2pl", guessing=None,
+                     rank=None, gamma=None, seed=seed)
+    init = {"theta": res.theta, "overall": res.overall, "loadings": res.loadings, "a": res.a,
+            "d": res.d, "c": res.c}
+    model = build(resp, "factor-2pl", items="fixed", init=init)
+    q = model.mtlirt_marginal
+    Q = q["weight"].shape[-1]
+
+    def timed(m):
+        ip = m.initial_point()
+        fn = m.compile_fn([m.logp(), pt.concatenate([g.ravel() for g in pt.grad(m.logp(), m.value_vars)])],
+                          mode="NUMBA")
+        fn(ip)
+        t = time.perf_counter()
+        for _ in range(repeat):
+            fn(ip)
+        return (time.perf_counter() - t) / repeat * 1e3
+
+    ms_kernel = timed(model)
+    with pm.Model(coords=model.coords) as graph:
+        from mtlirt.bayes.model import add_factor_block
+
+        nodes = q["start"][..., None] + q["step"][..., None] * np.arange(Q)
+        with np.errstate(divide="ignore"):
+            logw = np.log(q["weight"])
+        eta, lam, psi = add_factor_block(model.mtlirt_spec, resp.n_llms, resp.n_domains,
+                                         model.mtlirt_anchors)
+        e = pm.Data("logw", logw) - pt.sqr(pm.Data("nodes", nodes) - pt.dot(eta, lam.T)[:, :, None]) / (
+            2 * pt.sqr(psi))[None, :, None]
+        pm.Potential("loglik", pt.logsumexp(e, axis=2).sum() - resp.n_llms * pt.log(psi).sum()
+                     + float(q["logscale"].sum()))
+    ms_graph = timed(graph)
+    out = {"benchmark": "marginal log density + gradient at the flagship shape",
+           "cells": int(resp.n_llms * resp.n_domains), "nodes": Q,
+           "ms_compiled_kernel": round(ms_kernel, 1), "ms_pytensor_graph": round(ms_graph, 1)}
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["calibration", "joint", "flagship", "fixed-vs-joint", "real", "all"])
+    ap.add_argument("which", choices=["calibration", "joint", "flagship", "fixed-vs-joint", "real",
+                                      "marginal-cost", "all"])
     ap.add_argument("--items", default="joint", choices=["joint", "fixed"], help="real: items joint or fixed")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--draws", type=int, default=None)
@@ -356,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_fixed_vs_joint(seed=(args.seeds or [3])[0], spec=args.spec, **kw)
     if args.which in ("real", "all"):
         bench_real(seed=(args.seeds or [0])[0], spec=args.spec, items=args.items, **kw)
+    if args.which in ("marginal-cost", "all"):
+        bench_marginal_cost(seed=(args.seeds or [0])[0], n_llms=args.n_llms)
     return 0
 
 

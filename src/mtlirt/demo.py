@@ -20,7 +20,7 @@ DEMO = dict(n_llms=600, preset="mmlu", scale=0.25, rank=1, similarity=0.15, outl
 
 
 def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int | None = None, scale: float | None = None,
-             bootstrap: int = 40, bayes: bool = True, draws: int = 500, tune: int = 500, chains: int = 2) -> dict:
+             bootstrap: int = 40, bayes: bool = True, draws: int = 1000, tune: int = 500, chains: int = 4) -> dict:
     """Simulate the demo leaderboard, fit MTL (with bootstrap) and the Bayesian model, write the report.
 
     Parameters
