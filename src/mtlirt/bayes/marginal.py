@@ -500,6 +500,9 @@ def add_domain_scores(post, tables, quad: dict, anchors: list[int], *, seed: int
         for c in range(C):
             for t in range(D):
                 theta[c, t] = conditional_moments(tables, m(c, slice(t, t + 1))[0], psi[c, t])[0]
+    elif not progress:
+        theta, acc = draw_domain_scores(tables, quad, m, psi, seed=seed)
+        attrs["mtlirt_theta_acceptance"] = acc
     else:
         with progress_bar(100, "domain scores") as bar:
             done = [0]
@@ -510,8 +513,7 @@ def add_domain_scores(post, tables, quad: dict, anchors: list[int], *, seed: int
                     bar.update(n)
                     done[0] += n
 
-            theta, acc = draw_domain_scores(tables, quad, m, psi, seed=seed,
-                                            progress=tick if progress else None)
+            theta, acc = draw_domain_scores(tables, quad, m, psi, seed=seed, progress=tick)
         attrs["mtlirt_theta_acceptance"] = acc
     out = post.assign(theta_raw=xr.Variable(("chain", "draw", "llm", "domain"), theta))
     out.attrs = attrs
