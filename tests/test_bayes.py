@@ -622,13 +622,13 @@ def test_fixed_items_interval_coverage():
     arr, truth = toy(300, (10, 20, 40, 60), seed=31, loading=0.85)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # the CLI's default run length: 2 x 500 draws gave max R-hat 1.022 once the
-        # overall traits were standardised (slower adaptation), 4 x 1000 gives 1.007
+        # the CLI's default run length; with the domain traits integrated out this
+        # fit converges (max R-hat 1.0058, min ESS 1,845, coverage 0.898 / 0.86)
         tree = fit_bayes(arr, "factor-2pl", items="fixed",
                          item_values={"a": truth["a"], "d": truth["d"]},
                          draws=1000, tune=1000, chains=4, seed=3, progress=False)
     d = diagnostics(tree)
-    assert d["divergences"] == 0 and d["max_rhat"] < 1.02
+    assert d["converged"], d
     th = tree["posterior"]["theta"].values.reshape(-1, arr.n_llms, arr.n_domains)
     lo, hi = np.quantile(th, [0.05, 0.95], axis=0)
     cover = ((truth["theta"] >= lo) & (truth["theta"] <= hi)).mean()
