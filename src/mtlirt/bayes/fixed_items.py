@@ -616,14 +616,22 @@ def build_fixed_model(
         theta = add_traits(spec, n, K, anchors, tc)
         g = hermite_pt(Ff, dFf, rows, theta, tables.lo, tables.h, G)
         pm.Potential("loglik", (s * theta - g).sum())
+    return _tag(model, spec, anchors, tables, items, tc,
+                initial_values(arr, spec, anchors, init, include_items=False, trait_centered=tc))
+
+
+def _tag(model, spec: ModelSpec, anchors: list[int], tables: LikelihoodTables, items: dict,
+         centered: np.ndarray, initvals: dict, marginal: dict | None = None):
+    """Attach what :func:`mtlirt.bayes.fit_bayes` reads from a fixed-items model."""
     model.mtlirt_spec = spec
     model.mtlirt_anchors = anchors
     model.mtlirt_kind = "fixed"
     model.mtlirt_tables = tables
     model.mtlirt_items = items
-    model.mtlirt_trait_centered = tc
-    model.mtlirt_initvals = initial_values(arr, spec, anchors, init, include_items=False,
-                                           trait_centered=tc)
+    model.mtlirt_trait_centered = centered
+    model.mtlirt_initvals = initvals
+    if marginal is not None:
+        model.mtlirt_marginal = marginal
     return model
 
 
@@ -643,7 +651,8 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
 
     from mtlirt.bayes.derived import factor_parts
     from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.marginal import marginal_loglik_pt, quadrature_nodes
+    from mtlirt.bayes.marginal import (marginal_loglik_pt, overall_sd_guess, pin_standardisation,
+                                       quadrature_nodes)
     from mtlirt.bayes.model import add_factor_block, model_coords
 
     n, K = arr.n_llms, arr.n_domains
@@ -652,58 +661,13 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
     iv = {k: v for k, v in iv.items() if k in ("eta_raw", "loading_free", "loading_diag")}
     eta0, lam0, psi0 = factor_parts(iv["eta_raw"], iv.get("loading_free"), iv["loading_diag"], K, anchors)
     quad = quadrature_nodes(tables, eta0 @ lam0.T, psi0)
-    lam0 = np.asarray(lam0, float)
     with pm.Model(coords=model_coords(arr, spec)) as model:
         data = [pm.Data(f"quad_{k}", quad[k]) for k in ("start", "step", "weight", "logscale")]
         eta, lam, psi = add_factor_block(spec, n, K, anchors)
         pm.Potential("loglik", marginal_loglik_pt(*data, pt.dot(eta, lam.T), psi))
-        if n >= 3 and PIN_ETA:
+        if n >= 3:
             pin_standardisation(model["eta_raw"], overall_sd_guess(quad, lam0, psi0))
-    model.mtlirt_spec = spec
-    model.mtlirt_anchors = anchors
-    model.mtlirt_kind = "fixed"
-    model.mtlirt_tables = tables
-    model.mtlirt_items = items
-    model.mtlirt_trait_centered = allc
-    model.mtlirt_marginal = quad
-    model.mtlirt_initvals = iv
-    return model
-
-
-PIN_ETA = True
-
-
-def overall_sd_guess(quad: dict, lam0: np.ndarray, psi0: np.ndarray) -> float:
-    """Typical posterior sd of an overall trait at the initial point: the
-    median over LLMs of ``(sum_k |Lambda_k|^2 / (psi_k^2 + 1 / I_ik))^(-1/2)``
-    with ``I_ik`` the information of cell (i, k)."""
-    from mtlirt.bayes.marginal import _likelihood_gaussian
-
-    info, _ = _likelihood_gaussian(quad)
-    l2 = (lam0**2).sum(1)
-    with np.errstate(divide="ignore"):
-        prec = (l2[None, :] / (psi0[None, :] ** 2 + 1.0 / np.maximum(info, 1e-12))).sum(1)
-    return float(np.clip(np.median(1.0 / np.sqrt(np.maximum(prec, 1e-12))), 0.02, 1.0))
-
-
-def pin_standardisation(eta_raw, sd: float) -> None:
-    """Tighten the prior of the two directions of ``eta_raw`` that the
-    likelihood never sees (its mean and scale over the LLMs; the model uses
-    the standardised ``eta``) to about ``sd / sqrt(N)``, the size of the other
-    directions' posterior spread divided by sqrt(N). Under the N(0, 1) prior
-    alone those two directions are ~1/sd^2 times wider than every other
-    direction after NUTS's diagonal scaling. The posterior of everything the
-    likelihood sees is unchanged. Measured: at 1,000 LLMs x MMLU the step
-    size grew from 0.193 to 0.214 and the leapfrog steps per draw fell from
-    22.0 to 19.8 (1 chain, 150 tuning steps, 100 draws); at 4,272 LLMs both
-    stayed at 31 steps with target_accept 0.9."""
-    import pymc as pm
-    import pytensor.tensor as pt
-
-    n = eta_raw.shape[0]
-    mean = eta_raw.mean(axis=0)
-    rms = pt.sqrt(pt.sqr(eta_raw - mean).mean(axis=0))
-    pm.Potential("eta_raw_pin", -(n / (2.0 * sd**2)) * (pt.sqr(mean) + pt.sqr(rms - 1.0)).sum())
+    return _tag(model, spec, anchors, tables, items, allc, iv, marginal=quad)
 
 
 def resolve_item_values(arr: ResponseArrays, spec: ModelSpec, item_values: dict | None,
