@@ -177,7 +177,7 @@ def marginal_kernel():
     log-likelihood, d/dm (N, K), d/dpsi (K,))``."""
     import numba
 
-    @numba.njit(boundscheck=False, fastmath={"nsz", "arcp", "contract", "afn", "reassoc"})
+    @numba.njit(boundscheck=False)
     def kernel(start, step, weight, logscale, m, psi):
         N, K, Q = weight.shape
         dm = np.empty((N, K))
