@@ -176,7 +176,12 @@ def item_draws(post: xr.Dataset, spec: ModelSpec, item_domain: np.ndarray) -> di
         if "log_a" in post:
             la = _v(post, "log_a")
         else:
-            la = alpha[..., dom] + _v(post, "sigma_log_a")[..., dom] * _v(post, "log_a_raw")
+            sig = _v(post, "sigma_log_a")
+            if "sigma_log_a_dev" in post:  # partially pooled spreads
+                sig = sig[..., None] * np.exp(spec.priors.log_discrimination_sd_spread
+                                              * _v(post, "sigma_log_a_dev"))
+            sig = sig[..., dom] if sig.ndim == alpha.ndim else sig[..., None]
+            la = alpha[..., dom] + sig * _v(post, "log_a_raw")
         a = np.exp(la)
     if spec.item_model == "3pl" and spec.estimate_guessing:
         c = _v(post, "c")

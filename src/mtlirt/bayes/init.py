@@ -246,11 +246,18 @@ def item_initial_values(arr: ResponseArrays, spec: ModelSpec, init: dict, *,
     else:
         out["b_raw"] = (b - beta[dom]) / tau[dom]
     if spec.item_model != "1pl":
-        out["sigma_log_a"] = sig
+        if spec.discrimination_spread == "domain":
+            sig_j = sig[dom]
+            out["sigma_log_a"] = sig
+        else:  # one spread (or the centre of the pooled ones): the pooled within-domain sd
+            sig_j = np.full(J, max(float(np.sqrt(np.mean((la - alpha[dom]) ** 2))), 0.1))
+            out["sigma_log_a"] = sig_j[0]
+            if spec.discrimination_spread == "pooled":
+                out["sigma_log_a_dev"] = np.zeros(K)
         if a_c:
             out["log_a"] = la
         else:
-            out["log_a_raw"] = (la - alpha[dom]) / sig[dom]
+            out["log_a_raw"] = (la - alpha[dom]) / sig_j
     if spec.item_model == "3pl" and spec.estimate_guessing:
         c = _get(init, "c", (J,))
         if c is None:

@@ -292,12 +292,19 @@ def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bo
     if spec.item_model == "1pl":
         a = pt.exp(alpha)[dom]
     else:
-        sig = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale, dims="domain")
+        if spec.discrimination_spread == "domain":
+            sig = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale, dims="domain")[dom]
+        elif spec.discrimination_spread == "pooled":
+            s0 = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale)
+            u = pm.Normal("sigma_log_a_dev", 0.0, 1.0, dims="domain")
+            sig = (s0 * pt.exp(p.log_discrimination_sd_spread * u))[dom]
+        else:
+            sig = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale)
         if a_centered:
-            log_a = pm.Normal("log_a", alpha[dom], sig[dom], dims="item")
+            log_a = pm.Normal("log_a", alpha[dom], sig, dims="item")
         else:
             log_a_raw = pm.Normal("log_a_raw", 0.0, 1.0, dims="item")
-            log_a = alpha[dom] + sig[dom] * log_a_raw
+            log_a = alpha[dom] + sig * log_a_raw
         a = pt.exp(log_a)
     if spec.item_model == "3pl" and spec.estimate_guessing:
         m, kap = p.guessing_mean, p.guessing_concentration

@@ -11,6 +11,9 @@ name. Fields::
     rank = 1                      # factor only: number of overall traits
     item_parameterization = "auto"    # "noncentered" | "centered" | "auto"
     trait_parameterization = "auto"   # "noncentered" | "centered" | "auto" | "marginal"
+    discrimination_spread = "pooled"  # 2pl/3pl: sd s_k of log a_j around its domain level:
+                                      # per domain, partially pooled ("pooled"), one for
+                                      # all domains ("shared") or per domain ("domain")
 
     [priors]                      # every key optional, defaults below
     loading_scale = 2.0           # v ~ N(0, s); Lambda = v / sqrt(1 + |v|^2)
@@ -19,7 +22,8 @@ name. Fields::
     difficulty_sd_scale = 2.0     # tau_k ~ HalfNormal(s)
     log_discrimination_mean = 0.0         # alpha_k ~ N(m, s)
     log_discrimination_mean_scale = 1.0
-    log_discrimination_sd_scale = 0.5     # s_k ~ HalfNormal(s)
+    log_discrimination_sd_scale = 0.5     # s ~ HalfNormal(scale)  (s_k ~ HalfNormal: "domain")
+    log_discrimination_sd_spread = 0.25   # "pooled": s_k = s exp(spread u_k), u_k ~ N(0, 1)
     guessing_mean = 0.25          # guessing = "estimate": c_j ~ Beta(m k, (1-m) k)
     guessing_concentration = 50.0
 
@@ -46,6 +50,7 @@ _ITEM_MODELS = ("1pl", "2pl", "3pl")
 _TRAITS = ("factor", "correlated")
 _PARAMS = ("auto", "noncentered", "centered")
 _TRAIT_PARAMS = _PARAMS + ("marginal",)
+_SPREADS = ("pooled", "shared", "domain")
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class Priors:
     log_discrimination_mean: float = 0.0
     log_discrimination_mean_scale: float = 1.0
     log_discrimination_sd_scale: float = 0.5
+    log_discrimination_sd_spread: float = 0.25
     guessing_mean: float = 0.25
     guessing_concentration: float = 50.0
 
@@ -70,6 +76,7 @@ _POSITIVE_PRIORS = {
     "difficulty_sd_scale",
     "log_discrimination_mean_scale",
     "log_discrimination_sd_scale",
+    "log_discrimination_sd_spread",
     "guessing_concentration",
 }
 
@@ -102,6 +109,17 @@ class ModelSpec:
         the items fixed, ``"auto"`` factor models integrate the
         domain-specific parts out (``"marginal"``, see
         :mod:`mtlirt.bayes.marginal`); ``"marginal"`` needs fixed items.
+    discrimination_spread : {"pooled", "shared", "domain"}
+        2PL/3PL: the standard deviation ``s_k`` of the log discriminations
+        around their domain's level ``alpha_k``. ``"pooled"`` (default): one
+        per domain, partially pooled, ``s_k = s exp(w u_k)`` with ``s ~
+        HalfNormal(log_discrimination_sd_scale)``, ``u_k ~ N(0, 1)`` and ``w =
+        log_discrimination_sd_spread`` (0.25: the domains' spreads within
+        about a factor 1.6 of each other); ``"domain"``: independent ``s_k ~
+        HalfNormal``; ``"shared"``: one ``s`` for all domains. An independent
+        spread rests on a domain's own items only (10 in MMLU's smallest
+        subjects) and mixes slowly: on the calibration design it had the
+        model's largest R-hat (docs/results.md).
     priors : Priors
         Prior scales.
     description : str
@@ -117,6 +135,7 @@ class ModelSpec:
     rank: int = 1
     item_parameterization: str = "auto"
     trait_parameterization: str = "auto"
+    discrimination_spread: str = "pooled"
     priors: Priors = field(default_factory=Priors)
     description: str = ""
     source: str | None = None
@@ -272,6 +291,8 @@ def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
     if tpar == "marginal" and traits != "factor":
         raise InputError(f"{where}: trait_parameterization = 'marginal' needs traits = 'factor'")
 
+    spread = choice("discrimination_spread", _SPREADS, "pooled")
+
     rank = data.get("rank", 1)
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise InputError(f"{where}: key 'rank' must be an integer >= 1, got {rank!r}")
@@ -309,6 +330,7 @@ def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
         rank=int(rank),
         item_parameterization=ipar,
         trait_parameterization=tpar,
+        discrimination_spread=spread,
         priors=Priors(**pri),
         description=desc.strip(),
         source=source,
