@@ -134,6 +134,8 @@ def _report(name: str, tree, seconds: float, extra: dict | None = None) -> dict:
     for key in ("mtlirt_target_accept", "mtlirt_theta_acceptance"):
         if key in attrs:
             out[key.removeprefix("mtlirt_")] = round(float(attrs[key]), 3)
+    if "mtlirt_stage_seconds" in attrs:
+        out["stage_seconds"] = {k: round(v, 1) for k, v in json.loads(attrs["mtlirt_stage_seconds"]).items()}
     out.update(extra or {})
     print(json.dumps(out, indent=1), flush=True)
     return out

@@ -106,6 +106,8 @@ def test_spec_validation(tmp_path, monkeypatch):
         "[priors]\nloading_scale = -1": "priors.loading_scale",
         "[priors]\nfoo = 1": "priors.foo",
         "trait_parameterization = 'weird'": "trait_parameterization",
+        "discrimination_spread = 'item'": "discrimination_spread",
+        "[priors]\nlog_discrimination_sd_spread = 0": "priors.log_discrimination_sd_spread",
         "traits = 'correlated'\nrank = 2": "rank",
     }
     for i, (text, key) in enumerate(bad.items()):
@@ -157,6 +159,14 @@ def test_build_model_structure(data):
     assert "c" in {rv.name for rv in m3.free_RVs}
     m4 = build_model(arr, "correlated-2pl")
     assert "corr_chol" in {rv.name for rv in m4.free_RVs}
+    # log-discrimination spread: per domain partially pooled (default), independent, or one
+    assert m["sigma_log_a"].eval().shape == () and m.named_vars_to_dims["sigma_log_a_dev"] == ("domain",)
+    md = build_model(arr, load_spec("factor-2pl").with_changes(discrimination_spread="domain"))
+    assert md.named_vars_to_dims["sigma_log_a"] == ("domain",)
+    ms = build_model(arr, load_spec("factor-2pl").with_changes(discrimination_spread="shared"))
+    assert ms["sigma_log_a"].eval().shape == () and "sigma_log_a_dev" not in ms.named_vars
+    for mm in (m, md, ms):  # initial values exist for every free variable
+        assert set(mm.mtlirt_initvals) == {rv.name for rv in mm.free_RVs}
     m5 = build_model(arr, "factor-1pl")
     assert "sigma_log_a" not in {rv.name for rv in m5.free_RVs}
     m6 = build_model(arr, "factor2-2pl")
@@ -182,7 +192,9 @@ def _point_tree(model, arr, spec, *, fixed=None, tables=None):
 
 @pytest.mark.parametrize("name,changes", [
     ("factor-2pl", {}),
-    ("factor-3pl-estimate", {"trait_parameterization": "centered"}),
+    ("factor-2pl", {"discrimination_spread": "domain"}),
+    ("factor-2pl", {"discrimination_spread": "shared"}),
+    ("factor-3pl-estimate", {"trait_parameterization": "centered", "discrimination_spread": "domain"}),
     ("correlated-2pl", {}),
 ])
 def test_numpy_derived_matches_model_logp(name, changes):
@@ -473,6 +485,29 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
     assert "mtlirt_diagnostics" in post.attrs and post.attrs["mtlirt_method"] == "nuts"
     info = json.loads(tree.attrs["mtlirt_info"])
     assert info["method"] == "bayes" and info["inference"] == "nuts" and info["spec"] == "factor-2pl"
+
+
+def test_large_log_likelihood_is_left_out_by_default(data, monkeypatch):
+    """log_likelihood=None stores the group only up to LOGLIK_AUTO_MAX values,
+    says so when it leaves it out, and True forces it."""
+    import mtlirt.bayes.sample as sample_mod
+
+    _mock(monkeypatch)
+    arr, _ = data
+    n_values = 2 * 3 * arr.n_llms * arr.n_domains
+    monkeypatch.setattr(sample_mod, "LOGLIK_AUTO_MAX", n_values - 1)
+    with pytest.warns(UserWarning, match=f"{n_values:,} values.*not stored"):
+        tree = fit_bayes(arr, "factor-2pl", draws=3, chains=2, seed=1, progress=False)
+    assert "log_likelihood" not in tree.children
+    assert json.loads(tree.attrs["mtlirt_info"])["log_likelihood"] is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forced = fit_bayes(arr, "factor-2pl", draws=3, chains=2, seed=1, progress=False,
+                           log_likelihood=True)
+    assert forced["log_likelihood"]["y"].shape == (2, 3, arr.n_llms, arr.n_domains)
+    info = json.loads(forced.attrs["mtlirt_info"])
+    assert info["log_likelihood"] is True
+    assert {"build", "nuts", "derived", "log_likelihood", "diagnostics"} <= set(info["stage_seconds"])
 
 
 def test_result_is_an_estimate_and_round_trips(data, monkeypatch, tmp_path):

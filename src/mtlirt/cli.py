@@ -143,7 +143,8 @@ def cmd_fit(args) -> int:
     options = {}
     if args.method == "bayes":
         options = dict(spec=args.model, items=args.items, draws=args.draws, tune=args.tune,
-                       chains=args.chains, sampler=args.sampler, algorithm=args.algorithm)
+                       chains=args.chains, sampler=args.sampler, algorithm=args.algorithm,
+                       log_likelihood=args.log_likelihood)
     elif args.model is not None or args.items is not None:
         raise InputError("--model and --items apply to --method bayes only")
     with warnings.catch_warnings(record=True) as caught:
@@ -326,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draws", type=int, default=1000, help="bayes: draws per chain (default 1000)")
     p.add_argument("--tune", type=int, default=1000, help="bayes: tuning steps per chain (default 1000)")
     p.add_argument("--chains", type=int, default=4, help="bayes: chains (default 4)")
+    p.add_argument("--log-likelihood", action=argparse.BooleanOptionalAction, default=None,
+                   help="bayes: store the pointwise log-likelihood (per LLM and domain) in posterior.nc for "
+                   "loo/compare; by default only when it holds at most 1e8 values (0.8 GB)")
     p.add_argument("--strict", action="store_true", help="exit with status 3 when the fit did not converge")
     p.add_argument("--out", required=True, metavar="DIR", help="the fit folder to write")
     _data_options(p)

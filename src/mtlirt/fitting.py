@@ -20,6 +20,7 @@ calibrated intervals.
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from functools import partial
@@ -265,6 +266,9 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
     timings["bayes"] = time.perf_counter() - t1
     est = Estimate(tree)
     post_attrs = tree["posterior"].attrs
+    stages = post_attrs.get("mtlirt_stage_seconds")
+    if isinstance(stages, str):  # build, sampling, domain-score draws, derived, log-lik, diagnostics
+        timings.update({f"bayes.{k}": v for k, v in json.loads(stages).items()})
     diag = diagnostics(tree)
     info = {
         "method": "bayes",

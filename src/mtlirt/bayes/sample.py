@@ -28,6 +28,9 @@ _ITEMS = ("joint", "fixed")
 
 
 DISK_TRACE_BYTES = 1e9
+# log_likelihood=None stores the pointwise log-likelihood up to this many
+# values (chains x draws x LLMs x domains; 8 bytes each, so 0.8 GB)
+LOGLIK_AUTO_MAX = 1e8
 
 
 class NotConvergedWarning(UserWarning):
@@ -131,7 +134,7 @@ def fit_bayes(
     progress: bool = True,
     cores: int | None = None,
     target_accept: float | None = None,
-    log_likelihood: bool = True,
+    log_likelihood: bool | None = None,
     keep_raw: bool = True,
     advi_iterations: int = 30000,
     map_maxiter: int = 3000,
@@ -178,8 +181,12 @@ def fit_bayes(
         Gaussian posterior: at the flagship shape 0.9 took 31 leapfrog steps
         per draw in a short scratch run, 0.8 took 20.8 in the benchmark), 0.9 otherwise (funnels between the
         hierarchies' scales and their members).
-    log_likelihood : bool
-        Add the ``log_likelihood`` group (per LLM x domain).
+    log_likelihood : bool or None
+        Add the ``log_likelihood`` group (per LLM x domain) for
+        :func:`~mtlirt.bayes.loo` and :func:`~mtlirt.bayes.compare`. ``None``
+        (default): only when it holds at most ``LOGLIK_AUTO_MAX`` = 1e8
+        values (0.8 GB; at the flagship shape 4 x 1,000 draws would need
+        7.8 GB), with a warning when it is left out; ``True`` forces it.
     keep_raw : bool
         Keep the large free variables (``z``, ``eta_raw``) in the posterior;
         ``False`` drops them after the diagnostics are computed.
@@ -308,18 +315,23 @@ def fit_bayes(
         post.attrs["mtlirt_map_converged"] = int(not msgs)
         if msgs:
             post.attrs["mtlirt_map_message"] = msgs[0]
+    stages = {"build": float(t_build), method: time.perf_counter() - t1}
     anchors = list(model.mtlirt_anchors)
     quad = getattr(model, "mtlirt_marginal", None)
     if quad is not None:  # domain traits integrated out: draw them back
         from mtlirt.bayes.marginal import add_domain_scores
 
+        t2 = time.perf_counter()
         post = post.assign_coords(llm=list(arr.llms), domain=list(arr.domains))
         post = add_domain_scores(post, model.mtlirt_tables, quad, anchors, seed=seed,
                                  point=method == "map", progress=progress)
+        stages["domain_score_draws"] = time.perf_counter() - t2
     t_sample = time.perf_counter() - t1
     fixed = model.mtlirt_items if items == "fixed" else None
     tables = model.mtlirt_tables if items == "fixed" else None
+    t2 = time.perf_counter()
     post = add_derived(post, arr, spec, anchors, fixed_items=fixed, tables=tables)
+    stages["derived"] = time.perf_counter() - t2
     spec_d = asdict(spec)
     post.attrs.update({
         "mtlirt_spec": spec.name,
@@ -341,10 +353,24 @@ def fit_bayes(
     if sample_stats is not None:
         groups["sample_stats"] = sample_stats
     tree = xr.DataTree.from_dict(groups)
+    n_ll = int(post.sizes["chain"]) * int(post.sizes["draw"]) * arr.n_llms * arr.n_domains
+    if log_likelihood is None:
+        log_likelihood = n_ll <= LOGLIK_AUTO_MAX
+        if not log_likelihood and warn:
+            warnings.warn(
+                f"the pointwise log-likelihood ({n_ll:,} values, {8 * n_ll / 1e9:.1f} GB) is not "
+                "stored, so loo/compare are not available for this fit; pass "
+                "log_likelihood=True (CLI: --log-likelihood) to store it anyway",
+                stacklevel=2,
+            )
     if log_likelihood:
+        t2 = time.perf_counter()
         add_log_likelihood(tree, arr, tables=tables)
+        stages["log_likelihood"] = time.perf_counter() - t2
     if method == "nuts":
+        t2 = time.perf_counter()
         diag = diagnostics(tree, recompute=True)
+        stages["diagnostics"] = time.perf_counter() - t2
         tree["posterior"].attrs["mtlirt_diagnostics"] = json.dumps(diag, default=float)
         if warn and not diag["converged"]:
             warnings.warn(
@@ -364,6 +390,7 @@ def fit_bayes(
             tree["posterior"] = xr.DataTree(p.drop_vars(drop))
     total = float(time.perf_counter() - t0)
     tree["posterior"].attrs["mtlirt_total_seconds"] = total
+    tree["posterior"].attrs["mtlirt_stage_seconds"] = json.dumps(stages)
     pattrs = tree["posterior"].attrs
     info = {
         "method": "bayes",
@@ -380,6 +407,8 @@ def fit_bayes(
         "anchors": [arr.domains[k] for k in anchors],
         "seconds": total,
         "sampling_seconds": float(t_sample),
+        "stage_seconds": stages,
+        "log_likelihood": bool(log_likelihood),
     }
     if "mtlirt_diagnostics" in pattrs:
         info["diagnostics"] = json.loads(pattrs["mtlirt_diagnostics"])
