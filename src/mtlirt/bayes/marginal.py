@@ -55,6 +55,7 @@ seed, one stream per block of draws, so the same seed gives the same draws.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 import numpy as np
@@ -367,27 +368,33 @@ def pin_standardisation(eta_raw, sd: float) -> None:
 def _imh_kernel():
     import numba
 
-    @numba.njit(parallel=True, cache=False)
-    def kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, z0, zs, us, out, acc):
+    @numba.njit(parallel=True, nogil=True, cache=False)
+    def kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, zs, es, out, acc):
+        # zs: standard normals (d, T + 1, N, K); es: standard exponentials
+        # (d, T, N, K), so a step is accepted when -log(u) = e > lw - lw(y)
         d, N, K = m.shape
-        T = zs.shape[0]
+        T = es.shape[1]
         hi = lo + h * (G - 1)
+        inv_h = 1.0 / h
         for i in numba.prange(N):
             n_acc = 0
             for t in range(d):
                 for k in range(K):
-                    ps2 = psi[t, k] * psi[t, k]
-                    prec = info[i, k] + 1.0 / ps2
-                    mu = (info[i, k] * that[i, k] + m[t, i, k] / ps2) / prec
+                    inv_ps2 = 1.0 / (psi[t, k] * psi[t, k])
+                    prec = info[i, k] + inv_ps2
+                    mu = (info[i, k] * that[i, k] + m[t, i, k] * inv_ps2) / prec
                     sp = kappa / np.sqrt(prec)
+                    mk = m[t, i, k]
+                    sk = s[i, k]
                     row = rows[i, k] * G
-                    x = mu + sp * z0[t, i, k]
+                    x = 0.0
                     lw = 0.0
                     for step in range(T + 1):
-                        y = x if step == 0 else mu + sp * zs[step - 1, t, i, k]
+                        z = zs[t, step, i, k]
+                        y = mu + sp * z
                         # l(y) by cubic Hermite interpolation, linear outside
                         yc = min(max(y, lo), hi)
-                        u = (yc - lo) / h
+                        u = (yc - lo) * inv_h
                         i0 = min(max(int(np.floor(u)), 0), G - 2)
                         tt = u - i0
                         t2 = tt * tt
@@ -399,11 +406,12 @@ def _imh_kernel():
                             g += (y - hi) * dFf[row + G - 1]
                         elif y < lo:
                             g += (y - lo) * dFf[row]
-                        lwy = (s[i, k] * y - g - (y - m[t, i, k]) ** 2 / (2.0 * ps2)
-                               + (y - mu) ** 2 / (2.0 * sp * sp))
+                        # target over proposal density, log, up to a constant
+                        lwy = sk * y - g - 0.5 * (y - mk) ** 2 * inv_ps2 + 0.5 * z * z
                         if step == 0:
+                            x = y
                             lw = lwy
-                        elif np.log(us[step - 1, t, i, k]) < lwy - lw:
+                        elif lw - lwy < es[t, step - 1, i, k]:
                             x = y
                             lw = lwy
                             n_acc += 1
@@ -459,20 +467,37 @@ def draw_domain_scores(tables, quad: dict, m, psi, *, seed: int = 0, steps: int 
     per = max(1, int(max_elems // max(N * K * (2 * steps + 1), 1)))
     blocks = [(c, slice(a, min(D, a + per))) for c in range(C) for a in range(0, D, per)]
     seqs = np.random.SeedSequence([int(seed), 0x7E7A]).spawn(len(blocks))
-    for b, ((c, sl), ss) in enumerate(zip(blocks, seqs)):
-        rng = np.random.default_rng(ss)
-        d = sl.stop - sl.start
-        mm = np.ascontiguousarray(get_m(c, sl), dtype=np.float64)
-        z0 = rng.standard_normal((d, N, K))
-        zs = rng.standard_normal((steps, d, N, K))
-        us = rng.random((steps, d, N, K))
-        buf = np.empty((d, N, K))
-        _imh_kernel()(mm, np.ascontiguousarray(psi[c, sl], dtype=np.float64), s, rows, Ff, dFf,
-                float(tables.lo), float(tables.h), int(tables.n_grid), info, that, float(kappa),
-                z0, zs, us, buf, acc)
-        out[c, sl] = buf
-        if progress is not None:
-            progress((b + 1) / len(blocks))
+    # Random numbers go into two sets of buffers reused by every block
+    # (filling fresh arrays cost more in page faults than in generating: 26
+    # vs 9 ns a normal); a helper thread fills the next block's set while the
+    # kernel, which releases the GIL, works on the current one.
+    pd = min(per, D)
+    zbuf = np.empty((2, pd, steps + 1, N, K))  # proposals' standard normals (first: the start)
+    ebuf = np.empty((2, pd, steps, N, K))  # standard exponentials of the accept steps
+    bbuf = np.empty((pd, N, K))
+
+    def fill(b):
+        rng = np.random.default_rng(seqs[b])
+        d = blocks[b][1].stop - blocks[b][1].start
+        rng.standard_normal(out=zbuf[b % 2, :d])
+        rng.standard_exponential(out=ebuf[b % 2, :d])
+
+    kernel = _imh_kernel()
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(fill, 0)
+        for b, (c, sl) in enumerate(blocks):
+            d = sl.stop - sl.start
+            mm = np.ascontiguousarray(get_m(c, sl), dtype=np.float64)
+            pending.result()
+            if b + 1 < len(blocks):
+                pending = pool.submit(fill, b + 1)
+            buf = bbuf[:d]
+            kernel(mm, np.ascontiguousarray(psi[c, sl], dtype=np.float64), s, rows, Ff, dFf,
+                   float(tables.lo), float(tables.h), int(tables.n_grid), info, that, float(kappa),
+                   zbuf[b % 2, :d], ebuf[b % 2, :d], buf, acc)
+            out[c, sl] = buf
+            if progress is not None:
+                progress((b + 1) / len(blocks))
     total = C * D * N * K * steps
     return out, (float(acc.sum()) / total if total else float("nan"))
 
