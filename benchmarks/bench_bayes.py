@@ -8,6 +8,7 @@ Usage::
     .venv/bin/python benchmarks/bench_bayes.py fixed-vs-joint [--seeds 3]
     .venv/bin/python benchmarks/bench_bayes.py real [--items joint|fixed]
     .venv/bin/python benchmarks/bench_bayes.py marginal-cost
+    .venv/bin/python benchmarks/bench_bayes.py joint-cost
     .venv/bin/python benchmarks/bench_bayes.py all
 
 (a) calibration: 150 LLMs, domains of 10, 15, 20, 30, 40, 60 items (rank 1,
@@ -22,6 +23,8 @@ Usage::
     items; how far apart their 90% intervals are.
 (e) real: MMLU-Pro by its 56 MMLU subjects, 10% of the cells held out; the
     held-out log-likelihood of the Bayesian fit against MTL's.
+(g) joint-cost: one log density and gradient of the joint model at design
+    (b), in one process and in two processes side by side (as two chains run).
 (f) marginal-cost: one log density and gradient of the fixed-items model with
     the domain traits integrated out, compiled kernel vs PyTensor graph.
 
@@ -384,10 +387,56 @@ def bench_marginal_cost(seed: int = 0, n_llms: int = 4272, repeat: int = 20) -> 
     return out
 
 
+def _joint_grad_ms(seed: int, repeat: int, ready=None, go=None) -> float:
+    import pytensor.tensor as pt
+
+    from mtlirt.bayes.model import build_model
+
+    resp, _, _ = _simulated(300, preset="mmlu", scale=0.08, seed=seed)
+    m = build_model(resp, "factor-2pl")
+    fn = m.compile_fn([m.logp(), pt.concatenate([g.ravel() for g in pt.grad(m.logp(), m.value_vars)])],
+                      mode="NUMBA")
+    ip = m.initial_point()
+    fn(ip)
+    if ready is not None:
+        ready.wait()  # start timing together
+    t = time.perf_counter()
+    for _ in range(repeat):
+        fn(ip)
+    return (time.perf_counter() - t) / repeat * 1e3
+
+
+def _joint_grad_worker(seed, repeat, ready, q):
+    q.put(_joint_grad_ms(seed, repeat, ready))
+
+
+def bench_joint_cost(seed: int = 0, repeat: int = 300) -> dict:
+    """(g) one log density and gradient of the joint model (design (b): 300
+    LLMs x 1,154 items, 345,000 responses) in PyTensor's numba mode, mean of
+    ``repeat`` calls: in one process alone, then in two processes at once
+    (what two chains on two cores do)."""
+    import multiprocessing as mp
+
+    alone = _joint_grad_ms(seed, repeat)
+    ctx = mp.get_context("spawn")
+    ready = ctx.Barrier(2)
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_joint_grad_worker, args=(seed, repeat, ready, q)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    both = [q.get() for _ in procs]
+    for p in procs:
+        p.join()
+    out = {"benchmark": "joint log density + gradient, 300 LLMs x MMLU x 0.08",
+           "ms_one_process": round(alone, 2), "ms_two_processes_side_by_side": [round(x, 2) for x in both]}
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["calibration", "joint", "flagship", "fixed-vs-joint", "real",
-                                      "marginal-cost", "all"])
+                                      "marginal-cost", "joint-cost", "all"])
     ap.add_argument("--items", default="joint", choices=["joint", "fixed"], help="real: items joint or fixed")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--draws", type=int, default=None)
@@ -416,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_real(seed=(args.seeds or [0])[0], spec=args.spec, items=args.items, **kw)
     if args.which in ("marginal-cost", "all"):
         bench_marginal_cost(seed=(args.seeds or [0])[0], n_llms=args.n_llms)
+    if args.which in ("joint-cost", "all"):
+        bench_joint_cost(seed=(args.seeds or [0])[0])
     return 0
 
 
