@@ -487,6 +487,7 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
     assert info["method"] == "bayes" and info["inference"] == "nuts" and info["spec"] == "factor-2pl"
 
 
+@pytest.mark.filterwarnings("ignore:NUTS FIT DID NOT CONVERGE")
 def test_large_log_likelihood_is_left_out_by_default(data, monkeypatch):
     """log_likelihood=None stores the group only up to LOGLIK_AUTO_MAX values,
     says so when it leaves it out, and True forces it."""
