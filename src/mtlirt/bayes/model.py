@@ -294,12 +294,11 @@ def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bo
     else:
         if spec.discrimination_spread == "domain":
             sig = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale, dims="domain")[dom]
-        elif spec.discrimination_spread == "pooled":
-            s0 = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale)
-            u = pm.Normal("sigma_log_a_dev", 0.0, 1.0, dims="domain")
-            sig = (s0 * pt.exp(p.log_discrimination_sd_spread * u))[dom]
-        else:
+        else:  # one spread, or the centre of the partially pooled ones
             sig = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale)
+            if spec.discrimination_spread == "pooled":
+                u = pm.Normal("sigma_log_a_dev", 0.0, 1.0, dims="domain")
+                sig = (sig * pt.exp(p.log_discrimination_sd_spread * u))[dom]
         if a_centered:
             log_a = pm.Normal("log_a", alpha[dom], sig, dims="item")
         else:
