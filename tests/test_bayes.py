@@ -148,8 +148,17 @@ def test_build_model_structure(data):
     assert m.named_vars_to_dims["z"] == ("llm", "domain")
     assert m.named_vars_to_dims["eta_raw"] == ("llm", "factor")
     assert m["y_obs"].get_value().shape == (int(arr.observed.sum()),)  # observed cells only
-    assert "y" in {rv.name for rv in m.observed_RVs}
-    assert {"obs_item", "obs_cell", "y_obs"} <= set(m.named_vars)
+    # 2PL: the likelihood is the fused potential; elementwise: the observed y
+    assert m.mtlirt_likelihood == "fused" and not m.observed_RVs
+    assert [p.name for p in m.potentials] == ["loglik"]
+    assert {"obs_item", "obs_cell", "y_obs", "cell_ptr"} <= set(m.named_vars)
+    me = build_model(arr, "factor-2pl", likelihood="elementwise")
+    assert "y" in {rv.name for rv in me.observed_RVs} and not me.potentials
+    assert build_model(arr, "factor-3pl-mcq").mtlirt_likelihood == "elementwise"
+    with pytest.raises(InputError, match="3PL"):
+        build_model(arr, "factor-3pl-mcq", likelihood="fused")
+    with pytest.raises(InputError, match="likelihood must be one of"):
+        build_model(arr, "factor-2pl", likelihood="fast")
     # parameterisation choices
     m2 = build_model(arr, load_spec("factor-2pl").with_changes(
         trait_parameterization="centered", item_parameterization="centered"))
@@ -201,11 +210,30 @@ def test_numpy_derived_matches_model_logp(name, changes):
     """theta and item parameters computed in numpy reproduce the model's likelihood."""
     arr, _ = toy(20, (6, 45, 7), missing=0.15, seed=2)  # mixed centring under "auto"
     spec = load_spec(name).with_changes(**changes) if changes else load_spec(name)
-    m = build_model(arr, spec)
+    m = build_model(arr, spec, likelihood="elementwise")
     ip, tree = _point_tree(m, arr, spec)
     ll_model = m.compile_logp(vars=[m["y"]], sum=True, mode="FAST_COMPILE")(ip)
     ll_np = pointwise_loglik(tree, arr).sum()
     assert np.isclose(ll_model, ll_np, rtol=1e-8, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,missing", [("factor-2pl", 0.15), ("factor-2pl", 0.0),
+                                          ("factor-1pl", 0.3)])
+def test_fused_likelihood_matches_elementwise(name, missing):
+    """The fused Op's log density and gradient equal the elementwise graph's,
+    with complete data (contiguous runs) and missing responses (gathered),
+    including a domain of more than 512 items (split runs)."""
+    arr, _ = toy(12, (6, 530, 3), missing=missing, seed=4)
+    mf = build_model(arr, name)
+    me = build_model(arr, name, likelihood="elementwise")
+    assert mf.mtlirt_likelihood == "fused"
+    rng = np.random.default_rng(5)
+    ip = {k: v + 0.7 * rng.normal(size=np.shape(v)) for k, v in mf.initial_point().items()}
+    for mode in ("NUMBA", "FAST_COMPILE"):  # the numba kernel and Op.perform
+        lf, gf = mf.compile_logp(mode=mode)(ip), mf.compile_dlogp(mode=mode)(ip)
+        le, ge = me.compile_logp(mode=mode)(ip), me.compile_dlogp(mode=mode)(ip)
+        assert np.isclose(lf, le, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(gf, ge, rtol=1e-10, atol=1e-10)
 
 
 def test_fixed_model_potential_matches_tables():

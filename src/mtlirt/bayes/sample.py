@@ -38,7 +38,7 @@ class NotConvergedWarning(UserWarning):
 
 
 def build(responses: Any, spec: "str | ModelSpec | None" = None, *, items: str = "joint",
-          init: dict | None = None, item_values: dict | None = None):
+          init: dict | None = None, item_values: dict | None = None, likelihood: str = "auto"):
     """Build the PyMC model for ``items="joint"`` or ``"fixed"``.
 
     Parameters
@@ -50,6 +50,8 @@ def build(responses: Any, spec: "str | ModelSpec | None" = None, *, items: str =
         Point estimate for initial values.
     item_values : dict, optional
         Fixed item values (``items="fixed"``).
+    likelihood : {"auto", "fused", "elementwise"}
+        ``items="joint"`` only: see :func:`mtlirt.bayes.model.build_model`.
 
     Returns
     -------
@@ -60,7 +62,7 @@ def build(responses: Any, spec: "str | ModelSpec | None" = None, *, items: str =
 
         if item_values is not None:
             raise InputError("item_values is only used with items='fixed'")
-        return build_model(responses, spec, init=init)
+        return build_model(responses, spec, init=init, likelihood=likelihood)
     if items == "fixed":
         from mtlirt.bayes.fixed_items import build_fixed_model
 
@@ -243,7 +245,10 @@ def fit_bayes(
     arr = as_arrays(responses)
     spec = load_spec(spec)
     t0 = time.perf_counter()
-    model = build(arr, spec, items=items, init=init, item_values=item_values)
+    # the fused likelihood Op has no JAX implementation
+    likelihood = "elementwise" if method == "nuts" and sampler == "numpyro" else "auto"
+    model = build(arr, spec, items=items, init=init, item_values=item_values,
+                  likelihood=likelihood)
     t_build = time.perf_counter() - t0
     initvals = model.mtlirt_initvals
     free = _free_names(model)
