@@ -18,6 +18,7 @@ from mtlirt.bayes.fixed_items import build_tables  # noqa: E402
 from mtlirt.bayes.marginal import (  # noqa: E402
     conditional_moments,
     draw_domain_scores,
+    kernel_inputs,
     marginal_kernel,
     marginal_loglik_np,
     quadrature_nodes,
@@ -55,23 +56,49 @@ def test_quadrature_matches_fine_grid_integral(setup):
 def test_kernel_value_and_gradient(setup):
     arr, truth, tables, m0, psi, quad = setup
     kern = marginal_kernel()
-    args = [quad[k] for k in ("start", "step", "weight", "logscale")]
+    args = kernel_inputs(quad)  # domain-major: m and d/dm are (K, N)
     m = m0 + 0.05
     ps = psi * 1.1
-    v, dm, dpsi = kern(*args, m, ps)
+    v, dm, dpsi = kern(*args, m.T.copy(), ps)
     assert np.isclose(v, marginal_loglik_np(quad, m, ps).sum(), rtol=1e-10)
     eps = 1e-6
     for i, k in ((0, 0), (7, 1), (39, 2)):
         m2 = m.copy()
         m2[i, k] += eps
-        assert np.isclose((kern(*args, m2, ps)[0] - v) / eps, dm[i, k], rtol=1e-3, atol=1e-4)
+        assert np.isclose((kern(*args, m2.T.copy(), ps)[0] - v) / eps, dm[k, i], rtol=1e-3, atol=1e-4)
     for k in range(3):
         p2 = ps.copy()
         p2[k] += eps
-        assert np.isclose((kern(*args, m, p2)[0] - v) / eps, dpsi[k], rtol=1e-3, atol=1e-3)
-    # a prior far from every node (warm-up territory) stays finite
-    v_far, dm_far, _ = kern(*args, m + 40.0, ps)
+        assert np.isclose((kern(*args, m.T.copy(), p2)[0] - v) / eps, dpsi[k], rtol=1e-3, atol=1e-3)
+    # a prior far from every node (warm-up territory): the log-domain path,
+    # finite, and equal to the numpy reference
+    v_far, dm_far, _ = kern(*args, (m + 40.0).T.copy(), ps)
     assert np.isfinite(v_far) and np.all(np.isfinite(dm_far))
+    assert np.isclose(v_far, marginal_loglik_np(quad, m + 40.0, ps).sum(), rtol=1e-10)
+    # some cells far, the others not: each path where it belongs
+    mix = m.copy()
+    mix[::3] += 40.0
+    v_mix = kern(*args, mix.T.copy(), ps)[0]
+    assert np.isclose(v_mix, marginal_loglik_np(quad, mix, ps).sum(), rtol=1e-10)
+
+
+def test_kernel_does_not_depend_on_alignment(setup):
+    """Bit for bit the same value and gradient wherever the arrays start."""
+    *_, m0, psi, quad = setup
+    kern = marginal_kernel()
+    args = list(kernel_inputs(quad)) + [m0.T.copy() + 0.05, psi * 1.1]
+
+    def shifted(x, off):
+        buf = np.empty(x.size + 8)
+        view = buf[off:off + x.size].reshape(x.shape)
+        view[...] = x
+        return view
+
+    ref = kern(*args)
+    for off in range(1, 8):
+        got = kern(*[shifted(x, (off + j) % 8) for j, x in enumerate(args)])
+        assert got[0] == ref[0]
+        assert np.array_equal(got[1], ref[1]) and np.array_equal(got[2], ref[2])
 
 
 def test_marginal_model_potential(setup):

@@ -651,8 +651,8 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
 
     from mtlirt.bayes.derived import factor_parts
     from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.marginal import (marginal_loglik_pt, overall_sd_guess, pin_standardisation,
-                                       quadrature_nodes)
+    from mtlirt.bayes.marginal import (kernel_inputs, marginal_loglik_pt, overall_sd_guess,
+                                       pin_standardisation, quadrature_nodes)
     from mtlirt.bayes.model import add_factor_block, model_coords
 
     n, K = arr.n_llms, arr.n_domains
@@ -662,9 +662,10 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
     eta0, lam0, psi0 = factor_parts(iv["eta_raw"], iv.get("loading_free"), iv["loading_diag"], K, anchors)
     quad = quadrature_nodes(tables, eta0 @ lam0.T, psi0)
     with pm.Model(coords=model_coords(arr, spec)) as model:
-        data = [pm.Data(f"quad_{k}", quad[k]) for k in ("start", "step", "weight", "logscale")]
+        data = [pm.Data(f"quad_{k}", v)
+                for k, v in zip(("start", "step", "weight", "logscale"), kernel_inputs(quad))]
         eta, lam, psi = add_factor_block(spec, n, K, anchors)
-        pm.Potential("loglik", marginal_loglik_pt(*data, pt.dot(eta, lam.T), psi))
+        pm.Potential("loglik", marginal_loglik_pt(*data, pt.dot(lam, eta.T), psi))
         if n >= 3:
             pin_standardisation(model["eta_raw"], overall_sd_guess(quad, lam0, psi0))
     return _tag(model, spec, anchors, tables, items, allc, iv, marginal=quad)

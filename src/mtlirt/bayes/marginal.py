@@ -28,8 +28,15 @@ conditional posterior at the initial point (the MTL estimate): mean +-
 
 The nodes and weights are constants. One compiled loop (a PyTensor Op with a
 numba implementation, so nutpie compiles it with the rest of the model)
-returns the total and its gradient; the Gaussian factor at consecutive
-nodes follows by multiplying ratios, two exponentials per cell. The
+returns the total and its gradient. It runs domain by domain over blocks of
+LLMs with the LLMs innermost (the data in the domain-major layout of
+:func:`kernel_inputs`), one exponential per node and cell taken relative to
+the node nearest the prior mean, so that LLVM vectorises it with the
+exponential and logarithm of :mod:`mtlirt.bayes._vecmath`; a cell whose sum
+underflows (a prior far from every node with weight, warm-up territory) is
+redone in the log domain. No loop reduces across its vectorised index, so
+the kernel needs no reassociation and its result does not depend on memory
+alignment. The
 integrand divided by the initial conditional is nearly flat wherever the
 conditional moves little from the initial point (the posterior of ``m_ik``
 and ``psi_k`` is far narrower than the conditional of ``theta_ik`` at
@@ -55,6 +62,7 @@ seed, one stream per block of draws, so the same seed gives the same draws.
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
@@ -65,6 +73,7 @@ __all__ = [
     "conditional_moments",
     "quadrature_nodes",
     "marginal_kernel",
+    "kernel_inputs",
     "marginal_loglik_np",
     "marginal_loglik_pt",
     "draw_domain_scores",
@@ -172,78 +181,130 @@ def quadrature_nodes(tables, m0: np.ndarray, psi0: np.ndarray, n_nodes: int = N_
             "mean": mean, "sd": sd, "m0": np.asarray(m0, float), "psi0": np.asarray(psi0, float)}
 
 
+_TINY = 1e-280  # below it a cell's sum is redone in the log domain
+_BLOCK = 256  # LLMs per block: the block's working arrays stay in L1
+
+
+def kernel_inputs(quad: dict) -> tuple[np.ndarray, ...]:
+    """The quadrature in the kernel's domain-major layout: ``start``,
+    ``step``, ``logscale`` (K, N) and ``weight`` (K, Q, N), C-contiguous."""
+    return (np.ascontiguousarray(quad["start"].T), np.ascontiguousarray(quad["step"].T),
+            np.ascontiguousarray(quad["weight"].transpose(1, 2, 0)),
+            np.ascontiguousarray(quad["logscale"].T))
+
+
 @cache
 def marginal_kernel():
     """The compiled kernel ``(start, step, weight, logscale, m, psi) -> (total
-    log-likelihood, d/dm (N, K), d/dpsi (K,))``."""
+    log-likelihood, d/dm (K, N), d/dpsi (K,))``, all in the layout of
+    :func:`kernel_inputs` (``m`` is (K, N))."""
     import numba
 
+    from mtlirt.bayes._vecmath import exp_nonpos, log_pos
+
     @numba.njit(boundscheck=False)
+    def sum8(x):
+        # eight partial sums in a fixed order: independent of alignment
+        acc = np.zeros(8)
+        n8 = x.shape[0] - x.shape[0] % 8
+        for i in range(0, n8, 8):
+            for lane in range(8):
+                acc[lane] += x[i + lane]
+        tail = 0.0
+        for i in range(n8, x.shape[0]):
+            tail += x[i]
+        return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+
+    @numba.njit(boundscheck=False)
+    def log_domain(weight_k, t0, h, mm, a, i):
+        # the sums of one cell in the log domain, relative to their largest
+        # term: (log S, S1 / S, S2 / S) for a prior far from every node with weight
+        Q = weight_k.shape[0]
+        mx = -np.inf
+        for q in range(Q):
+            d = t0 + q * h - mm
+            mx = max(mx, np.log(weight_k[q, i]) - a * d * d)
+        S = 0.0
+        S1 = 0.0
+        S2 = 0.0
+        for q in range(Q):
+            d = t0 + q * h - mm
+            w = np.exp(np.log(weight_k[q, i]) - a * d * d - mx)
+            S += w
+            S1 += w * d
+            S2 += w * d * d
+        return mx + np.log(S), S1 / S, S2 / S
+
+    # "contract" only: no loop here reduces across its vectorised index, so
+    # nothing needs reassociation, and the result does not depend on memory
+    # alignment (tests/test_bayes_marginal.py checks both, bit for bit)
+    @numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, nogil=True)
     def kernel(start, step, weight, logscale, m, psi):
-        N, K, Q = weight.shape
-        dm = np.empty((N, K))
-        dpsi = np.zeros(K)
+        K, Q, N = weight.shape
+        dm = np.empty((K, N))
+        dpsi = np.empty(K)
+        lvsum = np.zeros(N)
+        B = _BLOCK
+        d0 = np.empty(B)
+        dmin2 = np.empty(B)
+        S = np.empty(B)
+        S1 = np.empty(B)
+        S2 = np.empty(B)
+        r2 = np.empty(N)
+        lv = np.empty(B)
         total = 0.0
-        g = np.empty(Q)
-        a_k = 0.5 / (psi * psi)
-        for i in range(N):
-            for k in range(K):
-                a = a_k[k]
-                t0 = start[i, k]
-                h = step[i, k]
-                mm = m[i, k]
-                # anchor: the node nearest the prior mean, where the Gaussian
-                # factor exp(-a (node - m)^2) is largest; the factor at the other
-                # nodes follows by multiplying ratios (2 exps per cell, not Q)
-                j = int(np.floor((mm - t0) / h + 0.5))
-                j = min(max(j, 0), Q - 1)
-                dj = t0 + j * h - mm
-                tau = np.exp(-2.0 * a * h * h)
-                up = np.exp(-a * (2.0 * dj * h + h * h))
-                down = tau / up  # exp(-a (h^2 - 2 dj h))
-                g[j] = 1.0
-                r = up
-                for q in range(j, Q - 1):
-                    g[q + 1] = g[q] * r
-                    r *= tau
-                r = down
-                for q in range(j, 0, -1):
-                    g[q - 1] = g[q] * r
-                    r *= tau
-                S = 0.0
-                S1 = 0.0
-                S2 = 0.0
-                for q in range(Q):
-                    w = weight[i, k, q] * g[q]
-                    d = t0 + q * h - mm
-                    S += w
-                    S1 += w * d
-                    S2 += w * d * d
-                if S > 1e-280 and up > 1e-280:
-                    lv = np.log(S) - a * dj * dj
-                else:  # prior far from every node with weight: log domain
-                    mx = -np.inf
-                    for q in range(Q):
-                        d = t0 + q * h - mm
-                        g[q] = np.log(weight[i, k, q]) - a * d * d
-                        mx = max(mx, g[q])
-                    S = 0.0
-                    S1 = 0.0
-                    S2 = 0.0
-                    for q in range(Q):
-                        d = t0 + q * h - mm
-                        w = np.exp(g[q] - mx)
-                        S += w
-                        S1 += w * d
-                        S2 += w * d * d
-                    lv = mx + np.log(S)
-                total += logscale[i, k] + lv
-                dm[i, k] = 2.0 * a * S1 / S
-                dpsi[k] += S2 / S
         for k in range(K):
-            total -= N * np.log(psi[k])
-            dpsi[k] = dpsi[k] / psi[k] ** 3 - N / psi[k]
-        return total, dm, dpsi
+            a = 0.5 / (psi[k] * psi[k])
+            for b0 in range(0, N, B):
+                b1 = min(N, b0 + B)
+                nb = b1 - b0
+                # views of the block: plain indices let LLVM vectorise
+                st = start[k, b0:b1]
+                hh = step[k, b0:b1]
+                mk = m[k, b0:b1]
+                ls = logscale[k, b0:b1]
+                dmk = dm[k, b0:b1]
+                r2k = r2[b0:b1]
+                # d0: from the prior mean to the first node; dmin2: the squared
+                # distance to the node nearest the prior mean, where the Gaussian
+                # factor is largest and taken as 1
+                for i in range(nb):
+                    d0[i] = st[i] - mk[i]
+                    j = min(max(math.floor(0.5 - d0[i] / hh[i]), 0.0), Q - 1.0)
+                    d = d0[i] + j * hh[i]
+                    dmin2[i] = d * d
+                    S[i] = 0.0
+                    S1[i] = 0.0
+                    S2[i] = 0.0
+                for q in range(Q):
+                    wq = weight[k, q, b0:b1]
+                    for i in range(nb):
+                        d = d0[i] + q * hh[i]
+                        w = wq[i] * exp_nonpos(-a * (d * d - dmin2[i]))
+                        S[i] += w
+                        S1[i] += w * d
+                        S2[i] += w * d * d
+                n_bad = 0
+                for i in range(nb):
+                    n_bad += S[i] < _TINY
+                    Sv = max(S[i], _TINY)
+                    lv[i] = ls[i] + log_pos(Sv) - a * dmin2[i]
+                    dmk[i] = 2.0 * a * S1[i] / Sv
+                    r2k[i] = S2[i] / Sv
+                if n_bad:
+                    for i in range(nb):
+                        if S[i] < _TINY:
+                            lsd, m1, m2 = log_domain(weight[k], st[i], hh[i], mk[i], a, b0 + i)
+                            lv[i] = ls[i] + lsd
+                            dmk[i] = 2.0 * a * m1
+                            r2k[i] = m2
+                lvb = lvsum[b0:b1]
+                for i in range(nb):
+                    lvb[i] += lv[i]
+            p = psi[k]
+            dpsi[k] = sum8(r2) / (p * p * p) - N / p
+            total -= N * np.log(p)
+        return total + sum8(lvsum), dm, dpsi
 
     return kernel
 
@@ -296,6 +357,10 @@ def _marginal_op():
     try:
         from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
 
+        from mtlirt.bayes._vecmath import source_version
+
+        version = source_version(__name__)
+
         @register_funcify_default_op_cache_key(MarginalLogLikOp)
         def _funcify(op, node=None, **kwargs):
             import numba
@@ -307,17 +372,19 @@ def _marginal_op():
                 v, dm, dpsi = kern(start, step, weight, logscale, m, psi)
                 return np.asarray(v), dm, dpsi
 
-            return f
+            return f, version
     except ImportError:  # pragma: no cover - PyTensor without the numba backend
         pass
     return MarginalLogLikOp()
 
 
 def marginal_loglik_pt(start, step, weight, logscale, m, psi):
-    """PyTensor total of :func:`marginal_loglik_np` over all cells (data
-    ``start``, ``step``, ``logscale`` (N, K), ``weight`` (N, K, Q); tensors
-    ``m`` (N, K), ``psi`` (K,)), computed with its gradient by one compiled
-    kernel."""
+    """PyTensor total of :func:`marginal_loglik_np` over all cells, computed
+    with its gradient by one compiled kernel.
+
+    The data ``start``, ``step``, ``weight``, ``logscale`` are in the
+    domain-major layout of :func:`kernel_inputs`; ``m`` is the (K, N) tensor
+    of prior means (``Lambda eta'``), ``psi`` the (K,) residual sds."""
     return _marginal_op()(start, step, weight, logscale, m, psi)[0]
 
 
