@@ -154,9 +154,7 @@ def test_build_model_structure(data):
     assert {"obs_item", "obs_cell", "y_obs", "cell_ptr"} <= set(m.named_vars)
     me = build_model(arr, "factor-2pl", likelihood="elementwise")
     assert "y" in {rv.name for rv in me.observed_RVs} and not me.potentials
-    assert build_model(arr, "factor-3pl-mcq").mtlirt_likelihood == "elementwise"
-    with pytest.raises(InputError, match="3PL"):
-        build_model(arr, "factor-3pl-mcq", likelihood="fused")
+    assert build_model(arr, "factor-3pl-mcq").mtlirt_likelihood == "fused"
     with pytest.raises(InputError, match="likelihood must be one of"):
         build_model(arr, "factor-2pl", likelihood="fast")
     # parameterisation choices
@@ -218,7 +216,8 @@ def test_numpy_derived_matches_model_logp(name, changes):
 
 
 @pytest.mark.parametrize("name,missing", [("factor-2pl", 0.15), ("factor-2pl", 0.0),
-                                          ("factor-1pl", 0.3)])
+                                          ("factor-1pl", 0.3), ("factor-3pl-mcq", 0.0),
+                                          ("factor-3pl-estimate", 0.2)])
 def test_fused_likelihood_matches_elementwise(name, missing):
     """The fused Op's log density and gradient equal the elementwise graph's,
     with complete data (contiguous runs) and missing responses (gathered),

@@ -1,4 +1,4 @@
-"""The fused 2PL likelihood kernel (mtlirt.bayes._loglik): values and
+"""The fused 2PL/3PL likelihood kernel (mtlirt.bayes._loglik): values and
 gradients against numpy, the response layout, and bitwise independence of
 memory alignment (a vectorised reduction must not depend on where an array
 starts, or two fits with the same seed could differ)."""
@@ -25,27 +25,46 @@ def _problem(n=20, sizes=(5, 17, 600, 3), missing=0.0, scale=1.0, seed=0):
     return theta, a, c, cell, jj, y, n * K
 
 
-def _reference(theta, a, c, cell, item, y):
+_EMPTY = np.zeros(0)
+
+
+def _reference(theta, a, c, cell, item, y, guess=None):
     x = a[item] * theta[cell] + c[item]
-    lp = np.sum(y * x - np.logaddexp(0.0, x))
-    r = y - 0.5 * (1.0 + np.tanh(0.5 * x))  # y - sigmoid(x)
+    sig = 0.5 * (1.0 + np.tanh(0.5 * x))
+    if guess is None:
+        lp = np.sum(y * x - np.logaddexp(0.0, x))
+        r = y - sig  # d/dx
+        rg = None
+    else:
+        g = guess[item]
+        p = g + (1 - g) * sig
+        lp = np.sum(np.where(y == 1, np.log(p), np.log1p(-g) - np.logaddexp(0.0, x)))
+        r = np.where(y == 1, (1 - g) * sig * (1 - sig) / p, -sig)
+        rg = np.bincount(item, np.where(y == 1, (1 - sig) / p, -1.0 / (1 - g)), minlength=a.size)
     gth = np.bincount(cell, r * a[item], minlength=theta.size)
     ga = np.bincount(item, r * theta[cell], minlength=a.size)
     gc = np.bincount(item, r, minlength=a.size)
-    return lp, gth, ga, gc
+    return lp, gth, ga, gc, rg
 
 
+@pytest.mark.parametrize("three", [False, True])
 @pytest.mark.parametrize("missing,scale", [(0.0, 1.0), (0.3, 1.0), (0.0, 30.0), (0.5, 30.0)])
-def test_kernel_matches_numpy(missing, scale):
+def test_kernel_matches_numpy(missing, scale, three):
     """Complete data (contiguous runs, one split at 512 items), missing
-    responses (gathered), and logits far in both tails."""
+    responses (gathered), logits far in both tails; 2PL and 3PL."""
     theta, a, c, cell, item, y, n_cells = _problem(missing=missing, scale=scale)
+    guess = np.random.default_rng(1).uniform(0.05, 0.4, a.size) if three else None
     ptr, order = cell_layout(cell, item, y, n_cells)
-    got = kernel(theta, a, c, ptr, item[order].astype(np.int32), y[order])
-    ref = _reference(theta, a, c, cell, item, y)
+    got = kernel(theta, a, c, _EMPTY if guess is None else guess, ptr,
+                 item[order].astype(np.int32), y[order])
+    ref = _reference(theta, a, c, cell, item, y, guess)
     assert np.isclose(got[0], ref[0], rtol=1e-13, atol=0)
-    for g, r in zip(got[1:], ref[1:]):
+    for g, r in zip(got[1:4], ref[1:4]):
         np.testing.assert_allclose(g, r, rtol=1e-11, atol=1e-11)
+    if three:
+        np.testing.assert_allclose(got[4], ref[4], rtol=1e-11, atol=1e-11)
+    else:
+        assert got[4].size == 0
 
 
 def test_cell_layout_orders_by_cell_then_item():
@@ -62,7 +81,7 @@ def test_empty_cells_have_zero_gradient():
     theta, a, c, cell, item, y, n_cells = _problem(n=4, sizes=(3, 4))
     keep = cell != 2
     ptr, order = cell_layout(cell[keep], item[keep], y[keep], n_cells)
-    lp, gth, _, _ = kernel(theta, a, c, ptr, item[keep][order], y[keep][order])
+    lp, gth, *_ = kernel(theta, a, c, _EMPTY, ptr, item[keep][order], y[keep][order])
     assert gth[2] == 0.0 and np.isfinite(lp)
 
 
@@ -77,10 +96,13 @@ def test_kernel_does_not_depend_on_alignment():
         view[:] = x
         return view
 
-    ref = kernel(theta, a, c, ptr, items, ys)
-    for off in range(1, 8):
-        got = kernel(shifted(theta, off), shifted(a, off), shifted(c, 8 - off), ptr,
-                     shifted(items, off), shifted(ys, 8 - off))
-        assert got[0] == ref[0]
-        for g, r in zip(got[1:], ref[1:]):
-            assert np.array_equal(g, r)
+    guess = np.full(a.size, 0.25)
+    for gs in (_EMPTY, guess):
+        ref = kernel(theta, a, c, gs, ptr, items, ys)
+        for off in range(1, 8):
+            got = kernel(shifted(theta, off), shifted(a, off), shifted(c, 8 - off),
+                         shifted(gs, off) if gs.size else gs, ptr, shifted(items, off),
+                         shifted(ys, 8 - off))
+            assert got[0] == ref[0]
+            for g, r in zip(got[1:], ref[1:]):
+                assert np.array_equal(g, r)

@@ -1,7 +1,9 @@
-"""The joint 2PL likelihood as one fused PyTensor Op (log density and gradient).
+"""The joint 1PL/2PL/3PL likelihood as one fused PyTensor Op (log density and gradient).
 
 The joint model's likelihood is a sum over the observed cells ``(i, j)`` of
-``y x - log(1 + exp(x))`` with ``x = a_j theta_{i,k(j)} + intercept_j``.
+``log P(y_ij)`` with ``x = a_j theta_{i,k(j)} + intercept_j``: for the 1PL
+and 2PL ``y x - log(1 + exp(x))``, for the 3PL ``P(1) = g_j + (1 - g_j)
+sigmoid(x)``.
 Written as a PyTensor elementwise graph it costs a gather, an elementwise
 pass and three scatter-adds per gradient. This module computes the value
 and the whole gradient in one numba loop over the cells (at 300 LLMs x 1,154
@@ -16,7 +18,8 @@ model against 5.7 ms, one core, ``benchmarks/bench_bayes.py joint-cost``):
   and vectorises (SIMD), with the exponential of :mod:`mtlirt.bayes._vecmath`
   (numba's ``math.exp`` is a scalar libm call that keeps LLVM from
   vectorising the loop);
-* ``log(1 + e)`` is summed as the log of a product, one ``log`` per cell.
+* 2PL: ``log(1 + e)`` is summed as the log of a product, one ``log`` per
+  cell; 3PL: one vectorised ``log`` per response (``P(y)`` itself).
 
 The Op has a ``perform`` (any PyTensor backend that runs Python), a numba
 implementation (nutpie, PyMC's default numba mode, MAP, ADVI) and a
@@ -33,7 +36,7 @@ from functools import cache
 import numba
 import numpy as np
 
-from mtlirt.bayes._vecmath import exp_nonpos, source_version
+from mtlirt.bayes._vecmath import exp_nonpos, log_pos, source_version
 
 __all__ = ["cell_layout", "bernoulli_logit_cells", "kernel"]
 
@@ -90,12 +93,72 @@ def _gathered(a, c, th, items, y, ga, gc, buf):
     return g, lin - math.log(prod)
 
 
+_P_MIN = 1e-300  # keeps the 3PL's log arguments normal numbers (a floor far below any accepted state)
+
+
+@numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
+def _terms3(x, cq, yy):
+    """One 3PL response: (log-lik, d/d logit, d/d guessing).
+
+    ``p = c + (1 - c) sigmoid(x)``; ``y = 1``: ``log p``; ``y = 0``:
+    ``log((1 - c) (1 - sigmoid(x)))``, one logarithm either way."""
+    e = exp_nonpos(-abs(x))
+    s = 1.0 / (1.0 + e)
+    sig = s if x >= 0.0 else e * s
+    sbar = e * s if x >= 0.0 else s  # 1 - sigmoid(x)
+    omc = 1.0 - cq
+    p = max(cq + omc * sig, _P_MIN)
+    one = yy > 0.5
+    lp = log_pos(max(p if one else omc * s, _P_MIN)) - (0.0 if one else max(x, 0.0))
+    dx = omc * sig * sbar / p if one else -sig
+    dc = sbar / p if one else -1.0 / max(omc, _P_MIN)
+    return lp, dx, dc
+
+
+@numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
+def _run3(a, c, gs, th, y, ga, gc, gg):
+    """:func:`_run` for the 3PL (guessing ``gs``; its gradient into ``gg``)."""
+    g = 0.0
+    lin = 0.0
+    for q in range(a.shape[0]):
+        aq = a[q]
+        lp, dx, dc = _terms3(aq * th + c[q], gs[q], np.float64(y[q]))
+        lin += lp
+        g += dx * aq
+        ga[q] += dx * th
+        gc[q] += dx
+        gg[q] += dc
+    return g, lin
+
+
+@numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
+def _gathered3(a, c, gs, th, items, y, ga, gc, gg, buf, buf2):
+    """:func:`_gathered` for the 3PL."""
+    n = items.shape[0]
+    g = 0.0
+    lin = 0.0
+    for q in range(n):
+        j = items[q]
+        aq = a[j]
+        lp, dx, dc = _terms3(aq * th + c[j], gs[j], np.float64(y[q]))
+        lin += lp
+        g += dx * aq
+        buf[q] = dx
+        buf2[q] = dc
+    for q in range(n):
+        j = items[q]
+        ga[j] += buf[q] * th
+        gc[j] += buf[q]
+        gg[j] += buf2[q]
+    return g, lin
+
+
 _RUN = 512  # 2**512 < 1.8e308: the product of (1 + e) <= 2 per response stays finite
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", nogil=True, cache=True)
-def kernel(theta, a, c, ptr, items, y):
-    """Log-likelihood and gradient of the 2PL over the observed cells.
+def kernel(theta, a, c, guess, ptr, items, y):
+    """Log-likelihood and gradient of the 2PL or 3PL over the observed cells.
 
     Parameters
     ----------
@@ -103,6 +166,8 @@ def kernel(theta, a, c, ptr, items, y):
         Trait of each cell ``llm * K + domain``.
     a, c : float64 (J,)
         Discrimination and intercept of each item.
+    guess : float64 (J,) or (0,)
+        Guessing floor of each item (3PL), or empty (2PL).
     ptr : int (n_cells + 1,)
         Responses of cell ``m`` are ``ptr[m]:ptr[m + 1]``.
     items : int (n_responses,)
@@ -113,15 +178,20 @@ def kernel(theta, a, c, ptr, items, y):
     Returns
     -------
     logp : float
-        ``sum y x - log(1 + exp(x))``.
-    g_theta, g_a, g_c : float64 arrays
-        Its gradient with respect to ``theta``, ``a`` and ``c``.
+        2PL: ``sum y x - log(1 + exp(x))``; 3PL: ``sum log P(y)`` with
+        ``P(1) = g + (1 - g) sigmoid(x)``.
+    g_theta, g_a, g_c, g_guess : float64 arrays
+        Its gradient with respect to ``theta``, ``a``, ``c`` and ``guess``
+        (empty for the 2PL).
     """
+    three = guess.shape[0] > 0
     n_cells = ptr.shape[0] - 1
     gth = np.zeros(n_cells)
     ga = np.zeros(a.shape[0])
     gc = np.zeros(a.shape[0])
+    gg = np.zeros(guess.shape[0])
     buf = np.empty(_RUN)
+    buf2 = np.empty(_RUN)
     lp = 0.0
     for m in range(n_cells):
         th = theta[m]
@@ -132,16 +202,22 @@ def kernel(theta, a, c, ptr, items, y):
             q1 = min(p1, p0 + _RUN)
             j0 = items[p0]
             n = q1 - p0
+            j1 = j0 + n
             if items[q1 - 1] - j0 == n - 1:
-                dg, dl = _run(a[j0:j0 + n], c[j0:j0 + n], th, y[p0:q1], ga[j0:j0 + n],
-                              gc[j0:j0 + n])
+                if three:
+                    dg, dl = _run3(a[j0:j1], c[j0:j1], guess[j0:j1], th, y[p0:q1], ga[j0:j1],
+                                   gc[j0:j1], gg[j0:j1])
+                else:
+                    dg, dl = _run(a[j0:j1], c[j0:j1], th, y[p0:q1], ga[j0:j1], gc[j0:j1])
+            elif three:
+                dg, dl = _gathered3(a, c, guess, th, items[p0:q1], y[p0:q1], ga, gc, gg, buf, buf2)
             else:
                 dg, dl = _gathered(a, c, th, items[p0:q1], y[p0:q1], ga, gc, buf)
             g += dg
             lp += dl
             p0 = q1
         gth[m] = g
-    return lp, gth, ga, gc
+    return lp, gth, ga, gc, gg
 
 
 def cell_layout(cell: np.ndarray, item: np.ndarray, y: np.ndarray, n_cells: int):
@@ -174,39 +250,38 @@ def _make_op():
     from pytensor.graph.op import Op
 
     class BernoulliLogitCells(Op):
-        """``(logp, d/d theta, d/d a, d/d c) = BernoulliLogitCells()(theta, a, c, ptr, items, y)``.
+        """``(logp, d/d theta, d/d a, d/d c, d/d guess) =
+        BernoulliLogitCells()(theta, a, c, guess, ptr, items, y)``.
 
         Only ``logp`` is meant to be used in graphs; its gradient is the other
         outputs of the same node (merged by PyTensor into one kernel call)."""
 
         __props__ = ()
 
-        def make_node(self, theta, a, c, ptr, items, y):
-            theta = pt.as_tensor_variable(theta).astype("float64")
-            a = pt.as_tensor_variable(a).astype("float64")
-            c = pt.as_tensor_variable(c).astype("float64")
-            ptr, items, y = (pt.as_tensor_variable(v) for v in (ptr, items, y))
-            for nm, v in (("theta", theta), ("a", a), ("c", c), ("ptr", ptr), ("items", items), ("y", y)):
+        def make_node(self, theta, a, c, guess, ptr, items, y):
+            floats = [pt.as_tensor_variable(v).astype("float64") for v in (theta, a, c, guess)]
+            ints = [pt.as_tensor_variable(v) for v in (ptr, items, y)]
+            names = ("theta", "a", "c", "guess", "ptr", "items", "y")
+            for nm, v in zip(names, floats + ints):
                 if v.ndim != 1:
                     raise TypeError(f"{nm} must be a vector")
-            for nm, v in (("ptr", ptr), ("items", items), ("y", y)):
+            for nm, v in zip(names[4:], ints):
                 if not v.dtype.startswith(("int", "uint")):
                     raise TypeError(f"{nm} must be integer, got {v.dtype}")
-            outs = [pt.dscalar(), pt.dvector(), pt.dvector(), pt.dvector()]
-            return Apply(self, [theta, a, c, ptr, items, y], outs)
+            outs = [pt.dscalar()] + [pt.dvector() for _ in range(4)]
+            return Apply(self, floats + ints, outs)
 
         def perform(self, node, inputs, output_storage):
-            lp, gth, ga, gc = kernel(*inputs)
-            output_storage[0][0] = np.asarray(lp)
-            output_storage[1][0] = gth
-            output_storage[2][0] = ga
-            output_storage[3][0] = gc
+            out = kernel(*inputs)
+            output_storage[0][0] = np.asarray(out[0])
+            for k in range(1, 5):
+                output_storage[k][0] = out[k]
 
         def infer_shape(self, node, shapes):
-            return [(), shapes[0], shapes[1], shapes[2]]
+            return [()] + list(shapes[:4])
 
         def connection_pattern(self, node):
-            return [[True] * 4] * 3 + [[False] * 4] * 3
+            return [[True] * 5] * 4 + [[False] * 5] * 3
 
         def pullback(self, inputs, outputs, cotangents):
             for ct in cotangents[1:]:
@@ -214,7 +289,7 @@ def _make_op():
                     raise NotImplementedError("BernoulliLogitCells: only its log density is "
                                               "differentiable (no second derivatives)")
             g = cotangents[0]
-            return [g * outputs[1], g * outputs[2], g * outputs[3]] + [DisconnectedType()() for _ in range(3)]
+            return [g * o for o in outputs[1:]] + [DisconnectedType()() for _ in range(3)]
 
     from pytensor.link.numba.dispatch import basic as numba_basic
 
@@ -223,9 +298,9 @@ def _make_op():
     @numba_basic.register_funcify_default_op_cache_key(BernoulliLogitCells)
     def _numba_funcify(op, node=None, **kwargs):
         @numba_basic.numba_njit
-        def bernoulli_logit_cells(theta, a, c, ptr, items, y):
-            lp, gth, ga, gc = kernel(theta, a, c, ptr, items, y)
-            return np.asarray(lp), gth, ga, gc
+        def bernoulli_logit_cells(theta, a, c, guess, ptr, items, y):
+            lp, gth, ga, gc, gg = kernel(theta, a, c, guess, ptr, items, y)
+            return np.asarray(lp), gth, ga, gc, gg
 
         return bernoulli_logit_cells, version
 
@@ -237,8 +312,10 @@ def _op_class():
     return _make_op()
 
 
-def bernoulli_logit_cells(theta, a, c, ptr, items, y):
-    """Symbolic 2PL log-likelihood ``sum y x - log(1 + exp(x))`` over the
-    observed cells, ``x = a[item] * theta[cell] + c[item]`` (see :func:`kernel`
-    for the layout); a PyTensor scalar with a gradient."""
-    return _op_class()()(theta, a, c, ptr, items, y)[0]
+def bernoulli_logit_cells(theta, a, c, ptr, items, y, guess=None):
+    """Symbolic 2PL (``guess=None``) or 3PL log-likelihood over the observed
+    cells, ``x = a[item] * theta[cell] + c[item]`` (see :func:`kernel` for the
+    layout); a PyTensor scalar with a gradient (also in ``guess``)."""
+    if guess is None:
+        guess = np.zeros(0)
+    return _op_class()()(theta, a, c, guess, ptr, items, y)[0]
