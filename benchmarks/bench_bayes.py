@@ -9,13 +9,15 @@ Usage::
     .venv/bin/python benchmarks/bench_bayes.py real [--items joint|fixed]
     .venv/bin/python benchmarks/bench_bayes.py marginal-cost
     .venv/bin/python benchmarks/bench_bayes.py joint-cost
+    .venv/bin/python benchmarks/bench_bayes.py joint-warmup [--tune 1000 --draws 100]
     .venv/bin/python benchmarks/bench_bayes.py all
 
 (a) calibration: 150 LLMs, domains of 10, 15, 20, 30, 40, 60 items (rank 1,
     2PL), joint NUTS; 90% intervals of the domain scores should cover the true
     scores 85-95% of the time, max R-hat <= 1.01, no divergences, < 15 min.
 (b) joint: 300 LLMs x MMLU sizes x 0.08 (about 1,150 items, 57 domains),
-    joint NUTS, converged within 20 minutes.
+    joint NUTS (4 chains x 2,000 draws, 500 tuning steps by default),
+    converged within 20 minutes.
 (c) flagship: 4,272 LLMs x 57 domains x 14,042 items (MMLU sizes), items
     calibrated by MML-EM then fixed, LLM side by NUTS; converged posterior
     of all overall and domain scores within 20 minutes and 8 GB.
@@ -24,7 +26,9 @@ Usage::
 (e) real: MMLU-Pro by its 56 MMLU subjects, 10% of the cells held out; the
     held-out log-likelihood of the Bayesian fit against MTL's.
 (g) joint-cost: one log density and gradient of the joint model at design
-    (b), in one process and in two processes side by side (as two chains run).
+    (b), elementwise and fused likelihood in one process, the fused one in
+    two processes side by side (as two chains run).
+(h) joint-warmup: design (b)'s warm-up, leapfrog steps and step size.
 (f) marginal-cost: one log density and gradient of the fixed-items model with
     the domain traits integrated out, compiled kernel vs PyTensor graph.
 
@@ -171,7 +175,7 @@ def bench_calibration(seed: int = 3, draws: int = 1000, tune: int = 1000, chains
     })
 
 
-def bench_joint(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int = 2,
+def bench_joint(seed: int = 0, draws: int = 2000, tune: int = 500, chains: int = 4,
                 spec: str = "factor-2pl", target_accept: float | None = None) -> dict:
     """(b) 300 LLMs x MMLU x 0.08 (about 1,150 items, 57 domains), joint NUTS
     (``mtlirt.fit(method="bayes")``: MTL initial values)."""
@@ -193,6 +197,40 @@ def bench_joint(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int 
         "overall_rmse": round(ov["rmse"], 3),
         "sampling_seconds": round(float(tree["posterior"].attrs["mtlirt_sampling_seconds"]), 1),
     })
+
+
+def bench_joint_warmup(seed: int = 0, tune: int = 1000, draws: int = 100, chains: int = 2) -> dict:
+    """(h) the warm-up of design (b): leapfrog steps per block of 50 tuning
+    draws and the step size along the way (nutpie directly, ``save_warmup``;
+    same model and MTL initial values as ``mtlirt.fit``)."""
+    import nutpie
+
+    from mtlirt.bayes.sample import build
+    from mtlirt.fitting import _point_mtl
+
+    resp, _, _ = _simulated(300, preset="mmlu", scale=0.08, seed=seed)
+    res = _point_mtl(resp.correct, resp.mask, resp.domain_slices, model="2pl", guessing=None,
+                     rank=None, gamma=None, seed=seed)
+    init = {"theta": res.theta, "overall": res.overall, "loadings": res.loadings, "a": res.a,
+            "d": res.d, "c": res.c}
+    model = build(resp, "factor-2pl", items="joint", init=init)
+    compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=model.mtlirt_initvals)
+    t = time.perf_counter()
+    idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                          save_warmup=True, progress_bar=False, target_accept=0.9)
+    sec = time.perf_counter() - t
+    warm = idata["warmup_sample_stats"]
+    steps = warm["n_steps"].values
+    size = warm["step_size"].values
+    out = {"benchmark": "warm-up of the joint model, 300 LLMs x MMLU x 0.08",
+           "tune": tune, "draws": draws, "chains": chains, "sampling_seconds": round(sec, 1),
+           "leapfrog_steps_per_50_tuning_draws": [[int(steps[c, i:i + 50].sum()) for i in range(0, tune, 50)]
+                                                  for c in range(chains)],
+           "step_size_every_100_tuning_draws": [[round(float(size[c, i]), 3) for i in range(0, tune, 100)]
+                                                for c in range(chains)],
+           "mean_leapfrog_steps_after_tuning": round(float(idata["sample_stats"]["n_steps"].values.mean()), 1)}
+    print(json.dumps(out, indent=1), flush=True)
+    return out
 
 
 def bench_flagship(seed: int = 0, draws: int = 500, tune: int = 500, chains: int = 4,
@@ -387,13 +425,14 @@ def bench_marginal_cost(seed: int = 0, n_llms: int = 4272, repeat: int = 20) -> 
     return out
 
 
-def _joint_grad_ms(seed: int, repeat: int, ready=None, go=None) -> float:
+def _joint_grad_ms(seed: int, repeat: int, ready=None, likelihood: str = "auto",
+                   spec: str = "factor-2pl") -> float:
     import pytensor.tensor as pt
 
     from mtlirt.bayes.model import build_model
 
     resp, _, _ = _simulated(300, preset="mmlu", scale=0.08, seed=seed)
-    m = build_model(resp, "factor-2pl")
+    m = build_model(resp, spec, likelihood=likelihood)
     fn = m.compile_fn([m.logp(), pt.concatenate([g.ravel() for g in pt.grad(m.logp(), m.value_vars)])],
                       mode="NUMBA")
     ip = m.initial_point()
@@ -406,29 +445,33 @@ def _joint_grad_ms(seed: int, repeat: int, ready=None, go=None) -> float:
     return (time.perf_counter() - t) / repeat * 1e3
 
 
-def _joint_grad_worker(seed, repeat, ready, q):
-    q.put(_joint_grad_ms(seed, repeat, ready))
+def _joint_grad_worker(seed, repeat, ready, q, spec):
+    q.put(_joint_grad_ms(seed, repeat, ready, spec=spec))
 
 
-def bench_joint_cost(seed: int = 0, repeat: int = 300) -> dict:
+def bench_joint_cost(seed: int = 0, repeat: int = 300, spec: str = "factor-2pl") -> dict:
     """(g) one log density and gradient of the joint model (design (b): 300
     LLMs x 1,154 items, 345,000 responses) in PyTensor's numba mode, mean of
-    ``repeat`` calls: in one process alone, then in two processes at once
-    (what two chains on two cores do)."""
+    ``repeat`` calls: in one process alone with the elementwise and the fused
+    likelihood, then the fused one in two processes at once (what two chains
+    on two cores do)."""
     import multiprocessing as mp
 
-    alone = _joint_grad_ms(seed, repeat)
+    elementwise = _joint_grad_ms(seed, repeat, likelihood="elementwise", spec=spec)
+    alone = _joint_grad_ms(seed, repeat, spec=spec)
     ctx = mp.get_context("spawn")
     ready = ctx.Barrier(2)
     q = ctx.Queue()
-    procs = [ctx.Process(target=_joint_grad_worker, args=(seed, repeat, ready, q)) for _ in range(2)]
+    procs = [ctx.Process(target=_joint_grad_worker, args=(seed, repeat, ready, q, spec)) for _ in range(2)]
     for p in procs:
         p.start()
     both = [q.get() for _ in procs]
     for p in procs:
         p.join()
-    out = {"benchmark": "joint log density + gradient, 300 LLMs x MMLU x 0.08",
-           "ms_one_process": round(alone, 2), "ms_two_processes_side_by_side": [round(x, 2) for x in both]}
+    out = {"benchmark": f"joint log density + gradient, 300 LLMs x MMLU x 0.08, {spec}",
+           "ms_elementwise_one_process": round(elementwise, 2),
+           "ms_fused_one_process": round(alone, 2),
+           "ms_fused_two_processes_side_by_side": [round(x, 2) for x in both]}
     print(json.dumps(out, indent=1), flush=True)
     return out
 
@@ -436,7 +479,7 @@ def bench_joint_cost(seed: int = 0, repeat: int = 300) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["calibration", "joint", "flagship", "fixed-vs-joint", "real",
-                                      "marginal-cost", "joint-cost", "all"])
+                                      "marginal-cost", "joint-cost", "joint-warmup", "all"])
     ap.add_argument("--items", default="joint", choices=["joint", "fixed"], help="real: items joint or fixed")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--draws", type=int, default=None)
@@ -466,7 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.which in ("marginal-cost", "all"):
         bench_marginal_cost(seed=(args.seeds or [0])[0], n_llms=args.n_llms)
     if args.which in ("joint-cost", "all"):
-        bench_joint_cost(seed=(args.seeds or [0])[0])
+        bench_joint_cost(seed=(args.seeds or [0])[0], spec=args.spec)
+    if args.which in ("joint-warmup", "all"):
+        bench_joint_warmup(seed=(args.seeds or [0])[0], **kw)
     return 0
 
 

@@ -8,7 +8,7 @@ Written as a PyTensor elementwise graph it costs a gather, an elementwise
 pass and three scatter-adds per gradient. This module computes the value
 and the whole gradient in one numba loop over the cells (at 300 LLMs x 1,154
 items, 346,200 responses: 1.4 ms per log density and gradient of the whole
-model against 5.7 ms, one core, ``benchmarks/bench_bayes.py joint-cost``):
+model against 5.7-6.1 ms, one core, ``benchmarks/bench_bayes.py joint-cost``):
 
 * responses are grouped by *cell* ``(llm, domain)`` (CSR: ``ptr`` and the
   item of each response), so each cell's trait is loaded once and its
@@ -38,7 +38,7 @@ import numpy as np
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos, source_version
 
-__all__ = ["cell_layout", "bernoulli_logit_cells", "kernel"]
+__all__ = ["bernoulli_logit_cells", "cell_layout", "kernel"]
 
 _FM = {"reassoc", "contract", "arcp", "nsz"}  # no nnan/ninf: the selects below must stay
 

@@ -70,16 +70,16 @@ import numpy as np
 
 __all__ = [
     "N_NODES",
+    "add_domain_scores",
     "conditional_moments",
-    "quadrature_nodes",
-    "marginal_kernel",
+    "draw_domain_scores",
     "kernel_inputs",
+    "marginal_kernel",
     "marginal_loglik_np",
     "marginal_loglik_pt",
-    "draw_domain_scores",
-    "add_domain_scores",
     "overall_sd_guess",
     "pin_standardisation",
+    "quadrature_nodes",
 ]
 
 N_NODES = 13
@@ -355,7 +355,9 @@ def _marginal_op():
         L_op = pullback  # the name before PyTensor 3.3
 
     try:
-        from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
+        from pytensor.link.numba.dispatch.basic import (
+            register_funcify_default_op_cache_key,
+        )
 
         from mtlirt.bayes._vecmath import source_version
 
