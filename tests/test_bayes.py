@@ -434,6 +434,14 @@ def test_numpyro_missing_is_clear(data):
         fit_bayes(arr, sampler="numpyro")
 
 
+def test_numpyro_cannot_run_the_marginal_model(data):
+    """The fixed-items factor model's likelihood is a numba kernel: numpyro
+    (JAX) is refused up front with the way out, installed or not."""
+    arr, _ = data
+    with pytest.raises(InputError, match="sampler='nutpie'"):
+        fit_bayes(arr, "factor-2pl", items="fixed", sampler="numpyro")
+
+
 def _mock(monkeypatch):
     from pymc.testing import mock_sample
 

@@ -240,10 +240,17 @@ def fit_bayes(
     for nm, v, lo in (("draws", draws, 1), ("chains", chains, 1), ("tune", tune, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise InputError(f"{nm} must be an integer >= {lo}; got {v!r}")
+    spec = load_spec(spec)
     if method == "nuts" and sampler == "numpyro":
+        from mtlirt.bayes.fixed_items import use_marginal
+
+        if items == "fixed" and use_marginal(spec):
+            raise InputError(
+                "sampler='numpyro' cannot sample the fixed-items factor model: its domain traits "
+                "are integrated out by a numba kernel that has no JAX version; use "
+                "sampler='nutpie' (the default)")
         _check_numpyro()
     arr = as_arrays(responses)
-    spec = load_spec(spec)
     t0 = time.perf_counter()
     # the fused likelihood Op has no JAX implementation
     likelihood = "elementwise" if method == "nuts" and sampler == "numpyro" else "auto"
