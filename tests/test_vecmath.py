@@ -27,6 +27,7 @@ def test_exp_is_accurate():
     assert np.max(np.abs(got / np.exp(t) - 1.0)) <= 2.3e-16  # 1 ulp
     assert exp_nonpos(0.0) == 1.0
     assert exp_nonpos(-709.0) == 0.0 and exp_nonpos(-np.inf) == 0.0
+    assert np.isnan(exp_nonpos(np.nan))
     assert abs(exp_nonpos(1e-12) / np.exp(1e-12) - 1.0) < 2.3e-16  # rounding may make t > 0
     vec = np.empty_like(t)
     _exp_loop(t, vec)

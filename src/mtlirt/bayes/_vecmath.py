@@ -70,8 +70,8 @@ def _float_to_bits(typingctx, x):
 
 @numba.njit(fastmath=_FLAGS, error_model="numpy", cache=True)
 def exp_nonpos(t):
-    """``exp(t)`` for ``t <= 0`` (0 below -708; small positive ``t`` also
-    fine), to 1 ulp.
+    """``exp(t)`` for ``t <= 0`` (0 below -708, NaN for NaN; small positive
+    ``t`` also fine), to 1 ulp.
 
     ``t = n ln 2 + r`` with ``|r| <= ln(2)/2``; ``exp(r)`` by its Taylor
     polynomial of degree 13 (truncation < 5e-18); ``2**n`` built from its
@@ -94,7 +94,7 @@ def exp_nonpos(t):
     p = p * r + _E1
     p = p * r + _E0
     e = p * _bits_to_float((np.int64(n) + 1023) << 52)
-    return e if t >= _MIN_EXP else 0.0
+    return e if t >= _MIN_EXP else (0.0 if t < _MIN_EXP else t)  # NaN stays NaN
 
 
 @numba.njit(fastmath=_FLAGS, error_model="numpy", cache=True)
