@@ -20,7 +20,7 @@ DEMO = dict(n_llms=600, preset="mmlu", scale=0.25, rank=1, similarity=0.15, outl
 
 
 def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int | None = None, scale: float | None = None,
-             bootstrap: int = 40, bayes: bool = True, draws: int = 1000, tune: int = 500, chains: int = 4) -> dict:
+             bootstrap: int = 40, bayes: bool = True, draws: int = 1000, tune: int = 1000, chains: int = 4) -> dict:
     """Simulate the demo leaderboard, fit MTL (with bootstrap) and the Bayesian model, write the report.
 
     Parameters
@@ -36,7 +36,9 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
     bayes
         Also fit the Bayesian model (items fixed at the MTL calibration).
     draws, tune, chains
-        NUTS settings of the Bayesian fit.
+        NUTS settings of the Bayesian fit. 1,000 tuning steps: with 500 the
+        demo's overall scores reached max R-hat 1.0095, close to the 1.01
+        rule; with 1,000, 1.0074 (16 s more on 2 cores).
 
     Returns
     -------
