@@ -206,13 +206,10 @@ def bench_joint_warmup(seed: int = 0, tune: int = 1000, draws: int = 100, chains
     import nutpie
 
     from mtlirt.bayes.sample import build
-    from mtlirt.fitting import _point_mtl
+    from mtlirt.fitting import _mtl_init
 
     resp, _, _ = _simulated(300, preset="mmlu", scale=0.08, seed=seed)
-    res = _point_mtl(resp.correct, resp.mask, resp.domain_slices, model="2pl", guessing=None,
-                     rank=None, gamma=None, seed=seed)
-    init = {"theta": res.theta, "overall": res.overall, "loadings": res.loadings, "a": res.a,
-            "d": res.d, "c": res.c}
+    _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
     model = build(resp, "factor-2pl", items="joint", init=init)
     compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=model.mtlirt_initvals)
     t = time.perf_counter()
@@ -383,13 +380,10 @@ def bench_marginal_cost(seed: int = 0, n_llms: int = 4272, repeat: int = 20) -> 
     import pytensor.tensor as pt
 
     from mtlirt.bayes.sample import build
-    from mtlirt.fitting import _point_mtl
+    from mtlirt.fitting import _mtl_init
 
     resp, _, _ = _simulated(n_llms, preset="mmlu", seed=seed)
-    res = _point_mtl(resp.correct, resp.mask, resp.domain_slices, model="2pl", guessing=None,
-                     rank=None, gamma=None, seed=seed)
-    init = {"theta": res.theta, "overall": res.overall, "loadings": res.loadings, "a": res.a,
-            "d": res.d, "c": res.c}
+    _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
     model = build(resp, "factor-2pl", items="fixed", init=init)
     q = model.mtlirt_marginal
     Q = q["weight"].shape[-1]

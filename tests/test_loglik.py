@@ -54,7 +54,7 @@ def test_kernel_matches_numpy(missing, scale, three):
     responses (gathered), logits far in both tails; 2PL and 3PL."""
     theta, a, c, cell, item, y, n_cells = _problem(missing=missing, scale=scale)
     guess = np.random.default_rng(1).uniform(0.05, 0.4, a.size) if three else None
-    ptr, order = cell_layout(cell, item, y, n_cells)
+    ptr, order = cell_layout(cell, item, n_cells)
     got = kernel(theta, a, c, _EMPTY if guess is None else guess, ptr,
                  item[order].astype(np.int32), y[order])
     ref = _reference(theta, a, c, cell, item, y, guess)
@@ -70,8 +70,7 @@ def test_kernel_matches_numpy(missing, scale, three):
 def test_cell_layout_orders_by_cell_then_item():
     cell = np.array([3, 0, 3, 1, 0])
     item = np.array([7, 2, 4, 1, 0])
-    y = np.array([1, 0, 1, 1, 0])
-    ptr, order = cell_layout(cell, item, y, 5)
+    ptr, order = cell_layout(cell, item, 5)
     assert ptr.tolist() == [0, 2, 3, 3, 5, 5]
     assert cell[order].tolist() == [0, 0, 1, 3, 3]
     assert item[order].tolist() == [0, 2, 1, 4, 7]
@@ -80,14 +79,14 @@ def test_cell_layout_orders_by_cell_then_item():
 def test_empty_cells_have_zero_gradient():
     theta, a, c, cell, item, y, n_cells = _problem(n=4, sizes=(3, 4))
     keep = cell != 2
-    ptr, order = cell_layout(cell[keep], item[keep], y[keep], n_cells)
+    ptr, order = cell_layout(cell[keep], item[keep], n_cells)
     lp, gth, *_ = kernel(theta, a, c, _EMPTY, ptr, item[keep][order], y[keep][order])
     assert gth[2] == 0.0 and np.isfinite(lp)
 
 
 def test_kernel_does_not_depend_on_alignment():
     theta, a, c, cell, item, y, n_cells = _problem(n=30, sizes=(5, 17, 33, 64, 3, 120), missing=0.0)
-    ptr, order = cell_layout(cell, item, y, n_cells)
+    ptr, order = cell_layout(cell, item, n_cells)
     items, ys = item[order].astype(np.int32), y[order]
 
     def shifted(x, off):

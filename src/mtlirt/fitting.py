@@ -242,6 +242,15 @@ def init_from(est: Estimate) -> dict:
     return init
 
 
+def _mtl_init(responses, *, model, guessing, seed):
+    """The MTL point fit (rank and C selected) and the Bayesian model's initial
+    values from it: ``(result, {"theta", "overall", "loadings", "a", "d", "c"})``."""
+    res = _point_mtl(responses.correct, responses.mask, responses.domain_slices, model=model,
+                     guessing=guessing, rank=None, gamma=None, seed=seed)
+    return res, {"theta": res.theta, "overall": res.overall, "loadings": res.loadings, "a": res.a,
+                 "d": res.d, "c": res.c}
+
+
 def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts", init=None, **options) -> Estimate:
     """The Bayesian fit, initialised (and, with ``items="fixed"``, calibrated) by MTL."""
     from .bayes import diagnostics, fit_bayes
@@ -254,11 +263,8 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
     if init is None:
         t0 = time.perf_counter()
         stage("fitting MTL for the initial values and item calibration")
-        res = _point_mtl(responses.correct, responses.mask, responses.domain_slices, model=model,
-                         guessing=guessing, rank=None, gamma=None, seed=seed)
+        res, init = _mtl_init(responses, model=model, guessing=guessing, seed=seed)
         timings["mtl_init"] = time.perf_counter() - t0
-        init = {"theta": res.theta, "overall": res.overall, "loadings": res.loadings, "a": res.a, "d": res.d,
-                "c": res.c}
         mtl_info = {"mtl_rank": res.rank, "mtl_C": res.C}
     t1 = time.perf_counter()
     stage(f"fitting the Bayesian model ({algorithm})")

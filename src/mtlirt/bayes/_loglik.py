@@ -44,6 +44,18 @@ _FM = {"reassoc", "contract", "arcp", "nsz"}  # no nnan/ninf: the selects below 
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
+def _terms2(x, yy):
+    """One 2PL response: (``y x - max(x, 0)``, ``1 + exp(-|x|)``, d/d logit).
+
+    Its log-likelihood is the first minus the log of the second; the callers
+    sum the logs as the log of a product."""
+    e = exp_nonpos(-abs(x))
+    op = 1.0 + e
+    s = 1.0 / op
+    return yy * x - max(x, 0.0), op, yy - (s if x >= 0.0 else e * s)  # y - sigmoid(x)
+
+
+@numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
 def _run(a, c, th, y, ga, gc):
     """One cell over a contiguous run of items: returns (d/d theta, log-lik);
     adds d/d a and d/d intercept into ``ga``, ``gc``. Vectorises."""
@@ -52,14 +64,9 @@ def _run(a, c, th, y, ga, gc):
     lin = 0.0
     for q in range(a.shape[0]):
         aq = a[q]
-        x = aq * th + c[q]
-        e = exp_nonpos(-abs(x))
-        yy = np.float64(y[q])
-        op = 1.0 + e
+        li, op, r = _terms2(aq * th + c[q], np.float64(y[q]))
         prod *= op  # at most 2**len(run): the caller splits runs at 512
-        lin += yy * x - max(x, 0.0)
-        s = 1.0 / op
-        r = yy - (s if x >= 0.0 else e * s)  # y - sigmoid(x)
+        lin += li
         g += r * aq
         ga[q] += r * th
         gc[q] += r
@@ -76,14 +83,9 @@ def _gathered(a, c, th, items, y, ga, gc, buf):
     for q in range(n):
         j = items[q]
         aq = a[j]
-        x = aq * th + c[j]
-        e = exp_nonpos(-abs(x))
-        yy = np.float64(y[q])
-        op = 1.0 + e
+        li, op, r = _terms2(aq * th + c[j], np.float64(y[q]))
         prod *= op
-        lin += yy * x - max(x, 0.0)
-        s = 1.0 / op
-        r = yy - (s if x >= 0.0 else e * s)
+        lin += li
         g += r * aq
         buf[q] = r
     for q in range(n):  # the scatter, apart: it does not vectorise
@@ -91,6 +93,9 @@ def _gathered(a, c, th, items, y, ga, gc, buf):
         ga[j] += buf[q] * th
         gc[j] += buf[q]
     return g, lin - math.log(prod)
+
+
+_RUN = 512  # 2**512 < 1.8e308: the product of (1 + e) <= 2 per response stays finite
 
 
 _P_MIN = 1e-300  # keeps the 3PL's log arguments normal numbers (a floor far below any accepted state)
@@ -151,9 +156,6 @@ def _gathered3(a, c, gs, th, items, y, ga, gc, gg, buf, buf2):
         gc[j] += buf[q]
         gg[j] += buf2[q]
     return g, lin
-
-
-_RUN = 512  # 2**512 < 1.8e308: the product of (1 + e) <= 2 per response stays finite
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", nogil=True, cache=True)
@@ -220,13 +222,13 @@ def kernel(theta, a, c, guess, ptr, items, y):
     return lp, gth, ga, gc, gg
 
 
-def cell_layout(cell: np.ndarray, item: np.ndarray, y: np.ndarray, n_cells: int):
+def cell_layout(cell: np.ndarray, item: np.ndarray, n_cells: int):
     """Responses ordered by cell, then item, with the CSR pointer.
 
     Parameters
     ----------
-    cell, item, y : int arrays (n_responses,)
-        Cell (``llm * K + domain``), item and 0/1 response of each response.
+    cell, item : int arrays (n_responses,)
+        Cell (``llm * K + domain``) and item of each response.
     n_cells : int
 
     Returns

@@ -419,7 +419,7 @@ def build_model(responses: Any, spec: "str | ModelSpec | None" = None, *, init: 
     coords = add_coords_for_centering(model_coords(arr, spec), list(arr.domains), tc)
     coords["obs"] = np.arange(len(y))
     cell = ii * K + dom[jj]
-    ptr, order = cell_layout(cell, jj, y, n * K)
+    ptr, order = cell_layout(cell, jj, n * K)
     cell, jj, y = cell[order], jj[order], y[order]
     with pm.Model(coords=coords) as model:
         obs_item = pm.Data("obs_item", jj, dims="obs")
