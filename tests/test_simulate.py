@@ -236,8 +236,12 @@ def test_mmlu_preset_sizes():
     assert len(full) == 57 and sum(full.values()) == 14042
     assert list(full) == list(subjects.index)
     small = preset_domain_sizes("mmlu", 0.01)
-    assert min(small.values()) == 10
+    assert min(small.values()) == 1  # 100 * 0.01
     assert small["professional_law"] == 15  # 1534 * 0.01 = 15.34
+    tiny = preset_domain_sizes("mmlu", 0.007)  # tiny domains, as on real leaderboards
+    assert min(tiny.values()) == 1 and max(tiny.values()) == 11
+    assert sum(v <= 10 for v in tiny.values()) == 56
+    assert min(preset_domain_sizes("mmlu", 1e-4).values()) == 1  # never below one item
     s = simulate(30, preset="mmlu", scale=0.05, seed=0)
     assert len(s.domain_names) == 57
     assert s.correct.shape[1] == sum(preset_domain_sizes("mmlu", 0.05).values())

@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="domain sizes of a real benchmark: mmlu = the 57 MMLU subjects (default when "
                    "--domain-sizes is not given)")
     p.add_argument("--scale", type=float, default=1.0,
-                   help="multiply the preset's domain sizes (floor 10 items; default 1)")
+                   help="multiply the preset's domain sizes (floor 1 item; default 1)")
     p.add_argument("--domain-sizes", type=_int_list, default=None, metavar="N,N,...",
                    help="comma-separated item counts of the domains")
     p.add_argument("--rank", type=int, default=1, help="number of overall traits (default 1)")
@@ -316,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "log-likelihood in fit.json (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
     p.add_argument("--model", default=None, metavar="NAME",
-                   help="bayes: model specification from models/ by name or a .toml path (default factor-2pl)")
+                   help="bayes: a model specification shipped with mtlirt by name or a .toml path (default factor-2pl)")
     p.add_argument("--items", default=None, choices=["joint", "fixed"],
                    help="bayes: sample item parameters jointly, or fix them at calibrated values and sample the "
                    "LLM side with tabulated sufficient statistics (for leaderboard scale)")

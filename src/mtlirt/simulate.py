@@ -61,8 +61,9 @@ __all__ = [
 #: Names accepted by ``preset``.
 PRESETS = ("mmlu",)
 
-#: Smallest domain size a scaled preset may produce.
-MIN_PRESET_DOMAIN_SIZE = 10
+#: Smallest domain size a scaled preset may produce (``scale=0.007`` gives
+#: MMLU domains of 1-11 items, as on real leaderboards with tiny domains).
+MIN_PRESET_DOMAIN_SIZE = 1
 
 # Largest polar angle of a loading direction away from the first (general)
 # factor, for rank > 1. With pi/3 the first loading of every inlier domain is
@@ -106,7 +107,7 @@ def preset_domain_sizes(preset: str, scale: float = 1.0) -> dict[str, int]:
         57 subjects.
     scale : float, default 1.0
         Multiplier of every size; the result is rounded half up and floored at
-        :data:`MIN_PRESET_DOMAIN_SIZE` (10) items.
+        :data:`MIN_PRESET_DOMAIN_SIZE` (1) item.
 
     Returns
     -------
@@ -470,7 +471,7 @@ def simulate(
     preset : {"mmlu"}, optional
         Named domain sizes: MMLU's 57 subjects (14,042 items).
     scale : float, default 1.0
-        Multiplier of the preset's sizes (rounded, at least 10 items each).
+        Multiplier of the preset's sizes (rounded, at least 1 item each).
     rank : int, default 1
         Number ``r`` of overall traits.
     similarity : float, default 0.1
