@@ -3,7 +3,7 @@
 Public API
 ----------
 load_spec, list_specs, models_dir, ModelSpec
-    Named model specs (TOML files in ``models/``).
+    Named model specs (TOML files in ``mtlirt/models/``).
 build_model
     The joint PyMC model over items and LLMs.
 build_fixed_model, calibrate_items

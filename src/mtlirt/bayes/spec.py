@@ -1,4 +1,4 @@
-"""Named model specifications for the Bayesian model (TOML files in ``models/``).
+"""Named model specifications for the Bayesian model (TOML files in ``mtlirt/models/``).
 
 A model spec is a small TOML file; its file name (without ``.toml``) is its
 name. Fields::
@@ -27,9 +27,9 @@ name. Fields::
     guessing_mean = 0.25          # guessing = "estimate": c_j ~ Beta(m k, (1-m) k)
     guessing_concentration = 50.0
 
-The folder is found in this order: the environment variable
-``MTLIRT_MODELS``; ``<repo>/models`` (next to ``src/`` in a source checkout);
-``mtlirt/models`` shipped as package data.
+The named specs ship inside the package (``mtlirt/models``, read with
+:mod:`importlib.resources`); the environment variable ``MTLIRT_MODELS`` names
+another folder to use instead. A path to a TOML file works anywhere.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -158,23 +160,20 @@ class ModelSpec:
         return _validate(d, name=self.name, source=self.source)
 
 
-def models_dir() -> Path:
+def models_dir() -> Traversable:
     """The folder holding the named model specs.
 
     Returns
     -------
-    pathlib.Path
-        ``$MTLIRT_MODELS`` if set; else ``<repo>/models`` of a source checkout;
-        else the copy shipped as package data (``mtlirt/models``).
+    pathlib.Path or importlib.resources.abc.Traversable
+        ``$MTLIRT_MODELS`` if set; else the specs shipped in the package
+        (``mtlirt/models``, a plain folder unless the package is imported
+        from a zip file).
     """
     env = os.environ.get("MTLIRT_MODELS")
     if env:
         return Path(env)
-    here = Path(__file__).resolve()
-    repo = here.parents[3] / "models"
-    if repo.is_dir():
-        return repo
-    return here.parents[1] / "models"
+    return files("mtlirt") / "models"
 
 
 def list_specs() -> list[str]:
@@ -188,7 +187,7 @@ def list_specs() -> list[str]:
     d = models_dir()
     if not d.is_dir():
         return []
-    return sorted(p.stem for p in d.glob("*.toml"))
+    return sorted(p.name.removesuffix(".toml") for p in d.iterdir() if p.name.endswith(".toml"))
 
 
 def load_spec(spec: "str | os.PathLike | ModelSpec | dict | None" = None) -> ModelSpec:
@@ -218,7 +217,7 @@ def load_spec(spec: "str | os.PathLike | ModelSpec | dict | None" = None) -> Mod
     if isinstance(spec, dict):
         return _validate(dict(spec), name=str(spec.get("name", "custom")), source=None)
     s = str(spec)
-    path = Path(s)
+    path: Traversable = Path(s)
     if not (s.endswith(".toml") or path.is_file()):
         path = models_dir() / f"{s}.toml"
         if not path.is_file():
@@ -227,14 +226,14 @@ def load_spec(spec: "str | os.PathLike | ModelSpec | dict | None" = None) -> Mod
                 f"(folder {models_dir()})"
             )
     try:
-        with open(path, "rb") as fh:
+        with path.open("rb") as fh:
             data = tomllib.load(fh)
     except FileNotFoundError:
         raise InputError(f"model spec file not found: {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"model spec {path}: invalid TOML: {exc}") from None
     data.pop("name", None)
-    return _validate(data, name=path.stem, source=str(path))
+    return _validate(data, name=Path(path.name).stem, source=str(path))
 
 
 def _spec_to_dict(spec: ModelSpec) -> dict:
