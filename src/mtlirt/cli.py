@@ -135,7 +135,13 @@ def cmd_fit(args) -> int:
 
     if not 0 < args.interval < 1:
         raise InputError(f"--interval must be in (0, 1), got {args.interval}")
+    if args.bootstrap < 0 or args.bootstrap == 1:
+        raise InputError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {args.bootstrap}")
+    if args.rank is not None and args.rank < 1:
+        raise InputError(f"--rank must be at least 1, got {args.rank}")
     responses = _read(args)
+    if args.rank is not None and args.rank > responses.n_domains:
+        raise InputError(f"--rank {args.rank} exceeds the number of domains ({responses.n_domains})")
     heldout = None
     data = responses
     if args.heldout:

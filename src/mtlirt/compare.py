@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .errors import InputError
 from .estimate import Estimate
 
 __all__ = ["compare", "fit_diagnostics", "fit_summary", "fit_timings", "heldout_loglik", "load_fit", "load_fits"]
@@ -229,11 +230,12 @@ def _corr(x, y, kind: str) -> float:
     raise ValueError(kind)
 
 
-def _pair(est_a: Estimate, est_b: Estimate, interval: float, top_k: int) -> dict:
+def _pair(est_a: Estimate, est_b: Estimate, interval: float, top_k: int, names=("a", "b")) -> dict:
     la, lb = list(est_a.llms), list(est_b.llms)
     common = [x for x in la if x in set(lb)]
     if len(common) < 2:
-        raise ValueError("the fits share fewer than 2 LLMs; nothing to compare")
+        raise InputError(f"fits {names[0]} and {names[1]} share {len(common)} LLM(s); "
+                         "comparing needs at least 2 in common")
     ia = pd.Index(la).get_indexer(common)
     ib = pd.Index(lb).get_indexer(common)
     oa, ob = est_a.point("overall")[ia], est_b.point("overall")[ib]
@@ -298,7 +300,8 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
     Raises
     ------
     ValueError
-        With fewer than two fits, or two fits sharing fewer than two LLMs.
+        With fewer than two fits; :class:`~mtlirt.errors.InputError` when two
+        fits share fewer than two LLMs.
     """
     fits, _ = load_fits(estimates_or_dirs, names)
     if len(fits) < 2:
@@ -307,7 +310,7 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
            for n, e in fits.items()}
     rows = []
     for a, b in combinations(fits, 2):
-        row = {"a": a, "b": b, **_pair(fits[a], fits[b], interval, top_k)}
+        row = {"a": a, "b": b, **_pair(fits[a], fits[b], interval, top_k, names=(a, b))}
         row.update({
             "mean_width_overall_a": per[a][0], "mean_width_overall_b": per[b][0],
             "mean_width_domain_a": per[a][1], "mean_width_domain_b": per[b][1],
