@@ -75,8 +75,9 @@ def test_shapes_names_and_columns(sim):
     assert sim.overall.shape == (n, 1) and list(sim.overall.columns) == ["score"]
     assert sim.loadings.shape == (k, 1)
     assert list(sim.items.columns) == [
-        "item", "domain", "discrimination", "intercept", "difficulty", "guessing",
+        "item", "domain", "discrimination", "intercept", "difficulty", "guessing", "upper",
     ]
+    assert (sim.items["upper"] == 1).all()
     assert sim.items["item"].is_unique and len(sim.items) == j
     assert sim.items["item"].iloc[0] == "d01_0001"
     # items grouped by domain, contiguous, with the right sizes

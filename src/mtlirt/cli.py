@@ -36,6 +36,14 @@ def _share(text: str) -> float:
     return v
 
 
+def _range(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO,HI, got {text!r}")
+    return lo, hi
+
+
 def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--domain-column", default="domain", metavar="NAME",
                    help="column holding each item's domain (default: domain; e.g. subject)")
@@ -79,6 +87,15 @@ def cmd_simulate(args) -> int:
         outlier_share=args.outlier_share,
         guessing=args.guessing,
         missing=args.missing,
+        scenario=args.scenario,
+        loading_range=args.loading_range,
+        skew=args.skew,
+        chance_cluster=args.chance_cluster,
+        guessing_sd=args.guessing_sd,
+        mc_share=args.mc_share,
+        flawed_share=args.flawed_share,
+        specialist_share=args.specialist_share,
+        block_missing=args.block_missing,
         seed=args.seed,
     )
     sim.write(args.out)
@@ -265,8 +282,30 @@ def build_parser() -> argparse.ArgumentParser:
                    "traits (default 0.1)")
     p.add_argument("--outlier-share", type=_share, default=0.0,
                    help="share of domains whose trait is independent of the overall traits (default 0)")
-    p.add_argument("--guessing", type=_share, default=0.0, help="guessing floor c of every item (default 0)")
-    p.add_argument("--missing", type=_share, default=0.0, help="share of responses missing at random (default 0)")
+    p.add_argument("--scenario", choices=["ideal", "realistic"], default="ideal",
+                   help="ideal: the model itself (default); realistic: every departure below at a level "
+                   "measured on real leaderboards (each flag overrides its level)")
+    p.add_argument("--guessing", type=_share, default=None,
+                   help="guessing floor c of the multiple-choice items (ideal 0, realistic 0.2)")
+    p.add_argument("--missing", type=_share, default=None,
+                   help="share of responses missing at random (ideal 0, realistic 0.05)")
+    p.add_argument("--loading-range", type=_range, default=None, metavar="LO,HI",
+                   help="per-domain loadings drawn uniformly from [LO, HI] (realistic 0.6,0.98)")
+    p.add_argument("--skew", type=float, default=None,
+                   help="skew-normal shape of the overall trait's population (ideal 0, realistic 4)")
+    p.add_argument("--chance-cluster", type=_share, default=None, metavar="SHARE",
+                   help="share of LLMs in a lump near chance (ideal 0, realistic 0.05)")
+    p.add_argument("--guessing-sd", type=float, default=None,
+                   help="sd of the per-item guessing, a 3PL truth (ideal 0, realistic 0.05)")
+    p.add_argument("--mc-share", type=float, default=None, metavar="SHARE",
+                   help="share of multiple-choice domains, the ones with guessing (ideal 1, realistic 0.75)")
+    p.add_argument("--flawed-share", type=float, default=None, metavar="SHARE",
+                   help="share of flawed items: upper asymptote < 1 or negative discrimination "
+                   "(ideal 0, realistic 0.04)")
+    p.add_argument("--specialist-share", type=float, default=None, metavar="SHARE",
+                   help="share of LLMs with a large deviation in 1-3 domains (ideal 0, realistic 0.03)")
+    p.add_argument("--block-missing", type=_share, default=None, metavar="SHARE",
+                   help="share of LLMs that ran only some domains (ideal 0, realistic 0.4)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", required=True, metavar="FILE", help="output table (.parquet, .csv or .csv.gz)")
     p.add_argument("--truth", metavar="DIR", default=None,

@@ -204,22 +204,80 @@ def _draw_traits(
     similarity: float,
     outlier_share: float,
     rng: np.random.Generator,
+    norms: np.ndarray | None = None,
+    population=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Return (theta N x K, eta N x r, loadings K x r, outlier mask K)."""
+    """Return (theta N x K, eta N x r, loadings K x r, outlier mask K).
+
+    ``norms`` (K) replaces the common loading norm ``sqrt(1 - h)`` per domain;
+    ``population`` maps the normal ``eta`` to another population with mean 0
+    and variance 1. Neither changes what ``rng`` draws.
+    """
     n_out = int(math.floor(outlier_share * n_domains + 0.5))
     outlier = np.zeros(n_domains, dtype=bool)
     if n_out:
         outlier[rng.choice(n_domains, size=n_out, replace=False)] = True
     inliers = np.flatnonzero(~outlier)
+    norm = np.full(inliers.size, math.sqrt(1.0 - similarity)) if norms is None else norms[inliers]
     loadings = np.zeros((n_domains, rank))
-    loadings[inliers] = math.sqrt(1.0 - similarity) * _loading_directions(
-        inliers.size, rank, rng
-    )
+    loadings[inliers] = norm[:, None] * _loading_directions(inliers.size, rank, rng)
     eta = rng.standard_normal((n_llms, rank))
     z = rng.standard_normal((n_llms, n_domains))
+    if population is not None:
+        eta = population(eta)
     theta = z.copy()
-    theta[:, inliers] = eta @ loadings[inliers].T + math.sqrt(similarity) * z[:, inliers]
+    theta[:, inliers] = eta @ loadings[inliers].T + np.sqrt(1.0 - norm**2) * z[:, inliers]
     return theta, eta, loadings, outlier
+
+
+def _population(skew: float, cluster: float, rng: np.random.Generator):
+    """The overall trait's population: a skew-normal body (shape ``skew``, a long
+    upper tail when positive) and a share ``cluster`` of LLMs in a tight lump 3
+    body sds below the body's mean (near chance), standardised to mean 0 and
+    variance 1 over the population (exact mixture moments). Acts on column 0
+    of ``eta`` (the general factor); draws ``|u0|`` and the membership from ``rng``."""
+    delta = skew / math.sqrt(1.0 + skew * skew)
+    m_b = delta * math.sqrt(2.0 / math.pi)
+    v_b = 1.0 - 2.0 * delta * delta / math.pi
+    m_c, s_c = m_b - 3.0 * math.sqrt(v_b), 0.3 * math.sqrt(v_b)
+    mean = (1 - cluster) * m_b + cluster * m_c
+    var = (1 - cluster) * (v_b + m_b**2) + cluster * (s_c**2 + m_c**2) - mean**2
+
+    def apply(eta: np.ndarray) -> np.ndarray:
+        n = eta.shape[0]
+        u0 = np.abs(rng.standard_normal(n))
+        member = rng.random(n) < cluster
+        u1 = eta[:, 0]
+        raw = np.where(member, m_c + s_c * u1, delta * u0 + math.sqrt(1.0 - delta * delta) * u1)
+        out = eta.copy()
+        out[:, 0] = (raw - mean) / math.sqrt(var)
+        apply.member = member
+        return out
+
+    apply.member = None
+    return apply
+
+
+# specialist deviations: |D| ~ U(1.5, 3) trait sds in 1-3 domains, random sign
+_SPEC_LO, _SPEC_HI, _SPEC_MAX_DOMAINS = 1.5, 3.0, 3
+
+
+def _specialists(theta: np.ndarray, share: float, rng: np.random.Generator):
+    """Add large deviations to a share of LLMs in 1-3 domains each, then rescale
+    every domain to population variance 1 (exactly: ``1 + q E[D^2]``, ``q`` the
+    chance that an LLM is a specialist in the domain). Returns
+    ``(theta, deviation N x K, scale K)``."""
+    n, k = theta.shape
+    member = rng.random(n) < share
+    dev = np.zeros((n, k))
+    for i in np.flatnonzero(member):
+        m = int(rng.integers(1, _SPEC_MAX_DOMAINS + 1))
+        cols = rng.choice(k, size=min(m, k), replace=False)
+        dev[i, cols] = rng.choice([-1.0, 1.0], size=cols.size) * rng.uniform(_SPEC_LO, _SPEC_HI, cols.size)
+    e_m = np.mean([min(m, k) for m in range(1, _SPEC_MAX_DOMAINS + 1)])
+    e_d2 = (_SPEC_LO**2 + _SPEC_LO * _SPEC_HI + _SPEC_HI**2) / 3.0
+    scale = math.sqrt(1.0 + share * e_m / k * e_d2)
+    return (theta + dev) / scale, dev / scale, np.full(k, scale)
 
 
 # --------------------------------------------------------------------------
@@ -252,12 +310,18 @@ class Simulation:
     outlier_domains : list of str
         Names of the outlier domains.
     items : pandas.DataFrame
-        ``item, domain, discrimination, intercept, difficulty, guessing``.
+        ``item, domain, discrimination, intercept, difficulty, guessing,
+        upper`` (``upper``: upper asymptote, 1 unless the item is flawed).
     domains : pandas.DataFrame
         Per domain: ``domain, n_items, difficulty_shift, outlier``.
     settings : dict
         The arguments of :func:`simulate` (JSON-serialisable), with the
-        resolved ``domain_sizes`` and the ``seed`` used.
+        resolved ``domain_sizes``, the ``scenario``'s levels and the ``seed``.
+    llms : pandas.DataFrame
+        Per LLM: ``llm``, ``chance_cluster`` (in the near-chance lump),
+        ``specialist_domains`` (``;``-joined domains with a specialist
+        deviation, empty if none) and ``domains_run`` (domains with at least
+        one observed response).
     """
 
     responses: pd.DataFrame
@@ -270,6 +334,7 @@ class Simulation:
     items: pd.DataFrame
     domains: pd.DataFrame
     settings: dict[str, Any] = field(default_factory=dict)
+    llms: pd.DataFrame | None = None
 
     # -- conveniences -----------------------------------------------------
 
@@ -367,9 +432,12 @@ class Simulation:
         Files: ``domain_scores.csv`` (long: ``llm, domain, score``),
         ``overall.csv`` (``llm, score`` and ``score_2``, ... when rank > 1),
         ``items.csv`` (``item, domain, discrimination, intercept, difficulty,
-        guessing``), ``domains.csv`` (``domain, n_items, difficulty_shift,
-        outlier``) and ``truth.json`` (rank, loadings as ``{domain: [...]}``,
-        outlier domains, settings, seed).
+        guessing, upper``), ``domains.csv`` (``domain, n_items,
+        difficulty_shift, outlier``), ``llms.csv`` (``llm, chance_cluster,
+        specialist_domains, domains_run``) and ``truth.json`` (rank, loadings
+        as ``{domain: [...]}``, outlier domains, settings, seed). Scores are
+        on the population scale of :func:`simulate` (every domain score and
+        overall score has population mean 0 and variance 1).
 
         Parameters
         ----------
@@ -397,6 +465,8 @@ class Simulation:
         overall.to_csv(directory / "overall.csv", index=False)
         self.items.to_csv(directory / "items.csv", index=False)
         self.domains.to_csv(directory / "domains.csv", index=False)
+        if self.llms is not None:
+            self.llms.to_csv(directory / "llms.csv", index=False)
         truth = {
             "rank": self.rank,
             "loadings": {
@@ -441,17 +511,38 @@ def _check_int(name: str, value: int, lo: int) -> int:
     return v
 
 
+#: Levels of the departures from the ideal model per scenario (``None``: off).
+#: The realistic levels and the real-data figures behind them are in
+#: docs/simulation_study.md ("Realistic scenario"), measured by
+#: benchmarks/real_data_profile.py.
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "ideal": dict(loading_range=None, skew=0.0, chance_cluster=0.0, guessing=0.0, guessing_sd=0.0,
+                  mc_share=1.0, flawed_share=0.0, specialist_share=0.0, block_missing=0.0, missing=0.0),
+    "realistic": dict(loading_range=(0.6, 0.98), skew=4.0, chance_cluster=0.05, guessing=0.2, guessing_sd=0.05,
+                      mc_share=0.75, flawed_share=0.04, specialist_share=0.03, block_missing=0.4, missing=0.05),
+}
+
+
 def simulate(
     n_llms: int = 1000,
     domain_sizes: Sequence[int] | Mapping[str, int] | None = None,
     *,
     preset: str | None = None,
     scale: float = 1.0,
+    scenario: str = "ideal",
     rank: int = 1,
     similarity: float = 0.1,
     outlier_share: float = 0.0,
-    guessing: float = 0.0,
-    missing: float = 0.0,
+    guessing: float | None = None,
+    missing: float | None = None,
+    loading_range: tuple[float, float] | None = None,
+    skew: float | None = None,
+    chance_cluster: float | None = None,
+    guessing_sd: float | None = None,
+    mc_share: float | None = None,
+    flawed_share: float | None = None,
+    specialist_share: float | None = None,
+    block_missing: float | None = None,
     discrimination_median: float = 1.2,
     discrimination_sd: float = 0.3,
     difficulty_mean: float = -0.3,
@@ -472,6 +563,12 @@ def simulate(
         Named domain sizes: MMLU's 57 subjects (14,042 items).
     scale : float, default 1.0
         Multiplier of the preset's sizes (rounded, at least 1 item each).
+    scenario : {"ideal", "realistic"}, default "ideal"
+        Default levels of the departures below (:data:`SCENARIOS`).
+        ``ideal`` is the model itself (every departure off); ``realistic``
+        turns each on at a level measured on real leaderboards. An argument
+        given explicitly overrides its scenario level, so each departure can
+        also be set alone.
     rank : int, default 1
         Number ``r`` of overall traits.
     similarity : float, default 0.1
@@ -481,12 +578,44 @@ def simulate(
     outlier_share : float, default 0.0
         ``eps`` in [0, 1]: ``round(eps * K)`` domains, chosen at random, get
         traits independent of the overall traits.
-    guessing : float, default 0.0
-        Lower asymptote ``c`` in [0, 1) of every item (e.g. 0.25 for four
-        options).
-    missing : float, default 0.0
+    guessing : float, optional
+        Lower asymptote ``c`` in [0, 1) of the items of multiple-choice
+        domains (e.g. 0.25 for four options); scenario level when omitted
+        (ideal 0, realistic 0.2).
+    missing : float, optional
         Probability in [0, 1) that a response is unobserved (missing at
-        random, independently per LLM and item).
+        random, independently per LLM and item); ideal 0, realistic 0.05.
+    loading_range : (float, float), optional
+        Per-domain loading norms ``|w_k|`` drawn uniformly from this range in
+        [0, 1] (domain traits then load unequally on the overall traits;
+        ``similarity`` is ignored for inlier domains). Ideal: off (every
+        inlier domain has ``|w_k| = sqrt(1 - h)``); realistic (0.6, 0.98).
+    skew : float, optional
+        Shape of a skew-normal population of the first overall trait (a long
+        upper tail when positive); ideal 0 (normal), realistic 4.
+    chance_cluster : float, optional
+        Share in [0, 1) of LLMs in a tight lump 3 body sds below the rest of
+        the population of the first overall trait (near chance on every
+        domain); ideal 0, realistic 0.05.
+    guessing_sd : float, optional
+        Standard deviation of the per-item guessing ``c_j`` (a Beta with mean
+        ``guessing``); 0 gives every multiple-choice item ``c_j = guessing``
+        (ideal); realistic 0.05 (3PL truth).
+    mc_share : float, optional
+        Share of domains (chosen at random) that are multiple choice and so
+        get guessing; the rest have ``c_j = 0`` (generative answers). Ideal
+        1, realistic 0.75.
+    flawed_share : float, optional
+        Share of items that are flawed: half of them (rounded down) get an
+        upper asymptote ``u_j ~ U(0.5, 0.9)``, the rest a negative
+        discrimination ``-a_j / 2`` (e.g. a wrong key). Ideal 0, realistic 0.04.
+    specialist_share : float, optional
+        Share of LLMs that are specialists: a deviation ``+-U(1.5, 3)`` trait
+        sds added in 1-3 random domains (each domain then rescaled to
+        population variance 1). Ideal 0, realistic 0.03.
+    block_missing : float, optional
+        Share of LLMs that ran only some domains: each of their domains is
+        dropped with probability 1/2 (at least one kept). Ideal 0, realistic 0.4.
     discrimination_median : float, default 1.2
         Median of the lognormal discriminations ``a_j``.
     discrimination_sd : float, default 0.3
@@ -508,6 +637,22 @@ def simulate(
 
     Notes
     -----
+    **The truth's scale.** Whatever the departures, every true domain score
+    and overall score is on the *population scale*: mean 0 and variance 1
+    over the population of LLMs (the mixture population is standardised by
+    its exact moments, specialist domains by their exact variance), so over
+    the simulated LLMs it is standardised up to ``O(1/sqrt(N))``. The
+    overall score is the first overall trait ``eta``, the common factor of
+    the domain traits (``theta_k = eta @ w_k + sqrt(1 - |w_k|^2) z_k``, plus
+    specialist deviations); the responses follow
+    ``P = c_j + (u_j - c_j) sigmoid(a_j theta_ik + d_j)``. Estimators
+    standardise over the LLMs: compare after standardising the truth over
+    the same LLMs.
+
+    Each departure draws from its own random stream, so switching one on
+    leaves everything else of the same seed unchanged (the skewed population
+    changes ``eta`` and hence ``theta``; specialists rescale their domain).
+
     With the defaults and no guessing, the average accuracy is about 0.55 and
     domain accuracies spread over roughly 0.35-0.75, as on MMLU. The flagship
     shape (4,272 LLMs x MMLU, 6.0e7 responses) takes about a second on two
@@ -524,8 +669,32 @@ def simulate(
     rank = _check_int("rank", rank, 1)
     similarity = _check_number("similarity", similarity, 0.0, 1.0, hi_open=False)
     outlier_share = _check_number("outlier_share", outlier_share, 0.0, 1.0, hi_open=False)
-    guessing = _check_number("guessing", guessing, 0.0, 1.0, hi_open=True)
-    missing = _check_number("missing", missing, 0.0, 1.0, hi_open=True)
+    if scenario not in SCENARIOS:
+        raise InputError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+    level = SCENARIOS[scenario]
+    given = dict(loading_range=loading_range, skew=skew, chance_cluster=chance_cluster, guessing=guessing,
+                 guessing_sd=guessing_sd, mc_share=mc_share, flawed_share=flawed_share,
+                 specialist_share=specialist_share, block_missing=block_missing, missing=missing)
+    dep = {k: level[k] if v is None else v for k, v in given.items()}
+    guessing = _check_number("guessing", dep["guessing"], 0.0, 1.0, hi_open=True)
+    missing = _check_number("missing", dep["missing"], 0.0, 1.0, hi_open=True)
+    if dep["loading_range"] is not None:
+        try:
+            lo, hi = (float(v) for v in dep["loading_range"])
+        except (TypeError, ValueError):
+            raise InputError(f"loading_range must be two numbers, got {dep['loading_range']!r}") from None
+        if not (0.0 <= lo <= hi <= 1.0):
+            raise InputError(f"loading_range must satisfy 0 <= low <= high <= 1, got {dep['loading_range']!r}")
+        dep["loading_range"] = (lo, hi)
+    skew = _check_number("skew", dep["skew"], -math.inf, math.inf, hi_open=True)
+    chance_cluster = _check_number("chance_cluster", dep["chance_cluster"], 0.0, 1.0, hi_open=True)
+    guessing_sd = _check_number("guessing_sd", dep["guessing_sd"], 0.0, 0.5, hi_open=True)
+    if guessing_sd > 0 and guessing_sd**2 >= guessing * (1 - guessing):
+        raise InputError(f"guessing_sd must be below sqrt(guessing (1 - guessing)), got {guessing_sd!r}")
+    mc_share = _check_number("mc_share", dep["mc_share"], 0.0, 1.0, hi_open=False)
+    flawed_share = _check_number("flawed_share", dep["flawed_share"], 0.0, 1.0, hi_open=False)
+    specialist_share = _check_number("specialist_share", dep["specialist_share"], 0.0, 1.0, hi_open=False)
+    block_missing = _check_number("block_missing", dep["block_missing"], 0.0, 1.0, hi_open=True)
     inf = math.inf
     discrimination_median = _check_number(
         "discrimination_median", discrimination_median, 0.0, inf, hi_open=True
@@ -552,17 +721,43 @@ def simulate(
 
     rng = np.random.default_rng(seed)
     trait_rng, item_rng, response_rng, missing_rng = rng.spawn(4)
+    # one more stream per departure, so that each changes only what it should
+    load_rng, pop_rng, spec_rng, guess_rng, flaw_rng, block_rng = rng.spawn(6)
 
     # -- truth --------------------------------------------------------------
+    norms = None
+    if dep["loading_range"] is not None:
+        norms = load_rng.uniform(*dep["loading_range"], size=n_domains)
+    population = _population(skew, chance_cluster, pop_rng) if (skew or chance_cluster) else None
     theta, eta, loadings, outlier = _draw_traits(
-        n_llms, n_domains, rank, similarity, outlier_share, trait_rng
+        n_llms, n_domains, rank, similarity, outlier_share, trait_rng, norms=norms, population=population
     )
+    in_cluster = np.zeros(n_llms, bool) if population is None else population.member
+    deviation = np.zeros_like(theta)
+    if specialist_share > 0:
+        theta, deviation, spec_scale = _specialists(theta, specialist_share, spec_rng)
+        loadings = loadings / spec_scale[:, None]
     shift = difficulty_mean + domain_shift_sd * item_rng.standard_normal(n_domains)
     item_domain = np.repeat(np.arange(n_domains), sizes)
     difficulty = shift[item_domain] + difficulty_sd * item_rng.standard_normal(n_items)
     discrimination = discrimination_median * np.exp(
         discrimination_sd * item_rng.standard_normal(n_items)
     )
+    # guessing on the items of multiple-choice domains (per item with a spread)
+    mc = np.ones(n_domains, dtype=bool)
+    if mc_share < 1:
+        mc[:] = False
+        mc[guess_rng.choice(n_domains, size=int(math.floor(mc_share * n_domains + 0.5)), replace=False)] = True
+    guess = np.where(mc[item_domain], guessing, 0.0)
+    if guessing_sd > 0 and guessing > 0:
+        nu = guessing * (1 - guessing) / guessing_sd**2 - 1
+        guess = np.where(mc[item_domain], guess_rng.beta(guessing * nu, (1 - guessing) * nu, n_items), 0.0)
+    upper = np.ones(n_items)
+    if flawed_share > 0:
+        flawed = flaw_rng.choice(n_items, size=int(math.floor(flawed_share * n_items + 0.5)), replace=False)
+        low_ceiling, reversed_ = flawed[: flawed.size // 2], flawed[flawed.size // 2:]
+        upper[low_ceiling] = flaw_rng.uniform(0.5, 0.9, low_ceiling.size)
+        discrimination[reversed_] *= -0.5
     intercept = -discrimination * difficulty
 
     # -- responses, one domain block at a time --------------------------------
@@ -571,7 +766,9 @@ def simulate(
     theta32 = theta.astype(np.float32)
     a32 = discrimination.astype(np.float32)
     d32 = intercept.astype(np.float32)
-    c = np.float32(guessing)
+    c32 = guess.astype(np.float32)
+    span32 = (upper - guess).astype(np.float32)
+    lift = bool(np.any(guess != 0) or np.any(upper != 1))
     with np.errstate(over="ignore"):
         for k in range(n_domains):
             sl = slice(starts[k], starts[k + 1])
@@ -582,9 +779,9 @@ def simulate(
             np.exp(e, out=e)
             e += 1.0
             np.reciprocal(e, out=e)
-            if guessing:
-                e *= 1.0 - c
-                e += c
+            if lift:
+                e *= span32[sl]
+                e += c32[sl]
             u = response_rng.random(e.shape, dtype=np.float32)
             np.less(u, e, out=correct[:, sl])
             del e, u
@@ -595,6 +792,19 @@ def simulate(
             np.greater_equal(u, np.float32(missing), out=observed[:, sl])
             correct[:, sl] *= observed[:, sl]
             del u
+    ran = np.ones((n_llms, n_domains), dtype=bool)
+    if block_missing > 0:
+        partial = np.flatnonzero(block_rng.random(n_llms) < block_missing)
+        drop = block_rng.random((partial.size, n_domains)) < 0.5
+        keep_one = block_rng.integers(0, n_domains, partial.size)
+        drop[np.arange(partial.size), keep_one] &= ~drop.all(axis=1)
+        ran[partial] = ~drop
+        for k in range(n_domains):
+            off = ~ran[:, k]
+            if off.any():
+                sl = slice(starts[k], starts[k + 1])
+                observed[off, sl] = False
+                correct[off, sl] = 0
 
     # -- names ------------------------------------------------------------------
     llm_width = max(4, len(str(n_llms)))
@@ -609,7 +819,7 @@ def simulate(
         ]
 
     responses = _long_table(
-        correct, observed, missing > 0, llm_names, item_names, domain_names, item_domain
+        correct, observed, missing > 0 or block_missing > 0, llm_names, item_names, domain_names, item_domain
     )
 
     factor_names = ["score"] + [f"score_{m + 1}" for m in range(1, rank)]
@@ -629,7 +839,8 @@ def simulate(
             "discrimination": discrimination,
             "intercept": intercept,
             "difficulty": difficulty,
-            "guessing": np.full(n_items, guessing),
+            "guessing": guess,
+            "upper": upper,
         }
     )
     domains = pd.DataFrame(
@@ -650,6 +861,15 @@ def simulate(
         "outlier_share": outlier_share,
         "guessing": guessing,
         "missing": missing,
+        "scenario": scenario,
+        "loading_range": None if dep["loading_range"] is None else list(dep["loading_range"]),
+        "skew": skew,
+        "chance_cluster": chance_cluster,
+        "guessing_sd": guessing_sd,
+        "mc_share": mc_share,
+        "flawed_share": flawed_share,
+        "specialist_share": specialist_share,
+        "block_missing": block_missing,
         "discrimination_median": discrimination_median,
         "discrimination_sd": discrimination_sd,
         "difficulty_mean": difficulty_mean,
@@ -668,7 +888,22 @@ def simulate(
         items=items,
         domains=domains,
         settings=settings,
+        llms=pd.DataFrame(
+            {
+                "llm": llm_names,
+                "chance_cluster": in_cluster,
+                "specialist_domains": [
+                    ";".join(np.asarray(domain_names, dtype=object)[np.flatnonzero(row)]) for row in deviation != 0
+                ],
+                "domains_run": _domains_run(observed, starts),
+            }
+        ),
     )
+
+
+def _domains_run(observed: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Number of domains with at least one observed response, per LLM."""
+    return np.add.reduceat(observed, starts[:-1], axis=1).astype(bool).sum(axis=1)
 
 
 def _small_int_dtype(n: int) -> type:
