@@ -8,14 +8,11 @@ import json
 import warnings
 
 import numpy as np
+import pymc as pm
 import pytest
 import xarray as xr
 
-from mtlirt.errors import InputError
-
-pm = pytest.importorskip("pymc")
-
-from mtlirt.bayes import (  # noqa: E402
+from mtlirt.bayes import (
     ModelSpec,
     ResponseArrays,
     build_fixed_model,
@@ -29,11 +26,13 @@ from mtlirt.bayes import (  # noqa: E402
     load_spec,
     posterior_predictive_checks,
 )
-from mtlirt.bayes._mcmc_stats import ess_bulk, ess_tail, rhat_rank  # noqa: E402
-from mtlirt.bayes.derived import add_derived  # noqa: E402
-from mtlirt.bayes.diagnostics import _cell_loglik, pointwise_loglik  # noqa: E402
-from mtlirt.bayes.fixed_items import hermite_np, hermite_pt  # noqa: E402
-from mtlirt.bayes.sample import _dataset_from_draws  # noqa: E402
+from mtlirt.bayes._mcmc_stats import ess_bulk, ess_tail, rhat_rank
+from mtlirt.bayes.derived import add_derived
+from mtlirt.bayes.diagnostics import _cell_loglik, pointwise_loglik
+from mtlirt.bayes.fixed_items import hermite_np, hermite_pt
+from mtlirt.bayes.sample import _dataset_from_draws
+from mtlirt.errors import InputError
+from mtlirt.estimate import Estimate
 
 
 # ---------------------------------------------------------------------------
@@ -443,18 +442,37 @@ def test_numpyro_cannot_run_the_marginal_model(data):
 
 
 def _mock(monkeypatch):
+    """Replace the samplers by prior draws (``pymc.testing.mock_sample``) on
+    the paths ``fit_bayes`` takes: nutpie's ``compile_pymc_model`` and
+    ``sample`` (the default sampler) and ``pm.sample`` (``sampler="pymc"``).
+    Returns the list of the samplers called, for the tests to check."""
+    import nutpie
     from pymc.testing import mock_sample
 
     stats = {
         "diverging": lambda size: np.zeros(size, dtype=bool),
         "energy": lambda size: np.random.default_rng(0).normal(size=size),
     }
+    called = []
 
-    def fake(*args, **kwargs):
+    def fake_compile(model, backend=None, initial_points=None, **kwargs):
+        assert backend == "numba"
+        return model
+
+    def fake_nutpie(compiled, *, draws, tune, chains, seed, **kwargs):
+        called.append("nutpie")
+        return mock_sample(model=compiled, draws=draws, chains=chains, random_seed=seed,
+                           sample_stats=stats)
+
+    def fake_pymc(*args, **kwargs):
+        called.append("pymc")
         kwargs.pop("nuts", None)
         return mock_sample(sample_stats=stats, **kwargs)
 
-    monkeypatch.setattr(pm, "sample", fake)
+    monkeypatch.setattr(nutpie, "compile_pymc_model", fake_compile)
+    monkeypatch.setattr(nutpie, "sample", fake_nutpie)
+    monkeypatch.setattr(pm, "sample", fake_pymc)
+    return called
 
 
 LAYOUT = {
@@ -488,14 +506,18 @@ def _check_layout(tree, arr, chains, draws, *, factor=True):
 
 
 def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
-    _mock(monkeypatch)
+    called = _mock(monkeypatch)
     arr, _ = data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tree = fit_bayes(arr, "factor-2pl", draws=7, chains=2, seed=11, progress=False)
         tree2 = fit_bayes(arr, "factor-2pl", draws=7, chains=2, seed=11, progress=False)
         tree3 = fit_bayes(arr, "factor-2pl", draws=7, chains=2, seed=12, progress=False)
+        tree_pm = fit_bayes(arr, "factor-2pl", draws=7, chains=2, seed=11, progress=False,
+                            sampler="pymc")
+    assert called == ["nutpie"] * 3 + ["pymc"]
     _check_layout(tree, arr, 2, 7)
+    _check_layout(tree_pm, arr, 2, 7)
     post = tree["posterior"]
     # seeds honoured
     assert np.array_equal(post["theta"].values, tree2["posterior"]["theta"].values)
@@ -528,7 +550,7 @@ def test_large_log_likelihood_is_left_out_by_default(data, monkeypatch):
     says so when it leaves it out, and True forces it."""
     import mtlirt.bayes.sample as sample_mod
 
-    _mock(monkeypatch)
+    called = _mock(monkeypatch)
     arr, _ = data
     n_values = 2 * 3 * arr.n_llms * arr.n_domains
     monkeypatch.setattr(sample_mod, "LOGLIK_AUTO_MAX", n_values - 1)
@@ -542,34 +564,35 @@ def test_large_log_likelihood_is_left_out_by_default(data, monkeypatch):
                            log_likelihood=True)
     assert forced["log_likelihood"]["y"].shape == (2, 3, arr.n_llms, arr.n_domains)
     info = json.loads(forced.attrs["mtlirt_info"])
-    assert info["log_likelihood"] is True
+    assert info["log_likelihood"] is True and called == ["nutpie", "nutpie"]
     assert {"build", "nuts", "derived", "log_likelihood", "diagnostics"} <= set(info["stage_seconds"])
 
 
 def test_result_is_an_estimate_and_round_trips(data, monkeypatch, tmp_path):
-    est_mod = pytest.importorskip("mtlirt.estimate")
-    _mock(monkeypatch)
+    called = _mock(monkeypatch)
     arr, _ = data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tree = fit_bayes(arr, "factor-3pl-mcq", items="fixed", draws=4, chains=2, seed=1,
                          progress=False)
-    est = est_mod.Estimate(tree)
+    assert called == ["nutpie"]
+    est = Estimate(tree)
     assert est.info["method"] == "bayes"
     path = est.save(tmp_path / "posterior.nc")
-    back = est_mod.Estimate.load(path)
+    back = Estimate.load(path)
     for v in LAYOUT:
         assert np.allclose(back.tree["posterior"][v].values, tree["posterior"][v].values)
 
 
 def test_fit_bayes_mocked_variants(monkeypatch):
-    _mock(monkeypatch)
+    called = _mock(monkeypatch)
     arr, _ = toy(12, (5, 6, 4), missing=0.1, seed=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tc = fit_bayes(arr, "correlated-2pl", draws=5, chains=1, seed=1, progress=False)
         t3 = fit_bayes(arr, "factor-3pl-mcq", draws=5, chains=1, seed=1, progress=False,
                        items="fixed", log_likelihood=False)
+    assert called == ["nutpie", "nutpie"]
     _check_layout(tc, arr, 1, 5, factor=False)
     post = tc["posterior"]
     corr = post["domain_corr"].values
@@ -618,7 +641,7 @@ def test_map_and_advi(data):
 
 
 def test_loo_and_compare(data, monkeypatch):
-    _mock(monkeypatch)
+    called = _mock(monkeypatch)
     from mtlirt.bayes import compare, loo
 
     arr, _ = data
@@ -628,20 +651,16 @@ def test_loo_and_compare(data, monkeypatch):
         t2 = fit_bayes(arr, "factor-1pl", draws=50, chains=2, seed=2, progress=False)
         res = loo(t1)
         cmp = compare({"2pl": t1, "1pl": t2})
+    assert called == ["nutpie", "nutpie"]
     assert np.isfinite(res.elpd)
     assert set(cmp.index) == {"2pl", "1pl"}
 
 
 def test_accepts_lead_responses(data):
-    data_mod = pytest.importorskip("mtlirt.data")
-    if not hasattr(data_mod, "Responses"):
-        pytest.skip("mtlirt.data.Responses not available")
+    from mtlirt.data import Responses
+
     arr, _ = data
-    try:
-        r = data_mod.Responses(arr.correct, arr.observed, arr.llms, arr.items, arr.domains,
-                               arr.item_domain)
-    except TypeError:
-        pytest.skip("Responses constructor differs")
+    r = Responses(arr.correct, arr.observed, arr.llms, arr.items, arr.domains, arr.item_domain)
     m = build_model(r, "factor-2pl")
     assert list(m.coords["item"]) == arr.items
 
