@@ -191,7 +191,7 @@ def cmd_fit(args) -> int:
     if "heldout" in info:
         print(f"held-out mean log-likelihood: {info['heldout']['mean_loglik']:.4f} "
               f"on {info['heldout']['n']:,} responses")
-    if diag and not diag.get("converged", True):
+    if diag and diag.get("converged") is False:  # None: no convergence check (map)
         bad = ", ".join(f"{k}={v}" for k, v in diag.items() if k != "converged")
         print(f"WARNING: THE FIT DID NOT CONVERGE ({bad}). Do not trust its numbers; "
               "sample longer (--draws/--tune) or simplify the model.", file=sys.stderr)
