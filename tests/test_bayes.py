@@ -702,7 +702,27 @@ def test_nuts_joint_runs_and_is_reproducible():
     _check_layout(t1, arr, 2, 150)
     assert np.array_equal(t1["posterior"]["theta"].values, t2["posterior"]["theta"].values)
     d = diagnostics(t1)
-    assert np.isfinite(d["max_rhat"]) and np.isfinite(d["min_ess_bulk"]) and d["divergences"] >= 0
+    assert np.isfinite(d["max_rhat"]) and np.isfinite(d["min_ess_bulk"])
+    assert d["divergences"] == int(t1["sample_stats"]["diverging"].sum())
+    assert t1["sample_stats"]["diverging"].shape == (2, 150)
+    ov = t1["posterior"]["overall"].mean(("chain", "draw")).values
+    assert np.corrcoef(ov, truth["eta"])[0, 1] > 0.7
+
+
+@pytest.mark.slow
+def test_pymc_sampler_runs_and_is_reproducible():
+    """A real (tiny) run of PyMC's own NUTS (sampler="pymc"): layout, seed,
+    sample stats and scores that follow the truth."""
+    arr, truth = toy(30, (6, 8), seed=23, loading=0.8)
+    kw = dict(draws=100, tune=100, chains=2, cores=1, seed=4, progress=False, sampler="pymc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t1 = fit_bayes(arr, "factor-2pl", **kw)
+        t2 = fit_bayes(arr, "factor-2pl", **kw)
+    _check_layout(t1, arr, 2, 100)
+    assert np.array_equal(t1["posterior"]["theta"].values, t2["posterior"]["theta"].values)
+    assert json.loads(t1.attrs["mtlirt_info"])["sampler"] == "pymc"
+    assert t1["sample_stats"]["diverging"].shape == (2, 100)
     ov = t1["posterior"]["overall"].mean(("chain", "draw")).values
     assert np.corrcoef(ov, truth["eta"])[0, 1] > 0.7
 
