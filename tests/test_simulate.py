@@ -341,3 +341,216 @@ def test_write_truth_round_trip(tmp_path):
 
     ov1 = pd.read_csv(simulate(10, [5], seed=0).write_truth(tmp_path / "t1") / "overall.csv")
     assert list(ov1.columns) == ["llm", "score"]
+
+
+# -- scenarios: each departure changes what it should and nothing else ---------
+
+BASE = dict(n_llms=400, domain_sizes=[12, 15, 20, 25], seed=21)
+
+
+def test_ideal_scenario_is_todays_default():
+    a = simulate(**BASE)
+    b = simulate(**BASE, scenario="ideal")
+    np.testing.assert_array_equal(a.correct, b.correct)
+    pd.testing.assert_frame_equal(a.domain_scores, b.domain_scores)
+    assert a.settings["scenario"] == "ideal" and a.settings["block_missing"] == 0.0
+    assert (a.llms["domains_run"] == 4).all() and not a.llms["chance_cluster"].any()
+    assert (a.llms["specialist_domains"] == "").all()
+
+
+def test_loading_range_changes_loadings_only():
+    base = simulate(**BASE)
+    s = simulate(**BASE, loading_range=(0.5, 0.98))
+    norms = np.linalg.norm(s.loadings.to_numpy(), axis=1)
+    assert norms.min() >= 0.5 and norms.max() <= 0.98
+    wide = np.linalg.norm(simulate(20, [2] * 40, loading_range=(0.5, 0.98), seed=0).loadings, axis=1)
+    assert wide.min() < 0.6 and wide.max() > 0.88  # uniform over the range
+    pd.testing.assert_frame_equal(s.overall, base.overall)
+    pd.testing.assert_frame_equal(s.items, base.items)
+    # same eta and unique parts: theta_k = eta |w_k| + sqrt(1 - |w_k|^2) z_k
+    eta = base.overall["score"].to_numpy()
+    z = (base.domain_scores.to_numpy() - np.outer(eta, np.full(4, math.sqrt(0.9)))) / math.sqrt(0.1)
+    np.testing.assert_allclose(s.domain_scores.to_numpy(), np.outer(eta, norms) + np.sqrt(1 - norms**2) * z,
+                               atol=1e-10)
+
+
+def test_skewed_population_with_a_chance_cluster():
+    base = simulate(20000, [5] * 3, seed=4)
+    s = simulate(20000, [5] * 3, seed=4, skew=4.0, chance_cluster=0.05)
+    eta = s.overall["score"].to_numpy()
+    assert abs(eta.mean()) < 0.03 and abs(eta.var() - 1) < 0.04  # population scale
+    member = s.llms["chance_cluster"].to_numpy()
+    assert abs(member.mean() - 0.05) < 0.006
+    # a tight lump well below the body: 3 body sds down, sd 0.3 body sds
+    assert eta[member].mean() < -2.2 and eta[member].std() < 0.3
+    assert np.quantile(eta[member], 0.95) < np.quantile(eta[~member], 0.01)
+    body = eta[~member]
+    assert (((body - body.mean()) / body.std()) ** 3).mean() > 0.5  # long upper tail
+    theta = s.domain_scores.to_numpy()
+    np.testing.assert_allclose(theta.mean(0), 0, atol=0.03)
+    np.testing.assert_allclose(theta.var(0), 1, atol=0.04)
+    pd.testing.assert_frame_equal(s.items, base.items)
+    pd.testing.assert_frame_equal(s.loadings, base.loadings)
+    # the unique parts are untouched
+    w = math.sqrt(0.9)
+    np.testing.assert_allclose(s.domain_scores.to_numpy() - w * eta[:, None],
+                               base.domain_scores.to_numpy() - w * base.overall.to_numpy(), atol=1e-10)
+
+
+def test_three_pl_guessing_on_multiple_choice_domains():
+    base = simulate(**BASE)
+    s = simulate(**BASE, guessing=0.2, guessing_sd=0.05, mc_share=0.5)
+    pd.testing.assert_frame_equal(s.domain_scores, base.domain_scores)
+    cols = ["item", "domain", "discrimination", "intercept", "difficulty", "upper"]
+    pd.testing.assert_frame_equal(s.items[cols], base.items[cols])
+    c = s.items.groupby("domain")["guessing"]
+    mc = c.max() > 0
+    assert mc.sum() == 2  # half of the 4 domains
+    assert (c.max()[~mc] == 0).all()
+    g = s.items.loc[s.items["domain"].isin(mc.index[mc]), "guessing"]
+    assert abs(g.mean() - 0.2) < 0.03 and 0.02 < g.std() < 0.08
+    # guessing lifts the weak LLMs' accuracy in the multiple-choice domains only
+    weak = np.argsort(s.overall["score"].to_numpy())[:80]
+    for d in s.domain_names:
+        cols_d = (s.items["domain"] == d).to_numpy()
+        gain = s.correct[weak][:, cols_d].mean() - base.correct[weak][:, cols_d].mean()
+        assert (gain > 0.08) if mc[d] else (gain == 0), (d, gain)
+
+
+def test_flawed_items():
+    base = simulate(**BASE)
+    s = simulate(**BASE, flawed_share=0.1)
+    n_flawed = round(0.1 * 72)
+    low = s.items["upper"] < 1
+    neg = s.items["discrimination"] < 0
+    assert low.sum() == n_flawed // 2 and neg.sum() == n_flawed - n_flawed // 2 and not (low & neg).any()
+    assert s.items.loc[low, "upper"].between(0.5, 0.9).all()
+    np.testing.assert_allclose(s.items.loc[neg, "discrimination"], -0.5 * base.items.loc[neg, "discrimination"])
+    np.testing.assert_allclose(s.items["difficulty"], base.items["difficulty"])
+    ok = ~(low | neg)
+    pd.testing.assert_frame_equal(s.items[ok], base.items[ok])
+    pd.testing.assert_frame_equal(s.domain_scores, base.domain_scores)
+    # a reversed item correlates negatively with the rest of its domain
+    rest = s.correct.sum(1)
+    for j in np.flatnonzero(neg.to_numpy()):
+        assert np.corrcoef(s.correct[:, j], rest - s.correct[:, j])[0, 1] < 0
+    # the ceiling holds for the best LLMs
+    top = np.argsort(s.overall["score"].to_numpy())[-100:]
+    for j in np.flatnonzero(low.to_numpy()):
+        assert s.correct[top, j].mean() < s.items["upper"].iloc[j] + 0.15
+
+
+def test_specialists():
+    base = simulate(**BASE)
+    s = simulate(**BASE, specialist_share=0.1)
+    pd.testing.assert_frame_equal(s.overall, base.overall)
+    pd.testing.assert_frame_equal(s.items, base.items)
+    spec = (s.llms["specialist_domains"] != "").to_numpy()
+    assert 0.06 < spec.mean() < 0.14
+    ratio = s.domain_scores.to_numpy() / base.domain_scores.to_numpy()
+    scale = 1 / ratio[~spec].mean(0)
+    np.testing.assert_allclose(ratio[~spec], np.broadcast_to(1 / scale, ratio[~spec].shape), rtol=1e-10)
+    np.testing.assert_allclose(scale, math.sqrt(1 + 0.1 * 2 / 4 * 5.25))  # E[#domains] 2, E[D^2] 5.25
+    dev = s.domain_scores.to_numpy() * scale - base.domain_scores.to_numpy()
+    for i in np.flatnonzero(spec):
+        names = s.llms["specialist_domains"].iloc[i].split(";")
+        hit = np.abs(dev[i]) > 1e-9
+        assert 1 <= hit.sum() <= 3 and set(np.asarray(s.domain_names)[hit]) == set(names)
+        assert np.all((np.abs(dev[i, hit]) >= 1.5) & (np.abs(dev[i, hit]) <= 3.0))
+    np.testing.assert_allclose(s.loadings.to_numpy(), base.loadings.to_numpy() / scale[:, None])
+
+
+def test_block_missingness():
+    base = simulate(**BASE)
+    s = simulate(**BASE, block_missing=0.5)
+    pd.testing.assert_frame_equal(s.domain_scores, base.domain_scores)
+    pd.testing.assert_frame_equal(s.items, base.items)
+    np.testing.assert_array_equal(s.correct[s.observed], base.correct[s.observed])
+    starts = np.cumsum([0] + BASE["domain_sizes"])
+    ran = np.column_stack([s.observed[:, a:b].any(1) for a, b in zip(starts[:-1], starts[1:])])
+    for a, b, k in zip(starts[:-1], starts[1:], range(4)):  # whole blocks or nothing
+        assert (s.observed[:, a:b].all(1) == ran[:, k]).all()
+    assert ran.any(1).all()  # every LLM kept at least one domain
+    partial = ~ran.all(1)
+    assert 0.35 < partial.mean() < 0.6  # 0.5 * (1 - 1/16 of them all kept)
+    np.testing.assert_array_equal(s.llms["domains_run"].to_numpy(), ran.sum(1))
+    assert set(s.responses["llm"].astype(str)) == set(s.llm_names)
+
+
+def test_realistic_scenario_levels_and_override(tmp_path):
+    s = simulate(300, preset="mmlu", scale=0.02, scenario="realistic", seed=1)
+    st = s.settings
+    assert st["scenario"] == "realistic" and st["loading_range"] == [0.6, 0.98]
+    assert st["specialist_share"] == 0.03 and st["block_missing"] == 0.4 and st["guessing"] == 0.2
+    assert (s.llms["domains_run"] < 57).mean() > 0.3
+    assert (s.items["discrimination"] < 0).any() and (s.items["upper"] < 1).any()
+    norms = np.linalg.norm(s.loadings.to_numpy(), axis=1)
+    assert norms.min() > 0.55 and norms.max() < 0.98
+    off = simulate(300, preset="mmlu", scale=0.02, scenario="realistic", seed=1, block_missing=0.0, missing=0.0)
+    assert off.observed.all() and (off.llms["domains_run"] == 57).all()
+    pd.testing.assert_frame_equal(off.domain_scores, s.domain_scores)
+    # truth files
+    out = s.write_truth(tmp_path / "truth")
+    llms = pd.read_csv(out / "llms.csv", keep_default_na=False)
+    assert list(llms.columns) == ["llm", "chance_cluster", "specialist_domains", "domains_run"]
+    np.testing.assert_array_equal(llms["domains_run"], s.llms["domains_run"])
+    assert json.loads((out / "truth.json").read_text())["settings"]["scenario"] == "realistic"
+    items = pd.read_csv(out / "items.csv")
+    np.testing.assert_allclose(items["upper"], s.items["upper"])
+    ds = pd.read_csv(out / "domain_scores.csv").pivot(index="llm", columns="domain", values="score")
+    np.testing.assert_allclose(ds.loc[s.llm_names, s.domain_names].to_numpy(), s.domain_scores.to_numpy())
+
+
+def test_realistic_truth_on_population_scale():
+    s = simulate(20000, [4] * 6, scenario="realistic", seed=2)
+    theta = s.domain_scores.to_numpy()
+    np.testing.assert_allclose(theta.mean(0), 0, atol=0.04)
+    np.testing.assert_allclose(theta.var(0), 1, atol=0.05)
+    eta = s.overall["score"].to_numpy()
+    assert abs(eta.mean()) < 0.03 and abs(eta.var() - 1) < 0.05
+    # loadings are the covariances with the overall score
+    np.testing.assert_allclose((theta * eta[:, None]).mean(0), s.loadings["score"], atol=0.04)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(scenario="harsh"),
+        dict(loading_range=(0.9, 0.2)),
+        dict(loading_range=(0.2, 1.2)),
+        dict(chance_cluster=1.0),
+        dict(guessing=0.2, guessing_sd=0.45),
+        dict(mc_share=1.5),
+        dict(flawed_share=-0.1),
+        dict(specialist_share=2.0),
+        dict(block_missing=1.0),
+    ],
+)
+def test_bad_departures_raise_input_error(kwargs):
+    with pytest.raises(InputError):
+        simulate(10, [5, 5], **kwargs)
+
+
+def test_cli_scenario_flags(tmp_path):
+    from mtlirt.cli import main
+
+    out = tmp_path / "r.csv"
+    args = ["simulate", "--n-llms", "40", "--domain-sizes", "5,6,7", "--scenario", "realistic",
+            "--block-missing", "0", "--loading-range", "0.7,0.8", "--specialist-share", "0.2",
+            "--flawed-share", "0.1", "--mc-share", "1", "--guessing", "0.25", "--guessing-sd", "0",
+            "--skew", "2", "--chance-cluster", "0.1", "--missing", "0",
+            "--seed", "3", "--out", str(out), "--truth", str(tmp_path / "t")]
+    assert main(args) == 0
+    st = json.loads((tmp_path / "t" / "truth.json").read_text())["settings"]
+    assert st["scenario"] == "realistic" and st["block_missing"] == 0 and st["loading_range"] == [0.7, 0.8]
+    assert st["specialist_share"] == 0.2 and st["flawed_share"] == 0.1 and st["mc_share"] == 1
+    assert st["skew"] == 2 and st["chance_cluster"] == 0.1 and st["guessing"] == 0.25 and st["missing"] == 0
+    expected = simulate(40, [5, 6, 7], scenario="realistic", block_missing=0, loading_range=(0.7, 0.8),
+                        specialist_share=0.2, flawed_share=0.1, mc_share=1, guessing=0.25, guessing_sd=0,
+                        skew=2, chance_cluster=0.1, missing=0, seed=3)
+    assert len(pd.read_csv(out)) == 40 * 18 == len(expected.responses)
+    items = pd.read_csv(tmp_path / "t" / "items.csv")
+    assert (items["guessing"] == 0.25).all()
+    with pytest.raises(SystemExit):  # argparse: not LO,HI
+        main(["simulate", "--domain-sizes", "5", "--loading-range", "0.9", "--out", str(out)])
+    assert main(["simulate", "--domain-sizes", "5", "--loading-range", "0.9,0.1", "--out", str(out)]) == 2
