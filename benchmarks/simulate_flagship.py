@@ -23,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mtlirt.simulate import simulate
 
@@ -60,7 +61,8 @@ print(json.dumps({"seconds": time.perf_counter() - t0,
 def _load(ctx: dict[str, Any]) -> str:
     """Load the Parquet file into Responses in a fresh process (its own peak memory)."""
     del ctx["sim"]
-    proc = subprocess.run([sys.executable, "-c", _LOAD, str(ctx["parquet"])], capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-c", _LOAD, str(ctx["parquet"])], capture_output=True, text=True,
+                          check=True)
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     return (f"in a fresh process: {res['seconds']:.2f} s, peak {res['peak_gib']:.2f} GiB, "
             f"Responses holds {res['held_gib']:.2f} GiB; {res['repr']}")

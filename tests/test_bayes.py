@@ -34,7 +34,6 @@ from mtlirt.bayes.sample import _dataset_from_draws
 from mtlirt.errors import InputError
 from mtlirt.estimate import Estimate
 
-
 # ---------------------------------------------------------------------------
 # toy data
 # ---------------------------------------------------------------------------
@@ -533,7 +532,8 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
     assert np.allclose(corr[..., 0, 1], (lam[..., 0, :] * lam[..., 1, :]).sum(-1))
     th = post["theta"].values
     a, d, c = (post[v].values for v in ("discrimination", "intercept", "guessing"))
-    P = c[:, :, None, :] + (1 - c[:, :, None, :]) / (1 + np.exp(-(a[:, :, None, :] * th[..., arr.item_domain] + d[:, :, None, :])))
+    x = a[:, :, None, :] * th[..., arr.item_domain] + d[:, :, None, :]
+    P = c[:, :, None, :] + (1 - c[:, :, None, :]) / (1 + np.exp(-x))
     assert np.allclose(post["expected_accuracy"].values, P.mean(-1))
     assert np.all(c == 0) and np.all(a > 0)
     # log-likelihood group, per LLM x domain

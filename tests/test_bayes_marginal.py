@@ -9,13 +9,9 @@ import warnings
 import numpy as np
 import pytest
 
-from mtlirt.errors import InputError
-
-pm = pytest.importorskip("pymc")
-
-from mtlirt.bayes import build_fixed_model, build_model, fit_bayes, load_spec  # noqa: E402
-from mtlirt.bayes.fixed_items import build_tables  # noqa: E402
-from mtlirt.bayes.marginal import (  # noqa: E402
+from mtlirt.bayes import build_fixed_model, build_model, fit_bayes, load_spec
+from mtlirt.bayes.fixed_items import build_tables
+from mtlirt.bayes.marginal import (
     conditional_moments,
     draw_domain_scores,
     kernel_inputs,
@@ -23,8 +19,8 @@ from mtlirt.bayes.marginal import (  # noqa: E402
     marginal_loglik_np,
     quadrature_nodes,
 )
-
-from test_bayes import toy  # noqa: E402
+from mtlirt.errors import InputError
+from test_bayes import toy
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,8 @@ def test_simulate_preset_scale(tmp_path):
 
 
 def test_simulate_bad_arguments_one_line(tmp_path, capsys):
-    rc = main(["simulate", "--n-llms", "10", "--preset", "mmlu", "--domain-sizes", "3,4", "--out", str(tmp_path / "x.csv")])
+    rc = main(["simulate", "--n-llms", "10", "--preset", "mmlu", "--domain-sizes", "3,4",
+               "--out", str(tmp_path / "x.csv")])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("mtlirt: error:") and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.csv").exists()

@@ -1,4 +1,3 @@
-import gzip
 import subprocess
 import sys
 import warnings

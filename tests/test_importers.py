@@ -432,7 +432,8 @@ def test_wide_domains_from_names_and_blanks(tmp_path):
             "abstract_algebra/q1",
             "anatomy:q1",
         ],
-        "domain": ["abstract_algebra", "abstract_algebra", "abstract_algebra", "anatomy", "abstract_algebra", "anatomy"],
+        "domain": ["abstract_algebra", "abstract_algebra", "abstract_algebra", "anatomy", "abstract_algebra",
+                   "anatomy"],
         "correct": [1, 0, 1, 1, 0, 0],
     }
 

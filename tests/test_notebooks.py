@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import ipykernel  # noqa: F401  (the notebooks' kernel: fail here when it is missing)
+import nbclient
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CELL_TIMEOUT = 600  # seconds per cell

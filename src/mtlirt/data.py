@@ -124,7 +124,7 @@ class Responses:
         domain_column: str = "domain",
         ignore_columns=(),
         drop_unassigned: bool = False,
-    ) -> "Responses":
+    ) -> Responses:
         """Read a long table (CSV, gzip CSV or Parquet) and validate it.
 
         Parameters
@@ -156,7 +156,7 @@ class Responses:
         ignore_columns=(),
         drop_unassigned: bool = False,
         domains=None,
-    ) -> "Responses":
+    ) -> Responses:
         """Validate a long DataFrame ``llm, item, domain, correct`` and build the data.
 
         Parameters
@@ -203,7 +203,8 @@ class Responses:
         if domains is not None:
             empty = [d for d in domains if d not in set(dom_names)]
             if empty:
-                raise InputError(f"empty domain{'s' if len(empty) > 1 else ''} with no responses: {', '.join(map(str, empty))}")
+                raise InputError(f"empty domain{'s' if len(empty) > 1 else ''} with no responses: "
+                                 f"{', '.join(map(str, empty))}")
 
         # domains sorted by name; items grouped by domain, input order within
         dom_order = np.argsort(np.asarray(dom_names, dtype=str), kind="stable")
@@ -240,7 +241,7 @@ class Responses:
         return out
 
     @classmethod
-    def from_wide(cls, matrix: pd.DataFrame, item_domain, *, domains=None) -> "Responses":
+    def from_wide(cls, matrix: pd.DataFrame, item_domain, *, domains=None) -> Responses:
         """Build from a wide LLM x item matrix (rows LLMs, columns items; NaN = missing).
 
         Parameters
@@ -336,7 +337,8 @@ class Responses:
         )
 
     def to_xarray(self):
-        """An ``xarray.DataArray`` ``correct`` with dims ``llm``, ``item`` (NaN = unobserved) and the item's ``domain`` as a coordinate."""
+        """An ``xarray.DataArray`` ``correct`` with dims ``llm``, ``item`` (NaN =
+        unobserved) and the item's ``domain`` as a coordinate."""
         import xarray as xr
 
         values = self.correct.astype(np.float32)
@@ -447,7 +449,7 @@ class Responses:
         )
 
     # ------------------------------------------------------------ subsets
-    def holdout(self, share: float, seed: int = 0) -> tuple["Responses", np.ndarray]:
+    def holdout(self, share: float, seed: int = 0) -> tuple[Responses, np.ndarray]:
         """Hold out a random ``share`` of the observed responses.
 
         Returns the training data (the held-out cells unobserved) and the
@@ -467,7 +469,7 @@ class Responses:
         )
         return train, held
 
-    def subset(self, llms=None, items=None) -> "Responses":
+    def subset(self, llms=None, items=None) -> Responses:
         """The data restricted to some LLMs and/or items (names or boolean masks); empty domains are dropped."""
         ri = np.arange(self.n_llms) if llms is None else _select(self.llms, llms)
         ci = np.arange(self.n_items) if items is None else _select(self.items, items)

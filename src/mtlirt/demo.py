@@ -6,8 +6,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 from .data import Responses
 from .fitting import fit
 from .output import write_fit
@@ -19,8 +17,9 @@ from .simulate import simulate
 DEMO = dict(n_llms=600, preset="mmlu", scale=0.25, rank=1, similarity=0.15, outlier_share=0.05, missing=0.02)
 
 
-def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int | None = None, scale: float | None = None,
-             bootstrap: int = 40, bayes: bool = True, draws: int = 1000, tune: int = 1000, chains: int = 4) -> dict:
+def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int | None = None,
+             scale: float | None = None, bootstrap: int = 40, bayes: bool = True, draws: int = 1000,
+             tune: int = 1000, chains: int = 4) -> dict:
     """Simulate the demo leaderboard, fit MTL (with bootstrap) and the Bayesian model, write the report.
 
     Parameters
@@ -103,7 +102,8 @@ def headline(mtl, bayes_est, sim, data) -> list[str]:
     lines = [
         f"top LLMs ({'Bayes' if bayes_est is not None else 'MTL'}, overall score, 90% interval): {tops}",
         f"selected rank: {mtl.info.get('rank')} (simulated: {sim.rank}); shrinkage C = {mtl.info.get('C')}",
-        f"strongest domain correlation: {hi.domain_a} ~ {hi.domain_b} {hi.estimate:.2f} [{hi.lower:.2f}, {hi.upper:.2f}]; "
+        f"strongest domain correlation: {hi.domain_a} ~ {hi.domain_b} {hi.estimate:.2f} "
+        f"[{hi.lower:.2f}, {hi.upper:.2f}]; "
         f"weakest: {lo.domain_a} ~ {lo.domain_b} {lo.estimate:.2f} [{lo.lower:.2f}, {lo.upper:.2f}]",
         f"ranking vs the simulated truth (Spearman): MTL {rho_mtl:.3f}, macro accuracy {rho_acc:.3f}",
     ]

@@ -1130,11 +1130,13 @@ def from_wide(
     llm_blank = llm_raw.isna().to_numpy() | (llm_raw.astype(str).str.strip() == "").to_numpy()
     if llm_blank.any():
         rows = np.flatnonzero(llm_blank) + 1
-        raise InputError(f"{where}: no LLM name in {llm_column!r} on row{'s' if len(rows) > 1 else ''} {_listing(rows.tolist(), quote=False)}")
+        raise InputError(f"{where}: no LLM name in {llm_column!r} on row{'s' if len(rows) > 1 else ''} "
+                         f"{_listing(rows.tolist(), quote=False)}")
     llms = llm_raw.astype(str).to_numpy(dtype=object)
     dup = pd.Series(llms).duplicated()
     if dup.any():
-        raise InputError(f"{where}: LLM{'s' if dup.sum() > 1 else ''} {_listing(pd.unique(llms[dup.to_numpy()]).tolist())} appear on more than one row")
+        raise InputError(f"{where}: LLM{'s' if dup.sum() > 1 else ''} "
+                         f"{_listing(pd.unique(llms[dup.to_numpy()]).tolist())} appear on more than one row")
 
     # domains first: a cheap check before the big conversion
     mapped = _read_item_domain(item_domain) if item_domain is not None else {}

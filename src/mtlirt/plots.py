@@ -453,7 +453,8 @@ def rank_uncertainty(est, top: int = 30, interval: float = 0.9, *, k: int = 10, 
     ax = axes[0]
     y = np.arange(m)
     if has_draws:
-        _hbars(ax, y, tab["rank_lower"].to_numpy(float) - 0.0, tab["rank_upper"].to_numpy(float), _BLUE, lw=3, alpha=0.5)
+        _hbars(ax, y, tab["rank_lower"].to_numpy(float) - 0.0, tab["rank_upper"].to_numpy(float), _BLUE,
+               lw=3, alpha=0.5)
     ax.scatter(tab["rank"], y, s=16, color=_BLUE, zorder=3)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=fs)
@@ -936,8 +937,8 @@ def convergence(est, var_names=None, kind: str = "rank", *, max_panels: int = 8,
         vals = da.values
         flat = vals.reshape(vals.shape[:2] + (-1,))
         rh = rank_rhat(flat)
-        labels = [", ".join(str(x) for x in combo) for combo in
-                  np.array(np.meshgrid(*[da[d].values.astype(str) for d in extra], indexing="ij")).reshape(len(extra), -1).T]
+        grid = np.meshgrid(*[da[d].values.astype(str) for d in extra], indexing="ij")
+        labels = [", ".join(str(x) for x in combo) for combo in np.array(grid).reshape(len(extra), -1).T]
         for j in _worst(rh, max_panels):
             data[f"{v}[{labels[j]}]"] = (("chain", "draw"), flat[:, :, j])
     ds = xr.Dataset(data, coords={"chain": post["chain"].values, "draw": post["draw"].values})

@@ -72,7 +72,8 @@ figcaption{font-size:12.5px;color:#5b6475;margin-top:4px}
  margin:16px 0;font-size:16px}
 .warning strong.big{display:block;font-size:21px;margin-bottom:4px;color:#b71c1c}
 .caution{background:#fff6e0;border:2px solid #e0a000;color:#6b4e00;border-radius:8px;padding:10px 16px;margin:14px 0}
-.ok{background:#e8f5e9;border:1px solid #66bb6a;color:#1b5e20;border-radius:8px;padding:8px 14px;margin:12px 0;display:inline-block}
+.ok{background:#e8f5e9;border:1px solid #66bb6a;color:#1b5e20;border-radius:8px;padding:8px 14px;margin:12px 0;
+ display:inline-block}
 .bad{color:#b71c1c;font-weight:600}
 .good{color:#2e7d32}
 .grid2{display:grid;grid-template-columns:1fr 1fr;gap:18px}
@@ -284,7 +285,8 @@ def _leaderboard(est, interval: float, top: int, full_table: bool, k_top: int = 
     if has:
         df[f"{pct} interval"] = [f"{lo:.3f} to {hi:.3f}" for lo, hi in zip(tab["lower"], tab["upper"])]
         df["sd"] = tab["sd"]
-        df[f"rank {pct} interval"] = [f"{a}–{b}" if a != b else f"{a}" for a, b in zip(tab["rank_lower"], tab["rank_upper"])]
+        df[f"rank {pct} interval"] = [f"{a}–{b}" if a != b else f"{a}"
+                                      for a, b in zip(tab["rank_lower"], tab["rank_upper"])]
         p = est.prob_top(k_top)
         df[f"P(top {k_top})"] = p.reindex(tab["llm"]).to_numpy()
     if "expected_accuracy" in tab:
@@ -414,8 +416,8 @@ def _fit_section(name: str, est, record: dict, responses, interval: float, top: 
 
     if info.get("singular_values") is not None:
         out.append(f'<h3 id="{_e(aid)}-scree">Shared representation</h3>')
-        out.append(_figure(lambda: plots.scree(est), "Singular values of the domain scores; the selected rank is marked.",
-                           dpi=dpi))
+        out.append(_figure(lambda: plots.scree(est),
+                           "Singular values of the domain scores; the selected rank is marked.", dpi=dpi))
 
     out.append(f'<h3 id="{_e(aid)}-diagnostics">Diagnostics</h3>')
     if diag_html_later is not None:
@@ -424,7 +426,8 @@ def _fit_section(name: str, est, record: dict, responses, interval: float, top: 
         out.append('<p class="bad">Not converged: see the warning at the top of this fit.</p>')
     if src == "posterior" and p.sizes["chain"] > 1 and p.sizes["draw"] >= 4:
         out.append(_figure(lambda: plots.convergence(est, kind="rank"),
-                           "Rank plots of the overall scores with the largest R-hat (uniform = chains agree).", dpi=dpi))
+                           "Rank plots of the overall scores with the largest R-hat (uniform = chains agree).",
+                           dpi=dpi))
         out.append(_figure(lambda: plots.convergence(est, kind="ess"),
                            "Effective sample size of the overall scores with the largest R-hat.", dpi=dpi))
     h = heldout_loglik(info)

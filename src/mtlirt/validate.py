@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
-from .io import LONG_COLUMNS
 
 #: How many offending rows or values a message lists before "and N more".
 SHOW = 5

@@ -10,8 +10,9 @@ unobserved), ``observed`` (bool LLM x item, or None when fully observed),
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ class ResponseArrays:
         llm_names: Sequence[str] | None = None,
         item_names: Sequence[str] | None = None,
         domain_names: Sequence[str] | None = None,
-    ) -> "ResponseArrays":
+    ) -> ResponseArrays:
         """Build from arrays; missing names become ``llm0``, ``item0``, ``domain0``...
 
         Parameters

@@ -99,7 +99,7 @@ def _ess_kernel():
                 for c in range(m):
                     t = 0.0
                     for s in range(n - lag):
-                        t += xc[c, s] * xc[c, s + lag]
+                        t += xc[c, s] * xc[c, s + lag]  # noqa: B023 (called in this iteration only)
                     tot += t / n
                 return tot / m
 
@@ -165,13 +165,13 @@ def _summary_chunk(s: np.ndarray, prob: float = 0.05):
     del order
     med = 0.5 * (srt[:, (S - 1) // 2] + srt[:, S // 2])
 
-    def q(pr):
+    def q(srt, pr):
         h = (S - 1) * pr
         lo = int(np.floor(h))
         hi = min(lo + 1, S - 1)
         return srt[:, lo] + (h - lo) * (srt[:, hi] - srt[:, lo])
 
-    qlo, qhi = q(prob), q(1 - prob)
+    qlo, qhi = q(srt, prob), q(srt, 1 - prob)
     del srt
     folded = np.abs(flat - med[:, None])
     order = np.argsort(folded, axis=1)

@@ -75,7 +75,7 @@ def _sigmoid(x):
 
 def calibrate_items(
     responses: Any,
-    spec: "str | ModelSpec | None" = None,
+    spec: str | ModelSpec | None = None,
     *,
     n_quad: int = 61,
     n_quad_fine: int = 481,
@@ -555,7 +555,7 @@ def pytensor_disconnected(v):
 
 def build_fixed_model(
     responses: Any,
-    spec: "str | ModelSpec | None" = None,
+    spec: str | ModelSpec | None = None,
     *,
     item_values: dict | None = None,
     init: dict | None = None,
@@ -593,8 +593,7 @@ def build_fixed_model(
     import pymc as pm
 
     from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.model import (add_coords_for_centering, add_traits, anchor_domains,
-                                    model_coords, trait_centering)
+    from mtlirt.bayes.model import add_coords_for_centering, add_traits, anchor_domains, model_coords, trait_centering
 
     arr = as_arrays(responses)
     spec = load_spec(spec)
@@ -651,8 +650,13 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
 
     from mtlirt.bayes.derived import factor_parts
     from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.marginal import (kernel_inputs, marginal_loglik_pt, overall_sd_guess,
-                                       pin_standardisation, quadrature_nodes)
+    from mtlirt.bayes.marginal import (
+        kernel_inputs,
+        marginal_loglik_pt,
+        overall_sd_guess,
+        pin_standardisation,
+        quadrature_nodes,
+    )
     from mtlirt.bayes.model import add_factor_block, model_coords
 
     n, K = arr.n_llms, arr.n_domains

@@ -18,7 +18,7 @@ def _logit(p):
     return np.log(p) - np.log1p(-p)
 
 
-def default_init(responses: Any, spec: "str | ModelSpec | None" = None) -> dict:
+def default_init(responses: Any, spec: str | ModelSpec | None = None) -> dict:
     """A cheap point estimate from accuracies (used when no MTL estimate is given).
 
     Domain scores are standardised logits of each LLM's smoothed per-domain
@@ -215,7 +215,7 @@ def initial_values(
 
 
 def item_initial_values(arr: ResponseArrays, spec: ModelSpec, init: dict, *,
-                        centered: "bool | tuple[bool, bool]" = False) -> dict:
+                        centered: bool | tuple[bool, bool] = False) -> dict:
     """Initial values of the item variables from ``a``, ``d`` (and ``c``);
     ``centered`` = (difficulties, log discriminations) or one bool for both."""
     b_c, a_c = (centered, centered) if isinstance(centered, bool) else centered

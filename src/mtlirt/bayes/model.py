@@ -363,7 +363,7 @@ def _random_3pl(x, c, rng=None, size=None):
 LIKELIHOODS = ("auto", "fused", "elementwise")
 
 
-def build_model(responses: Any, spec: "str | ModelSpec | None" = None, *, init: dict | None = None,
+def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: dict | None = None,
                 likelihood: str = "auto"):
     """Build the joint PyMC model (traits and items) of METHOD.md section 5.
 

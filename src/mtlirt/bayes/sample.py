@@ -37,7 +37,7 @@ class NotConvergedWarning(UserWarning):
     """A NUTS fit failed the convergence checks."""
 
 
-def build(responses: Any, spec: "str | ModelSpec | None" = None, *, items: str = "joint",
+def build(responses: Any, spec: str | ModelSpec | None = None, *, items: str = "joint",
           init: dict | None = None, item_values: dict | None = None, likelihood: str = "auto"):
     """Build the PyMC model for ``items="joint"`` or ``"fixed"``.
 
@@ -122,7 +122,7 @@ def _check_numpyro():
 
 def fit_bayes(
     responses: Any,
-    spec: "str | ModelSpec | None" = "factor-2pl",
+    spec: str | ModelSpec | None = "factor-2pl",
     *,
     method: str = "nuts",
     sampler: str = "nutpie",

@@ -154,7 +154,7 @@ class ModelSpec:
             raise ValueError("guessing is estimated, not fixed")
         return float(self.guessing)
 
-    def with_changes(self, **changes: Any) -> "ModelSpec":
+    def with_changes(self, **changes: Any) -> ModelSpec:
         """A copy with some fields changed (validated again)."""
         d = _spec_to_dict(replace(self, **changes))
         return _validate(d, name=self.name, source=self.source)
@@ -190,7 +190,7 @@ def list_specs() -> list[str]:
     return sorted(p.name.removesuffix(".toml") for p in d.iterdir() if p.name.endswith(".toml"))
 
 
-def load_spec(spec: "str | os.PathLike | ModelSpec | dict | None" = None) -> ModelSpec:
+def load_spec(spec: str | os.PathLike | ModelSpec | dict | None = None) -> ModelSpec:
     """Load and validate a model spec.
 
     Parameters
