@@ -66,7 +66,8 @@ def test_fit_folder_roundtrip_and_columns(data, tmp_path):
     out = write_fit(est, tmp_path / "fit")
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["domain_scores.csv", "overall.csv", "items.csv", "domain_correlation.csv", "fit.json", "posterior.nc"])
-    assert list(pd.read_csv(out / "domain_scores.csv").columns) == ["llm", "domain", "score", "sd", "lower", "upper"]
+    assert list(pd.read_csv(out / "domain_scores.csv").columns) == [
+        "llm", "domain", "score", "sd", "lower", "upper", "predicted"]
     assert list(pd.read_csv(out / "items.csv").columns) == [
         "item", "domain", "discrimination", "intercept", "difficulty", "guessing"]
     assert list(pd.read_csv(out / "domain_correlation.csv").columns) == [

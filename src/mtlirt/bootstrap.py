@@ -6,6 +6,25 @@ tuned settings held fixed (the selected rank, the chosen shrinkage), is refit
 to each replicate.  Replicate ``b`` draws from
 ``numpy.random.default_rng(SeedSequence(seed).spawn(B)[b])``, so the result
 does not depend on the number of workers.
+
+Three worlds:
+
+``parametric``
+    The answers are redrawn from the point fit itself (STL, pooled).
+``items``
+    Items are resampled within domains (accuracy).
+``world``
+    For a shrinkage estimator (MTL) the point fit is the wrong world: it has
+    no deviations from the shared structure left, so refits of it cannot see
+    the shrinkage bias.  Each replicate draws a new truth
+    ``theta* = centre + sqrt(psi_k) z`` (``z ~ N(0, 1)``), with the shared
+    centre of the fit and each domain's deviation spread ``psi_k`` estimated
+    from the data (:func:`deviation_spread`), draws answers from it and
+    refits; the replicate returns its truth (``world_theta``) beside the
+    refit, so the caller can form the estimation error ``refit - truth``.
+    An interval of the error ``e``, applied to the point estimate, is
+    ``[estimate - q_hi(e), estimate - q_lo(e)]``: an empirical-Bayes interval
+    whose coverage holds on average over the LLMs.
 """
 
 from __future__ import annotations
@@ -49,13 +68,52 @@ def resample_items(correct, observed, domain_slices, rng: np.random.Generator):
     return correct[:, cols], None if observed is None else observed[:, cols]
 
 
+def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, floor: float = 1e-3) -> np.ndarray:
+    """Variance ``psi_k`` of each domain's deviations from its centre, by moments of the score.
+
+    With ``theta_ik = centre_ik + delta_ik``, ``delta_ik ~ N(0, psi_k)``, the
+    score ``g`` and information ``I`` of the log-likelihood at the centre
+    satisfy ``E[g^2] ~ I + I^2 psi_k``, so
+    ``psi_k = sum_i (g_ik^2 - I_ik) / sum_i I_ik^2`` (floored at ``floor``).
+    Cells without responses contribute nothing.
+
+    Parameters
+    ----------
+    correct, observed, domain_slices
+        The data (``observed`` None when complete).
+    centre
+        ``N x K`` centres, on the scale of the items ``a``, ``d``.
+    a, d, c
+        Item parameters (``c`` None or the lower asymptotes).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``K`` variances.
+    """
+    from .irt import ResponseData
+
+    cc = None if c is None or not np.any(np.asarray(c) > 0) else np.asarray(c, dtype=np.float64)
+    lik = ResponseData(correct, observed, domain_slices, guessing=cc).theta_likelihood()
+    lik.set_items(np.asarray(a, dtype=np.float64), np.asarray(d, dtype=np.float64))
+    g, info = lik.theta_derivs(np.asarray(centre, dtype=np.float64))
+    psi = (g * g - info).sum(axis=0) / np.maximum((info * info).sum(axis=0), 1e-12)
+    return np.maximum(psi, floor)
+
+
 def _one(b: int, state: dict):
-    """Replicate ``b``: new answers (parametric) or resampled items, then the refit."""
+    """Replicate ``b``: new answers (parametric, world) or resampled items, then the refit."""
     rng = np.random.default_rng(state["seeds"][b])
+    p = state["point"]
     if state["kind"] == "parametric":
-        p = state["point"]
         y = draw_responses(p["theta"], p["a"], p["d"], p.get("c"), state["slices"], state["observed"], rng)
         obs = state["observed"]
+    elif state["kind"] == "world":
+        truth = p["centre"] + rng.standard_normal(p["centre"].shape) * np.sqrt(p["psi"])
+        y = draw_responses(truth, p["a"], p["d"], p.get("c"), state["slices"], state["observed"], rng)
+        res = state["refit"](y, state["observed"])
+        res["world_theta"] = truth
+        return b, res
     else:
         y, obs = resample_items(state["correct"], state["observed"], state["slices"], rng)
     return b, state["refit"](y, obs)
@@ -88,7 +146,8 @@ def run_bootstrap(
         The data's layout and observation mask (``None`` when complete).
     point
         For ``kind="parametric"``: the point estimate's ``theta`` (N x K),
-        ``a``, ``d`` and optionally ``c``.
+        ``a``, ``d`` and optionally ``c``; for ``kind="world"``: ``centre``
+        (N x K), ``psi`` (K deviation variances), ``a``, ``d``, ``c``.
     correct
         For ``kind="items"``: the observed answers, resampled by item within domain.
     n_jobs
@@ -100,7 +159,8 @@ def run_bootstrap(
     Returns
     -------
     dict
-        Each key of ``refit``'s result stacked over replicates (leading axis ``n``).
+        Each key of ``refit``'s result stacked over replicates (leading axis
+        ``n``); with ``kind="world"`` also ``world_theta``, each replicate's truth.
     """
     if n < 2:
         raise ValueError("a bootstrap needs at least 2 replicates")

@@ -20,6 +20,11 @@ Variables (names and dims are the contract every plot and report reads):
 
 Coordinates: ``llm``, ``domain``, ``item`` (names), ``factor`` (0..r-1),
 ``domain_a``/``domain_b`` (domain names) and ``item_domain`` on ``item``.
+
+A ``/cells`` group, when present, holds ``n_responses`` (llm, domain): the
+number of observed responses of each LLM in each domain; a cell with none is
+*predicted* (its score comes from the model given the LLM's other domains)
+and flagged so in :meth:`Estimate.domain_scores`.
 """
 
 from __future__ import annotations
@@ -114,6 +119,7 @@ class Estimate:
         info: dict | None = None,
         bootstrap: dict | None = None,
         extra: dict | None = None,
+        n_responses=None,
     ) -> "Estimate":
         """Wrap a point estimate (one chain, one draw) and optional bootstrap replicates.
 
@@ -147,6 +153,8 @@ class Estimate:
             Further point variables, ``name -> (dims, array)`` with dims among
             ``llm``, ``domain``, ``item`` (e.g. the accuracy baseline's raw
             proportions ``accuracy`` on ``(llm, domain)``).
+        n_responses
+            ``N x K`` observed responses per LLM and domain (the ``/cells`` group).
         """
         point = dict(
             theta=theta, overall=overall, eta=eta, loadings=loadings,
@@ -165,9 +173,22 @@ class Estimate:
                 llms, domains, items, item_domain,
                 fill_from=post,
             )
+        if n_responses is not None:
+            children["cells"] = _cells(n_responses, llms, domains)
         tree = xr.DataTree.from_dict(children)
         tree.attrs[INFO_ATTR] = json.dumps({"method": method, **(info or {})}, default=_json_default)
         return cls(tree)
+
+    def attach_cells(self, n_responses) -> None:
+        """Record the observed responses per LLM and domain (``N x K``) in ``/cells``."""
+        self.tree["cells"] = xr.DataTree(_cells(n_responses, self.llms, self.domains))
+
+    @property
+    def predicted(self) -> np.ndarray | None:
+        """``N x K`` booleans: cells without responses (None when ``/cells`` is absent)."""
+        if "cells" not in self.tree.children:
+            return None
+        return self.tree["cells"].to_dataset()["n_responses"].values == 0
 
     # ------------------------------------------------------------ io
     def save(self, path: str | Path) -> Path:
@@ -258,12 +279,13 @@ class Estimate:
 
     # ------------------------------------------------------------ tables
     def domain_scores(self, interval: float = 0.9) -> pd.DataFrame:
-        """Long table ``llm, domain, score, sd, lower, upper`` (equal-tailed interval)."""
+        """Long table ``llm, domain, score, sd, lower, upper`` (equal-tailed interval), and
+        ``predicted`` (True where the LLM has no response in the domain) when known."""
         score = self.point("theta")
         d = self.draws("theta")
         sd, lo, hi = _spread(score, d, interval)
         n, k = score.shape
-        return pd.DataFrame(
+        out = pd.DataFrame(
             {
                 "llm": np.repeat(self.llms.values, k),
                 "domain": np.tile(self.domains.values, n),
@@ -273,6 +295,10 @@ class Estimate:
                 "upper": hi.ravel(),
             }
         )
+        pred = self.predicted
+        if pred is not None:
+            out["predicted"] = pred.ravel()
+        return out
 
     def overall_scores(self, interval: float = 0.9) -> pd.DataFrame:
         """Table ``llm, score, sd, lower, upper, rank, rank_lower, rank_upper, expected_accuracy``, best first."""
@@ -343,6 +369,12 @@ class Estimate:
             f"<Estimate {self.method}: {p.sizes['llm']} LLMs, {p.sizes['domain']} domains, "
             f"{p.sizes['item']} items, {self.n_draws} draw(s), uncertainty: {self.uncertainty_source}>"
         )
+
+
+def _cells(n_responses, llms, domains) -> xr.Dataset:
+    n = np.asarray(n_responses, dtype=np.int64)
+    return xr.Dataset({"n_responses": (("llm", "domain"), n)},
+                      coords={"llm": _names(llms), "domain": _names(domains)})
 
 
 def _spread(point, draws, interval):

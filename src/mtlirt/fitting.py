@@ -8,14 +8,26 @@ Methods
 ``accuracy``  proportion correct per domain, macro average as overall
 ``bayes``     the Bayesian twin in PyMC (METHOD.md §5), see :mod:`mtlirt.bayes`
 
-Point estimates get intervals from a bootstrap (``bootstrap=B``): parametric
-for the IRT methods (answers redrawn from the fitted model on the observed
-cells, estimator refit with its tuned settings fixed), items resampled within
-domains for ``accuracy``.  Intervals are percentile intervals of the
-replicates (``/bootstrap``).  Measured coverage (``docs/results.md``): close
-to nominal for ``stl``; far too narrow for ``mtl``, whose bootstrap world is
-the shrunk fit and cannot see its shrinkage bias -- use ``bayes`` for
-calibrated intervals.
+Point estimates get intervals from a bootstrap (``bootstrap=B``), the
+estimator refit with its tuned settings fixed (:mod:`mtlirt.bootstrap`):
+
+- ``stl``, ``pooled``: parametric (answers redrawn from the fitted model on
+  the observed cells); percentile intervals of the replicates;
+- ``mtl``: intervals of the estimation error.  The point fit is a shrunk
+  world, so each replicate draws a new truth, the fit's centre plus
+  deviations with each domain's estimated spread, and the refit's error
+  against that truth is taken off the point estimate
+  (``/bootstrap`` holds ``estimate - error``; the interval is the estimate
+  minus the error's quantiles), for domain scores, overall scores and ranks;
+- ``accuracy``: items resampled within domains.
+
+Cells without responses (an LLM that did not run a domain) are *predicted*:
+MTL puts them at their centre (the model's prediction from the LLM's other
+domains) and its error replicates give them the spread of a deviation
+(prior predictive); STL, which knows nothing there, gives the population
+mean 0 and draws from the population ``N(0, 1)``.  Domain standardisation
+uses the LLMs with responses only.  Measured coverage: ``docs/results.md``
+("Intervals").
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from functools import partial
 
 import numpy as np
 
-from .bootstrap import run_bootstrap
+from .bootstrap import deviation_spread, run_bootstrap
 from .correlation import corr_draws, corrected_corr, reliability_from_se
 from .data import Responses
 from .errors import InputError
@@ -88,7 +100,48 @@ def _arrays(res) -> dict:
     # shrinkage would inflate them), corrected for their measurement error
     basis = getattr(res, "stl", None) or res
     out["corr_basis"] = np.nan_to_num(np.asarray(basis.theta, dtype=np.float64))
+    centre = getattr(res, "centre", None)
+    if centre is not None:
+        out["centre"] = np.asarray(centre, dtype=np.float64)
     return out
+
+
+def _cell_counts(observed, slices, n_llms) -> np.ndarray:
+    """Observed responses per LLM and domain (``N x K``)."""
+    if observed is None:
+        return np.tile([s.stop - s.start for s in slices], (n_llms, 1))
+    return np.column_stack([observed[:, s].sum(axis=1) for s in slices])
+
+
+def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray) -> dict:
+    """Scores of cells without responses, and domain scales from the LLMs with responses.
+
+    MTL: an empty cell gets its centre (the model's prediction from the
+    LLM's other domains); STL: the population mean 0.  Every domain is then
+    re-standardised over the LLMs that have responses in it (the items
+    follow, so ``a theta + d`` is unchanged).  Other methods are left alone.
+    """
+    if method not in ("mtl", "stl") or not empty.any():
+        return arr
+    arr = dict(arr)
+    theta = arr["theta"].copy()
+    if method == "mtl":
+        theta[empty] = arr["centre"][empty]
+    seen = ~empty
+    cnt = seen.sum(axis=0)
+    m = np.where(seen, theta, 0.0).sum(axis=0) / cnt
+    sd = np.sqrt(np.where(seen, (theta - m) ** 2, 0.0).sum(axis=0) / cnt)
+    sd = np.where(sd > 1e-12, sd, 1.0)
+    theta = (theta - m) / sd
+    if method == "stl":
+        theta[empty] = 0.0
+    arr["theta"] = theta
+    if "centre" in arr:
+        arr["centre"] = (arr["centre"] - m) / sd
+    if arr.get("a") is not None:
+        arr["d"] = arr["d"] + arr["a"] * m[item_domain]
+        arr["a"] = arr["a"] * sd[item_domain]
+    return arr
 
 
 def _reliability(res, method: str) -> np.ndarray:
@@ -104,6 +157,9 @@ def _replicate(correct, observed, *, method, slices, settings):
     """Refit one bootstrap replicate; module-level so worker processes can run it."""
     res = _POINT[method](correct, observed, slices, **settings)
     arr = _arrays(res)
+    empty = _cell_counts(observed, slices, correct.shape[0]) == 0
+    arr = _predict_cells(arr, method, empty, np.concatenate([np.full(s.stop - s.start, k)
+                                                             for k, s in enumerate(slices)]))
     keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
     if arr.get("overall") is not None:
         keep["overall"] = arr["overall"]
@@ -166,6 +222,9 @@ def fit(
     res = _POINT[method](responses.correct, responses.mask, responses.domain_slices, **settings)
     timings["fit"] = time.perf_counter() - t0
     arr = _arrays(res)
+    n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
+    empty = n_resp == 0
+    arr = _predict_cells(arr, method, empty, responses.item_domain)
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
     info.update(_method_info(res))
     converged = bool(getattr(res, "converged", True))
@@ -181,19 +240,30 @@ def fit(
         if method == "mtl":
             fixed.update(rank=res.rank, C=res.C, gamma=None)
         t1 = time.perf_counter()
-        kind = "items" if method == "accuracy" else "parametric"
+        kind = {"accuracy": "items", "mtl": "world"}.get(method, "parametric")
+        point = arr if kind == "parametric" else None
+        if kind == "world":
+            psi = deviation_spread(responses.correct, responses.mask, responses.domain_slices, arr["centre"],
+                                   arr["a"], arr["d"], arr["c"])
+            info["deviation_spread"] = psi.tolist()
+            point = dict(centre=arr["centre"], psi=psi, a=arr["a"], d=arr["d"], c=arr["c"])
         boot = run_bootstrap(
             partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed),
             n=bootstrap,
             seed=seed,
             domain_slices=responses.domain_slices,
             observed=responses.mask,
-            point=arr if kind == "parametric" else None,
+            point=point,
             correct=responses.correct if kind == "items" else None,
             kind=kind,
             n_jobs=n_jobs,
             desc=f"{method} bootstrap",
         )
+        if kind == "world":
+            _error_draws(boot, arr, empty)
+        elif method == "stl" and empty.any():  # nothing known there: the population N(0, 1)
+            rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(bootstrap + 1)[-1])
+            boot["theta"][:, empty] = rng.standard_normal((bootstrap, int(empty.sum())))
         timings["bootstrap"] = time.perf_counter() - t1
     secs = getattr(res, "seconds", None)
     info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
@@ -201,10 +271,9 @@ def fit(
     rel = _reliability(res, method)
     info["reliability"] = rel.tolist()
     corr = corrected_corr(arr["corr_basis"], rel)
-    if boot is not None and method == "mtl":
-        info["notes"] = ["MTL bootstrap intervals measure sampling variability only: the bootstrap world is the "
-                         "shrunk fit, so they miss the shrinkage bias and cover well under their nominal level "
-                         "(measured in docs/results.md); use method='bayes' for calibrated intervals"]
+    if boot is not None:
+        info["intervals"] = ("estimate minus quantiles of the bootstrap error (world: centre plus deviations)"
+                             if method == "mtl" else "bootstrap percentile")
     if boot is not None:
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel)
     est = Estimate.from_point(
@@ -224,8 +293,29 @@ def fit(
         extra={"accuracy": (("llm", "domain"), res.accuracy)} if method == "accuracy" else None,
         info=info,
         bootstrap=boot,
+        n_responses=n_resp,
     )
     return est
+
+
+def _error_draws(boot: dict, arr: dict, empty: np.ndarray) -> None:
+    """Turn world replicates into draws of ``estimate - error`` (in place).
+
+    The error of replicate ``b`` is its refit minus its truth, the truth
+    standardised per domain over the LLMs with responses (the scale of the
+    estimate); the overall score's truth is the fit's shared trait, the world's
+    common factor.  Quantiles of ``estimate - error`` are the estimate minus
+    the error's quantiles.
+    """
+    world = boot.pop("world_theta")
+    seen = ~empty
+    cnt = seen.sum(axis=0)
+    m = np.where(seen, world, 0.0).sum(axis=1, keepdims=True) / cnt
+    sd = np.sqrt(np.where(seen, (world - m) ** 2, 0.0).sum(axis=1, keepdims=True) / cnt)
+    truth = (world - m) / np.where(sd > 1e-12, sd, 1.0)
+    boot["theta"] = arr["theta"][None] - (boot["theta"] - truth)
+    if "overall" in boot and arr.get("overall") is not None:
+        boot["overall"] = arr["overall"][None] - (boot["overall"] - arr["overall"][None])
 
 
 def init_from(est: Estimate) -> dict:
@@ -271,6 +361,7 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
     tree = fit_bayes(responses, spec or "factor-2pl", method=algorithm, seed=seed, init=init, **options)
     timings["bayes"] = time.perf_counter() - t1
     est = Estimate(tree)
+    est.attach_cells(_cell_counts(responses.mask, responses.domain_slices, responses.n_llms))
     post_attrs = tree["posterior"].attrs
     stages = post_attrs.get("mtlirt_stage_seconds")
     if isinstance(stages, str):  # build, sampling, domain-score draws, derived, log-lik, diagnostics

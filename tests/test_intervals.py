@@ -1,0 +1,110 @@
+"""Intervals of the point estimators: MTL's error bootstrap, predicted cells, coverage."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mtlirt.bootstrap import deviation_spread
+from mtlirt.data import Responses
+from mtlirt.fitting import fit
+from mtlirt.output import write_fit
+from mtlirt.simulate import simulate
+
+
+def _slices(sizes):
+    edges = np.cumsum([0] + list(sizes))
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _std(x):
+    return (x - x.mean(0)) / x.std(0)
+
+
+def test_deviation_spread_recovers_the_true_spread():
+    h = 0.3
+    sim = simulate(3000, [30] * 4, similarity=h, seed=0)
+    centre = np.outer(sim.overall["score"].to_numpy(), sim.loadings["score"].to_numpy())
+    it = sim.items
+    psi = deviation_spread(sim.correct, None, _slices([30] * 4), centre, it["discrimination"], it["intercept"])
+    np.testing.assert_allclose(psi, h, atol=0.06)
+    # no deviations at all: the spread sits near its floor
+    s0 = simulate(3000, [30] * 4, similarity=0.0, seed=0)
+    centre0 = np.outer(s0.overall["score"].to_numpy(), s0.loadings["score"].to_numpy())
+    psi0 = deviation_spread(s0.correct, None, _slices([30] * 4), centre0, s0.items["discrimination"],
+                            s0.items["intercept"])
+    assert psi0.max() < 0.04
+
+
+@pytest.fixture(scope="module")
+def blocky():
+    sim = simulate(120, [8] * 6, similarity=0.2, block_missing=0.3, seed=1)
+    return sim, Responses.from_frame(sim.responses)
+
+
+def _empty(sim):
+    return np.column_stack([~sim.observed[:, s].any(1) for s in _slices(sim.settings["domain_sizes"].values())])
+
+
+def test_predicted_cells_are_flagged_and_get_a_real_spread(blocky, tmp_path):
+    sim, resp = blocky
+    empty = _empty(sim)
+    assert 0.05 < empty.mean() < 0.3
+    est = fit(resp, "mtl", bootstrap=16, seed=0, n_jobs=1)
+    ds = est.domain_scores()
+    np.testing.assert_array_equal(ds["predicted"].to_numpy().reshape(empty.shape), empty)
+    sd = ds["sd"].to_numpy().reshape(empty.shape)
+    # a deviation from the centre is unknown: never a near-zero sd, wider than measured cells
+    assert sd[empty].min() > 0.2
+    assert np.median(sd[empty]) > np.median(sd[~empty])
+    # the domain scale comes from the LLMs with responses
+    theta = est.point("theta")
+    for k in range(theta.shape[1]):
+        seen = theta[~empty[:, k], k]
+        assert abs(seen.mean()) < 1e-9 and abs(seen.std() - 1) < 1e-9
+    # same seed, same intervals
+    again = fit(resp, "mtl", bootstrap=16, seed=0, n_jobs=1).domain_scores()
+    pd.testing.assert_frame_equal(ds, again)
+    # the flag reaches domain_scores.csv
+    write_fit(est, tmp_path / "fit")
+    csv = pd.read_csv(tmp_path / "fit" / "domain_scores.csv")
+    assert csv["predicted"].dtype == bool and csv["predicted"].sum() == empty.sum()
+
+
+def test_stl_predicts_the_population_where_it_knows_nothing(blocky):
+    sim, resp = blocky
+    empty = _empty(sim)
+    est = fit(resp, "stl", bootstrap=16, seed=0, n_jobs=1)
+    ds = est.domain_scores()
+    score = ds["score"].to_numpy().reshape(empty.shape)
+    sd = ds["sd"].to_numpy().reshape(empty.shape)
+    np.testing.assert_array_equal(score[empty], 0.0)
+    assert 0.6 < np.median(sd[empty]) < 1.5  # draws from N(0, 1)
+    assert ds["predicted"].sum() == empty.sum()
+    # without a bootstrap the flag is there too
+    assert fit(resp, "stl").domain_scores()["predicted"].sum() == empty.sum()
+
+
+def test_mtl_intervals_cover_the_truth():
+    """Strong shrinkage (h = 0.1): refits of the shrunk fit covered about half of the truth."""
+    inside, inside_overall = [], []
+    for seed in (0, 1):
+        sim = simulate(150, [8] * 8, similarity=0.1, seed=seed)
+        est = fit(Responses.from_frame(sim.responses), "mtl", bootstrap=30, seed=seed, n_jobs=1)
+        assert est.info["C"] > 0  # the shrinkage is on
+        ds = est.domain_scores(0.9)
+        truth = _std(sim.domain_scores.to_numpy())
+        lo, hi = (ds[c].to_numpy().reshape(truth.shape) for c in ("lower", "upper"))
+        inside.append((truth >= lo) & (truth <= hi))
+        ov = est.overall_scores(0.9).set_index("llm").loc[sim.llm_names]
+        eta = _std(sim.overall["score"].to_numpy())
+        inside_overall.append((eta >= ov["lower"].to_numpy()) & (eta <= ov["upper"].to_numpy()))
+        assert "error" in est.info["intervals"]
+    cover = np.mean(inside)
+    # 30 replicates: percentile bounds of 30 draws hold about 0.84 of a new draw
+    assert 0.74 < cover < 0.95, cover
+    assert 0.72 < np.mean(inside_overall) < 0.97
+    assert math.isfinite(cover)
