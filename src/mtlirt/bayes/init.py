@@ -123,6 +123,27 @@ def _get(init: dict, key: str, shape: tuple, required: bool = False):
     return np.where(np.isfinite(v), v, 0.0)
 
 
+def _get_factors(init: dict, key: str, rows: int, r: int):
+    """``overall`` or ``loadings`` of an estimate of any rank, for a model of rank ``r``.
+
+    An MTL estimate of a higher rank gives its first ``r`` columns (column 0
+    is the overall score, the next ones the rest of the shared space, in
+    order of importance); one of a lower rank gives ``None`` (the factors are
+    then taken from the traits' SVD).
+    """
+    v = init.get(key)
+    if v is None:
+        return None
+    v = np.asarray(v, dtype=np.float64)
+    if v.ndim == 1:
+        v = v[:, None]
+    if v.ndim == 2 and v.shape[0] == rows and v.shape[1] != r:
+        if v.shape[1] < r:
+            return None
+        v = v[:, :r]
+    return _get({key: v}, key, (rows, r))
+
+
 def initial_values(
     arr: ResponseArrays,
     spec: ModelSpec,
@@ -173,8 +194,8 @@ def initial_values(
     out: dict[str, np.ndarray] = {}
     if spec.traits == "factor":
         r = spec.rank
-        eta = _get(init, "overall", (n, r))
-        lam = _get(init, "loadings", (K, r))
+        eta = _get_factors(init, "overall", n, r)
+        lam = _get_factors(init, "loadings", K, r)
         if eta is None or lam is None:
             eta, lam = _factors_from_theta(theta, r)
         esd = eta.std(0)
