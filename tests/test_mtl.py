@@ -89,6 +89,68 @@ def test_rank_selection(rank):
     assert len(ev["eigenvalues"]) == 12 and len(ev["thresholds"]) == 12
 
 
+@pytest.mark.parametrize("rank", [1, 2])
+def test_heldout_rank_selection(rank):
+    """The default fit picks the rank by held-out responses: the simulator's rank-2 design gives 2."""
+    sim = simulate(500, domain_sizes=[30] * 12, rank=rank, similarity=0.1, seed=31)
+    f = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=0)
+    assert f.rank == rank
+    path = f.rank_evidence["heldout"]
+    assert [p["rank"] for p in path][:rank] == list(range(1, rank + 1))
+    if rank == 2:
+        assert path[1]["gain_over_previous"] > 2 * path[1]["gain_se"]
+
+
+def test_tiny_domains_many_llms_rank_one_and_pooled():
+    """1-5 item domains, thousands of LLMs, missing responses: the calibrations
+    converge, the rank is 1 and the held-out choice is the fused (pooled) fit."""
+    sizes = [1, 1, 2, 1, 3, 1, 2, 5, 1, 4, 1, 2]
+    sim = simulate(2000, domain_sizes=sizes, missing=0.1, seed=81)
+    f = mtl.fit_mtl(sim.correct, sim.observed, _slices(sim), seed=0)
+    assert f.stl.converged and f.pooled.converged and f.converged
+    assert f.rank == 1 and f.rank_evidence["method"] == "held-out"
+    assert f.C == np.inf and not f.cv["at_edge"]
+    pooled = fit_pooled(sim.correct, sim.observed, _slices(sim))
+    np.testing.assert_allclose(f.overall[:, 0], pooled.theta[:, 0], atol=1e-10)
+
+
+def test_fused_rank_one_reproduces_pooled_exactly():
+    """C = inf at rank one is the pooled fit, item values included (as C = 0 is STL)."""
+    sim = simulate(300, domain_sizes=[3, 5, 20, 20], missing=0.05, seed=83)
+    pooled = fit_pooled(sim.correct, sim.observed, _slices(sim))
+    f = mtl.fit_mtl(sim.correct, sim.observed, _slices(sim), rank=1, C=np.inf)
+    np.testing.assert_array_equal(f.theta, pooled.theta)
+    np.testing.assert_array_equal(f.a, pooled.a)
+    np.testing.assert_array_equal(f.d, pooled.d)
+    assert f.loglik == pooled.loglik and f.on_centre.all()
+    np.testing.assert_allclose(f.overall[:, 0], pooled.theta[:, 0], atol=1e-10)
+
+
+def test_overall_is_the_mean_centre_at_any_rank():
+    """Column 0 of ``overall`` is the standardised mean of the domain centres, at rank 1 and 2."""
+    sim = simulate(400, domain_sizes=[20] * 8, rank=2, similarity=0.1, seed=85)
+    for r in (1, 2):
+        f = mtl.fit_mtl(sim.correct, None, _slices(sim), rank=r, C=0.4)
+        m = f.centre.mean(axis=1)
+        m = (m - m.mean()) / m.std()
+        np.testing.assert_allclose(f.overall[:, 0], m, atol=1e-8)
+        if r == 2:
+            np.testing.assert_allclose(np.corrcoef(f.overall.T), np.eye(2), atol=1e-8)
+
+
+def test_grid_edge_is_extended_or_flagged():
+    """When the largest finite C wins the grid is extended; an optimum still at its edge is flagged."""
+    sim = simulate(300, domain_sizes=[2, 3, 40, 40, 40], rank=1, similarity=0.1, seed=61)
+    f = mtl.fit_mtl(sim.correct, None, _slices(sim), C_grid=(0.0, 0.05, 0.1), rank=1)
+    g, ll = f.cv["grid"], f.cv["heldout_loglik"]
+    assert f.cv["extended"] >= 1 and g[:3] == [0.0, 0.05, 0.1] and g[-1] == 0.1 * 2 ** f.cv["extended"]
+    # it stopped because the last doubling lost, with an interior optimum
+    assert f.C == g[int(np.argmax(ll))] and 0.1 < f.C < g[-1] and not f.cv["at_edge"]
+    with pytest.warns(RuntimeWarning, match="edge of the grid"):
+        edge = mtl.fit_mtl(sim.correct, None, _slices(sim), C_grid=(0.0, 0.0005, 0.001), rank=1, max_extend=1)
+    assert edge.cv["at_edge"] and edge.C == edge.cv["grid"][-1] == 0.002
+
+
 def test_rank_two_fit_orders_factors():
     sim = simulate(500, domain_sizes=[30] * 12, rank=2, similarity=0.1, seed=31)
     f = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.4)

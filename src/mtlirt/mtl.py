@@ -10,18 +10,20 @@ Steps (*(ours)* marks a choice the METHOD leaves open):
    an outlier domain gets ``w_k ~ 0`` (its centre is the population mean) and
    the unsquared penalty leaves a domain with strong evidence of its own
    alone.
-3. **Shared subspace and rank** *(ours)*: the rank is chosen by parallel
-   analysis (Horn) of the correlation matrix of the standardised STL traits:
-   ``r`` = the number of leading eigenvalues above the 95% quantile of those of
-   column-permuted copies (each domain's traits shuffled over LLMs, seeded).
-   Estimation noise in small domains only lowers the correlations (it adds to
-   the diagonal uniquenesses), so it cannot create a factor, unlike the
-   METHOD's threshold which over-selects.  ``A`` starts as the top ``r`` left
-   singular vectors (unit-variance columns).
+3. **Shared subspace and rank** *(ours)*: rank one is centred on the
+   *pooled* trait (one unidimensional fit of all items,
+   :func:`mtlirt.baselines.fit_pooled`); a rank ``r > 1`` starts from the top
+   ``r`` left singular vectors of the standardised STL matrix (unit-variance
+   columns) and is refined (step 4).  The rank is chosen on held-out
+   responses (step 6): ``r`` is kept only if its best held-out
+   log-likelihood beats that of ``r - 1`` by two paired standard errors.
+   Parallel analysis (Horn) of the STL traits' correlation matrix only bounds
+   the search (at most ``max_rank``).  Measured on real leaderboards:
+   parallel analysis alone chose rank 4 on essentially one-trait data.
 4. **Refit in the subspace**: with the STL items fixed, every ``w_k``
    maximises ``loglik_k(A w_k)`` (``r``-dim Newton, plain likelihood: the
-   centre ``A w_k`` is on the domain's own likelihood scale).  *(ours)* The
-   shared traits ``A`` are refined too, alternating with the ``w`` step:
+   centre ``A w_k`` is on the domain's own likelihood scale).  *(ours)* At rank
+   ``r > 1`` the shared traits ``A`` are refined too, alternating with the ``w`` step:
    each LLM's ``A_i`` is its MAP given all domains (prior ``N(0, I)``), with
    each domain's deviation from the subspace, ``N(0, psi_k)``, integrated out
    (Laplace), ``psi_k`` estimated by moments from the scores at the centre;
@@ -47,13 +49,27 @@ Steps (*(ours)* marks a choice the METHOD leaves open):
    (safeguarded Newton in ``log mu``, each evaluation a vectorised 1-D Newton
    over all LLMs).  Everything on the internal (MAP) scale; the output is
    standardised per domain at the end, items transformed alike.
-6. ``C`` is tuned by held-out responses: a seeded random share (10%, at most
-   300,000 cells) of the observed cells is left out; the items (only when
-   ``N < 1000``: with more LLMs a held-out cell barely moves its item), the
-   centre and the path over the grid ``0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, inf``
-   (warm starts) are refitted on the rest, and the held-out log-likelihood
-   compared; a ``C > 0`` is chosen only if its paired gain over ``C = 0``
-   exceeds two standard errors.
+6. ``C`` (and the rank) are tuned by held-out responses: a seeded random
+   share (10%, at most 300,000 cells) of the observed cells is left out; the
+   items (only when ``N < 1000``: with more LLMs a held-out cell barely moves
+   its item), the centre and the path over the grid
+   ``0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, inf`` (warm starts) are refitted on
+   the rest, and the held-out log-likelihood compared; a ``C > 0`` is chosen
+   only if its paired gain over ``C = 0`` exceeds two standard errors.  When
+   the largest finite ``C`` wins, the grid is extended by doubling it (at most
+   ``max_extend`` times; ``cv["at_edge"]`` and a warning if the optimum is
+   still at the edge).
+
+The two ends of the path are exact fits: ``C = 0`` is the STL fit and, at
+rank one, ``C = inf`` is the pooled fit (items recalibrated by marginal ML
+with one trait for all domains; traits, items and log-likelihood are
+:func:`mtlirt.baselines.fit_pooled`'s).  On leaderboards of 1-5 item domains
+the held-out choice is then the pooled fit, as it should be.
+
+**The overall score** (``overall[:, 0]``, any rank): the shared part of an
+LLM's average domain trait, ``mean_k centre_ik`` on the scale of the reported
+domain traits, standardised (see ``docs/model.md``).  At rank one it is the
+shared (pooled) trait itself.
 
 Every LLM gets a score in every domain: without responses in a domain, its
 trait is pulled from the prior mean toward its centre.
@@ -63,6 +79,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -96,7 +113,9 @@ class MTLFit:
         ``N x K`` domain traits, each column mean 0, variance 1 over LLMs.
     overall : numpy.ndarray
         ``N x r`` shared traits (unit variance, uncorrelated, sign so that the
-        loadings sum positive); column 0 is the overall score.
+        loadings sum positive); column 0 is the overall score (the
+        standardised mean over domains of the centres ``centre``), the others
+        span the rest of the shared space.
     loadings : numpy.ndarray
         ``K x r``: correlation of each domain trait ``theta_k`` with each shared trait.
     a, d, c : numpy.ndarray
@@ -108,15 +127,20 @@ class MTLFit:
         ``sqrt(N K)`` (square roots of the eigenvalues of its correlation
         matrix over ``K``).
     rank_evidence : dict
-        ``method`` and, for parallel analysis, ``eigenvalues``,
-        ``thresholds``, ``n_perm``, ``quantile``.
+        ``method`` (``"held-out"`` or ``"given"``), ``parallel_analysis`` (the
+        bound), ``eigenvalues``, ``thresholds``, ``n_perm``, ``quantile`` and,
+        when selected, ``heldout``: per rank tried, its best held-out
+        log-likelihood, its ``C`` and its paired gain (and standard error) over
+        the previous rank.
     C, gamma : float
         Penalty level used (``gamma = C sqrt(N + log K)``; ``inf`` puts every
         domain on its centre).
     cv : dict or None
-        Tuning: ``grid``, ``heldout_loglik`` (mean per held-out cell, per C),
-        ``gain_se`` (paired standard error of the gain over C = 0), ``chosen``,
-        ``n_heldout``, ``refit_items``.
+        Tuning at the chosen rank: ``grid`` (extended when its edge won),
+        ``heldout_loglik`` (mean per held-out cell, per C), ``gain`` and
+        ``gain_se`` (paired standard error of the gain over C = 0),
+        ``chosen``, ``extended`` (doublings of the grid), ``at_edge``,
+        ``rank``, ``rank_path``, ``n_heldout``, ``refit_items``.
     stl : IRTFit
         The single-domain fit it started from.
     seconds : dict
@@ -141,9 +165,14 @@ class MTLFit:
         the ridge ``mu_k`` included; near 0 for domains on their centre, where
         only a bootstrap is meaningful).
     converged : bool
-        Item calibration and centre fit both converged.
+        The calibrations the estimate rests on converged (STL items and centre;
+        the pooled items at ``C = inf``, rank one).
     n_iter : int
-        EM sweeps of the item calibration.
+        EM sweeps of that item calibration.
+    pooled : IRTFit
+        The pooled fit (rank one's centre, and the estimate at ``C = inf``).
+    convergence : dict
+        ``stl``, ``pooled``, ``centre``: whether each converged.
     """
 
     theta: np.ndarray
@@ -446,74 +475,6 @@ def sample_cells(observed, shape, n, rng):
 # ---------------------------------------------------------------------------
 # the estimator
 # ---------------------------------------------------------------------------
-def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, model="2pl",
-            guessing=None, seed=0, C_grid=DEFAULT_C_GRID, holdout_share=0.1,
-            max_heldout=300_000, min_gain_se=2.0, cv_refit_items="auto", refine_overall=True,
-            centre_prior=False, priors: Priors | None = None, stl: IRTFit | None = None, max_iter=500, tol=1e-4,
-            progress: Progress = None, verbose=False) -> MTLFit:
-    """Fit the multi-domain IRT model by the spectral MTL estimator (METHOD.md §4).
-
-    Parameters
-    ----------
-    correct : ndarray (N, J) of int8
-        0/1 answers, 0 where unobserved.
-    observed : ndarray (N, J) of bool or None
-        Observation mask; ``None`` means complete.
-    domain_slices : list of slice
-        Contiguous item columns of each of the ``K`` domains.
-    rank : int, optional
-        Number of shared traits; chosen by :func:`select_rank` when omitted.
-    gamma : float, optional
-        Penalty ``gamma``; or give ``C`` (``gamma = C sqrt(N + log K)``).  When
-        both are omitted ``C`` is tuned over ``C_grid`` by held-out responses.
-    model : {"2pl", "1pl"}
-    guessing : float or ndarray (J,), optional
-        Fixed lower asymptotes.
-    seed : int
-        Seed of the hold-out draw and of the rank permutations.
-    C_grid : sequence of float
-        Candidates (``0`` is the STL fit, ``inf`` the rank-r fit).
-    holdout_share : float
-        Share of observed responses held out for tuning ...
-    max_heldout : int
-        ... but at most this many cells.
-    min_gain_se : float
-        A ``C > 0`` must beat ``C = 0`` by this many paired standard errors.
-    cv_refit_items : bool or "auto"
-        Recalibrate the items on the training responses during tuning
-        (``"auto"``: when ``N < 1000``; with more LLMs a held-out cell barely
-        moves its item and the full-data items are reused).
-    refine_overall : bool
-        Refine the shared traits by likelihood (step 4 *(ours)*); else keep
-        the singular vectors.
-    centre_prior : bool
-        Fit the centre coefficients ``w_k`` with the traits' ``N(0, 1)`` prior
-        (a rank-r MAP, shrunk like the STL MAP) instead of by plain likelihood
-        (default).  Measured: it pulls 1-3 item domains closer to the pooled
-        answer, but predicts held-out responses worse, so the tuning picks a
-        smaller ``C`` and the other domains gain less (on the 10%-outlier
-        simulation, inlier RMSE ratio 0.72 instead of 0.59).
-    priors : Priors, optional
-    stl : IRTFit, optional
-        A single-domain fit of the same data to start from.
-    max_iter, tol
-        Of the item calibration.
-    progress : callable (stage, fraction), optional
-    verbose : bool
-
-    Returns
-    -------
-    MTLFit
-    """
-    with blas_threads(1):
-        return _fit_mtl(correct, observed, domain_slices, rank=rank, gamma=gamma, C=C, model=model,
-                        guessing=guessing, seed=seed, C_grid=C_grid, holdout_share=holdout_share,
-                        max_heldout=max_heldout, min_gain_se=min_gain_se,
-                        cv_refit_items=cv_refit_items, refine_overall=refine_overall,
-                        centre_prior=centre_prior, priors=priors or DEFAULT_PRIORS, stl=stl, max_iter=max_iter, tol=tol,
-                        progress=progress, verbose=verbose)
-
-
 def _say(verbose, msg):
     if verbose:
         print(msg, flush=True)
@@ -575,7 +536,7 @@ def _overall_axes(A, W, loc, scale):
 def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, model="2pl",
             guessing=None, seed=0, C_grid=DEFAULT_C_GRID, holdout_share=0.1,
             max_heldout=300_000, min_gain_se=2.0, cv_refit_items="auto", refine_overall=True,
-            centre_prior=False, max_rank=4, priors: Priors | None = None, stl: IRTFit | None = None,
+            centre_prior=False, max_rank=4, max_extend=6, priors: Priors | None = None, stl: IRTFit | None = None,
             pooled: IRTFit | None = None, max_iter=500, tol=1e-4, progress: Progress = None,
             verbose=False) -> MTLFit:
     """Fit the multi-domain IRT model by the spectral MTL estimator (METHOD.md §4).
@@ -602,8 +563,8 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
     C_grid : sequence of float
         Candidates (``0`` is the STL fit, ``inf`` the fused fit: at rank one the
         pooled fit).  When the largest finite ``C`` wins the grid is extended
-        (doubling, up to 6 times); ``cv["at_edge"]`` records an optimum still
-        at the edge.
+        (doubling, up to ``max_extend`` times); ``cv["at_edge"]`` records an
+        optimum still at the edge (and a warning is issued).
     holdout_share : float
         Share of observed responses held out for tuning ...
     max_heldout : int
@@ -625,6 +586,8 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
         answer, but predicts held-out responses worse, so the tuning picks a
         smaller ``C`` and the other domains gain less (on the 10%-outlier
         simulation, inlier RMSE ratio 0.72 instead of 0.59).
+    max_extend : int
+        Doublings of the grid's largest finite ``C`` at most.
     max_rank : int
         Largest rank the held-out selection tries (also capped by parallel
         analysis of the STL traits, which only bounds the search).
@@ -645,14 +608,15 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
                         guessing=guessing, seed=seed, C_grid=C_grid, holdout_share=holdout_share,
                         max_heldout=max_heldout, min_gain_se=min_gain_se,
                         cv_refit_items=cv_refit_items, refine_overall=refine_overall,
-                        centre_prior=centre_prior, max_rank=max_rank, priors=priors or DEFAULT_PRIORS,
+                        centre_prior=centre_prior, max_rank=max_rank, max_extend=max_extend,
+                        priors=priors or DEFAULT_PRIORS,
                         stl=stl, pooled=pooled, max_iter=max_iter, tol=tol, progress=progress,
                         verbose=verbose)
 
 
 def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessing, seed, C_grid,
              holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall, centre_prior,
-             max_rank, priors, stl, pooled, max_iter, tol, progress, verbose):
+             max_rank, max_extend, priors, stl, pooled, max_iter, tol, progress, verbose):
     from .baselines import fit_pooled
 
     t_start = time.perf_counter()
@@ -722,7 +686,7 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
         cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, a, d, th_stl,
                    eta_p, U, ranks, sizes, C_grid if fixed_C is None else [fixed_C], holdout_share,
                    max_heldout, min_gain_se, cv_refit_items, refine_overall, centre_prior, seed, max_iter,
-                   tol, prog)
+                   tol, prog, max_extend)
         rank = cv["rank"]
         C_use = cv["chosen"] if fixed_C is None else fixed_C
         evidence["heldout"] = cv["rank_path"]
@@ -732,7 +696,8 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
         C_use = fixed_C
     seconds["cv"] = time.perf_counter() - t0
     if cv is not None:
-        _say(verbose, f"mtl: rank {rank}; cv " + ", ".join(f"C={c:g}: {v:.5f}" for c, v in zip(cv["grid"], cv["heldout_loglik"]))
+        _say(verbose, f"mtl: rank {rank}; cv "
+             + ", ".join(f"C={c:g}: {v:.5f}" for c, v in zip(cv["grid"], cv["heldout_loglik"]))
              + f" -> C={C_use:g} ({seconds['cv']:.2f} s)")
 
     # 4. centre at the chosen rank ------------------------------------------------
@@ -811,7 +776,7 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
 
 def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, a, d, th_stl, eta_p, U,
           ranks, sizes, C_grid, holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall,
-          centre_prior, seed, max_iter, tol, prog):
+          centre_prior, seed, max_iter, tol, prog, max_extend):
     """Held-out choice of the rank and of ``C`` (see :func:`fit_mtl`)."""
     N, J = correct.shape
     K = len(slices)
@@ -884,8 +849,11 @@ def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled,
         n_ext = 0
         at_edge = False
         while len(finite) > 1 and chosen == finite[-1]:
-            if n_ext == 6:
+            if n_ext == max_extend:
                 at_edge = True
+                warnings.warn(f"mtl: the held-out optimum of C is still at the edge of the grid "
+                              f"(C = {finite[-1]:g} after {n_ext} doublings); cv['at_edge'] is set",
+                              RuntimeWarning, stacklevel=4)
                 break
             Cn = 2.0 * finite[-1]
             c_extra, _ = path(r, [Cn])
