@@ -746,3 +746,26 @@ def test_fixed_items_interval_coverage():
     ov = tree["posterior"]["overall"].values.reshape(-1, arr.n_llms)
     lo, hi = np.quantile(ov, [0.05, 0.95], axis=0)
     assert 0.8 <= ((truth["eta"] >= lo) & (truth["eta"] <= hi)).mean() <= 0.98
+
+
+def test_init_from_an_mtl_estimate_of_any_rank(data):
+    """MTL initial values of rank 2 (or 1) initialise a rank-1 (or rank-2) factor model:
+    the first columns are used, or the factors come from the traits (was: InputError on the shape)."""
+    from mtlirt.bayes.init import initial_values
+    from mtlirt.bayes.model import anchor_domains
+
+    arr, truth = data
+    n, K = arr.n_llms, arr.n_domains
+    rng = np.random.default_rng(0)
+    eta2 = np.column_stack([truth["eta"], rng.standard_normal(n)])
+    init = {"theta": truth["theta"], "overall": eta2, "loadings": np.column_stack([truth["lam"], np.zeros(K)]),
+            "a": truth["a"], "d": truth["d"], "c": truth["c"]}
+    spec1 = load_spec("factor-2pl")
+    v1 = initial_values(arr, spec1, anchor_domains(arr, 1), init)
+    eta = (truth["eta"] - truth["eta"].mean()) / truth["eta"].std()
+    assert v1["eta_raw"].shape == (n, 1)
+    assert abs(np.corrcoef(v1["eta_raw"][:, 0], eta)[0, 1]) > 0.999
+    spec2 = spec1.with_changes(rank=2)
+    one = {**init, "overall": truth["eta"][:, None], "loadings": truth["lam"][:, None]}
+    v2 = initial_values(arr, spec2, anchor_domains(arr, 2), one)
+    assert v2["eta_raw"].shape == (n, 2) and np.isfinite(v2["eta_raw"]).all()

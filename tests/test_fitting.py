@@ -114,3 +114,22 @@ def test_cli_fit_writes_folder_and_bad_input_writes_nothing(tmp_path, sim, capsy
     assert "correct must be 0 or 1" in err and "Traceback" not in err
     assert not (tmp_path / "nofit").exists()
     assert not any(p.name.startswith(".nofit") for p in tmp_path.iterdir())
+
+
+def test_cli_convergence_advice_fits_the_method(tmp_path, sim, capsys, monkeypatch):
+    """A frequentist fit whose item calibration stops at its sweep limit is flagged with
+    advice for item calibration, not the sampler's --draws/--tune."""
+    from mtlirt import fitting, irt
+
+    real = irt.fit_stl
+    monkeypatch.setattr(irt, "fit_stl", lambda *a, **k: real(*a, **{**k, "max_iter": 2}))
+    path = tmp_path / "r.parquet"
+    sim.write(path)
+    assert main(["fit", str(path), "--method", "stl", "--out", str(tmp_path / "fit")]) == 0
+    err = capsys.readouterr().err
+    assert "DID NOT CONVERGE" in err and "item calibration" in err and "--draws" not in err
+    with pytest.warns(fitting.ConvergenceWarning, match="item calibration"):
+        est = fit(Responses.from_frame(sim.responses), "mtl", rank=1)
+    calib = est.info["diagnostics"]["calibrations"]
+    assert set(calib) == {"stl", "pooled", "centre"} and not calib["stl"] and not calib["pooled"]
+    assert est.info["diagnostics"]["converged"] is False

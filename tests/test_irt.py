@@ -151,3 +151,40 @@ def test_exclude_equals_mask():
     f2 = irt.fit_stl(Y, obs, _slices(sim))
     np.testing.assert_allclose(f1.theta, f2.theta, atol=1e-10)
     np.testing.assert_allclose(f1.a, f2.a, atol=1e-10)
+
+
+@pytest.mark.parametrize("guessing", [None, 0.2])
+def test_pattern_estep_equals_per_llm_estep(guessing):
+    """Short domains' E-step once per distinct response pattern gives the per-LLM statistics."""
+    sim = simulate(300, domain_sizes=[1, 2, 3, 9, 12], missing=0.1, seed=3)
+    sl = _slices(sim)
+    x, logw = irt._nodes(irt.DEFAULT_PRIORS)
+    rng = np.random.default_rng(0)
+    a, d = rng.uniform(0.5, 2, sim.correct.shape[1]), rng.normal(size=sim.correct.shape[1])
+    data = irt.ResponseData(sim.correct, sim.observed, sl, guessing=guessing)
+    fast = irt._estep(data, a, d, x, logw)
+    assert data.patterns(0)[0].shape[0] <= 3 and data.patterns(4) is None
+    data.patterns = lambda k, max_items=8: None
+    slow = irt._estep(data, a, d, x, logw)
+    for key in ("eap", "moments", "Nq", "t" if guessing is None else "R"):
+        np.testing.assert_allclose(fast[key], slow[key], rtol=2e-5, atol=2e-5)
+    assert abs(fast["ll"] - slow["ll"]) < 1e-6 * abs(slow["ll"])
+
+
+def test_calibration_converges_on_a_real_leaderboard(shared_data):
+    """Open LLM Leaderboard v1 (2,000 LLMs, Winogrande and TruthfulQA, missing responses): items at
+    their discrimination bound used to make the EM cycle until its sweep limit."""
+    import warnings
+
+    from mtlirt.data import Responses
+    from mtlirt.validate import DataWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        r = Responses.read(shared_data / "oll_v1" / "responses.csv.gz")
+    keep = np.zeros(r.n_llms, dtype=bool)
+    keep[np.random.default_rng(0).choice(r.n_llms, 2000, replace=False)] = True
+    sub = r.subset(llms=keep, items=np.isin(r.item_domain, [2, 3]))
+    fit = irt.fit_stl(sub.correct, sub.mask, sub.domain_slices, max_iter=300)
+    assert fit.converged and fit.n_iter < 300
+    assert (fit.a > 0).all() and np.isfinite(fit.theta).all()

@@ -73,6 +73,9 @@ def cmd_validate(args) -> int:
 def cmd_simulate(args) -> int:
     from .simulate import simulate
 
+    if args.preset == "paper":
+        return _simulate_paper(args)
+    args.n_llms = 1000 if args.n_llms is None else args.n_llms
     if args.preset is None and args.domain_sizes is None:
         args.preset = "mmlu"
     if args.preset is not None and args.domain_sizes is not None:
@@ -100,6 +103,26 @@ def cmd_simulate(args) -> int:
     )
     sim.write(args.out)
     print(f"wrote {len(sim.responses):,} responses of {args.n_llms:,} LLMs to {args.out}")
+    if args.truth:
+        sim.write_truth(args.truth)
+        print(f"wrote the truth to {args.truth}")
+    return 0
+
+
+def _simulate_paper(args) -> int:
+    """``simulate --preset paper``: the seed paper's design; the other design options do not apply."""
+    from .simulate import simulate_paper
+
+    fixed = ("domain_sizes", "guessing", "missing", "loading_range", "skew", "chance_cluster",
+             "guessing_sd", "mc_share", "flawed_share", "specialist_share", "block_missing")
+    given = [f"--{k.replace('_', '-')}" for k in fixed if getattr(args, k, None) is not None]
+    if args.rank != 1 or args.scale != 1.0 or args.scenario != "ideal" or args.outlier_share:
+        given += ["--rank/--scale/--scenario/--outlier-share"]
+    if given:
+        raise InputError(f"--preset paper fixes the design: {', '.join(given)} do not apply")
+    sim = simulate_paper(args.similarity, n_llms=100 if args.n_llms is None else args.n_llms, seed=args.seed)
+    sim.write(args.out)
+    print(f"wrote {len(sim.responses):,} responses of {sim.domain_scores.shape[0]:,} LLMs to {args.out}")
     if args.truth:
         sim.write_truth(args.truth)
         print(f"wrote the truth to {args.truth}")
@@ -170,6 +193,10 @@ def cmd_fit(args) -> int:
                        log_likelihood=args.log_likelihood)
     elif args.model is not None or args.items is not None:
         raise InputError("--model and --items apply to --method bayes only")
+    if args.variant is not None and args.method != "mtl":
+        raise InputError(f"--variant applies to --method mtl only, not {args.method}")
+    if args.variant is not None:
+        options["variant"] = args.variant
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         est = fit(data, args.method, rank=args.rank, gamma=args.gamma, model=args.item_model,
@@ -193,8 +220,10 @@ def cmd_fit(args) -> int:
               f"on {info['heldout']['n']:,} responses")
     if diag and diag.get("converged") is False:  # None: no convergence check (map)
         bad = ", ".join(f"{k}={v}" for k, v in diag.items() if k != "converged")
-        print(f"WARNING: THE FIT DID NOT CONVERGE ({bad}). Do not trust its numbers; "
-              "sample longer (--draws/--tune) or simplify the model.", file=sys.stderr)
+        advice = ("sample longer (--draws/--tune) or simplify the model" if args.method == "bayes" else
+                  "its item calibration (EM) stopped at its sweep limit; look for degenerate items and "
+                  "LLMs (mtlirt validate) or use --item-model 1pl")
+        print(f"WARNING: THE FIT DID NOT CONVERGE ({bad}). Do not trust its numbers; {advice}.", file=sys.stderr)
         if args.strict:
             return 3
     return 0
@@ -268,10 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="simulate a leaderboard with known truth",
                        description="Simulate item-level results from the multi-domain IRT model "
                        "(METHOD.md §2-3) and write them as a long table, with the truth on request.")
-    p.add_argument("--n-llms", type=int, default=1000, help="number of LLMs (default 1000)")
-    p.add_argument("--preset", choices=["mmlu"], default=None,
+    p.add_argument("--n-llms", type=int, default=None, help="number of LLMs (default 1000; 100 with --preset paper)")
+    p.add_argument("--preset", choices=["mmlu", "paper"], default=None,
                    help="domain sizes of a real benchmark: mmlu = the 57 MMLU subjects (default when "
-                   "--domain-sizes is not given)")
+                   "--domain-sizes is not given); paper = the seed paper's simulation design (100 LLMs, 18 "
+                   "domains of 50-100 items, heterogeneity --similarity h; takes --n-llms and --seed only)")
     p.add_argument("--scale", type=float, default=1.0,
                    help="multiply the preset's domain sizes (floor 1 item; default 1)")
     p.add_argument("--domain-sizes", type=_int_list, default=None, metavar="N,N,...",
@@ -348,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number of overall traits (mtl); selected from the data by default")
     p.add_argument("--gamma", type=float, default=None, metavar="C",
                    help="mtl shrinkage constant C (gamma = C sqrt(N + log K)); tuned on held-out responses by default")
+    p.add_argument("--variant", default=None, metavar="NAME",
+                   help="mtl variant: default (the package's estimator), paper (the seed paper's estimator, C "
+                   "by its 5-fold cross-validation; --gamma fixes its C), paper-global or paper-local (its baselines)")
     p.add_argument("--item-model", default="2pl", choices=["2pl", "1pl"],
                    help="item model of the frequentist methods (default 2pl)")
     p.add_argument("--guessing", type=_share, default=None, metavar="C",

@@ -47,6 +47,8 @@ from .estimate import Estimate
 from .progress import stage
 
 METHODS = ("mtl", "stl", "pooled", "accuracy", "bayes")
+#: Variants of ``mtl``: the package's own estimator, and the seed paper's with its baselines (:mod:`mtlirt.paper`).
+MTL_VARIANTS = ("default", "paper", "paper-global", "paper-local")
 
 
 class ConvergenceWarning(UserWarning):
@@ -59,7 +61,14 @@ def _point_stl(correct, observed, slices, *, model, guessing, **_):
     return fit_stl(correct, observed, slices, model=model, guessing=guessing)
 
 
-def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, **_):
+def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default", **_):
+    if variant != "default":
+        from .paper import fit_paper
+
+        if model != "2pl" or guessing is not None or rank not in (None, 1):
+            raise InputError(f"the {variant} variant is the paper's rank-one 2PL without guessing: "
+                             "it takes no rank, guessing or 1PL model")
+        return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C, seed=seed)
     from .mtl import fit_mtl
 
     return fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
@@ -179,6 +188,7 @@ def fit(
     bootstrap: int = 0,
     seed: int = 0,
     n_jobs: int | None = None,
+    variant: str = "default",
     **bayes_options,
 ) -> Estimate:
     """Fit a model to a leaderboard and return its :class:`Estimate`.
@@ -192,7 +202,8 @@ def fit(
     rank
         Number of overall traits (MTL); selected from the data when None.
     gamma
-        MTL shrinkage constant ``C``; tuned on held-out responses when None.
+        MTL shrinkage constant ``C`` (for ``variant="paper"`` the paper's ``C``);
+        tuned on held-out responses when None.
     model
         ``2pl`` or ``1pl`` item model of the frequentist methods.
     guessing
@@ -203,12 +214,21 @@ def fit(
         Seed of every random step (held-out split, bootstrap, sampler).
     n_jobs
         Worker processes for the bootstrap (default: all cores).
+    variant
+        For ``method="mtl"``: ``default`` (the package's estimator), or the
+        seed paper's ``paper`` (its estimator exactly, C tuned by its 5-fold
+        cross-validation), ``paper-global`` or ``paper-local`` baselines
+        (:mod:`mtlirt.paper`).
     **bayes_options
         For ``method="bayes"``: passed to :func:`mtlirt.bayes.fit_bayes`
         (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
     """
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
+    if variant not in MTL_VARIANTS:
+        raise InputError(f"unknown variant {variant!r}: expected one of {', '.join(MTL_VARIANTS)}")
+    if variant != "default" and method != "mtl":
+        raise InputError(f"variant {variant!r} applies to method 'mtl' only, not {method!r}")
     if method == "bayes":
         return _fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options)
     if bayes_options:
@@ -216,6 +236,8 @@ def fit(
     if guessing is not None and not 0 <= guessing < 1:
         raise InputError(f"guessing must be in [0, 1), got {guessing}")
     settings = dict(model=model, guessing=guessing, rank=rank, gamma=gamma, seed=seed)
+    if method == "mtl":
+        settings["variant"] = variant
     timings = {}
     t0 = time.perf_counter()
     stage(f"fitting {method} to {responses.n_llms:,} LLMs x {responses.n_items:,} items")
@@ -229,8 +251,12 @@ def fit(
     info.update(_method_info(res))
     converged = bool(getattr(res, "converged", True))
     info["diagnostics"] = {"converged": converged, "iterations": getattr(res, "n_iter", None)}
+    if getattr(res, "convergence", None) is not None:  # MTL: each calibration it ran
+        info["diagnostics"]["calibrations"] = dict(res.convergence)
     if not converged:
-        warnings.warn(f"the {method} fit did not converge within its iteration limit: its numbers are not to be trusted",
+        warnings.warn(f"the {method} fit's item calibration (EM) did not converge within "
+                      f"{getattr(res, 'n_iter', '?')} sweeps: its numbers are not to be trusted; "
+                      "look for degenerate items and LLMs (mtlirt validate) or fit --item-model 1pl",
                       ConvergenceWarning, stacklevel=2)
 
     boot = None
@@ -240,7 +266,7 @@ def fit(
         if method == "mtl":
             fixed.update(rank=res.rank, C=res.C, gamma=None)
         t1 = time.perf_counter()
-        kind = {"accuracy": "items", "mtl": "world"}.get(method, "parametric")
+        kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric"}.get(method, "parametric")
         point = arr if kind == "parametric" else None
         if kind == "world":
             psi = deviation_spread(responses.correct, responses.mask, responses.domain_slices, arr["centre"],
@@ -384,7 +410,7 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
 def _method_info(res) -> dict:
     """Rank, singular values, tuning results and the like, as JSON-ready values."""
     out = {}
-    for name in ("rank", "singular_values", "rank_evidence", "cv", "gamma", "C"):
+    for name in ("rank", "singular_values", "rank_evidence", "cv", "gamma", "C", "lam", "objective", "optimizer"):
         v = getattr(res, name, None)
         if v is not None:
             out[name] = v.tolist() if isinstance(v, np.ndarray) else v
