@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -89,10 +87,17 @@ def test_stl_predicts_the_population_where_it_knows_nothing(blocky):
 
 
 def test_mtl_intervals_cover_the_truth():
-    """Strong shrinkage (h = 0.1): refits of the shrunk fit covered about half of the truth."""
+    """Many short domains near the shared structure (h = 0.1), so MTL shrinks hard.
+
+    Measured on these two seeds with 30 replicates: the old intervals
+    (answers redrawn from the shrunk fit, percentile intervals) covered 0.537
+    of the domain scores and 0.793 of the overall scores; the error bootstrap
+    0.808 and 0.840 (30 replicates' percentile bounds hold about 0.84 of a new
+    draw).
+    """
     inside, inside_overall = [], []
     for seed in (0, 1):
-        sim = simulate(150, [8] * 8, similarity=0.1, seed=seed)
+        sim = simulate(150, [6] * 24, similarity=0.1, seed=seed)
         est = fit(Responses.from_frame(sim.responses), "mtl", bootstrap=30, seed=seed, n_jobs=1)
         assert est.info["C"] > 0  # the shrinkage is on
         ds = est.domain_scores(0.9)
@@ -104,7 +109,5 @@ def test_mtl_intervals_cover_the_truth():
         inside_overall.append((eta >= ov["lower"].to_numpy()) & (eta <= ov["upper"].to_numpy()))
         assert "error" in est.info["intervals"]
     cover = np.mean(inside)
-    # 30 replicates: percentile bounds of 30 draws hold about 0.84 of a new draw
-    assert 0.74 < cover < 0.95, cover
+    assert 0.7 < cover < 0.93, cover
     assert 0.72 < np.mean(inside_overall) < 0.97
-    assert math.isfinite(cover)

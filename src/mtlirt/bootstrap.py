@@ -74,8 +74,13 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
     With ``theta_ik = centre_ik + delta_ik``, ``delta_ik ~ N(0, psi_k)``, the
     score ``g`` and information ``I`` of the log-likelihood at the centre
     satisfy ``E[g^2] ~ I + I^2 psi_k``, so
-    ``psi_k = sum_i (g_ik^2 - I_ik) / sum_i I_ik^2`` (floored at ``floor``).
-    Cells without responses contribute nothing.
+    ``psi_k = sum_i (g_ik^2 - I_ik) / sum_i I_ik^2``.  In a short domain
+    that moment is noisy (sampling variance ``2 sum_i (I_ik + I_ik^2
+    psi)^2 / (sum_i I_ik^2)^2``, ``psi`` their mean), so the domains' estimates
+    are partially pooled: shrunk toward their mean by the weight
+    ``tau^2 / (tau^2 + variance)``, ``tau^2`` the spread of the true
+    ``psi_k`` by moments (a long domain keeps its own value), then floored at
+    ``floor``.  Cells without responses contribute nothing.
 
     Parameters
     ----------
@@ -97,8 +102,16 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
     lik = ResponseData(correct, observed, domain_slices, guessing=cc).theta_likelihood()
     lik.set_items(np.asarray(a, dtype=np.float64), np.asarray(d, dtype=np.float64))
     g, info = lik.theta_derivs(np.asarray(centre, dtype=np.float64))
-    psi = (g * g - info).sum(axis=0) / np.maximum((info * info).sum(axis=0), 1e-12)
-    return np.maximum(psi, floor)
+    i2 = np.maximum((info * info).sum(axis=0), 1e-12)
+    raw = (g * g - info).sum(axis=0) / i2
+    var = 2.0 * ((info + info * info * max(raw.mean(), 0.0)) ** 2).sum(axis=0) / i2**2
+    var = np.maximum(var, 1e-12)
+    if raw.size > 1:  # random-effects moments, unweighted: weights by precision (or variances at
+        # each domain's own value) favour the domains whose moment happens to come out low
+        mean = raw.mean()
+        tau2 = max(0.0, raw.var(ddof=1) - var.mean())
+        raw = mean + (raw - mean) * tau2 / (tau2 + var)
+    return np.maximum(raw, floor)
 
 
 def _one(b: int, state: dict):
