@@ -486,11 +486,14 @@ def _say(verbose, msg):
 
 
 def _rank_one_centre(lik, eta):
-    """Rank-one centre on the pooled trait: ``A`` = standardised pooled ``eta``,
-    ``w_k`` by likelihood with the domain's own (single-domain) items."""
+    """Rank-one centre started from the pooled trait (standardised ``eta``) and
+    refined like the higher ranks' (each LLM's MAP given all domains, domain
+    deviations integrated out), ``w_k`` by likelihood with the domain's own
+    (single-domain) items.  Measured on ``simulate(1000, "mmlu", scale=0.1)``
+    seed 0: Spearman with the true overall 0.9961 against 0.9954 for the
+    pooled trait itself (macro accuracy: 0.9955)."""
     A = ((eta - eta.mean()) / max(eta.std(), 1e-12))[:, None]
-    A, W, info = fit_centre(lik, A, None, refine=False)
-    return A, W, info
+    return fit_centre(lik, A, None, refine=True)
 
 
 def _centre_for_rank(lik, r, eta, U, refine_overall):
