@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 
 import numba
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import Bounds, minimize
 
 from .bayes._vecmath import exp_nonpos
 from .errors import InputError
@@ -82,7 +82,7 @@ BOUND = 4.0  # |theta|, a (upper), |d|
 _FUSE_SINE = 1e-4
 # L-BFGS-B (ftol, gtol): tight for a fit, looser inside the cross-validation (held-out
 # losses to ~1e-7 are all it compares)
-_TOL = {"final": (1e-15, 1e-9), "cv": (1e-11, 1e-6)}
+_TOL = {"final": (1e-15, 1e-9), "cv": (1e-10, 1e-6)}
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,9 @@ class PaperFit:
         Indices of the items left out (constant or never answered).
     seconds : dict
         ``cv``, ``final``, ``total``.
+    centre : numpy.ndarray
+        ``N x K``: ``theta_G`` in every column, the prediction for an LLM
+        without responses in a domain (what a fused domain gets).
     rank : int
         Always 1.
     """
@@ -160,6 +163,7 @@ class PaperFit:
     optimizer: str
     dropped_items: np.ndarray
     seconds: dict = field(default_factory=dict)
+    centre: np.ndarray | None = None
     c: None = None
     rank: int = 1
 
@@ -558,8 +562,27 @@ def _unit(z):
     return c / n, n
 
 
-def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, *, maxiter=3000, stop_sine=0.0, tol="final"):
-    """Minimise ``F`` with the domains in ``fused`` equal to ``g``; others free."""
+def _box_map(Z, sign, N):
+    """Domain traits from free vectors ``Z`` (rows) with the entries where
+    ``sign != 0`` held at ``BOUND * sign``: the others are ``m + r u``,
+    ``u`` the unit centred (over the free entries) direction of ``Z``, with
+    ``m`` and ``r`` making the row sum 0 and its norm ``sqrt(N)``.
+    Returns (theta, u, |centred Z|, r, free mask)."""
+    M = (sign == 0).astype(np.float64)
+    n = M.sum(axis=1, keepdims=True)
+    held = BOUND * sign
+    mu = (Z * M).sum(axis=1, keepdims=True) / n
+    PZ = (Z - mu) * M
+    nz = np.linalg.norm(PZ, axis=1, keepdims=True)
+    U = PZ / nz
+    m = -held.sum(axis=1, keepdims=True) / n
+    r = np.sqrt(np.maximum(N - (held**2).sum(axis=1, keepdims=True) - n * m**2, 0.0))
+    return M * (m + r * U) + held, U, nz, r, M
+
+
+def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, sign, *, maxiter=3000, stop_sine=None, tol="final"):
+    """Minimise ``F`` with the domains in ``fused`` equal to ``g``, the others
+    free except their entries held at the box (``sign``, K x N in -1, 0, 1)."""
     N = obj.p.N
     K = theta.shape[0]
     free = np.flatnonzero(~fused)
@@ -568,40 +591,42 @@ def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, *, maxiter=3000, stop_si
     J = len(a)
     active = obj.obs.any(axis=0)
     rootN = math.sqrt(N)
-    off_a = (N if use_g else 0) + nf * N
-    bounds = [(None, None)] * off_a + [(0.0, BOUND) if act else (0.0, 0.0) for act in active] + \
-             [(-BOUND, BOUND) if act else (0.0, 0.0) for act in active]
+    off = N if use_g else 0
+    off_a = off + nf * N
+    sg = sign[free]
+    stop_sine = np.zeros(K) if stop_sine is None else stop_sine
+    free_box = np.full(off_a, np.inf)
+    bounds = Bounds(np.concatenate([-free_box, np.zeros(J), np.where(active, -BOUND, 0.0)]),
+                    np.concatenate([free_box, np.where(active, BOUND, 0.0), np.where(active, BOUND, 0.0)]))
     x0 = np.concatenate([g if use_g else np.empty(0), theta[free].ravel(), a, d])
     th = np.empty((K, N))
-    count = [0]
 
     def fun(x):
-        count[0] += 1
-        zG = x[:N] if use_g else None
-        Z = x[N if use_g else 0:off_a].reshape(nf, N)
+        Z = x[off:off_a].reshape(nf, N)
         aa, dd = x[off_a:off_a + J], x[off_a + J:]
-        E, nz = _unit(Z)
-        th[free] = rootN * E
+        TF, U, nz, r, M = _box_map(Z, sg, N)
+        th[free] = TF
         if use_g:
-            eG, ng = _unit(zG)
+            eG, ng = _unit(x[:N])
             th[fused] = rootN * eG
         f = obj.lik(th, aa, dd)
-        G = rootN * obj.gth.T  # d F / d e (K x N)
-        GE = G[free]
-        GG = G[fused].sum(axis=0) if use_g else None
+        G = obj.gth.T  # d F / d theta (K x N)
+        GT = G[free]
+        GG = rootN * G[fused].sum(axis=0) if use_g else None  # d F / d eG
         if lam > 0 and nf:
-            c = np.clip(E @ eG, -1.0, 1.0)
+            c = np.clip(TF @ eG / rootN, -1.0, 1.0)
             s = np.sqrt(np.maximum(0.0, 1.0 - c * c))
             f += lam * s.sum()
             m = np.where(s > 1e-12, -lam * c / np.where(s > 1e-12, s, 1.0), 0.0)
-            GE = GE + m[:, None] * eG[None, :]
-            GG = GG + (m[:, None] * E).sum(axis=0)
+            GT = GT + m[:, None] * (eG[None, :] - c[:, None] * TF / rootN) / rootN
+            GG = GG + (m[:, None] * (TF / rootN - c[:, None] * eG[None, :])).sum(axis=0)
         out = np.empty_like(x)
         if use_g:
             v = GG - GG.mean()
             out[:N] = (v - eG * (eG @ v)) / ng
-        V = GE - GE.mean(axis=1, keepdims=True)
-        out[N if use_g else 0:off_a] = ((V - E * (E * V).sum(axis=1, keepdims=True)) / nz).ravel()
+        W = r * GT * M  # d F / d u
+        W = (W - W.sum(axis=1, keepdims=True) / M.sum(axis=1, keepdims=True)) * M
+        out[off:off_a] = ((W - U * (U * W).sum(axis=1, keepdims=True)) / nz).ravel()
         out[off_a:off_a + J] = obj.ga
         out[off_a + J:] = obj.gd
         return f, out
@@ -609,10 +634,10 @@ def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, *, maxiter=3000, stop_si
     hit = [False]
 
     def stop_at_kink(xk):  # a free domain reaching theta_G: stop, the caller fuses it
-        if lam > 0 and nf and stop_sine > 0:
-            E = _unit(xk[N if use_g else 0:off_a].reshape(nf, N))[0]
-            c = np.clip(E @ _unit(xk[:N])[0], -1.0, 1.0)
-            if (1.0 - c * c < stop_sine**2).any():
+        if lam > 0 and nf and (stop_sine[free] > 0).any():
+            TF = _box_map(xk[off:off_a].reshape(nf, N), sg, N)[0]
+            c = np.clip(TF @ _unit(xk[:N])[0] / rootN, -1.0, 1.0)
+            if (1.0 - c * c < stop_sine[free]**2).any():
                 hit[0] = True
                 raise StopIteration
 
@@ -622,13 +647,34 @@ def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, *, maxiter=3000, stop_si
     if use_g:
         g = rootN * _unit(x[:N])[0]
     th = np.empty((K, N))
-    th[free] = rootN * _unit(x[N if use_g else 0:off_a].reshape(nf, N))[0]
+    th[free] = _box_map(x[off:off_a].reshape(nf, N), sg, N)[0]
     if use_g:
         th[fused] = g
     a = x[off_a:off_a + J].copy()
     d = x[off_a + J:].copy()
     ok = res.status != 1 and not hit[0]  # 1: iteration limit; 2 (line search at round-off) is converged
     return th, a, d, g, float(res.fun), int(res.nit), bool(ok)
+
+
+def _box_update(obj: _Objective, theta, a, d, g, fused, sign, lam):
+    """Hold entries that left the box at its bound; release held entries whose
+    Lagrangian gradient points inward.  Returns (sign, changed)."""
+    sign = sign.copy()
+    out = (np.abs(theta) > BOUND + 1e-9) & (sign == 0) & ~fused[:, None]
+    sign[out] = np.sign(theta[out])
+    obj.lik(theta, a, d)
+    G = obj.gth.T.copy()
+    if lam > 0:
+        G += _penalty_grads(g, theta, lam)[0]
+    release = np.zeros_like(out)
+    for t in np.flatnonzero((sign != 0).any(axis=1) & ~out.any(axis=1)):
+        F = sign[t] == 0
+        A = np.column_stack([np.ones(F.sum()), theta[t, F]])  # G + mu + nu theta = 0 on the free entries
+        mu, nu = np.linalg.lstsq(A, -G[t, F], rcond=None)[0]
+        L = G[t] + mu + nu * theta[t]
+        release[t] = (sign[t] != 0) & (sign[t] * L > 1e-8 * max(1.0, np.abs(G[t]).max()))
+    sign[release] = 0
+    return sign, bool(out.any() or release.any())
 
 
 def _split_test(obj: _Objective, theta, a, d, g, fused, lam):
@@ -648,7 +694,8 @@ def _fast(obj: _Objective, lam, start, *, fused=None, global_=False, tol="final"
 
     Without a warm-start ``fused`` set every domain starts fused (the smooth
     global problem); domains are then split off where the optimality test
-    fails and fused where their sine vanishes, until neither changes."""
+    fails and fused where their sine vanishes, and box entries held or
+    released, until nothing changes."""
     theta, a, d, g = (np.array(x, dtype=np.float64) for x in start)
     K = theta.shape[0]
     N = obj.p.N
@@ -660,12 +707,18 @@ def _fast(obj: _Objective, lam, start, *, fused=None, global_=False, tol="final"
         fused = np.ones(K, dtype=bool)
     fused = fused.copy()
     theta[fused] = g
+    sign = np.where(np.abs(theta) >= BOUND - 1e-12, np.sign(theta), 0.0) * ~fused[:, None]
     n_iter = 0
     ok = True
     F = np.inf
-    for _ in range(30):
-        theta, a, d, g, F, it, ok = _lbfgs(obj, lam, theta, a, d, g, fused, stop_sine=_FUSE_SINE, tol=tol)
+    for _ in range(40):
+        theta, a, d, g, F, it, ok = _lbfgs(obj, lam, theta, a, d, g, fused, sign, tol=tol,
+                                           stop_sine=np.full(K, _FUSE_SINE))
         n_iter += it
+        sign, boxed = _box_update(obj, theta, a, d, g, fused, sign, lam)
+        if boxed:
+            theta = np.where(sign != 0, BOUND * sign, theta)
+            continue
         if global_ or lam == 0:
             break
         changed = False
@@ -674,30 +727,35 @@ def _fast(obj: _Objective, lam, start, *, fused=None, global_=False, tol="final"
         if cand.any() and not ok:  # stopped at a kink: fuse and go on
             fused |= cand
             theta[fused] = g
+            sign[fused] = 0
             continue
         if cand.any():
             f2 = fused | cand
             th2 = theta.copy()
             th2[f2] = g
-            t2 = _lbfgs(obj, lam, th2, a, d, g, f2, tol=tol)
+            s2 = sign * ~f2[:, None]
+            t2 = _lbfgs(obj, lam, th2, a, d, g, f2, s2, tol=tol)
             n_iter += t2[5]
             if t2[4] <= F + 1e-12 * max(1.0, abs(F)):
                 theta, a, d, g, F, _, ok = t2
-                fused = f2
+                fused, sign = f2, s2
                 changed = True
         excess, V = _split_test(obj, theta, a, d, g, fused, lam)
         split = excess > 1e-6 * max(1.0, lam)
         if split.any():
             eG = g / math.sqrt(N)
             for t in np.flatnonzero(split):  # start 0.05 rad away, down the tangent gradient
-                theta[t] = math.sqrt(N) * (math.cos(0.05) * eG - math.sin(0.05) * V[t] / np.linalg.norm(V[t]))
+                theta[t] = _box_sphere(math.sqrt(N) * (math.cos(0.05) * eG - math.sin(0.05) * V[t] / np.linalg.norm(V[t])),
+                                       BOUND)
+                sign[t] = np.where(np.abs(theta[t]) >= BOUND - 1e-12, np.sign(theta[t]), 0.0)
             fused &= ~split
             changed = True
         if not changed:
             break
     else:
         ok = False
-    if np.abs(theta).max() > BOUND + 1e-9:  # the box binds: finish with the paper's projected Adam
+    if np.abs(theta).max() > BOUND + 1e-9:
+        # theta_G left the box with domains fused on it, which the box forbids: the paper's projected Adam
         start = (np.stack([_box_sphere(r, BOUND) for r in theta]), np.clip(a, 0, BOUND), d, g)
         theta, a, d, g, F, it, ok = _adam(obj, lam, start, AdamSettings())
         n_iter += it
@@ -866,7 +924,7 @@ def _fit_paper(correct, observed, domain_slices, *, variant, C, grid, n_folds, s
     if prob.K < (2 if variant == "paper" else 1):
         raise InputError(f"the {variant} estimator needs at least {2 if variant == 'paper' else 1} domains "
                          f"with non-constant items, got {prob.K}")
-    if C is not None and (not np.isfinite(C) or C < 0):
+    if variant == "paper" and C is not None and (not np.isfinite(C) or C < 0):
         raise InputError(f"C must be a finite number >= 0, got {C}")
     grid = tuple(sorted(float(c) for c in grid))
     cv = None
@@ -909,4 +967,5 @@ def _assemble(prob, variant, C, lam, cv, theta, a, d, g, F, n_iter, ok, fused, o
     cos = np.clip(full.T @ g / N, -1.0, 1.0)
     return PaperFit(theta=full, overall=g.copy(), loadings=cos[:, None], a=a_all, d=d_all, variant=variant,
                     C=float(C), lam=float(lam), cv=cv, objective=float(F), fused=fz, converged=bool(ok),
-                    n_iter=int(n_iter), optimizer=optimizer, dropped_items=prob.dropped, seconds=secs)
+                    n_iter=int(n_iter), optimizer=optimizer, dropped_items=prob.dropped, seconds=secs,
+                    centre=np.repeat(g[:, None], prob.K_all, axis=1))
