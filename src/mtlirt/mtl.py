@@ -711,8 +711,12 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     # 4. centre at the chosen rank ------------------------------------------------
     t0 = time.perf_counter()
     prog("centre", 0.0)
-    A, W_lik, cinfo = _centre_for_rank(lik, rank, eta_p, U, refine_overall)
-    W = _map_centre(lik, A, W_lik, priors) if centre_prior else W_lik
+    fused = (not np.isfinite(C_use)) and rank == 1
+    if fused:  # the pooled fit is the estimate: its trait is the centre
+        A, W, cinfo = eta_p[:, None], np.ones((K, 1)), {"converged": True}
+    else:
+        A, W_lik, cinfo = _centre_for_rank(lik, rank, eta_p, U, refine_overall)
+        W = _map_centre(lik, A, W_lik, priors) if centre_prior else W_lik
     centre = A @ W.T
     seconds["centre"] = time.perf_counter() - t0
     prog("centre", 1.0)
@@ -721,7 +725,6 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     t0 = time.perf_counter()
     prog("final", 0.0)
     lam, gamma_use = _lambda(C_use, N, K, sizes)
-    fused = (not np.isfinite(C_use)) and rank == 1
     convergence = {"stl": bool(stl.converged), "pooled": bool(pooled.converged), "centre": bool(cinfo["converged"])}
     if C_use == 0:
         theta = th_stl.copy()
