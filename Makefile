@@ -5,7 +5,7 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test env bench docs clean
+.PHONY: demo test test-fast env bench docs clean
 
 $(STAMP): pyproject.toml
 	@PYBIN=$$(sh scripts/find-python.sh) && echo "using $$PYBIN" && "$$PYBIN" -m venv $(VENV)
@@ -18,8 +18,16 @@ env: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/mtlirt demo
 
+# The full suite on every core (pytest-xdist; one worker per module keeps each
+# module's compiled fixtures in one process), the headless-browser test included:
+# scripts/ensure-chromium.sh installs Debian's chromium when run as root.
 test: $(STAMP)
-	$(PY) -m pytest
+	@sh scripts/ensure-chromium.sh
+	$(PY) -m pytest -n auto --dist loadfile
+
+# Development: everything but the tests marked slow.
+test-fast: $(STAMP)
+	$(PY) -m pytest -n auto --dist loadfile -m "not slow"
 
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict

@@ -9,6 +9,7 @@ from pathlib import Path
 from .data import Responses
 from .fitting import fit
 from .output import write_fit
+from .progress import enabled as progress_enabled
 from .progress import stage
 from .simulate import simulate
 
@@ -66,6 +67,7 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
 
     t1 = time.perf_counter()
     mtl = fit(data, "mtl", bootstrap=bootstrap, seed=seed)
+    stage("writing the MTL fit")
     write_fit(mtl, out / "mtl")
     timings["mtl"] = time.perf_counter() - t1
     fits = {"MTL": out / "mtl"}
@@ -73,7 +75,9 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
     if bayes:
         t2 = time.perf_counter()
         bayes_est = fit(data, "bayes", items="fixed", init=mtl, draws=draws, tune=tune, chains=chains,
-                        seed=seed, progress=False, log_likelihood=False)  # no loo in the demo: 1.1 GB saved
+                        seed=seed, progress=progress_enabled(),  # nutpie's bar and the domain-score draws
+                        log_likelihood=False)  # no loo in the demo: 1.1 GB saved
+        stage("writing the Bayesian fit")
         write_fit(bayes_est, out / "bayes")
         timings["bayes"] = time.perf_counter() - t2
         fits["Bayes (items fixed)"] = out / "bayes"

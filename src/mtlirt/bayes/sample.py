@@ -19,6 +19,7 @@ from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.errors import InputError
+from mtlirt.progress import stage
 
 __all__ = ["fit_bayes", "build"]
 
@@ -254,6 +255,7 @@ def fit_bayes(
     t0 = time.perf_counter()
     # the fused likelihood Op has no JAX implementation
     likelihood = "elementwise" if method == "nuts" and sampler == "numpyro" else "auto"
+    stage(f"building the {spec.name} model ({arr.n_llms:,} LLMs x {arr.n_items:,} items, items {items})")
     model = build(arr, spec, items=items, init=init, item_values=item_values,
                   likelihood=likelihood)
     t_build = time.perf_counter() - t0
@@ -279,6 +281,7 @@ def fit_bayes(
 
                 trace_tmp = tempfile.mkdtemp(prefix="mtlirt-trace-", dir=trace_dir)
                 kw["zarr_store"] = nutpie.zarr_store.LocalStore(trace_tmp)
+        stage(f"sampling {chains} chains x {draws:,} draws after {tune:,} tuning steps ({sampler})")
         try:
             if sampler == "nutpie":
                 idata = _sample_nutpie(model, initvals, draws=draws, tune=tune, chains=chains,
@@ -342,6 +345,7 @@ def fit_bayes(
     fixed = model.mtlirt_items if items == "fixed" else None
     tables = model.mtlirt_tables if items == "fixed" else None
     t2 = time.perf_counter()
+    stage("derived quantities (overall scores, correlations, expected accuracy) and diagnostics")
     post = add_derived(post, arr, spec, anchors, fixed_items=fixed, tables=tables)
     stages["derived"] = time.perf_counter() - t2
     spec_d = asdict(spec)
