@@ -1,9 +1,12 @@
-"""Converters from lm-eval samples, Open LLM Leaderboard details and wide CSVs.
+"""Converters from harness and leaderboard exports to the long table.
 
-The fixtures are small files in the real layouts: lm-eval's
-``<output>/<model_name_sanitized>/samples_<task>_<date>.jsonl`` beside
-``results_<date>.json``; the leaderboard's ``details_<org>__<model>``
-repositories with one Parquet file per task and run.
+lm-eval, Open LLM Leaderboard v1 and wide fixtures are written here in the real
+layouts: lm-eval's ``<output>/<model_name_sanitized>/samples_<task>_<date>.jsonl``
+beside ``results_<date>.json``; the leaderboard's ``details_<org>__<model>``
+repositories with one Parquet file per task and run.  HELM, Open LLM
+Leaderboard v2, Inspect and Every Eval Ever read the files in
+``tests/fixtures/importers`` (real files cut down, or real layouts; see its
+README.md).
 """
 
 from __future__ import annotations
@@ -18,12 +21,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mtlirt.cli import main
+from mtlirt.data import Responses
 from mtlirt.errors import InputError
 from mtlirt.importers import (
     CONVERT_KINDS,
+    IMPORTERS,
     convert,
+    from_every_eval_ever,
+    from_helm,
+    from_inspect,
     from_lm_eval,
     from_open_llm_leaderboard,
+    from_open_llm_leaderboard_v2,
     from_wide,
 )
 from mtlirt.validate import DataWarning
@@ -74,7 +84,7 @@ def _sample(doc_id: int, correct: float, *, metric: str = "acc", filt: str = "no
         "filtered_resps": [[-2.1, False], [-0.7, True], [-3.0, False], [-4.2, False]],
         "filter": filt,
         "metrics": [metric, "acc_norm"] if metric == "acc" else [metric],
-        "doc_hash": "a" * 64,
+        "doc_hash": f"{doc_id:064x}",
         "prompt_hash": "b" * 64,
         "target_hash": "c" * 64,
         metric: correct,
@@ -491,7 +501,10 @@ def test_wide_errors(tmp_path):
 
 
 def test_convert_dispatch(tmp_path):
-    assert CONVERT_KINDS == ("lm-eval", "open-llm-leaderboard", "wide")
+    assert CONVERT_KINDS == (
+        "lm-eval", "open-llm-leaderboard", "open-llm-leaderboard-v2", "helm", "inspect", "every-eval-ever", "wide"
+    )
+    assert set(CONVERT_KINDS) == set(IMPORTERS)
     path = tmp_path / "wide.csv"
     path.write_text("llm,math/q1\nm1,1\n")
     assert convert("wide", path)["correct"].tolist() == [1]
@@ -502,5 +515,333 @@ def test_convert_dispatch(tmp_path):
     assert len(convert("open_llm_leaderboard", tmp_path / "oll")) == 6
     _lm_eval_run(tmp_path / "lm", "EleutherAI/pythia-160m")
     assert len(convert("LM-Eval", tmp_path / "lm", metric="acc")) == 6
-    with pytest.raises(InputError, match="unknown kind 'helm'"):
-        convert("helm", path)
+    with pytest.raises(InputError, match="unknown kind 'lighteval'"):
+        convert("lighteval", path)
+
+
+# --------------------------------------------------------------------------
+# HELM, Open LLM Leaderboard v2, Inspect, Every Eval Ever: tests/fixtures/importers
+
+FIXTURES = Path(__file__).parent / "fixtures" / "importers"
+HELM = FIXTURES / "helm" / "runs" / "v1"
+MMLU_RUN = "mmlu:subject=philosophy,method=multiple_choice_joint"
+GPT2_MMLU = HELM / "mmlu-subject=philosophy,method=multiple_choice_joint,model=openai_gpt2"
+PYTHIA_NQA = HELM / "narrative_qa-model=eleutherai_pythia-1b-v0"
+
+
+def _copy_tree(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit_json(path: Path, edit) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def test_helm_runs_exact_match_test_split():
+    df = from_helm(FIXTURES / "helm")
+    _check_long(df)
+    # pythia did not run id65 (a missing instance); id11 and id1123 are valid-split instances
+    assert _as_set(df) == {
+        ("openai/gpt2", f"{MMLU_RUN}/id147", MMLU_RUN, 0),
+        ("openai/gpt2", f"{MMLU_RUN}/id65", MMLU_RUN, 0),
+        ("openai/gpt2", f"{MMLU_RUN}/id222", MMLU_RUN, 1),
+        ("eleutherai/pythia-1b-v0", f"{MMLU_RUN}/id147", MMLU_RUN, 1),
+        ("eleutherai/pythia-1b-v0", f"{MMLU_RUN}/id222", MMLU_RUN, 1),
+    } | {(m, f"narrative_qa/{i}", "narrative_qa", 0)
+         for m in ("openai/gpt2", "eleutherai/pythia-1b-v0") for i in ("id1413", "id1332", "id1340")}
+    valid = from_helm(GPT2_MMLU, split="valid")
+    assert valid.to_dict("list") == {"llm": ["openai/gpt2"], "item": [f"{MMLU_RUN}/id11"], "domain": [MMLU_RUN],
+                                     "correct": [0]}
+    one = from_helm(GPT2_MMLU / "per_instance_stats.json", domain_from="scenario", llm="gpt2")
+    assert set(one["domain"]) == {"mmlu"} and set(one["llm"]) == {"gpt2"}
+    assert set(from_helm(HELM, tasks="mmlu:*")["domain"]) == {MMLU_RUN}
+
+
+def test_helm_non_binary_stat_needs_a_threshold():
+    with pytest.raises(InputError, match=r"narrative_qa-model=eleutherai_pythia-1b-v0/per_instance_stats.json: "
+                                         r"entry 1 \(instance id1413\): f1_score is 0.6, not 0 or 1; give threshold="):
+        from_helm(PYTHIA_NQA, metric="f1_score")
+    with pytest.warns(DataWarning, match="left out 2 HELM runs without the stat 'f1_score'"):
+        df = from_helm(HELM, metric="f1_score", threshold=0.5)
+    got = dict(zip(zip(df["llm"], df["item"]), df["correct"]))
+    # gpt2's F1 are 0, 0.33, 0.36 and pythia's 0.6, 0.2, 0.5: correct at >= 0.5
+    assert got == {
+        ("eleutherai/pythia-1b-v0", "narrative_qa/id1413"): 1,
+        ("eleutherai/pythia-1b-v0", "narrative_qa/id1332"): 0,
+        ("eleutherai/pythia-1b-v0", "narrative_qa/id1340"): 1,
+        ("openai/gpt2", "narrative_qa/id1413"): 0,
+        ("openai/gpt2", "narrative_qa/id1332"): 0,
+        ("openai/gpt2", "narrative_qa/id1340"): 0,
+    }
+    with pytest.raises(InputError, match="no HELM run .* has the stat 'bleu'"):
+        from_helm(HELM, metric="bleu")
+
+
+def test_helm_errors_name_file_and_field(tmp_path):
+    run = _copy_tree(GPT2_MMLU, tmp_path / "run")
+    _edit_json(run / "per_instance_stats.json", lambda d: d[1].pop("stats"))
+    with pytest.raises(InputError, match=r"run/per_instance_stats.json: entry 2: no field 'stats'"):
+        from_helm(run)
+    (run / "per_instance_stats.json").write_text('[{"instance_id": "id1",')
+    with pytest.raises(InputError, match=r"per_instance_stats.json: line 1 is not valid JSON"):
+        from_helm(run)
+    run = _copy_tree(GPT2_MMLU, tmp_path / "nomodel")
+    (run / "scenario_state.json").unlink()
+    _edit_json(run / "run_spec.json", lambda d: d["adapter_spec"].pop("model"))
+    with pytest.raises(InputError, match=r"nomodel: cannot tell the model; run_spec.json \(field adapter_spec.model\)"):
+        from_helm(run)
+    assert set(from_helm(run, llm="gpt2")["llm"]) == {"gpt2"}
+    with pytest.raises(InputError, match="domain_from must be 'subtask' or 'scenario'"):
+        from_helm(run, llm="x", domain_from="task")
+    with pytest.raises(InputError, match="not a HELM per_instance_stats.json"):
+        from_helm(run / "run_spec.json")
+    # the same model's run of one subtask in two suites
+    _copy_tree(GPT2_MMLU, tmp_path / "suite2" / GPT2_MMLU.name)
+    with pytest.raises(InputError, match="answers item .* more than once"):
+        from_helm([GPT2_MMLU, tmp_path / "suite2"])
+
+
+def test_helm_same_item_under_two_ids_and_same_llm_under_two_names(tmp_path):
+    # the same instances run with another method: another subtask, same content
+    run = _copy_tree(GPT2_MMLU, tmp_path / "suite" / "separate")
+    _edit_json(run / "run_spec.json", lambda d: d.update(name=d["name"].replace("joint", "separate_original")))
+    with pytest.warns(DataWarning, match=r"3 item contents appear under two or more ids .*"
+                                         r"'mmlu:subject=philosophy,method=multiple_choice_joint/id147' and "
+                                         r"'mmlu:subject=philosophy,method=multiple_choice_separate_original/id147'"):
+        df = from_helm([GPT2_MMLU, run])
+    assert df["domain"].nunique() == 2  # kept apart, as documented
+    # the same model spelled two ways
+    other = _copy_tree(PYTHIA_NQA, tmp_path / "suite2" / "nqa")
+    _edit_json(other / "run_spec.json", lambda d: d["adapter_spec"].update(model="EleutherAI/Pythia-1b-v0"))
+    pythia_mmlu = HELM / GPT2_MMLU.name.replace("openai_gpt2", "eleutherai_pythia-1b-v0")
+    with pytest.warns(DataWarning, match=r"1 LLM appears under two or more names that differ only in case or in "
+                                         r"'__' for '/': 'EleutherAI/Pythia-1b-v0' \(from .*nqa.*\) and "
+                                         r"'eleutherai/pythia-1b-v0' \(from .*\); they are kept apart"):
+        df = from_helm([other, GPT2_MMLU, pythia_mmlu])
+    assert set(df["llm"]) == {"EleutherAI/Pythia-1b-v0", "eleutherai/pythia-1b-v0", "openai/gpt2"}
+
+
+V2 = FIXTURES / "open_llm_leaderboard_v2"
+LLAMA, QWEN = "meta-llama/Meta-Llama-3-8B", "Qwen/Qwen2-7B"
+
+
+def test_open_llm_leaderboard_v2_samples_and_parquet():
+    df = from_open_llm_leaderboard_v2(V2)
+    _check_long(df)
+    expected = {
+        # the stored samples files: each benchmark's leaderboard metric
+        (LLAMA, "bbh_navigate/0", "bbh_navigate", 1), (LLAMA, "bbh_navigate/1", "bbh_navigate", 0),
+        (LLAMA, "bbh_navigate/2", "bbh_navigate", 1),
+        (LLAMA, "mmlu_pro/0", "mmlu_pro", 1), (LLAMA, "mmlu_pro/1", "mmlu_pro", 0),
+        (LLAMA, "mmlu_pro/2", "mmlu_pro", 0),
+        (LLAMA, "ifeval/0", "ifeval", 0), (LLAMA, "ifeval/1", "ifeval", 1),
+        # the Parquet configurations: the latest split wins over the older runs; doc 1 of BBH missing
+        (QWEN, "bbh_navigate/0", "bbh_navigate", 1), (QWEN, "bbh_navigate/2", "bbh_navigate", 0),
+        (QWEN, "mmlu_pro/0", "mmlu_pro", 0), (QWEN, "mmlu_pro/1", "mmlu_pro", 1), (QWEN, "mmlu_pro/2", "mmlu_pro", 1),
+        (QWEN, "ifeval/0", "ifeval", 0), (QWEN, "ifeval/1", "ifeval", 1),
+    }
+    assert _as_set(df) == expected
+    assert set(from_open_llm_leaderboard_v2(V2, domain_from="benchmark")["domain"]) == {"bbh", "mmlu_pro", "ifeval"}
+    cat = from_open_llm_leaderboard_v2(V2, domain_from="category", tasks="leaderboard_mmlu_pro")
+    assert dict(zip(cat["item"], cat["domain"])) == {"mmlu_pro/0": "business", "mmlu_pro/1": "law",
+                                                     "mmlu_pro/2": "psychology"}
+
+
+def test_open_llm_leaderboard_v2_list_metric_with_threshold():
+    with pytest.raises(InputError, match=r"samples_leaderboard_ifeval_.*jsonl: line 1: inst_level_strict_acc is "
+                                         r"\[True, False, True\], not 0 or 1; give threshold="):
+        from_open_llm_leaderboard_v2(V2 / "meta-llama__Meta-Llama-3-8B-details", metric="inst_level_strict_acc",
+                                     tasks="leaderboard_ifeval")
+    df = from_open_llm_leaderboard_v2(V2, metric="inst_level_strict_acc", threshold=0.5, tasks="leaderboard_ifeval")
+    # per-instruction results [T, F, T] and [T] (Llama), [F, F, T] and [T] (Qwen): means 2/3, 1, 1/3, 1
+    assert dict(zip(zip(df["llm"], df["item"]), df["correct"])) == {
+        (LLAMA, "ifeval/0"): 1, (LLAMA, "ifeval/1"): 1, (QWEN, "ifeval/0"): 0, (QWEN, "ifeval/1"): 1,
+    }
+
+
+def test_open_llm_leaderboard_v2_errors_and_names(tmp_path):
+    src = V2 / "meta-llama__Meta-Llama-3-8B-details" / "meta-llama__Meta-Llama-3-8B"
+    name = "samples_leaderboard_bbh_navigate_2024-06-16T19-10-04.926831.jsonl"
+    lines = (src / name).read_text().splitlines()
+    bad = tmp_path / "org__m" / name
+    bad.parent.mkdir()
+    rec = json.loads(lines[1])
+    del rec["doc_id"]
+    bad.write_text(lines[0] + "\n" + json.dumps(rec) + "\n")
+    with pytest.raises(InputError, match=rf"{name}: line 2 has no doc_id field"):
+        from_open_llm_leaderboard_v2(bad)
+    stray = tmp_path / "stray" / name
+    stray.parent.mkdir()
+    stray.write_text(lines[0] + "\n")
+    with pytest.raises(InputError, match=rf"{name}: cannot tell the model"):
+        from_open_llm_leaderboard_v2(stray)
+    assert from_open_llm_leaderboard_v2(stray, llm="mine")["llm"].tolist() == ["mine"]
+    with pytest.raises(InputError, match="no Open LLM Leaderboard v2 details .* matching 'leaderboard_gpqa_\\*'"):
+        from_open_llm_leaderboard_v2(V2, tasks="leaderboard_gpqa_*")
+    # the same model as a folder named in lower case: two spellings of one LLM
+    _copy_tree(src, tmp_path / "meta-llama__meta-llama-3-8b")
+    with pytest.warns(DataWarning, match="under two or more names"):
+        df = from_open_llm_leaderboard_v2([src, tmp_path / "meta-llama__meta-llama-3-8b"])
+    assert set(df["llm"]) == {LLAMA, "meta-llama/meta-llama-3-8b"}
+
+
+INSPECT = FIXTURES / "inspect" / "logs"
+GPT4O, HAIKU = "openai/gpt-4o", "anthropic/claude-3-5-haiku-latest"
+
+
+def test_inspect_eval_archives():
+    with pytest.warns(DataWarning, match="1 sample without a score"):
+        df = from_inspect(INSPECT, tasks="mmlu*")
+    _check_long(df)
+    # haiku's sample 3 errored: a missing response
+    assert _as_set(df) == {
+        (GPT4O, "mmlu_0_shot/1", "mmlu_0_shot", 0), (GPT4O, "mmlu_0_shot/2", "mmlu_0_shot", 1),
+        (GPT4O, "mmlu_0_shot/3", "mmlu_0_shot", 1),
+        (HAIKU, "mmlu_0_shot/1", "mmlu_0_shot", 1), (HAIKU, "mmlu_0_shot/2", "mmlu_0_shot", 0),
+    }
+    by_subject = from_inspect(sorted(INSPECT.glob("*.eval"))[0], domain_from="metadata.subject")
+    assert dict(zip(by_subject["item"], by_subject["domain"])) == {
+        "mmlu_0_shot/1": "college_physics", "mmlu_0_shot/2": "anatomy", "mmlu_0_shot/3": "anatomy"}
+
+
+def test_inspect_json_log_epochs_and_partial_credit():
+    log = next(INSPECT.glob("*gsm8k*.json"))
+    # two epochs reduced by the mean: C and P give 0.75, I and I give 0
+    with pytest.raises(InputError, match=r"gsm8k_.*\.json: samples\[0\]: scores.model_graded_qa.value is 0.75, "
+                                         r"not 0 or 1; give threshold="):
+        from_inspect(log)
+    df = from_inspect(log, threshold=0.5, llm="gpt-4o")
+    assert df.to_dict("list") == {"llm": ["gpt-4o"] * 2, "item": ["gsm8k/1", "gsm8k/2"], "domain": ["gsm8k"] * 2,
+                                  "correct": [1, 0]}
+    assert from_inspect(log, threshold=0.8)["correct"].tolist() == [0, 0]
+
+
+def test_inspect_errors(tmp_path):
+    import zipfile
+
+    src = sorted(INSPECT.glob("*.eval"))[0]
+    broken = tmp_path / "broken.eval"
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(broken, "w") as out:
+        for name in z.namelist():
+            data = z.read(name)
+            if name == "samples/2_epoch_1.json":
+                sample = json.loads(data)
+                del sample["id"]
+                data = json.dumps(sample).encode()
+            out.writestr(name, data)
+    with pytest.raises(InputError, match=r"broken.eval: samples/2_epoch_1.json: no field 'id'"):
+        from_inspect(broken)
+    with pytest.raises(InputError, match=r"no field 'metadata.topic'"):
+        from_inspect(src, domain_from="metadata.topic")
+    headless = tmp_path / "headless.eval"
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(headless, "w") as out:
+        for name in z.namelist():
+            if name != "header.json":
+                out.writestr(name, z.read(name))
+    with pytest.raises(InputError, match=r"headless.eval: no header.json"):
+        from_inspect(headless)
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(InputError, match=r"notes.txt: not an Inspect log"):
+        from_inspect(tmp_path / "notes.txt")
+
+
+EEE = FIXTURES / "every_eval_ever"
+LLAMA31 = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_every_eval_ever_instance_records():
+    # a HELM-converted evaluation holds each sample once per metric: choose one result
+    with pytest.raises(InputError, match=r"Llama-3.1-8B-Instruct/8b2e.*_samples.jsonl: line 4 repeats sample "
+                                         r"'id1413' of 'narrative_qa' for 'meta-llama/Llama-3.1-8B-Instruct' "
+                                         r"\(line 3; .*"
+                                         r"'exact_match:test' and 'f1_score:test'\); select one result with tasks="):
+        from_every_eval_ever(EEE)
+    df = from_every_eval_ever(EEE, tasks=["mmlu", "exact_match:test"])
+    _check_long(df)
+    assert _as_set(df) == {
+        (GPT4O, "mmlu/mmlu_anatomy_0", "mmlu", 1), (GPT4O, "mmlu/mmlu_anatomy_1", "mmlu", 1),
+        (GPT4O, "mmlu/mmlu_astronomy_0", "mmlu", 0),
+        (GPT4O, "narrative_qa/id1413", "narrative_qa", 0), (GPT4O, "narrative_qa/id1414", "narrative_qa", 1),
+        # llama has no record of mmlu_astronomy_0: a missing instance
+        (LLAMA31, "mmlu/mmlu_anatomy_0", "mmlu", 0), (LLAMA31, "mmlu/mmlu_anatomy_1", "mmlu", 1),
+        (LLAMA31, "narrative_qa/id1413", "narrative_qa", 0), (LLAMA31, "narrative_qa/id1414", "narrative_qa", 0),
+    }
+    subj = from_every_eval_ever(EEE, tasks="mmlu", domain_from="metadata.subject")
+    assert set(zip(subj["item"], subj["domain"])) == {("mmlu/mmlu_anatomy_0", "anatomy"),
+                                                      ("mmlu/mmlu_anatomy_1", "anatomy"),
+                                                      ("mmlu/mmlu_astronomy_0", "astronomy")}
+
+
+def test_every_eval_ever_score_threshold_and_errors(tmp_path):
+    with pytest.raises(InputError, match=r"8b2e.*_samples.jsonl: line 6: evaluation.score is 0.6, not 0 or 1; "
+                                         r"give threshold="):
+        from_every_eval_ever(EEE, metric="score", tasks="f1_score:test")
+    df = from_every_eval_ever(EEE, metric="score", threshold=0.5, tasks="f1_score:test")
+    # F1 0.4 and 1.0 (gpt-4o), 0.0 and 0.6 (llama)
+    assert dict(zip(zip(df["llm"], df["item"]), df["correct"])) == {
+        (GPT4O, "narrative_qa/id1413"): 0, (GPT4O, "narrative_qa/id1414"): 1,
+        (LLAMA31, "narrative_qa/id1413"): 0, (LLAMA31, "narrative_qa/id1414"): 1,
+    }
+    with pytest.raises(InputError, match="metric must be 'is_correct' or 'score'"):
+        from_every_eval_ever(EEE, metric="acc")
+    src = next(EEE.rglob("3f6a*_samples.jsonl"))
+    lines = src.read_text().splitlines()
+    rec = json.loads(lines[1])
+    del rec["sample_id"]
+    bad = tmp_path / "bad_samples.jsonl"
+    bad.write_text(lines[0] + "\n" + json.dumps(rec) + "\n")
+    with pytest.raises(InputError, match=r"bad_samples.jsonl: line 2: no field 'sample_id'"):
+        from_every_eval_ever(bad)
+
+
+def test_every_eval_ever_same_item_two_ids_and_same_llm_two_names(tmp_path):
+    src = next(EEE.rglob("3f6a*_samples.jsonl"))
+    recs = [json.loads(x) for x in src.read_text().splitlines()][:3]
+    # the same question under another id, from another model spelled with __ and upper case
+    copy = [{**r, "model_id": "OpenAI__GPT-4o", "sample_id": r["sample_id"] + "_v2"} for r in recs]
+    (tmp_path / "a_samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (tmp_path / "b_samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in copy))
+    with pytest.warns(DataWarning) as caught:
+        df = from_every_eval_ever(tmp_path)
+    messages = [str(w.message) for w in caught]
+    assert any("'OpenAI__GPT-4o' (from" in m and "'openai/gpt-4o' (from" in m for m in messages), messages
+    assert any("3 item contents appear under two or more ids" in m and "'mmlu/mmlu_anatomy_0' and "
+               "'mmlu/mmlu_anatomy_0_v2'" in m for m in messages), messages
+    assert len(df) == 6
+
+
+# --------------------------------------------------------------------------
+# the command line: every importer, its options, and validate accepting the output
+
+CLI_CASES = {
+    "helm": ([str(HELM)], ["--metric", "f1_score", "--threshold", "0.5", "--tasks", "narrative_qa*"]),
+    "open-llm-leaderboard-v2": ([str(V2)], ["--domain-from", "category", "--tasks", "leaderboard_mmlu_pro"]),
+    "inspect": ([str(p) for p in sorted(INSPECT.glob("*.eval"))], ["--domain-from", "metadata.subject"]),
+    "every-eval-ever": ([str(EEE)], ["--tasks", "mmlu,exact_match:test"]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CLI_CASES))
+def test_cli_convert_then_validate(kind, tmp_path, capsys):
+    srcs, opts = CLI_CASES[kind]
+    out = tmp_path / "long.csv"
+    assert main(["convert", kind, *srcs, *opts, "--out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert main(["validate", str(out)]) == 0
+    r = Responses.read(out)
+    assert r.n_llms == 2 and r.n_responses == len(pd.read_csv(out))
+
+
+def test_cli_convert_option_of_another_kind(tmp_path, capsys):
+    assert main(["convert", "inspect", str(INSPECT), "--split", "valid", "--out", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mtlirt: error: --split does not apply to inspect (its options: --metric,")
+    assert len(err.strip().splitlines()) == 1
+    assert main(["convert", "helm", str(HELM), "--metric", "f1_score", "--out", str(tmp_path / "x.csv")]) == 2
+    assert "f1_score is 0.6, not 0 or 1" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()

@@ -130,36 +130,10 @@ def _simulate_paper(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from .importers import convert
+    from .importers import convert_args
     from .io import write_table
 
-    kw = {}
-    if args.kind == "wide":
-        for opt in ("metric", "tasks", "llm", "filter", "domain_from"):
-            if getattr(args, opt):
-                raise InputError(f"--{opt.replace('_', '-')} does not apply to wide matrices")
-        if args.item_domain:
-            kw["item_domain"] = args.item_domain
-    else:
-        if args.item_domain:
-            raise InputError("--item-domain applies to wide matrices only")
-        if args.metric:
-            kw["metric"] = args.metric
-        if args.llm:
-            kw["llm"] = args.llm
-    if args.kind == "open-llm-leaderboard":
-        if args.tasks:
-            kw["tasks"] = [t for t in args.tasks.split(",") if t]
-        if args.filter or args.domain_from:
-            raise InputError("--filter and --domain-from apply to lm-eval only")
-    if args.kind == "lm-eval":
-        if args.tasks:
-            raise InputError("--tasks applies to open-llm-leaderboard only")
-        if args.filter:
-            kw["filter"] = args.filter
-        if args.domain_from:
-            kw["domain_from"] = args.domain_from
-    df = convert(args.kind, args.src if len(args.src) > 1 else args.src[0], **kw)
+    df = convert_args(args)
     if len(df) == 0:
         raise InputError(f"no responses found in {', '.join(args.src)}")
     write_table(df, args.out)
@@ -342,27 +316,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the true scores, items and settings to this folder")
     p.set_defaults(func=cmd_simulate)
 
+    from .importers import IMPORTERS, add_convert_arguments
+
+    kinds = "; ".join(f"{imp.name} = {imp.summary}" for imp in IMPORTERS.values())
     p = sub.add_parser("convert", help="convert harness or leaderboard exports into a long table",
-                       description="Convert item-level results into the long table llm, item, domain, "
-                       "correct: lm-eval = EleutherAI lm-evaluation-harness --log_samples JSONL (file or "
-                       "folder); open-llm-leaderboard = Open LLM Leaderboard v1 details Parquet "
-                       "(details_<org>__<model> folders); wide = an LLM x item matrix CSV.")
-    p.add_argument("kind", choices=["lm-eval", "open-llm-leaderboard", "wide"], help="input format")
-    p.add_argument("src", nargs="+", metavar="SRC", help="input file(s) or folder(s)")
-    p.add_argument("--out", required=True, metavar="FILE", help="output table (.parquet, .csv or .csv.gz)")
-    p.add_argument("--metric", default=None, help="per-sample metric to read (default acc)")
-    p.add_argument("--llm", default=None, metavar="NAME",
-                   help="lm-eval / open-llm-leaderboard: the LLM's name (default: from the results file or folder)")
-    p.add_argument("--tasks", default=None, metavar="PATTERN,...",
-                   help="open-llm-leaderboard: task configs to read, glob patterns (e.g. "
-                   "'harness_hendrycksTest_*_5' for 5-shot MMLU; needed when a repo holds one item in two settings)")
-    p.add_argument("--filter", default=None, metavar="NAME",
-                   help="lm-eval: which filter's result to keep when a task logs several (default: the first)")
-    p.add_argument("--domain-from", default=None, choices=["task", "common-prefix"],
-                   help="lm-eval: domain = the task name (default), or the task name without the prefix "
-                   "common to all tasks (mmlu_anatomy -> anatomy)")
-    p.add_argument("--item-domain", default=None, metavar="CSV",
-                   help="wide only: CSV with columns item,domain (else column names <domain>/<item>)")
+                       description=f"Convert item-level results into the long table llm, item, domain, correct: "
+                       f"{kinds}. Each option says which kinds take it.")
+    add_convert_arguments(p)
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("fit", help="fit a model and write scores with intervals",

@@ -1,0 +1,164 @@
+"""The Every Eval Ever datastore's instance-level records (``<uuid>_samples.jsonl``)."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ._common import (
+    PathArg,
+    _as_paths,
+    _assemble,
+    _check_threshold,
+    _content_hash,
+    _files_under,
+    _get,
+    _iter_records,
+    _listing,
+    _not_binary,
+    _Part,
+    _to_correct,
+)
+
+_SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+def _selected(record: dict[str, Any], patterns: Sequence[str] | None) -> bool:
+    if patterns is None:
+        return True
+    names = [str(record.get(k)) for k in ("evaluation_name", "evaluation_result_id") if record.get(k) is not None]
+    return any(fnmatch.fnmatchcase(n, pat) for n in names for pat in patterns)
+
+
+def _record_hash(record: dict[str, Any]) -> str:
+    if record.get("sample_hash"):
+        return str(record["sample_hash"])
+    inp = record.get("input") or {}
+    return _content_hash(inp.get("raw"), inp.get("reference"))
+
+
+def _read_eee_file(
+    path: Path,
+    metric: str,
+    threshold: float | None,
+    patterns: Sequence[str] | None,
+    field: str | None,
+    llm: str | None,
+) -> list[_Part]:
+    """One part per (model, domain) of one instance-level file."""
+    parts: dict[tuple[str, str], _Part] = {}
+    seen: dict[tuple[str, str, str], tuple[str, Any]] = {}
+    for loc, r in _iter_records(path):
+        where = f"{path}: {loc}"
+        if not _selected(r, patterns):
+            continue
+        model = llm or str(_get(r, "model_id", where))
+        evaluation = str(_get(r, "evaluation_name", where))
+        sample = str(_get(r, "sample_id", where))
+        key = (model, evaluation, sample)
+        if key in seen:
+            first, result = seen[key]
+            raise InputError(
+                f"{where} repeats sample {sample!r} of {evaluation!r} for {model!r} ({first}; evaluation results "
+                f"{result!r} and {r.get('evaluation_result_id')!r}); select one result with tasks="
+            )
+        seen[key] = (loc, r.get("evaluation_result_id"))
+        value = _get(r, f"evaluation.{metric}", where)
+        v = _to_correct(value, threshold)
+        if v is None:
+            raise _not_binary(where, f"evaluation.{metric}", value, threshold)
+        if field is None:
+            domain = evaluation
+        else:
+            d = _get(r, f"metadata.{field}", where)
+            if d is None or not str(d).strip():
+                raise InputError(f"{where}: metadata.{field} is empty")
+            domain = str(d)
+        part = parts.setdefault((model, domain), _Part(str(path), model, domain, [], [], []))
+        part.items.append(f"{evaluation}/{sample}")
+        part.correct.append(v)
+        part.hashes.append(_record_hash(r))
+    for p in parts.values():
+        p.correct = np.array(p.correct, dtype=np.int8)
+    return list(parts.values())
+
+
+def from_every_eval_ever(
+    paths: PathArg,
+    *,
+    metric: str = "is_correct",
+    threshold: float | None = None,
+    tasks: str | Sequence[str] | None = None,
+    domain_from: str = "evaluation",
+    llm: str | None = None,
+) -> pd.DataFrame:
+    """Read Every Eval Ever instance-level records into the long table.
+
+    The datastore (``evaleval/every_eval_ever``) keeps, beside each aggregate
+    log ``data/<benchmark>/<developer>/<model>/<uuid>.json``, the per-item
+    results in ``<uuid>_samples.jsonl``: one JSON object per line in the
+    instance-level schema (``instance_level_eval.schema.json``), with
+    ``model_id``, ``evaluation_name``, ``evaluation_result_id``, ``sample_id``,
+    ``sample_hash``, ``input`` (``raw``, ``reference``), ``evaluation``
+    (``score``, ``is_correct``) and ``metadata``.  Its converters write these
+    from HELM, Inspect and lm-eval runs.
+
+    Parameters
+    ----------
+    paths
+        JSONL files, folders (searched recursively for ``*.jsonl``) or a list
+        of them.
+    metric
+        ``"is_correct"`` (default; a boolean) or ``"score"`` (any number; needs
+        ``threshold`` unless it is 0/1).
+    threshold
+        With ``metric="score"``: correct when the score is at least ``threshold``.
+    tasks
+        Shell-style patterns over ``evaluation_name`` or
+        ``evaluation_result_id`` that select the records.  A sample scored by
+        several aggregate results (one record each, e.g. HELM's
+        ``exact_match:test`` and ``f1_score:test``) needs one chosen here.
+    domain_from
+        ``"evaluation"`` (default): the ``evaluation_name``;
+        ``"metadata.FIELD"``: that metadata field of each record.
+    llm
+        The LLM name for all records; by default ``model_id``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``llm, item, domain, correct``; the item is
+        ``<evaluation_name>/<sample_id>``.  ``sample_hash`` (else a hash of
+        ``input.raw`` and ``input.reference``) finds one item under two ids.
+
+    Raises
+    ------
+    InputError
+        A line that is not JSON or lacks a required field (file, line and field
+        named), a score that is not 0/1 without ``threshold``, a sample repeated
+        for one model, or no responses at all.
+    """
+    threshold = _check_threshold(threshold)
+    if metric not in ("is_correct", "score"):
+        raise InputError(f"metric must be 'is_correct' or 'score' for Every Eval Ever records, not {metric!r}")
+    field = None
+    if domain_from.startswith("metadata."):
+        field = domain_from.removeprefix("metadata.")
+    elif domain_from != "evaluation":
+        raise InputError(f"domain_from must be 'evaluation' or 'metadata.FIELD', not {domain_from!r}")
+    patterns = [tasks] if isinstance(tasks, str) else (list(tasks) if tasks is not None else None)
+    roots = _as_paths(paths)
+    what = ", ".join(str(p) for p in roots)
+    files = _files_under(roots, lambda p: p.name.lower().endswith(_SUFFIXES), "an instance-level .jsonl file")
+    if not files:
+        raise InputError(f"no instance-level files (*_samples.jsonl) found in {what}")
+    parts = [p for f in files for p in _read_eee_file(f, metric, threshold, patterns, field, llm)]
+    if not parts and patterns is not None:
+        raise InputError(f"no records matching {_listing(patterns)} found in {what}")
+    return _assemble(parts, what)

@@ -1,0 +1,289 @@
+"""UK AISI Inspect evaluation logs: ``.eval`` archives and ``.json`` logs."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import warnings
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..validate import DataWarning
+from ._common import (
+    PathArg,
+    _as_paths,
+    _assemble,
+    _check_threshold,
+    _content_hash,
+    _files_under,
+    _get,
+    _listing,
+    _not_binary,
+    _Part,
+    _read_json,
+    _to_correct,
+)
+
+#: Inspect's letter scores (``inspect_ai.scorer``: CORRECT, INCORRECT, PARTIAL, NOANSWER).
+_LETTERS = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
+_WORDS = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
+
+
+@dataclass
+class _Log:
+    """What one log holds: its header, samples and reductions."""
+
+    path: Path
+    header: dict[str, Any]
+    samples: list[tuple[str, dict[str, Any]]]  # (where, sample)
+    reductions: list[dict[str, Any]]
+
+    @property
+    def task(self) -> str:
+        return str(_get(self.header, "eval.task", str(self.path))).rsplit("/", 1)[-1]
+
+    @property
+    def model(self) -> str:
+        return str(_get(self.header, "eval.model", str(self.path)))
+
+
+def _zip_json(z: zipfile.ZipFile, name: str, path: Path) -> Any:
+    try:
+        return json.loads(z.read(name).decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: {name} is not valid JSON ({e})") from None
+
+
+def _read_log(path: Path) -> _Log:
+    """Read a ``.eval`` archive (``header.json``, ``samples/*.json``, ``reductions.json``) or a ``.json`` log."""
+    if path.suffix == ".json":
+        data = _read_json(path)
+        if not isinstance(data, dict) or "eval" not in data:
+            raise InputError(f"{path}: not an Inspect log (no field 'eval')")
+        samples = data.get("samples") or []
+        return _Log(path, data, [(f"samples[{k}]", s) for k, s in enumerate(samples)], data.get("reductions") or [])
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+            if "header.json" not in names:
+                raise InputError(f"{path}: no header.json in the archive (an unfinished log?)")
+            header = _zip_json(z, "header.json", path)
+            samples = [
+                (n, _zip_json(z, n, path)) for n in sorted(names) if n.startswith("samples/") and n.endswith(".json")
+            ]
+            reductions = _zip_json(z, "reductions.json", path) if "reductions.json" in names else []
+    except (zipfile.BadZipFile, OSError) as e:
+        raise InputError(f"cannot read {path}: not an Inspect .eval archive ({e})") from None
+    return _Log(path, header, samples, reductions or [])
+
+
+def _score_float(value: Any) -> float | None:
+    """A score value as Inspect's ``value_to_float`` reads it; None when it is not a scalar."""
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    if isinstance(value, str):
+        if value in _LETTERS:
+            return _LETTERS[value]
+        if value.lower() in _WORDS:
+            return _WORDS[value.lower()]
+        try:
+            x = float(value)
+        except ValueError:
+            return None
+        return x if math.isfinite(x) else None
+    return None
+
+
+def _scorer_of(log: _Log, scorer: str | None) -> str:
+    if scorer is not None:
+        return scorer
+    scorers = log.header.get("eval", {}).get("scorers") or []
+    if scorers and isinstance(scorers[0], dict) and scorers[0].get("name"):
+        return str(scorers[0]["name"])
+    for _, s in log.samples:
+        if isinstance(s.get("scores"), dict) and s["scores"]:
+            return next(iter(s["scores"]))
+    raise InputError(f"{log.path}: no scorer in eval.scorers and no scores in its samples")
+
+
+def _reduced(log: _Log, scorer: str) -> dict[str, Any] | None:
+    """Each sample's score over its epochs as the log's reducer gave it, or None without reductions."""
+    for red in log.reductions:
+        if isinstance(red, dict) and red.get("scorer") == scorer:
+            return {str(_get(s, "sample_id", f"{log.path}: reductions")): s.get("value") for s in red["samples"]}
+    return None
+
+
+def _sample_domain(sample: dict[str, Any], field: str | None, where: str, task: str) -> str:
+    if field is None:
+        return task
+    value = _get(sample, f"metadata.{field}", where)
+    if value is None or not str(value).strip():
+        raise InputError(f"{where}: metadata.{field} is empty")
+    return str(value)
+
+
+def _sample_hash(sample: dict[str, Any]) -> str:
+    text = sample.get("input")
+    if isinstance(text, list):  # chat messages
+        text = [m.get("content") if isinstance(m, dict) else m for m in text]
+    return _content_hash(text, sample.get("target"), sample.get("choices"))
+
+
+def _log_parts(log: _Log, scorer: str | None, threshold: float | None, field: str | None, llm: str | None):
+    """One part per domain of a log, and how many samples had no score (an error or no scorer)."""
+    scorer = _scorer_of(log, scorer)
+    reduced = _reduced(log, scorer)
+    task = log.task
+    by_id: dict[str, dict[str, Any]] = {}
+    values: dict[str, list[float]] = {}
+    unscored = 0
+    for where, s in log.samples:
+        where = f"{log.path}: {where}"
+        sid = str(_get(s, "id", where))
+        by_id.setdefault(sid, {"where": where, "sample": s})
+        score = (s.get("scores") or {}).get(scorer)
+        if s.get("error") or score is None:
+            unscored += 1
+            continue
+        x = _score_float(_get(score, "value", f"{where}: scores.{scorer}"))
+        if x is None:
+            raise _not_binary(where, f"scores.{scorer}.value", score.get("value"), threshold)
+        values.setdefault(sid, []).append(x)
+    if reduced is not None:
+        values = {sid: [x] for sid, v in reduced.items() if sid in values and (x := _score_float(v)) is not None}
+    parts: dict[str, _Part] = {}
+    for sid, xs in values.items():
+        where, sample = by_id[sid]["where"], by_id[sid]["sample"]
+        value = float(np.mean(xs))
+        v = _to_correct(value, threshold)
+        if v is None:
+            field_name = f"scores.{scorer}.value" + (" (mean over epochs)" if len(xs) > 1 else "")
+            raise _not_binary(where, field_name, value, threshold)
+        domain = _sample_domain(sample, field, where, task)
+        part = parts.setdefault(domain, _Part(str(log.path), llm or log.model, domain, [], [], []))
+        part.items.append(f"{task}/{sid}")
+        part.correct.append(v)
+        part.hashes.append(_sample_hash(sample))
+    for p in parts.values():
+        p.correct = np.array(p.correct, dtype=np.int8)
+    return list(parts.values()), unscored
+
+
+def _latest_logs(logs: Sequence[_Log]) -> list[_Log]:
+    """The latest log (``eval.created``) of each (model, task)."""
+    best: dict[tuple[str, str], _Log] = {}
+    for log in logs:
+        key = (log.model, log.task)
+        created = str(log.header.get("eval", {}).get("created", ""))
+        if key not in best or created > str(best[key].header.get("eval", {}).get("created", "")):
+            best[key] = log
+    return sorted(best.values(), key=lambda g: str(g.path))
+
+
+def from_inspect(
+    paths: PathArg,
+    *,
+    metric: str | None = None,
+    threshold: float | None = None,
+    tasks: str | Sequence[str] | None = None,
+    domain_from: str = "task",
+    llm: str | None = None,
+) -> pd.DataFrame:
+    """Read UK AISI Inspect evaluation logs into the long table.
+
+    ``inspect eval`` writes one log per task and model into ``./logs``: a
+    ``.eval`` file, a zip archive holding ``header.json`` (``eval.task``,
+    ``eval.model``, ``eval.scorers``, ``status``, ``results``), one
+    ``samples/<id>_epoch_<n>.json`` per sample and epoch (``id``, ``epoch``,
+    ``input``, ``target``, ``scores`` as ``{scorer: {"value", "answer", ...}}``,
+    ``metadata``, ``error``) and ``reductions.json`` (per scorer, each sample's
+    value reduced over the epochs); or, with ``--log-format json``, a ``.json``
+    file holding the same with the samples in ``samples`` and the reductions in
+    ``reductions``.
+
+    Parameters
+    ----------
+    paths
+        Log files, folders (searched recursively for ``*.eval`` and
+        ``*.json`` logs) or a list of them.
+    metric
+        The scorer whose value says correct; by default the log's first
+        (``eval.scorers[0].name``).
+    threshold
+        Score values are read as Inspect reads them: ``"C"`` 1, ``"I"`` 0,
+        ``"P"`` (partial) 0.5, ``"N"`` 0, yes/no, true/false, numbers; over
+        several epochs, the log's reduction (else the mean).  Without
+        ``threshold`` the value must be 0 or 1; with it, a sample is correct
+        when its value is at least ``threshold``.
+    tasks
+        Shell-style patterns over task names that select the logs.
+    domain_from
+        ``"task"`` (default): the task name (``mmlu_0_shot`` for
+        ``inspect_evals/mmlu_0_shot``); ``"metadata.FIELD"``: the sample's
+        metadata field, e.g. ``metadata.subject``.
+    llm
+        The LLM name for all logs; by default ``eval.model`` (``openai/gpt-4o``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``llm, item, domain, correct``; the item is ``<task>/<sample id>``.
+        A sample that errored or has no score is an absent row (counted in a
+        warning); of several logs of one model and task the latest
+        (``eval.created``) is read.
+
+    Raises
+    ------
+    InputError
+        A file that is not a log, a sample without ``id`` or with a score that
+        is not 0/1 without ``threshold`` (file, sample and field named), a
+        missing metadata field, or no responses at all.
+    """
+    threshold = _check_threshold(threshold)
+    field = None
+    if domain_from.startswith("metadata."):
+        field = domain_from.removeprefix("metadata.")
+    elif domain_from != "task":
+        raise InputError(f"domain_from must be 'task' or 'metadata.FIELD' for Inspect logs, not {domain_from!r}")
+    patterns = [tasks] if isinstance(tasks, str) else (list(tasks) if tasks is not None else None)
+    roots = _as_paths(paths)
+    what = ", ".join(str(p) for p in roots)
+    files = _files_under(roots, lambda p: p.suffix in (".eval", ".json"), "an Inspect log (.eval or .json)")
+    logs = [_read_log(p) for p in files if p.suffix == ".eval" or _is_json_log(p, roots)]
+    if patterns is not None:
+        logs = [g for g in logs if any(fnmatch.fnmatchcase(g.task, pat) for pat in patterns)]
+    if not logs:
+        sel = f" matching {_listing(patterns)}" if patterns is not None else ""
+        raise InputError(f"no Inspect logs (.eval or .json){sel} found in {what}")
+    parts: list[_Part] = []
+    unscored = 0
+    for log in _latest_logs(logs):
+        got, n = _log_parts(log, metric, threshold, field, llm)
+        parts.extend(got)
+        unscored += n
+    if unscored:
+        warnings.warn(
+            f"{unscored} sample{'s' if unscored > 1 else ''} without a score (an error, or no score from the "
+            "scorer) left out as not observed",
+            DataWarning,
+            stacklevel=2,
+        )
+    return _assemble(parts, what)
+
+
+def _is_json_log(path: Path, roots: Sequence[Path]) -> bool:
+    """A ``.json`` given by name is a log; one found in a folder only when it looks like one."""
+    if any(path == r.resolve() for r in roots):
+        return True
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    return b'"eval"' in head or b'"version"' in head
