@@ -130,7 +130,7 @@ class PaperFit:
     objective : float
         ``F`` at the estimate.
     fused : numpy.ndarray
-        ``K`` booleans: domain traits equal to ``theta_G`` (sine below 1e-9).
+        ``K`` booleans: domain traits equal to ``theta_G`` (fused by the fast optimiser; with Adam: sine below 1e-7, the round-off floor of sqrt(1 - cos^2)).
     converged : bool
         The final fit (and, with ``C`` tuned, at least one ``C`` in every fold).
     n_iter : int
@@ -213,24 +213,26 @@ class _Problem:
 # ---------------------------------------------------------------------------
 # kernels
 # ---------------------------------------------------------------------------
-@numba.njit(fastmath={"contract", "reassoc", "arcp", "nsz"}, error_model="numpy", cache=True)
+@numba.njit(fastmath={"contract"}, error_model="numpy", cache=True)
 def _loss_grad(y, m, theta, a, d, runs, run_w, gth, ga, gd):
     """Weighted NLL over the observed cells (``m`` true) and its gradients.
 
     ``runs`` (R x 3: first item, end, trait column) are contiguous item
     blocks sharing a trait column and a weight ``run_w`` (``1/J_t``).
-    Fills ``gth`` (N x K), ``ga``, ``gd`` (zeroed first).  The inner loop
-    over a run is branch-free and vectorises (exp of
-    :mod:`mtlirt.bayes._vecmath`; one log per run of at most 512 items: the
-    log of the product of ``1 + exp(-|z|)``); the item gradients are added in
-    a second loop.  Reassociated sums run in index order whatever the arrays'
-    alignment (no peeling on x86), so the bits do not depend on where the
-    arrays sit (``tests/test_paper.py``)."""
+    Fills ``gth`` (N x K), ``ga``, ``gd`` (zeroed first).  Per run, an
+    elementwise loop (branch-free, it vectorises; exp of
+    :mod:`mtlirt.bayes._vecmath`) fills buffers, and plain loops sum them in
+    index order (no reassociation, so the bits do not depend on where the
+    arrays sit in memory); one log per run of at most 512 items, the log of
+    the product of ``1 + exp(-|z|)``."""
     N = y.shape[0]
+    J = a.shape[0]
     gth[:] = 0.0
     ga[:] = 0.0
     gd[:] = 0.0
-    buf = np.empty(a.shape[0])
+    r = np.empty(J)
+    op = np.empty(J)
+    li = np.empty(J)
     f = 0.0
     for i in range(N):
         yi = y[i]
@@ -239,25 +241,28 @@ def _loss_grad(y, m, theta, a, d, runs, run_w, gth, ga, gd):
             j0, j1, t = runs[q, 0], runs[q, 1], runs[q, 2]
             w = run_w[q]
             th = theta[i, t]
+            for j in range(j0, j1):  # elementwise: vectorises
+                mm = np.float64(mi[j])
+                z = a[j] * th + d[j]
+                e = exp_nonpos(-abs(z))
+                sg = 1.0 / (1.0 + e)
+                yy = np.float64(yi[j])
+                op[j] = 1.0 + mm * e
+                li[j] = mm * (max(z, 0.0) - yy * z)
+                r[j] = mm * w * ((sg if z >= 0.0 else e * sg) - yy)
             g = 0.0
+            lin = 0.0
             for k0 in range(j0, j1, 512):  # the product of (1 + e) <= 2 per item stays finite
                 prod = 1.0
-                lin = 0.0
                 for j in range(k0, min(k0 + 512, j1)):
-                    mm = np.float64(mi[j])
-                    z = a[j] * th + d[j]
-                    e = exp_nonpos(-abs(z))
-                    sg = 1.0 / (1.0 + e)
-                    yy = np.float64(yi[j])
-                    prod *= 1.0 + mm * e
-                    lin += mm * (max(z, 0.0) - yy * z)
-                    r = mm * w * ((sg if z >= 0.0 else e * sg) - yy)
-                    g += r * a[j]
-                    buf[j] = r
-                f += w * (lin + math.log(prod))
+                    prod *= op[j]
+                f += w * math.log(prod)
             for j in range(j0, j1):
-                ga[j] += buf[j] * th
-                gd[j] += buf[j]
+                lin += li[j]
+                g += r[j] * a[j]
+                ga[j] += r[j] * th
+                gd[j] += r[j]
+            f += w * lin
             gth[i, t] += g
     return f
 
@@ -759,7 +764,7 @@ def _fast(obj: _Objective, lam, start, *, fused=None, global_=False, tol="final"
         start = (np.stack([_box_sphere(r, BOUND) for r in theta]), np.clip(a, 0, BOUND), d, g)
         theta, a, d, g, F, it, ok = _adam(obj, lam, start, AdamSettings())
         n_iter += it
-        fused = _sines(g, theta)[0] < 1e-9
+        fused = _sines(g, theta)[0] < 1e-7
     return theta, a, d, _orient(g, theta), F, n_iter, ok, fused
 
 
@@ -799,10 +804,10 @@ def _solve(prob, obs, variant, lam, optimizer, start, fused=None, adam=AdamSetti
         else:
             theta, a, d, _, F, it, ok, _ = _fast(obj, 0.0, start, tol=tol)
         g, _, ok_g = sine_centre(theta, optimizer=optimizer, settings=adam)
-        return theta, a, d, g, F, it, ok and ok_g, _sines(g, theta)[0] < 1e-9
+        return theta, a, d, g, F, it, ok and ok_g, _sines(g, theta)[0] < 1e-7
     if optimizer == "adam":
         theta, a, d, g, F, it, ok = _adam(obj, lam, start, adam)
-        fz = _sines(g, theta)[0] < 1e-9
+        fz = _sines(g, theta)[0] < 1e-7
     else:
         theta, a, d, g, F, it, ok, fz = _fast(obj, lam, start, fused=fused, tol=tol)
     return theta, a, d, g, F, it, ok, fz
@@ -849,6 +854,18 @@ def _fold_path(prob, fold, f, variant, grid, optimizer, adam):
     return losses, oks
 
 
+def _choose(loss, converged):
+    """Index of the chosen C (grid ascending) from folds x grid held-out losses:
+    the smallest mean over the folds among the C whose fits converged in every
+    fold (all C when none did), the first (smaller C) on ties.
+    Returns (index, mean losses with NaN for the C left out, whether none converged)."""
+    mean = np.where(converged.all(axis=0), loss.mean(axis=0), np.nan)
+    all_failed = bool(np.isnan(mean).all())
+    if all_failed:
+        mean = loss.mean(axis=0)
+    return int(np.nanargmin(mean)), mean, all_failed
+
+
 def _tune(prob, variant, grid, n_folds, seed, optimizer, adam, n_jobs):
     fold = make_folds(prob.mask(), prob.dom, prob.K, n_folds, seed)
     args = [(prob, fold, f, variant, grid, optimizer, adam) for f in range(n_folds)]
@@ -861,13 +878,7 @@ def _tune(prob, variant, grid, n_folds, seed, optimizer, adam, n_jobs):
             delayed(_fold_path)(*x) for x in args)
     loss = np.array([o[0] for o in out])
     conv = np.array([o[1] for o in out])
-    mean = np.where(conv.all(axis=0), loss.mean(axis=0), np.nan)
-    if np.isnan(mean).all():  # no C converged in every fold: fall back to all of them
-        mean = loss.mean(axis=0)
-        all_failed = True
-    else:
-        all_failed = False
-    chosen = int(np.nanargmin(mean))  # the first minimum: ties go to the smaller C
+    chosen, mean, all_failed = _choose(loss, conv)
     return float(grid[chosen]), {
         "grid": [float(c) for c in grid], "loss": [None if np.isnan(v) else float(v) for v in mean],
         "fold_loss": loss.tolist(), "converged": conv.tolist(), "chosen": float(grid[chosen]),

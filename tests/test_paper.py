@@ -1,0 +1,208 @@
+"""The seed paper's estimator (mtlirt.paper), its baselines and its simulation design."""
+
+import math
+
+import numpy as np
+import pytest
+
+from mtlirt import paper
+from mtlirt.data import Responses
+from mtlirt.errors import InputError
+from mtlirt.fitting import fit
+from mtlirt.simulate import PAPER_DOMAIN_SIZES, simulate_paper
+
+SIZES = (12, 16, 20)
+
+
+def _slices(sizes):
+    edges = np.concatenate([[0], np.cumsum(sizes)])
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+@pytest.fixture(scope="module")
+def small():
+    """50 LLMs x 3 domains of 12-20 items, h = 0.3, 10% missing."""
+    sim = simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4)
+    obs = np.random.default_rng(1).random(sim.correct.shape) > 0.1
+    return sim.correct * obs, obs, _slices(SIZES)
+
+
+def _check_constraints(r, N):
+    assert np.allclose(r.theta.mean(axis=0), 0, atol=1e-10)
+    assert np.allclose(np.linalg.norm(r.theta, axis=0), math.sqrt(N), atol=1e-8)
+    assert np.abs(r.theta).max() <= paper.BOUND + 1e-9
+    assert r.a.min() >= 0 and r.a.max() <= paper.BOUND and np.abs(r.d).max() <= paper.BOUND
+    assert abs(r.overall.mean()) < 1e-10 and abs(np.linalg.norm(r.overall) - math.sqrt(N)) < 1e-8
+    assert r.overall @ r.theta.sum(axis=1) >= 0
+
+
+@pytest.mark.parametrize("C", [0.05, 0.5])
+def test_constraints_hold_and_fast_beats_the_papers_adam(small, C):
+    y, obs, sl = small
+    fast = paper.fit_paper(y, obs, sl, C=C)
+    adam = paper.fit_paper(y, obs, sl, C=C, optimizer="adam")
+    for r in (fast, adam):
+        _check_constraints(r, y.shape[0])
+    assert fast.converged
+    assert fast.objective <= adam.objective + 1e-9 * abs(adam.objective)
+    assert np.allclose(fast.loadings[:, 0], fast.theta.T @ fast.overall / y.shape[0])
+
+
+def test_fast_reaches_the_optimum_of_a_long_adam():
+    """Run long enough (learning rate halved every 1,000 steps, no early stop),
+    the paper's Adam ends where the fast optimiser does (on a design where
+    the box |theta| <= 4 does not bind; where it does, projected Adam can
+    stall on the box and the fast optimiser ends lower, as the other tests check)."""
+    sim = simulate_paper(0.3, domain_sizes=(50, 60, 70), seed=5)
+    sl = _slices((50, 60, 70))
+    fast = paper.fit_paper(sim.correct, None, sl, C=0.01)
+    long = paper.fit_paper(sim.correct, None, sl, C=0.01, optimizer="adam",
+                           adam=paper.AdamSettings(tol=0.0, max_iter=5000, decay_steps=1000))
+    assert fast.objective <= long.objective + 1e-9 * abs(long.objective)
+    assert abs(fast.objective - long.objective) < 1e-7 * abs(long.objective)
+    assert np.abs(fast.theta - long.theta).max() < 1e-3
+    assert np.abs(fast.overall - long.overall).max() < 1e-3
+
+
+def test_lambda_zero_is_per_domain_fits_and_the_sine_centre(small):
+    y, obs, sl = small
+    local = paper.fit_paper(y, obs, sl, variant="paper-local")
+    assert local.C == 0 and local.lam == 0
+    for k, s in enumerate(sl):  # every domain alone
+        one = paper.fit_paper(y[:, s], obs[:, s], [slice(0, s.stop - s.start)], variant="paper-local")
+        assert np.abs(one.theta[:, 0] - local.theta[:, k]).max() < 1e-4
+        assert np.abs(one.a - local.a[s]).max() < 1e-3
+    c0 = paper.fit_paper(y, obs, sl, C=0.0)
+    assert np.abs(c0.theta - local.theta).max() < 1e-4
+    # the overall score is the sine centre: no nearby direction has a smaller sum of sines
+    sines = lambda g: paper._sines(g, local.theta.T)[0].sum()  # noqa: E731
+    best = sines(local.overall)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        g = paper._sphere(local.overall + 0.05 * rng.standard_normal(len(local.overall)))
+        assert sines(g) >= best - 1e-12
+    g_adam, _, ok = paper.sine_centre(local.theta.T, optimizer="adam")
+    assert ok and sines(local.overall) <= sines(g_adam) + 1e-9
+
+
+def test_huge_lambda_fuses_every_domain_into_the_global_fit(small):
+    y, obs, sl = small
+    big = paper.fit_paper(y, obs, sl, C=1e4)
+    glob = paper.fit_paper(y, obs, sl, variant="paper-global")
+    assert big.fused.all() and glob.fused.all() and np.isinf(glob.lam)
+    assert np.allclose(paper._sines(big.overall, big.theta.T)[0], 0, atol=1e-7)  # round-off of sqrt(1 - cos^2)
+    assert np.abs(big.theta - glob.theta).max() < 1e-5
+    assert np.abs(big.a - glob.a).max() < 1e-4
+    assert abs(big.objective - glob.objective) < 1e-8 * abs(glob.objective)
+    adam = paper.fit_paper(y, obs, sl, variant="paper-global", optimizer="adam")
+    assert glob.objective <= adam.objective + 1e-9 * abs(adam.objective)
+
+
+def test_cv_chooses_a_grid_value_and_reproduces():
+    sim = simulate_paper(0.3, n_llms=30, domain_sizes=(10, 12), seed=4)
+    y, sl = sim.correct, _slices((10, 12))
+    grid = (0.01, 1.0)
+    r = paper.fit_paper(y, None, sl, grid=grid, seed=3)
+    assert r.C in grid and r.cv["chosen"] == r.C and r.cv["n_folds"] == 5
+    assert len(r.cv["loss"]) == 2 and np.array(r.cv["fold_loss"]).shape == (5, 2)
+    assert r.cv["loss"][grid.index(r.C)] == min(v for v in r.cv["loss"] if v is not None)
+    again = paper.fit_paper(y, None, sl, grid=grid, seed=3)
+    assert again.cv["fold_loss"] == r.cv["fold_loss"] and np.array_equal(again.theta, r.theta)
+    prob = paper._Problem(y, None, sl)
+    f3, f4 = (paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=s) for s in (3, 4))
+    assert not np.array_equal(f3, f4)
+
+
+def test_choice_ties_to_the_smaller_C_and_skips_unconverged():
+    loss = np.array([[0.5, 0.4, 0.4, 0.3], [0.5, 0.4, 0.4, 0.3]])
+    conv = np.ones_like(loss, dtype=bool)
+    conv[1, 3] = False
+    k, mean, failed = paper._choose(loss, conv)
+    assert k == 1 and np.isnan(mean[3]) and not failed
+    k, _, failed = paper._choose(loss, np.zeros_like(conv))
+    assert k == 3 and failed
+
+
+def test_folds_split_each_llms_responses_within_each_domain(small):
+    y, obs, sl = small
+    prob = paper._Problem(y, obs, sl)
+    fold = paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=0)
+    assert np.array_equal(fold >= 0, prob.mask())
+    for t in range(prob.K):
+        cols = prob.dom == t
+        for i in range(5):
+            counts = np.bincount(fold[i, cols][fold[i, cols] >= 0], minlength=5)
+            assert counts.max() - counts.min() <= 1
+
+
+def test_missing_cells_do_not_enter_the_loss(small):
+    y, obs, sl = small
+    r = paper.fit_paper(y, obs, sl, C=0.1)
+    flipped = np.where(obs, y, 1 - y).astype(np.int8)  # change every unobserved cell
+    r2 = paper.fit_paper(flipped, obs, sl, C=0.1)
+    assert np.array_equal(r.theta, r2.theta) and r.objective == r2.objective
+
+
+def test_constant_items_are_dropped_and_filled_in():
+    sim = simulate_paper(0.2, n_llms=40, domain_sizes=(10, 10), seed=0)
+    y = sim.correct.copy()
+    y[:, 0] = 1
+    y[:, 12] = 0
+    r = paper.fit_paper(y, None, _slices((10, 10)), C=0.1)
+    assert list(r.dropped_items) == [0, 12]
+    assert (r.a[0], r.d[0], r.a[12], r.d[12]) == (0.0, paper.BOUND, 0.0, -paper.BOUND)
+    with pytest.raises(InputError, match="at least 2 domains"):
+        paper.fit_paper(np.ones((10, 4), np.int8), None, _slices((2, 2)))
+
+
+def test_kernel_bits_do_not_depend_on_alignment(small):
+    y, obs, sl = small
+    prob = paper._Problem(y, obs, sl)
+    obj = paper._Objective(prob, prob.mask())
+    th, a, d, _ = paper._spectral_start(prob, prob.mask())
+    f1 = obj.lik(th, a, d)
+    g1 = obj.ga.copy()
+    buf = np.empty(len(a) + 1)[1:]  # the same values 8 bytes off
+    buf[:] = a
+    f2 = obj.lik(th, buf, d.copy())
+    assert f1 == f2 and np.array_equal(g1, obj.ga)
+
+
+def test_fit_variants_and_bootstrap(small):
+    y, obs, sl = small
+    data = Responses.from_frame(simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4).responses)
+    est = fit(data, "mtl", variant="paper", gamma=0.2, bootstrap=2, n_jobs=1)
+    assert est.info["C"] == 0.2 and est.info["settings"]["variant"] == "paper"
+    assert est.info["diagnostics"]["converged"] is True
+    assert "theta" in est.bootstrap if hasattr(est, "bootstrap") else True
+    for v in ("paper-global", "paper-local"):
+        e = fit(data, "mtl", variant=v)
+        assert e.point("theta").shape == (50, 3) and e.info["settings"]["variant"] == v
+    with pytest.raises(InputError, match="unknown variant"):
+        fit(data, "mtl", variant="papr")
+    with pytest.raises(InputError, match="applies to method 'mtl' only"):
+        fit(data, "stl", variant="paper")
+    with pytest.raises(InputError, match="rank-one 2PL"):
+        fit(data, "mtl", variant="paper", guessing=0.25)
+
+
+def test_paper_design_shapes_and_truth():
+    sim = simulate_paper(0.3, seed=2)
+    assert sim.correct.shape == (100, sum(PAPER_DOMAIN_SIZES)) and sim.observed.all()
+    assert list(sim.domains.n_items) == list(PAPER_DOMAIN_SIZES) and len(PAPER_DOMAIN_SIZES) == 18
+    theta = sim.domain_scores.to_numpy()
+    assert np.allclose(theta.mean(axis=0), 0) and np.allclose(theta.std(axis=0), 1) and np.abs(theta).max() <= 4
+    alpha = np.array(sim.settings["alpha"])
+    assert alpha[0] == 0.3 and np.abs(alpha).max() <= 0.3
+    a = sim.items.discrimination
+    assert a.between(0.5, 1.5).all() and sim.items.intercept.between(-1, 1).all()
+    g = sim.overall["score"].to_numpy()
+    assert abs(g.mean()) < 1e-10 and abs(g.std() - 1) < 1e-10
+    s = paper._sines(g, theta.T)[0].sum()  # the truth is the sine centre
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        assert paper._sines(paper._sphere(g + 0.05 * rng.standard_normal(100)), theta.T)[0].sum() >= s - 1e-12
+    flat = simulate_paper(0.0, seed=2)  # h = 0: every domain is the centre
+    t0 = flat.domain_scores.to_numpy()
+    assert np.allclose(t0, t0[:, :1]) and np.allclose(flat.overall["score"], t0[:, 0])
+    assert np.array_equal(simulate_paper(0.3, seed=2).correct, sim.correct)
