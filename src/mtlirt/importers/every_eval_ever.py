@@ -66,7 +66,7 @@ def _read_eee_file(
             first, result = seen[key]
             raise InputError(
                 f"{where} repeats sample {sample!r} of {evaluation!r} for {model!r} ({first}; evaluation results "
-                f"{result!r} and {r.get('evaluation_result_id')!r}); select one result with tasks="
+                f"{result!r} and {r.get('evaluation_result_id')!r}); select one result with tasks= (--tasks)"
             )
         seen[key] = (loc, r.get("evaluation_result_id"))
         value = _get(r, f"evaluation.{metric}", where)
