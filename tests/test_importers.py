@@ -845,3 +845,51 @@ def test_cli_convert_option_of_another_kind(tmp_path, capsys):
     assert main(["convert", "helm", str(HELM), "--metric", "f1_score", "--out", str(tmp_path / "x.csv")]) == 2
     assert "f1_score is 0.6, not 0 or 1" in capsys.readouterr().err
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_lm_eval_threshold_for_a_non_binary_metric(tmp_path):
+    folder = tmp_path / "org__m"
+    _write_jsonl(folder / f"samples_squad_{DATE}.jsonl",
+                 [_sample(i, v, metric="f1") for i, v in enumerate([0.2, 0.5, 0.9])])
+    with pytest.raises(InputError, match=r"samples_squad_.*: line 1: f1 is 0.2, not 0 or 1; give threshold="):
+        from_lm_eval(folder, metric="f1")
+    assert from_lm_eval(folder, metric="f1", threshold=0.5)["correct"].tolist() == [0, 1, 1]
+    with pytest.raises(InputError, match="threshold must be a number, not 'high'"):
+        from_lm_eval(folder, metric="f1", threshold="high")
+
+
+def test_helm_skips_perturbed_copies_and_other_trials(tmp_path):
+    run = _copy_tree(GPT2_MMLU, tmp_path / "run")
+
+    def add_copies(entries):
+        first = entries[0]  # id147, exact_match 0
+        right = json.loads(json.dumps(first).replace('"mean": 0.0', '"mean": 1.0'))
+        entries.append({**right, "perturbation": {"name": "typos", "robustness": True, "computed_on": "perturbed"}})
+        entries.append({**right, "train_trial_index": 1})
+
+    _edit_json(run / "per_instance_stats.json", add_copies)
+    df = from_helm(run)
+    assert dict(zip(df["item"], df["correct"])) == {f"{MMLU_RUN}/id147": 0, f"{MMLU_RUN}/id65": 0,
+                                                    f"{MMLU_RUN}/id222": 1}
+    assert from_helm(run, trial=1)["correct"].tolist() == [1]
+
+
+def test_inspect_latest_log_of_a_model_and_task_wins(tmp_path):
+    import zipfile
+
+    src = sorted(INSPECT.glob("*.eval"))[0]  # gpt-4o, created 2025-12-19T12:37:50
+    older = tmp_path / "older.eval"
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(older, "w") as out:
+        for name in z.namelist():
+            data = json.loads(z.read(name))
+            if name == "header.json":
+                data["eval"]["created"] = "2025-12-01T00:00:00+00:00"
+            if name.startswith("samples/"):
+                data["scores"]["choice"]["value"] = "I"
+            if name == "reductions.json":
+                data = [{**r, "samples": [{**x, "value": 0} for x in r["samples"]]} for r in data]
+            out.writestr(name, json.dumps(data))
+    assert from_inspect([older])["correct"].tolist() == [0, 0, 0]
+    assert from_inspect([older, src])["correct"].tolist() == [0, 1, 1]
+    with pytest.raises(InputError, match="domain_from must be 'task' or 'metadata.FIELD' for Inspect logs"):
+        from_inspect(src, domain_from="subject")

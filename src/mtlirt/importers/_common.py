@@ -366,3 +366,25 @@ def _iter_records(path: Path):
         raise InputError(f"cannot read {path}: not UTF-8 text ({e.reason})") from None
     except (OSError, EOFError) as e:
         raise InputError(f"cannot read {path}: {e}") from None
+
+
+def _pattern_list(tasks: str | Sequence[str] | None) -> list[str] | None:
+    """Shell-style patterns as a list (a string is one pattern); None selects everything."""
+    return [tasks] if isinstance(tasks, str) else (list(tasks) if tasks is not None else None)
+
+
+def _metadata_field(domain_from: str, default: str, fmt: str) -> str | None:
+    """The FIELD of ``domain_from="metadata.FIELD"``, None for ``default``; else an error naming ``fmt``."""
+    if domain_from == default:
+        return None
+    if domain_from.startswith("metadata.") and len(domain_from) > len("metadata."):
+        return domain_from.removeprefix("metadata.")
+    raise InputError(f"domain_from must be {default!r} or 'metadata.FIELD' for {fmt}, not {domain_from!r}")
+
+
+def _metadata_domain(record: Any, field: str, where: str) -> str:
+    """A record's ``metadata.<field>`` as its domain; an error naming ``where`` when absent or empty."""
+    value = _get(record, f"metadata.{field}", where)
+    if value is None or not str(value).strip():
+        raise InputError(f"{where}: metadata.{field} is empty")
+    return str(value)

@@ -21,8 +21,11 @@ from ._common import (
     _get,
     _iter_records,
     _listing,
+    _metadata_domain,
+    _metadata_field,
     _not_binary,
     _Part,
+    _pattern_list,
     _to_correct,
 )
 
@@ -73,13 +76,7 @@ def _read_eee_file(
         v = _to_correct(value, threshold)
         if v is None:
             raise _not_binary(where, f"evaluation.{metric}", value, threshold)
-        if field is None:
-            domain = evaluation
-        else:
-            d = _get(r, f"metadata.{field}", where)
-            if d is None or not str(d).strip():
-                raise InputError(f"{where}: metadata.{field} is empty")
-            domain = str(d)
+        domain = evaluation if field is None else _metadata_domain(r, field, where)
         part = parts.setdefault((model, domain), _Part(str(path), model, domain, [], [], []))
         part.items.append(f"{evaluation}/{sample}")
         part.correct.append(v)
@@ -147,12 +144,8 @@ def from_every_eval_ever(
     threshold = _check_threshold(threshold)
     if metric not in ("is_correct", "score"):
         raise InputError(f"metric must be 'is_correct' or 'score' for Every Eval Ever records, not {metric!r}")
-    field = None
-    if domain_from.startswith("metadata."):
-        field = domain_from.removeprefix("metadata.")
-    elif domain_from != "evaluation":
-        raise InputError(f"domain_from must be 'evaluation' or 'metadata.FIELD', not {domain_from!r}")
-    patterns = [tasks] if isinstance(tasks, str) else (list(tasks) if tasks is not None else None)
+    field = _metadata_field(domain_from, "evaluation", "Every Eval Ever records")
+    patterns = _pattern_list(tasks)
     roots = _as_paths(paths)
     what = ", ".join(str(p) for p in roots)
     files = _files_under(roots, lambda p: p.name.lower().endswith(_SUFFIXES), "an instance-level .jsonl file")

@@ -25,6 +25,7 @@ from ._common import (
     _listing,
     _not_binary,
     _Part,
+    _pattern_list,
     _read_json,
     _to_correct,
 )
@@ -219,7 +220,7 @@ def from_helm(
     threshold = _check_threshold(threshold)
     if domain_from not in ("subtask", "scenario"):
         raise InputError(f"domain_from must be 'subtask' or 'scenario' for HELM, not {domain_from!r}")
-    patterns = [tasks] if isinstance(tasks, str) else (list(tasks) if tasks is not None else None)
+    patterns = _pattern_list(tasks)
     roots = _as_paths(paths)
     what = ", ".join(str(p) for p in roots)
     stats_files = _files_under(roots, lambda p: p.name == _STATS, f"a HELM {_STATS}")

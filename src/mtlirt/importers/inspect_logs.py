@@ -26,8 +26,11 @@ from ._common import (
     _files_under,
     _get,
     _listing,
+    _metadata_domain,
+    _metadata_field,
     _not_binary,
     _Part,
+    _pattern_list,
     _read_json,
     _to_correct,
 )
@@ -122,15 +125,6 @@ def _reduced(log: _Log, scorer: str) -> dict[str, Any] | None:
     return None
 
 
-def _sample_domain(sample: dict[str, Any], field: str | None, where: str, task: str) -> str:
-    if field is None:
-        return task
-    value = _get(sample, f"metadata.{field}", where)
-    if value is None or not str(value).strip():
-        raise InputError(f"{where}: metadata.{field} is empty")
-    return str(value)
-
-
 def _sample_hash(sample: dict[str, Any]) -> str:
     text = sample.get("input")
     if isinstance(text, list):  # chat messages
@@ -168,7 +162,7 @@ def _log_parts(log: _Log, scorer: str | None, threshold: float | None, field: st
         if v is None:
             field_name = f"scores.{scorer}.value" + (" (mean over epochs)" if len(xs) > 1 else "")
             raise _not_binary(where, field_name, value, threshold)
-        domain = _sample_domain(sample, field, where, task)
+        domain = task if field is None else _metadata_domain(sample, field, where)
         part = parts.setdefault(domain, _Part(str(log.path), llm or log.model, domain, [], [], []))
         part.items.append(f"{task}/{sid}")
         part.correct.append(v)
@@ -249,12 +243,8 @@ def from_inspect(
         missing metadata field, or no responses at all.
     """
     threshold = _check_threshold(threshold)
-    field = None
-    if domain_from.startswith("metadata."):
-        field = domain_from.removeprefix("metadata.")
-    elif domain_from != "task":
-        raise InputError(f"domain_from must be 'task' or 'metadata.FIELD' for Inspect logs, not {domain_from!r}")
-    patterns = [tasks] if isinstance(tasks, str) else (list(tasks) if tasks is not None else None)
+    field = _metadata_field(domain_from, "task", "Inspect logs")
+    patterns = _pattern_list(tasks)
     roots = _as_paths(paths)
     what = ", ".join(str(p) for p in roots)
     files = _files_under(roots, lambda p: p.suffix in (".eval", ".json"), "an Inspect log (.eval or .json)")

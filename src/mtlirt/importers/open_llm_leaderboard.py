@@ -24,6 +24,7 @@ from ._common import (
     _listing,
     _norm_ts,
     _Part,
+    _pattern_list,
     _strip_suffixes,
 )
 
@@ -347,7 +348,7 @@ def from_open_llm_leaderboard(
     as one.  Only the needed columns are read, so the large prompt columns
     (``example``, ``full_prompt``, ``instruction``, ...) cost nothing.
     """
-    patterns = [tasks] if isinstance(tasks, str) else (list(tasks) if tasks is not None else None)
+    patterns = _pattern_list(tasks)
     roots = _as_paths(paths)
     what = ", ".join(str(p) for p in roots)
     found = _files_under(roots, lambda p: p.name.lower().endswith(".parquet"), "a Parquet file")

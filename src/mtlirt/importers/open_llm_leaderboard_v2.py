@@ -30,6 +30,7 @@ from ._common import (
     _listing,
     _norm_ts,
     _Part,
+    _pattern_list,
     _strip_suffixes,
 )
 from .lm_eval import _latest_runs, _lm_eval_parts, _LmFile, _read_samples, _Samples
@@ -217,7 +218,7 @@ def from_open_llm_leaderboard_v2(
     threshold = _check_threshold(threshold)
     if domain_from not in ("subtask", "benchmark", "category"):
         raise InputError(f"domain_from must be 'subtask', 'benchmark' or 'category', not {domain_from!r}")
-    patterns = [tasks] if isinstance(tasks, str) else (list(tasks) if tasks is not None else None)
+    patterns = _pattern_list(tasks)
     chosen = [metric] if isinstance(metric, str) else (list(metric) if metric is not None else None)
     if chosen is not None and not chosen:
         raise InputError("metric must name at least one metric")
