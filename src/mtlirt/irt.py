@@ -57,6 +57,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 from scipy.special import expit
 
@@ -768,6 +769,60 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Priors = DEFA
 # ---------------------------------------------------------------------------
 # trait log-likelihood evaluators (items fixed)
 # ---------------------------------------------------------------------------
+_NO_ROWS = np.zeros((0, 0))
+_NO_CELLS = np.zeros(0, dtype=np.int64)
+_NO_VALUES = np.zeros(0)
+
+
+@numba.njit(cache=True)
+def _tab_derivs(theta, g0, h, T1, T2, T3, rw, cflat, ca, cd):
+    """``G_ik'(theta_ik)`` and ``max(G_ik''(theta_ik), 0)`` (see :class:`TabulatedThetaLik`).
+
+    Cubic Hermite interpolation of the tables (``M x K``, raveled), times
+    ``rw`` (N x K) unless it is empty, less the unobserved cells ``cflat``
+    (flat ``i K + k``, with their items' ``a``, ``d``): the arithmetic of
+    :meth:`TabulatedThetaLik._basis`, ``_interp`` and the sparse correction
+    fused in one pass (the trait step's hot loop; 34 ms -> 10 ms per call on
+    4,000 x 57 blocks with 10% missing, under load)."""
+    N, K = theta.shape
+    M = T1.shape[0] // K
+    G1 = np.empty((N, K))
+    G2 = np.empty((N, K))
+    weighted = rw.shape[0] > 0
+    for i in range(N):
+        for k in range(K):
+            pos = (theta[i, k] - g0) / h
+            g = min(max(np.floor(pos), 0.0), M - 2.0)
+            u = min(max(pos - g, 0.0), 1.0)
+            i0 = int(g) * K + k
+            i1 = i0 + K
+            u2 = u * u
+            u3 = u2 * u
+            h00 = 2 * u3 - 3 * u2 + 1
+            h01 = 1 - h00
+            h10 = (u3 - 2 * u2 + u) * h
+            h11 = (u3 - u2) * h
+            a = h00 * T1[i0] + h01 * T1[i1] + h10 * T2[i0] + h11 * T2[i1]
+            b = h00 * T2[i0] + h01 * T2[i1] + h10 * T3[i0] + h11 * T3[i1]
+            if weighted:
+                a *= rw[i, k]
+                b *= rw[i, k]
+            G1[i, k] = a
+            G2[i, k] = b
+    if cflat.shape[0]:
+        C1 = np.zeros(N * K)
+        C2 = np.zeros(N * K)
+        th = theta.ravel()
+        for c in range(cflat.shape[0]):
+            f = cflat[c]
+            sig = 1.0 / (1.0 + np.exp(-(ca[c] * th[f] + cd[c])))
+            C1[f] += ca[c] * sig
+            C2[f] += ca[c] * ca[c] * sig * (1 - sig)
+        G1 -= C1.reshape(N, K)
+        G2 -= C2.reshape(N, K)
+    return G1, np.maximum(G2, 0.0)
+
+
 class TabulatedThetaLik:
     """Trait log-likelihood of every (LLM, domain) block, no guessing, by tabulation.
 
@@ -830,7 +885,7 @@ class TabulatedThetaLik:
             self.ca = a[self.cj]
             self.cd = d[self.cj]
 
-    def _basis(self, theta):
+    def _basis(self, theta):  # numpy form of _tab_derivs' basis (used by theta_loglik)
         M = len(self.grid)
         pos = (theta - self.grid[0]) / self.h
         g = np.clip(np.floor(pos).astype(np.int64), 0, M - 2)
@@ -851,19 +906,13 @@ class TabulatedThetaLik:
 
     def theta_derivs(self, theta):
         """Gradient and (Fisher = observed) information of the log-likelihood in every ``theta_ik``."""
-        b = self._basis(theta)
-        G1 = self._interp(b, self.T1, self.T2)
-        G2 = self._interp(b, self.T2, self.T3)
-        if self.rw is not None:
-            G1 *= self.rw
-            G2 *= self.rw
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
         if self.n_cells:
-            z = self.ca * theta.ravel()[self.cflat] + self.cd
-            sig = expit(z)
-            n = self.N * self.K
-            G1 -= np.bincount(self.cflat, self.ca * sig, minlength=n).reshape(self.N, self.K)
-            G2 -= np.bincount(self.cflat, self.ca * self.ca * sig * (1 - sig), minlength=n).reshape(self.N, self.K)
-        np.maximum(G2, 0.0, out=G2)
+            cells = (self.cflat, self.ca, self.cd)
+        else:
+            cells = (_NO_CELLS, _NO_VALUES, _NO_VALUES)
+        G1, G2 = _tab_derivs(theta, self.grid[0], self.h, self.T1, self.T2, self.T3,
+                             self.rw if self.rw is not None else _NO_ROWS, *cells)
         return self.s - G1, G2
 
     def theta_loglik(self, theta):
@@ -995,6 +1044,13 @@ def theta_step(lik, theta, *, priors: Priors = DEFAULT_PRIORS, centre=None, weig
     th = np.array(theta, dtype=np.float64, copy=True)
     B = priors.theta_max
     info = None
+    # safeguarded Newton: the maximiser is bracketed by the iterates (concave
+    # objective: above where the gradient is positive, below where negative),
+    # and a step leaving the bracket bisects it instead.  Plain Newton cycled
+    # with steps of +-1 on one oll_v1 cell (a steep item: curvature 3 at the
+    # iterate, far more at the root), every call running to max_newton.
+    lo = np.full_like(th, -B)
+    hi = np.full_like(th, B)
     for _ in range(max_newton):
         g, info = lik.theta_derivs(th)
         g -= prec * th
@@ -1002,11 +1058,14 @@ def theta_step(lik, theta, *, priors: Priors = DEFAULT_PRIORS, centre=None, weig
         if centre is not None and weight is not None:
             g -= weight * (th - centre)
             tot += weight
-        step = g / tot
-        np.clip(step, -1.0, 1.0, out=step)
-        th += step
-        np.clip(th, -B, B, out=th)
-        if np.max(np.abs(step)) < tol:
+        np.copyto(lo, th, where=g > 0)
+        np.copyto(hi, th, where=g < 0)
+        new = th + np.clip(g / tot, -1.0, 1.0)
+        np.copyto(new, 0.5 * (lo + hi), where=(new <= lo) | (new >= hi))
+        np.clip(new, -B, B, out=new)
+        step = np.max(np.abs(new - th))
+        th = new
+        if step < tol:
             break
     if return_info:
         return th, info
