@@ -893,3 +893,16 @@ def test_inspect_latest_log_of_a_model_and_task_wins(tmp_path):
     assert from_inspect([older, src])["correct"].tolist() == [0, 1, 1]
     with pytest.raises(InputError, match="domain_from must be 'task' or 'metadata.FIELD' for Inspect logs"):
         from_inspect(src, domain_from="subject")
+
+
+def test_registry_options_are_the_converters_keywords():
+    import inspect as pyinspect
+
+    from mtlirt.importers import OPTIONS
+
+    for imp in IMPORTERS.values():
+        params = pyinspect.signature(imp.function).parameters
+        for flag in imp.options:
+            assert OPTIONS[flag].keyword in params, f"{imp.name}: {flag} is not a keyword of {imp.function.__name__}"
+    # every converter option with a command-line meaning is reachable (llm=, metric=, threshold= ...)
+    assert {f for imp in IMPORTERS.values() for f in imp.options} == set(OPTIONS)

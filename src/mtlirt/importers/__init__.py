@@ -130,22 +130,24 @@ OPTIONS = {
                "every-eval-ever, is_correct (default) or score"),
         Option("--threshold", "T",
                "count a non-binary metric (F1, a partial score, a score in [0, 1]) as correct when it is at "
-               "least T (default: values must be 0 or 1)", parse=_number),
+               "least T (default: values must be 0 or 1); all kinds but open-llm-leaderboard and wide",
+               parse=_number),
         Option("--llm", "NAME", "the LLM's name for all files (default: from each file or folder)"),
         Option("--tasks", "PATTERN,...",
                "task configurations to read, comma-separated glob patterns: open-llm-leaderboard (e.g. "
                "'harness_hendrycksTest_*_5' for 5-shot MMLU; needed when a repo holds one item in two settings), "
                "open-llm-leaderboard-v2 (e.g. 'leaderboard_bbh_*'), helm (subtasks, e.g. 'mmlu:*'), inspect "
-               "(task names), every-eval-ever (evaluation names)", parse=_patterns),
+               "(task names), every-eval-ever (evaluation names or result ids)", parse=_patterns),
         Option("--filter", "NAME",
                "lm-eval: which filter's result to keep when a task logs several (default: the first)"),
         Option("--domain-from", "HOW",
                "what becomes the domain: lm-eval, task (default) or common-prefix (mmlu_anatomy -> anatomy); "
                "open-llm-leaderboard-v2, subtask (default; bbh_navigate), benchmark (bbh) or category "
-               "(MMLU-Pro's subject); helm, subtask (default; mmlu:subject=anatomy) or scenario (mmlu); "
+               "(MMLU-Pro's subject); helm, subtask (default: the run name without "
+               "model=) or scenario (mmlu); "
                "inspect, task (default) or metadata.FIELD; every-eval-ever, evaluation (default) or "
                "metadata.FIELD"),
-        Option("--split", "NAME", "helm: the instances' split (default test; valid for the others)"),
+        Option("--split", "NAME", "helm: the instances' split, test (default) or valid"),
         Option("--item-domain", "CSV", "wide only: CSV with columns item,domain (else column names <domain>/<item>)"),
     )
 }
