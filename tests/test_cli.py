@@ -129,3 +129,27 @@ def test_convert_lm_eval_folder(tmp_path):
     df = pd.read_csv(out)
     assert set(df["llm"]) == {"org/model"} and list(df["correct"]) == [0, 1, 0, 1]
     assert set(df["domain"]) == {"mmlu_anatomy"}
+
+
+def test_fit_variant_paper_writes_its_tuning(tmp_path, capsys):
+    sim = tmp_path / "paper.csv"
+    assert main(["simulate", "--preset", "paper", "--similarity", "0.2", "--seed", "1",
+                 "--out", str(sim), "--truth", str(tmp_path / "truth")]) == 0
+    r = Responses.read(sim)
+    assert r.n_llms == 100 and r.n_domains == 18 and r.n_items == 1350
+    data = tmp_path / "small.csv"  # a small table keeps the 5-fold x 14-C tuning quick
+    assert main(["simulate", "--n-llms", "30", "--domain-sizes", "8,10", "--seed", "1", "--out", str(data)]) == 0
+    out = tmp_path / "fit"
+    assert main(["fit", str(data), "--method", "mtl", "--variant", "paper", "--out", str(out)]) == 0
+    info = json.loads((out / "fit.json").read_text())
+    assert info["settings"]["variant"] == "paper" and info["C"] in info["cv"]["grid"]
+    assert len(info["cv"]["loss"]) == 14 and info["cv"]["chosen"] == info["C"]
+    assert info["diagnostics"]["converged"] is True and info["optimizer"] == "fast"
+    assert main(["fit", str(data), "--method", "stl", "--variant", "paper", "--out", str(tmp_path / "x")]) == 2
+    assert main(["fit", str(data), "--variant", "papr", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-2:] == ["mtlirt: error: --variant applies to --method mtl only, not stl",
+                        "mtlirt: error: unknown variant 'papr': expected one of default, paper, paper-global, "
+                        "paper-local"]
+    assert main(["simulate", "--preset", "paper", "--missing", "0.1", "--out", str(tmp_path / "y.csv")]) == 2
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y.csv").exists()

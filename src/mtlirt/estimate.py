@@ -329,17 +329,20 @@ class Estimate:
         return out.sort_values("rank", kind="stable").reset_index(drop=True)
 
     def item_parameters(self) -> pd.DataFrame:
-        """Table ``item, domain, discrimination, intercept, difficulty, guessing`` (posterior means)."""
+        """Table ``item, domain, discrimination, intercept, difficulty, guessing`` (posterior means);
+        an item with discrimination 0 (possible at the paper variant's bound) has difficulty -inf, inf or NaN."""
         a = self.point("discrimination")
         d = self.point("intercept")
         c = self.point("guessing") if "guessing" in self.posterior else np.zeros_like(a)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            difficulty = -d / a
         return pd.DataFrame(
             {
                 "item": self.items.values,
                 "domain": self.posterior["item_domain"].values.astype(str),
                 "discrimination": a,
                 "intercept": d,
-                "difficulty": -d / a,
+                "difficulty": difficulty,
                 "guessing": c,
             }
         )
