@@ -906,3 +906,15 @@ def test_registry_options_are_the_converters_keywords():
             assert OPTIONS[flag].keyword in params, f"{imp.name}: {flag} is not a keyword of {imp.function.__name__}"
     # every converter option with a command-line meaning is reachable (llm=, metric=, threshold= ...)
     assert {f for imp in IMPORTERS.values() for f in imp.options} == set(OPTIONS)
+
+
+def test_cli_convert_then_validate_lm_eval_and_open_llm_leaderboard(tmp_path, capsys):
+    _lm_eval_run(tmp_path / "lm", "EleutherAI/pythia-160m")
+    _lm_eval_run(tmp_path / "lm", "org/model-b")
+    _oll_repo(tmp_path / "oll", "meta-llama/Llama-2-7b-hf", style="acc")
+    _oll_repo(tmp_path / "oll", "org/model-b", style="metrics")
+    for kind, src in (("lm-eval", tmp_path / "lm"), ("open-llm-leaderboard", tmp_path / "oll")):
+        out = tmp_path / f"{kind}.parquet"
+        assert main(["convert", kind, str(src), "--out", str(out)]) == 0
+        assert main(["validate", str(out)]) == 0
+        assert Responses.read(out).n_responses == 12
