@@ -596,6 +596,10 @@ def test_helm_errors_name_file_and_field(tmp_path):
     with pytest.raises(InputError, match=r"nomodel: cannot tell the model; run_spec.json \(field adapter_spec.model\)"):
         from_helm(run)
     assert set(from_helm(run, llm="gpt2")["llm"]) == {"gpt2"}
+    # without run_spec.json: the run name from the folder, the model from scenario_state.json
+    bare = _copy_tree(GPT2_MMLU, tmp_path / "bare" / GPT2_MMLU.name)
+    (bare / "run_spec.json").unlink()
+    assert _as_set(from_helm(bare)) == _as_set(from_helm(GPT2_MMLU))
     with pytest.raises(InputError, match="domain_from must be 'subtask' or 'scenario'"):
         from_helm(run, llm="x", domain_from="task")
     with pytest.raises(InputError, match="not a HELM per_instance_stats.json"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,11 +44,17 @@ class _HelmRun:
     scenario: str
 
 
+#: A run name: the scenario, then ``:`` (``-`` in folder names where ``:`` is not allowed) and its arguments.
+_RUN_NAME_RE = re.compile(r"^(?P<head>.+?)[:-](?P<tail>\w+=.*)$")
+
+
 def _split_run_name(name: str) -> tuple[str, list[tuple[str, str]]]:
     """``"mmlu:subject=anatomy,model=openai_gpt2"`` -> ``("mmlu", [("subject", "anatomy"), ("model", ...)])``."""
-    head, _, tail = name.partition(":")
-    args = [tuple(kv.split("=", 1)) for kv in tail.split(",") if "=" in kv] if tail else []
-    return head, args  # type: ignore[return-value]
+    m = _RUN_NAME_RE.match(name)
+    if m is None:
+        return name, []
+    args = [tuple(kv.split("=", 1)) for kv in m.group("tail").split(",") if "=" in kv]
+    return m.group("head"), args  # type: ignore[return-value]
 
 
 def _helm_run(folder: Path, llm: str | None) -> _HelmRun:
