@@ -1046,9 +1046,10 @@ def theta_step(lik, theta, *, priors: Priors = DEFAULT_PRIORS, centre=None, weig
     info = None
     # safeguarded Newton: the maximiser is bracketed by the iterates (concave
     # objective: above where the gradient is positive, below where negative),
-    # and a step leaving the bracket bisects it instead.  Plain Newton cycled
-    # with steps of +-1 on one oll_v1 cell (a steep item: curvature 3 at the
-    # iterate, far more at the root), every call running to max_newton.
+    # and a step moves at most half-way to the far end of the bracket.  Plain
+    # Newton (steps capped at +-1) cycled between two points on one oll_v1
+    # cell (a steep item: curvature 3 at the iterate, far more at the root),
+    # so every call there ran to max_newton.
     lo = np.full_like(th, -B)
     hi = np.full_like(th, B)
     for _ in range(max_newton):
@@ -1060,8 +1061,8 @@ def theta_step(lik, theta, *, priors: Priors = DEFAULT_PRIORS, centre=None, weig
             tot += weight
         np.copyto(lo, th, where=g > 0)
         np.copyto(hi, th, where=g < 0)
-        new = th + np.clip(g / tot, -1.0, 1.0)
-        np.copyto(new, 0.5 * (lo + hi), where=(new <= lo) | (new >= hi))
+        cap = np.minimum(0.5 * (hi - lo), 1.0)
+        new = th + np.clip(g / tot, -cap, cap)
         np.clip(new, -B, B, out=new)
         step = np.max(np.abs(new - th))
         th = new
