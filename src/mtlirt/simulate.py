@@ -997,7 +997,7 @@ def simulate_paper(similarity: float, *, n_llms: int = 100, domain_sizes: Sequen
     similarity : float
         ``h`` in ``[0, 1)``: the largest sine between a domain trait and the centre.
     n_llms : int, default 100
-    domain_sizes : sequence of int, default :data:`PAPER_DOMAIN_SIZES`
+    domain_sizes : sequence of int, default ``PAPER_DOMAIN_SIZES`` (50, 60, ..., 100 items, three times over)
     seed : int or None, default 0
         Split into independent streams for traits, items and responses.
     bound_check : sequence of float
