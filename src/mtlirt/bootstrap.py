@@ -16,11 +16,14 @@ Three worlds:
 ``world``
     For a shrinkage estimator (MTL) the point fit is the wrong world: it has
     no deviations from the shared structure left, so refits of it cannot see
-    the shrinkage bias.  Each replicate draws a new truth
-    ``theta* = centre + sqrt(psi_k) z`` (``z ~ N(0, 1)``), with the shared
-    centre of the fit and each domain's deviation spread ``psi_k`` estimated
-    from the data (:func:`deviation_spread`), draws answers from it and
-    refits; the replicate returns its truth (``world_theta``) beside the
+    the shrinkage bias.  Each replicate draws a new truth: shared traits
+    ``eta* = eta + sqrt(v_i) e`` around the fitted ones with their
+    approximate posterior variances (:func:`overall_spread`), and
+    ``theta* = centre + (eta* - eta) W^T + sqrt(psi_k) z`` (``e, z ~ N(0,
+    1)``), with the fit's centre and loadings ``W`` and each domain's
+    deviation spread ``psi_k`` estimated from the data
+    (:func:`deviation_spread`); it draws answers from that truth and refits,
+    and returns the truth (``world_theta``, ``world_overall``) beside the
     refit, so the caller can form the estimation error ``refit - truth``.
     An interval of the error ``e``, applied to the point estimate, is
     ``[estimate - q_hi(e), estimate - q_lo(e)]``: an empirical-Bayes interval
@@ -68,7 +71,8 @@ def resample_items(correct, observed, domain_slices, rng: np.random.Generator):
     return correct[:, cols], None if observed is None else observed[:, cols]
 
 
-def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, floor: float = 1e-3) -> np.ndarray:
+def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, floor: float = 1e-3,
+                     return_info: bool = False):
     """Variance ``psi_k`` of each domain's deviations from its centre, by moments of the score.
 
     With ``theta_ik = centre_ik + delta_ik``, ``delta_ik ~ N(0, psi_k)``, the
@@ -94,7 +98,7 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
     Returns
     -------
     numpy.ndarray
-        ``K`` variances.
+        ``K`` variances (and, with ``return_info``, the ``N x K`` information at the centre).
     """
     from .irt import ResponseData
 
@@ -111,7 +115,20 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
         mean = raw.mean()
         tau2 = max(0.0, raw.var(ddof=1) - var.mean())
         raw = mean + (raw - mean) * tau2 / (tau2 + var)
-    return np.maximum(raw, floor)
+    psi = np.maximum(raw, floor)
+    return (psi, info) if return_info else psi
+
+
+def overall_spread(info, psi, loadings) -> np.ndarray:
+    """Approximate posterior variances (``N x r``) of the shared traits given all domains.
+
+    Each LLM's shared traits have the prior ``N(0, I)`` and, through domain
+    ``k``, the information ``w_km^2 I_ik / (1 + psi_k I_ik)`` (the deviation
+    integrated out, as in the centre's fit); the variance of factor ``m`` is
+    the inverse of their sum plus 1 (the other factors held fixed).
+    """
+    eff = info / (1.0 + psi * info)
+    return 1.0 / (eff @ (np.asarray(loadings) ** 2) + 1.0)
 
 
 def _one(b: int, state: dict):
@@ -122,10 +139,12 @@ def _one(b: int, state: dict):
         y = draw_responses(p["theta"], p["a"], p["d"], p.get("c"), state["slices"], state["observed"], rng)
         obs = state["observed"]
     elif state["kind"] == "world":
-        truth = p["centre"] + rng.standard_normal(p["centre"].shape) * np.sqrt(p["psi"])
+        shift = rng.standard_normal(p["eta"].shape) * np.sqrt(p["eta_var"])
+        truth = p["centre"] + shift @ p["loadings"].T + rng.standard_normal(p["centre"].shape) * np.sqrt(p["psi"])
         y = draw_responses(truth, p["a"], p["d"], p.get("c"), state["slices"], state["observed"], rng)
         res = state["refit"](y, state["observed"])
         res["world_theta"] = truth
+        res["world_overall"] = p["eta"][:, 0] + shift[:, 0]
         return b, res
     else:
         y, obs = resample_items(state["correct"], state["observed"], state["slices"], rng)
@@ -160,7 +179,9 @@ def run_bootstrap(
     point
         For ``kind="parametric"``: the point estimate's ``theta`` (N x K),
         ``a``, ``d`` and optionally ``c``; for ``kind="world"``: ``centre``
-        (N x K), ``psi`` (K deviation variances), ``a``, ``d``, ``c``.
+        (N x K), ``psi`` (K deviation variances), ``eta`` (N x r shared
+        traits), ``eta_var`` (N x r their variances), ``loadings`` (K x r,
+        the slopes of the centre on ``eta``), ``a``, ``d``, ``c``.
     correct
         For ``kind="items"``: the observed answers, resampled by item within domain.
     n_jobs
@@ -173,7 +194,8 @@ def run_bootstrap(
     -------
     dict
         Each key of ``refit``'s result stacked over replicates (leading axis
-        ``n``); with ``kind="world"`` also ``world_theta``, each replicate's truth.
+        ``n``); with ``kind="world"`` also ``world_theta`` and
+        ``world_overall``, each replicate's truth.
     """
     if n < 2:
         raise ValueError("a bootstrap needs at least 2 replicates")

@@ -39,7 +39,7 @@ from functools import partial
 
 import numpy as np
 
-from .bootstrap import deviation_spread, run_bootstrap
+from .bootstrap import deviation_spread, overall_spread, run_bootstrap
 from .correlation import corr_draws, corrected_corr, reliability_from_se
 from .data import Responses
 from .errors import InputError
@@ -269,10 +269,14 @@ def fit(
         kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric"}.get(method, "parametric")
         point = arr if kind == "parametric" else None
         if kind == "world":
-            psi = deviation_spread(responses.correct, responses.mask, responses.domain_slices, arr["centre"],
-                                   arr["a"], arr["d"], arr["c"])
+            psi, cell_info = deviation_spread(responses.correct, responses.mask, responses.domain_slices,
+                                              arr["centre"], arr["a"], arr["d"], arr["c"], return_info=True)
             info["deviation_spread"] = psi.tolist()
-            point = dict(centre=arr["centre"], psi=psi, a=arr["a"], d=arr["d"], c=arr["c"])
+            eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
+            eta_c = eta - eta.mean(axis=0)  # the centre's slopes on the shared traits (its loadings)
+            W = np.linalg.lstsq(eta_c, arr["centre"] - arr["centre"].mean(axis=0), rcond=None)[0].T
+            point = dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
+                         loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
         boot = run_bootstrap(
             partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed),
             n=bootstrap,
@@ -329,11 +333,12 @@ def _error_draws(boot: dict, arr: dict, empty: np.ndarray) -> None:
 
     The error of replicate ``b`` is its refit minus its truth, the truth
     standardised per domain over the LLMs with responses (the scale of the
-    estimate); the overall score's truth is the fit's shared trait, the world's
-    common factor.  Quantiles of ``estimate - error`` are the estimate minus
+    estimate); the overall score's truth is the world's first shared trait,
+    standardised over the LLMs.  Quantiles of ``estimate - error`` are the estimate minus
     the error's quantiles.
     """
     world = boot.pop("world_theta")
+    world_overall = boot.pop("world_overall")
     seen = ~empty
     cnt = seen.sum(axis=0)
     m = np.where(seen, world, 0.0).sum(axis=1, keepdims=True) / cnt
@@ -341,7 +346,9 @@ def _error_draws(boot: dict, arr: dict, empty: np.ndarray) -> None:
     truth = (world - m) / np.where(sd > 1e-12, sd, 1.0)
     boot["theta"] = arr["theta"][None] - (boot["theta"] - truth)
     if "overall" in boot and arr.get("overall") is not None:
-        boot["overall"] = arr["overall"][None] - (boot["overall"] - arr["overall"][None])
+        z = world_overall - world_overall.mean(axis=1, keepdims=True)
+        z /= z.std(axis=1, keepdims=True)
+        boot["overall"] = arr["overall"][None] - (boot["overall"] - z)
 
 
 def init_from(est: Estimate) -> dict:
@@ -358,20 +365,48 @@ def init_from(est: Estimate) -> dict:
     return init
 
 
+def _spec_item_model(spec) -> tuple[str, float | None]:
+    """The frequentist item model that matches a Bayesian spec: ``(model, guessing)``.
+
+    The spec declares the item model; the MTL fit that initialises (and, with
+    fixed items, calibrates) the Bayesian model follows it: a 1PL spec gets a
+    1PL fit (one discrimination per domain), a 3PL spec a fit with the spec's
+    guessing floor (its prior mean when guessing is estimated)."""
+    if spec.item_model == "1pl":
+        return "1pl", None
+    if spec.item_model == "3pl":
+        return "2pl", float(spec.priors.guessing_mean if spec.estimate_guessing else spec.fixed_guessing)
+    return "2pl", None
+
+
 def _mtl_init(responses, *, model, guessing, seed):
     """The MTL point fit (rank and C selected) and the Bayesian model's initial
-    values from it: ``(result, {"theta", "overall", "loadings", "a", "d", "c"})``."""
+    values from it: ``(result, {"theta", "overall", "loadings", "a", "d", "c"})``.
+
+    Traits and items are on the population scale the Bayesian model assumes
+    (the item calibration's ``N(0, 1)`` traits, :meth:`MTLFit` ``theta_loc`` /
+    ``theta_scale``), not re-standardised by the sample spread of the shrunk
+    scores: with short domains that spread is well under 1, and items scaled to
+    it would be too discriminating for unit-variance traits."""
+    from .irt import to_internal
+
     res = _point_mtl(responses.correct, responses.mask, responses.domain_slices, model=model,
                      guessing=guessing, rank=None, gamma=None, seed=seed)
-    return res, {"theta": res.theta, "overall": res.overall, "loadings": res.loadings, "a": res.a,
-                 "d": res.d, "c": res.c}
+    theta, a, d = to_internal(res.theta, res.a, res.d, res.theta_loc, res.theta_scale, res.item_domain)
+    return res, {"theta": theta, "overall": res.overall, "loadings": res.loadings, "a": a, "d": d, "c": res.c}
 
 
 def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts", init=None, **options) -> Estimate:
     """The Bayesian fit, initialised (and, with ``items="fixed"``, calibrated) by MTL."""
     from .bayes import diagnostics, fit_bayes
 
+    from .bayes.spec import load_spec
+
     options = {k: v for k, v in options.items() if v is not None}
+    spec_model, spec_guessing = _spec_item_model(load_spec(spec or "factor-2pl"))
+    if guessing is not None or model not in ("2pl", spec_model):
+        raise InputError("the Bayesian fit takes its item model from its spec (--model); "
+                         "--item-model and --guessing are for the frequentist methods")
     if isinstance(init, Estimate):
         init = init_from(init)
     timings = {}
@@ -379,7 +414,7 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
     if init is None:
         t0 = time.perf_counter()
         stage("fitting MTL for the initial values and item calibration")
-        res, init = _mtl_init(responses, model=model, guessing=guessing, seed=seed)
+        res, init = _mtl_init(responses, model=spec_model, guessing=spec_guessing, seed=seed)
         timings["mtl_init"] = time.perf_counter() - t0
         mtl_info = {"mtl_rank": res.rank, "mtl_C": res.C}
     t1 = time.perf_counter()
