@@ -249,6 +249,9 @@ def fit(
     arr = _predict_cells(arr, method, empty, responses.item_domain)
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
     info.update(_method_info(res))
+    pop = _population_scale(res, arr["theta"], ~empty)
+    if pop is not None:
+        info["population_scale"] = pop
     converged = bool(getattr(res, "converged", True))
     info["diagnostics"] = {"converged": converged, "iterations": getattr(res, "n_iter", None)}
     if getattr(res, "convergence", None) is not None:  # MTL: each calibration it ran
@@ -351,10 +354,43 @@ def _error_draws(boot: dict, arr: dict, empty: np.ndarray) -> None:
         boot["overall"] = arr["overall"][None] - (boot["overall"] - z)
 
 
+def _population_scale(res, theta, has_responses) -> dict | None:
+    """Per-domain ``loc, scale`` with ``theta_population = theta * scale + loc``.
+
+    The reported scores are standardised over the LLMs; the item calibration's
+    traits are ``N(0, 1)`` over the population (``theta_loc``/``theta_scale`` of
+    an IRT fit map its standardised output there).  The reported ``theta`` is
+    an affine image of the fit's own (re-standardised over the LLMs with
+    responses), so the map is recovered from those rows."""
+    loc, scale = getattr(res, "theta_loc", None), getattr(res, "theta_scale", None)
+    if loc is None or scale is None:
+        return None
+    internal = res.theta * scale + loc
+    out_loc, out_scale = np.zeros(theta.shape[1]), np.ones(theta.shape[1])
+    for k in range(theta.shape[1]):
+        rows = has_responses[:, k]
+        if rows.sum() < 2:
+            continue
+        sd = theta[rows, k].std()
+        out_scale[k] = internal[rows, k].std() / sd if sd > 1e-12 else 1.0
+        out_loc[k] = internal[rows, k].mean() - out_scale[k] * theta[rows, k].mean()
+    return {"loc": out_loc.tolist(), "scale": out_scale.tolist()}
+
+
 def init_from(est: Estimate) -> dict:
-    """Initial values (and fixed-item calibration) for the Bayesian fit from a point estimate."""
+    """Initial values (and fixed-item calibration) for the Bayesian fit from a point estimate.
+
+    Traits and items go on the population scale the Bayesian model assumes
+    when the estimate records it (``info["population_scale"]``, IRT fits)."""
     init = {"theta": est.point("theta"), "a": est.point("discrimination"), "d": est.point("intercept"),
             "c": est.point("guessing")}
+    pop = est.info.get("population_scale")
+    if pop is not None:
+        from .irt import to_internal
+
+        init["theta"], init["a"], init["d"] = to_internal(
+            init["theta"], init["a"], init["d"], np.asarray(pop["loc"]), np.asarray(pop["scale"]),
+            est.domains.get_indexer(est.posterior["item_domain"].values.astype(str)))
     post = est.posterior
     if "eta" in post:
         init["overall"] = est.point("eta")

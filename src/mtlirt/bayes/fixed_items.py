@@ -697,14 +697,23 @@ def resolve_item_values(arr: ResponseArrays, spec: ModelSpec, item_values: dict 
         if not np.isfinite(v).all():
             raise InputError(f"item_values: key {key!r} has non-finite values")
         out[key] = v
+    # the spec declares the item model: a 3PL with fixed guessing uses the spec's floor
+    # whatever the source says (a 2PL calibration's c = 0 must not win over it), and a
+    # 1PL needs one discrimination per domain
     if spec.item_model == "1pl" or spec.item_model == "2pl":
         c = np.zeros(J)
+    elif not spec.estimate_guessing:
+        c = np.full(J, spec.fixed_guessing)
     elif src.get("c") is not None:
         c = np.broadcast_to(np.asarray(src["c"], float), (J,)).copy()
-    elif spec.estimate_guessing:
-        c = np.full(J, spec.priors.guessing_mean)
     else:
-        c = np.full(J, spec.fixed_guessing)
+        c = np.full(J, spec.priors.guessing_mean)
+    if spec.item_model == "1pl":
+        for k, s in enumerate(arr.domain_slices):
+            a_k = out["a"][s]
+            if a_k.size and np.ptp(a_k) > 1e-8 * max(1.0, float(np.abs(a_k).max())):
+                raise InputError(f"item_values: a 1PL spec needs one discrimination per domain; domain "
+                                 f"{arr.domains[k]!r} has {a_k.min():.3g}-{a_k.max():.3g} (calibrate with item model 1pl)")
     if np.any((c < 0) | (c >= 1)):
         raise InputError("item_values: key 'c' must lie in [0, 1)")
     out["c"] = c

@@ -1,0 +1,92 @@
+"""The Bayesian fit's items follow its spec and sit on the population scale (issue 13, item 4).
+
+Before: ``fit(..., "bayes", spec="factor-3pl-mcq", items="fixed")`` built its
+tables with guessing 0 (the MTL initial fit was a 2PL and its ``c = 0`` won
+over the spec's 0.25), ``factor-1pl`` with fixed items got per-item
+discriminations, and the fixed items were re-standardised by the sample spread
+of the shrunk MTL scores instead of the population scale the model assumes.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from mtlirt.bayes.fixed_items import resolve_item_values
+from mtlirt.bayes.spec import load_spec
+from mtlirt.data import Responses
+from mtlirt.errors import InputError
+from mtlirt.fitting import _mtl_init, _spec_item_model, fit
+from mtlirt.irt import fit_stl
+from mtlirt.simulate import simulate
+
+
+@pytest.fixture(scope="module")
+def data():
+    sim = simulate(120, domain_sizes=[4, 6, 30], seed=5)
+    return Responses.from_frame(sim.responses)
+
+
+def _map(data, spec):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit(data, "bayes", spec=spec, items="fixed", algorithm="map", progress=False)
+
+
+def test_spec_item_model_maps_to_the_frequentist_fit():
+    assert _spec_item_model(load_spec("factor-2pl")) == ("2pl", None)
+    assert _spec_item_model(load_spec("factor-1pl")) == ("1pl", None)
+    assert _spec_item_model(load_spec("factor-3pl-mcq")) == ("2pl", 0.25)
+
+
+def test_3pl_spec_keeps_its_guessing_with_fixed_items(data):
+    est = _map(data, "factor-3pl-mcq")
+    assert np.all(est.point("guessing") == 0.25)
+
+
+def test_1pl_spec_gets_one_discrimination_per_domain(data):
+    est = _map(data, "factor-1pl")
+    a = est.point("discrimination")
+    for s in data.domain_slices:
+        assert np.ptp(a[s]) < 1e-9
+
+
+def test_1pl_spec_rejects_per_item_discriminations(data):
+    spec = load_spec("factor-1pl")
+    a = np.linspace(0.5, 2.0, data.n_items)
+    with pytest.raises(InputError, match="one discrimination per domain"):
+        resolve_item_values(data, spec, {"a": a, "d": np.zeros(data.n_items)}, None)
+
+
+def test_bayes_rejects_frequentist_item_options(data):
+    with pytest.raises(InputError, match="item model from its spec"):
+        fit(data, "bayes", guessing=0.25, algorithm="map")
+
+
+def test_mtl_init_items_are_on_the_population_scale(data):
+    res, init = _mtl_init(data, model="2pl", guessing=None, seed=0)
+    # the linear predictor is the fit's own ...
+    for s_k, k in zip(data.domain_slices, range(data.n_domains)):
+        z_pop = np.outer(init["theta"][:, k], init["a"][s_k]) + init["d"][s_k]
+        z_std = np.outer(res.theta[:, k], res.a[s_k]) + res.d[s_k]
+        assert np.allclose(z_pop, z_std)
+    # ... and the items are the calibration's, whose traits are N(0, 1) over the population: the
+    # traits' estimates (MAP, shrunk) then spread less than 1 in the short domains, where the
+    # standardised output spreads exactly 1
+    if res.C == 0:
+        stl = fit_stl(data.correct, data.mask, data.domain_slices)
+        _, a_int, _ = stl.internal()
+        assert np.allclose(init["a"], a_int)
+    sd = init["theta"].std(axis=0)
+    assert sd[0] < 0.95 and np.allclose(res.theta.std(axis=0), 1.0)
+
+
+def test_init_from_an_estimate_puts_items_on_the_population_scale(data):
+    from mtlirt.fitting import init_from
+
+    est = fit(data, "mtl", seed=0)
+    res, direct = _mtl_init(data, model="2pl", guessing=None, seed=0)
+    init = init_from(est)
+    # same fit, same seed: the estimate's recorded map gives the direct route's population-scale values
+    assert np.allclose(init["a"], direct["a"]) and np.allclose(init["d"], direct["d"])
+    assert np.allclose(init["theta"], direct["theta"])
