@@ -19,6 +19,7 @@ import xarray as xr
 
 from mtlirt.compare import compare, fit_summary, heldout_loglik, load_fits
 from mtlirt.data import Responses
+from mtlirt.errors import InputError
 from mtlirt.estimate import INFO_ATTR, Estimate
 from mtlirt.report import render_report, write_report
 
@@ -296,7 +297,7 @@ def test_compare_needs_two_fits_and_common_llms():
     with pytest.raises(ValueError, match="at least two"):
         compare([a])
     b = point(np.zeros((3, 5)) + np.arange(3)[:, None], np.arange(3.0), llms=["p", "q", "r"])
-    with pytest.raises(ValueError, match="fewer than 2 LLMs"):
+    with pytest.raises(InputError, match="share 0 LLM.*at least 2"):
         compare([a, b])
 
 
