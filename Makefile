@@ -18,16 +18,16 @@ env: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/mtlirt demo
 
-# The full suite on every core (pytest-xdist; one worker per module keeps each
-# module's compiled fixtures in one process), the headless-browser test included:
+# The full suite on every core (pytest-xdist: tests spread one by one; those sharing
+# an expensive fixture are grouped with xdist_group), the headless-browser test included:
 # scripts/ensure-chromium.sh installs Debian's chromium when run as root.
 test: $(STAMP)
 	@sh scripts/ensure-chromium.sh
-	$(PY) -m pytest -n auto --dist loadfile
+	$(PY) -m pytest -n auto --dist loadgroup
 
 # Development: everything but the tests marked slow.
 test-fast: $(STAMP)
-	$(PY) -m pytest -n auto --dist loadfile -m "not slow"
+	$(PY) -m pytest -n auto --dist loadgroup -m "not slow"
 
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict

@@ -16,6 +16,7 @@ import mkdocstrings_handlers.python  # noqa: F401
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("docs-site")  # one worker builds the site once for all tests here
 
 PAGES = ("index.html", "model", "data", "cli", "api", "results", "ARCHITECTURE")
 
