@@ -21,9 +21,18 @@ Printed per leaderboard and method: held-out log-loss (lower is better), its
 ratio to the better of STL and pooled, Spearman of the overall score, top-100
 overlap (real data), fit seconds, and MTL's chosen rank and C.
 
+With ``--recal``, instead: the experiment behind MTL's items staying at their
+single-domain calibration for ``0 < C < inf`` (``docs/results.md``).  On the
+training split, with 10% of its cells held out as in the tuning, the held-out
+log-likelihood per cell of the prox estimate at ``C`` with the STL items,
+against the same after recalibrating the items given the shrunk traits (per
+item, penalised ML with the traits fixed; then the prox again), alternated 1-3
+times; and of the pooled fit.  ``--sets`` also takes ``core``,
+``simulate(1000, "mmlu", scale=0.1, similarity=0.1)`` (``bench_core.py``'s design).
+
 Usage::
 
-    .venv/bin/python benchmarks/bench_tiny.py [--sets sim,oll,mmlu_pro] [--seed 0]
+    .venv/bin/python benchmarks/bench_tiny.py [--sets sim,oll,mmlu_pro,core] [--seed 0] [--recal]
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 from scipy.stats import spearmanr
 
 from mtlirt.data import Responses
@@ -63,6 +73,74 @@ def sim_set(seed):
     data = _from_frame(sim.responses)
     truth = sim.overall["score"].reindex(data.llms).to_numpy()
     return data, truth, None
+
+
+def core_set(seed):
+    sim = simulate(1000, preset="mmlu", scale=0.1, similarity=0.1, seed=seed)
+    data = _from_frame(sim.responses)
+    return data, sim.overall["score"].reindex(data.llms).to_numpy(), None
+
+
+def _items_given_traits(Y, obs, theta, a, d, idom, priors, n_newton=8):
+    """Penalised ML of every item with the traits fixed (2-D Newton per item, same priors and bounds)."""
+    T = theta[:, idom]
+    la, d = np.log(a), d.copy()
+    for _ in range(n_newton):
+        aa = np.exp(la)
+        p = expit(aa * T + d)
+        r, w = (Y - p) * obs, p * (1 - p) * obs
+        gd = r.sum(0) - d / priors.d_sd**2
+        ga = (r * T).sum(0) * aa - (la - priors.log_a_mean) / priors.log_a_sd**2
+        Hd = w.sum(0) + 1 / priors.d_sd**2
+        Ha = (w * T * T).sum(0) * aa * aa + 1 / priors.log_a_sd**2
+        Had = (w * T).sum(0) * aa
+        det = Ha * Hd - Had**2
+        la = np.clip(la + np.clip((Hd * ga - Had * gd) / det, -0.5, 0.5), np.log(priors.a_min), np.log(priors.a_max))
+        d = np.clip(d + np.clip((Ha * gd - Had * ga) / det, -1, 1), -priors.d_max, priors.d_max)
+    return np.exp(la), d
+
+
+def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=3):
+    """Held-out log-likelihood of the prox path with STL items vs items recalibrated given the shrunk traits."""
+    from mtlirt import irt, mtl
+    from mtlirt.baselines import fit_pooled
+
+    train, _ = data.holdout(0.2, seed=seed)
+    Y, O, sl = train.correct.astype(np.int8), train.observed, train.domain_slices
+    N, J = Y.shape
+    sizes = np.array([s.stop - s.start for s in sl], dtype=float)
+    stl, pooled = irt.fit_stl(Y, O, sl), fit_pooled(Y, O, sl)
+    th, a, d = stl.internal()
+    eta, a_p, d_p = pooled.internal()
+    eta = eta[:, :1]  # the pooled trait (internal() repeats it in every domain)
+    rows, cols = mtl.sample_cells(O, (N, J), int(0.1 * O.sum()), np.random.default_rng(seed))
+    tr = irt.ResponseData(Y, O, sl, exclude=(rows, cols))
+    obs = np.ones((N, J), bool) if tr.obs is None else tr.obs
+    idom, priors = tr.item_domain, irt.DEFAULT_PRIORS
+    lik = tr.theta_likelihood()
+    lik.set_items(a, d)
+    A, W, _ = mtl._rank_one_centre(lik, eta[:, 0])
+    centre = A @ W.T
+    one = irt.ResponseData(Y, O, [slice(0, J)], exclude=(rows, cols))
+    eta_tr, _ = irt.score_theta(one, a_p, d_p, eta)
+    ll_pooled = irt.cell_loglik(Y, rows, cols, eta_tr, a_p, d_p, None, np.zeros(J, dtype=np.int64)).mean()
+    print(f"\n### {name}: held-out log-likelihood per cell, rank one; pooled fit {ll_pooled:.5f}")
+    print("| C | domains on the centre | STL items | " + " | ".join(f"recalibrated x{k + 1}" for k in range(sweeps))
+          + " |")
+    print("|---|---|---|" + "---|" * sweeps)
+    th = irt.theta_step(lik, th)
+    for C in grid:
+        lam, _ = mtl._lambda(C, N, len(sl), sizes)
+        th, _, on = mtl.prox_step(lik, th, centre, lam, tol=1e-5, psi_tol=1e-3)
+        cells = [irt.cell_loglik(Y, rows, cols, th, a, d, None, idom).mean()]
+        a2, d2, th2 = a, d, th
+        for _ in range(sweeps):
+            a2, d2 = _items_given_traits(Y, obs, th2, a2, d2, idom, priors)
+            lik2 = tr.theta_likelihood()
+            lik2.set_items(a2, d2)
+            th2, _, _ = mtl.prox_step(lik2, th2, centre, lam, tol=1e-5, psi_tol=1e-3)
+            cells.append(irt.cell_loglik(Y, rows, cols, th2, a2, d2, None, idom).mean())
+        print(f"| {C:g} | {int(on.sum())}/{len(sl)} | " + " | ".join(f"{v:.5f}" for v in cells) + " |", flush=True)
 
 
 def _tiny_split(df, n_items, rng, group="domain", max_size=5):
@@ -163,9 +241,21 @@ def main(argv=None) -> int:
     parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
     parser.add_argument("--sets", default="sim,oll,mmlu_pro")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--recal", action="store_true", help="the item recalibration experiment instead")
     args = parser.parse_args(argv)
     for name in args.sets.split(","):
-        if name == "sim":
+        if args.recal:
+            sets = {"sim": lambda: sim_set(args.seed), "core": lambda: core_set(args.seed),
+                    "oll": lambda: oll_set(args.seed, args.shared),
+                    "mmlu_pro": lambda: mmlu_pro_set(args.seed, args.shared)}
+            if name not in sets:
+                raise SystemExit(f"unknown set {name!r}")
+            recalibration(name, sets[name]()[0], args.seed)
+        elif name == "core":
+            data, ref, _ = core_set(args.seed)
+            run("simulated, MMLU sizes x 0.1 (bench_core's design; truth: overall trait)", data, ref, args.seed,
+                real=False)
+        elif name == "sim":
             data, ref, _ = sim_set(args.seed)
             run("simulated, MMLU sizes x 0.007 (truth: overall trait)", data, ref, args.seed, real=False)
         elif name == "oll":

@@ -65,10 +65,11 @@ rank one, ``C = inf`` is the pooled fit (items recalibrated by marginal ML
 with one trait for all domains; traits, items and log-likelihood are
 :func:`mtlirt.baselines.fit_pooled`'s).  On leaderboards of 1-5 item domains
 the held-out choice is then the pooled fit, as it should be.  Between the
-ends the items stay at their STL calibration (a recalibration continuous in
-``C`` is not done: joint ML given the shrunk traits does not converge on
-short domains), so the held-out path can jump at ``C = inf`` (oll_v1 proxy:
--0.345 per response at ``C = 1.6``, -0.326 at ``C = inf``).
+ends the items stay at their STL calibration, so the held-out path can jump
+at ``C = inf`` (oll_v1 proxy: -0.345 per response at ``C = 1.6``, -0.326 at
+``C = inf``).  Recalibrating them given the shrunk traits was measured
+(``benchmarks/bench_tiny.py --recal``): worse held-out predictions at every
+``C``, and short of the pooled fit with every domain on its centre.
 
 **The overall score** (``overall[:, 0]``, any rank): the shared part of an
 LLM's average domain trait, ``mean_k centre_ik`` on the scale of the reported
