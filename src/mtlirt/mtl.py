@@ -318,9 +318,9 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Priors
     W = np.zeros((K, r)) if W is None else np.array(W, dtype=np.float64, copy=True)
     eye = np.eye(r)
     converged = False
-    it = 0
+    n_iter = 0
     th_old = A @ W.T
-    for it in range(1, max_iter + 1):
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
         for _ in range(3):  # w step: r-dim Newton per domain (concave)
             th = A @ W.T
             g, info = lik.theta_derivs(th)
@@ -359,7 +359,7 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Priors
         if change < tol:
             converged = True
             break
-    return A, W, {"n_iter": it, "converged": converged}
+    return A, W, {"n_iter": n_iter, "converged": converged}
 
 
 def _map_centre(lik, A, W, priors):
