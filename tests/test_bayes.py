@@ -213,9 +213,14 @@ def test_numpy_derived_matches_model_logp(name, changes):
     assert np.isclose(ll_model, ll_np, rtol=1e-8, atol=1e-6)
 
 
-@pytest.mark.parametrize("name,missing", [("factor-2pl", 0.15), ("factor-2pl", 0.0),
-                                          ("factor-1pl", 0.3), ("factor-3pl-mcq", 0.0),
-                                          ("factor-3pl-estimate", 0.2)])
+_SLOW = pytest.mark.slow  # each case compiles two graphs twice (1-8 min under load); one case stays fast
+
+
+@pytest.mark.parametrize("name,missing", [("factor-2pl", 0.15),
+                                          pytest.param("factor-2pl", 0.0, marks=_SLOW),
+                                          pytest.param("factor-1pl", 0.3, marks=_SLOW),
+                                          pytest.param("factor-3pl-mcq", 0.0, marks=_SLOW),
+                                          pytest.param("factor-3pl-estimate", 0.2, marks=_SLOW)])
 def test_fused_likelihood_matches_elementwise(name, missing):
     """The fused Op's log density and gradient equal the elementwise graph's,
     with complete data (contiguous runs) and missing responses (gathered),

@@ -167,6 +167,7 @@ def test_map_gives_conditional_means(setup):
     assert np.corrcoef(th.ravel(), truth["theta"].ravel())[0, 1] > 0.7
 
 
+@pytest.mark.slow  # two real NUTS runs
 def test_fixed_items_fit_is_reproducible(setup):
     """The same seed gives the same draws, to the last bit (the compiled
     marginal kernel must not depend on memory alignment, as with fastmath)."""

@@ -21,8 +21,8 @@ import pytest
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CELL_TIMEOUT = 600  # seconds per cell
 
-FAST = ["01-quickstart.ipynb", "02-simulation-study.ipynb", "03-mmlu-case-study.ipynb"]
-SLOW = ["04-bayes-vs-mtl.ipynb"]
+FAST = ["02-simulation-study.ipynb"]
+SLOW = ["01-quickstart.ipynb", "03-mmlu-case-study.ipynb", "04-bayes-vs-mtl.ipynb"]  # minutes each
 
 
 def _execute(name: str, output: Path, monkeypatch) -> nbformat.NotebookNode:
