@@ -57,7 +57,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 from scipy.special import expit
 
@@ -774,8 +773,21 @@ _NO_CELLS = np.zeros(0, dtype=np.int64)
 _NO_VALUES = np.zeros(0)
 
 
-@numba.njit(cache=True)
-def _tab_derivs(theta, g0, h, T1, T2, T3, rw, cflat, ca, cd):
+def _tab_derivs(*args):
+    """:func:`_tab_derivs_py` compiled by numba on first use (numba is imported
+    only when a trait step runs: it adds about a second to every process)."""
+    global _tab_derivs_jit
+    if _tab_derivs_jit is None:
+        import numba
+
+        _tab_derivs_jit = numba.njit(cache=True)(_tab_derivs_py)
+    return _tab_derivs_jit(*args)
+
+
+_tab_derivs_jit = None
+
+
+def _tab_derivs_py(theta, g0, h, T1, T2, T3, rw, cflat, ca, cd):
     """``G_ik'(theta_ik)`` and ``max(G_ik''(theta_ik), 0)`` (see :class:`TabulatedThetaLik`).
 
     Cubic Hermite interpolation of the tables (``M x K``, raveled), times
