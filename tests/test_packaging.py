@@ -5,6 +5,7 @@ wheel had none)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,9 +20,15 @@ SPECS = sorted(p.name for p in (ROOT / "src" / "mtlirt" / "models").glob("*.toml
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    # no build isolation: the venv's setuptools builds it offline
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out)], check=True, capture_output=True, text=True)
+    # a copy of what the build reads, so that setuptools' build/ and egg-info stay out of the checkout
+    src = tmp_path_factory.mktemp("source")
+    shutil.copytree(ROOT / "src", src / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    # as a user builds it: pip fetches the build backend (pyproject's build-system) into an isolated env
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = out.glob("mtlirt-*.whl")
     return path
 
