@@ -31,7 +31,7 @@ def test_simulate_writes_data_and_truth(tmp_path, capsys):
     scores = pd.read_csv(tmp_path / "truth" / "domain_scores.csv")
     assert list(scores.columns) == ["llm", "domain", "score"] and len(scores) == 40 * 3
     items = pd.read_csv(tmp_path / "truth" / "items.csv")
-    assert list(items.columns) == ["item", "domain", "discrimination", "intercept", "difficulty", "guessing"]
+    assert list(items.columns) == ["item", "domain", "discrimination", "intercept", "difficulty", "guessing", "upper"]
     truth = json.loads((tmp_path / "truth" / "truth.json").read_text())
     assert truth["rank"] == 1
 
@@ -40,7 +40,7 @@ def test_simulate_preset_scale(tmp_path):
     out = tmp_path / "sim.csv.gz"
     assert main(["simulate", "--n-llms", "12", "--preset", "mmlu", "--scale", "0.01", "--out", str(out)]) == 0
     r = Responses.read(out)
-    assert r.n_domains == 57 and r.domain_sizes.min() == 10
+    assert r.n_domains == 57 and r.domain_sizes.min() == 1  # 100 x 0.01
 
 
 def test_simulate_bad_arguments_one_line(tmp_path, capsys):
