@@ -130,7 +130,8 @@ class PaperFit:
     objective : float
         ``F`` at the estimate.
     fused : numpy.ndarray
-        ``K`` booleans: domain traits equal to ``theta_G`` (fused by the fast optimiser; with Adam: sine below 1e-7, the round-off floor of sqrt(1 - cos^2)).
+        ``K`` booleans: domain traits equal to ``theta_G`` (fused by the fast optimiser; with Adam:
+        sine below 1e-7, the round-off floor of ``sqrt(1 - cos^2)``).
     converged : bool
         The final fit (and, with ``C`` tuned, at least one ``C`` in every fold).
     n_iter : int
@@ -750,8 +751,8 @@ def _fast(obj: _Objective, lam, start, *, fused=None, global_=False, tol="final"
         if split.any():
             eG = g / math.sqrt(N)
             for t in np.flatnonzero(split):  # start 0.05 rad away, down the tangent gradient
-                theta[t] = _box_sphere(math.sqrt(N) * (math.cos(0.05) * eG - math.sin(0.05) * V[t] / np.linalg.norm(V[t])),
-                                       BOUND)
+                step = math.cos(0.05) * eG - math.sin(0.05) * V[t] / np.linalg.norm(V[t])
+                theta[t] = _box_sphere(math.sqrt(N) * step, BOUND)
                 sign[t] = np.where(np.abs(theta[t]) >= BOUND - 1e-12, np.sign(theta[t]), 0.0)
             fused &= ~split
             changed = True

@@ -1032,7 +1032,7 @@ def simulate_paper(similarity: float, *, n_llms: int = 100, domain_sizes: Sequen
         rel[0] = 1.0
         v = _paper_tangents(centre, K, trait_rng)
 
-        def traits(hh):
+        def traits(hh, rel=rel, v=v):
             al = hh * rel
             return np.sqrt(1.0 - al**2)[:, None] * centre + math.sqrt(N) * al[:, None] * v
 
