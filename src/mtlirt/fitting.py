@@ -1,25 +1,16 @@
 """One entry point for every estimator: :func:`fit` returns an :class:`~mtlirt.estimate.Estimate`.
 
-Methods
--------
-``mtl``       the spectral representation-MTL estimator (METHOD.md §4), default
-``stl``       single-domain IRT, each domain alone (items by MML, traits by MAP)
-``pooled``    one unidimensional 2PL over all items
-``accuracy``  proportion correct per domain, macro average as overall
-``bayes``     the Bayesian twin in PyMC (METHOD.md §5), see :mod:`mtlirt.bayes`
-
 Point estimates get intervals from a bootstrap (``bootstrap=B``), the
-estimator refit with its tuned settings fixed (:mod:`mtlirt.bootstrap`):
-
-- ``stl``, ``pooled``: parametric (answers redrawn from the fitted model on
-  the observed cells); percentile intervals of the replicates;
-- ``mtl``: intervals of the estimation error.  The point fit is a shrunk
-  world, so each replicate draws a new truth, the fit's centre plus
-  deviations with each domain's estimated spread, and the refit's error
-  against that truth is taken off the point estimate
-  (``/bootstrap`` holds ``estimate - error``; the interval is the estimate
-  minus the error's quantiles), for domain scores, overall scores and ranks;
-- ``accuracy``: items resampled within domains.
+estimator refit with its tuned settings fixed (:mod:`mtlirt.bootstrap`).
+For ``stl`` and ``pooled`` it is parametric (answers redrawn from the fitted
+model on the observed cells), with percentile intervals of the replicates;
+for ``accuracy`` items are resampled within domains.  For ``mtl`` the
+intervals are intervals of the estimation error: the point fit is a shrunk
+world, so each replicate draws a new truth (shared traits around the fitted
+ones, the fit's centre, deviations with each domain's estimated spread), and
+the refit's error against that truth is taken off the point estimate
+(``/bootstrap`` holds ``estimate - error``; the interval is the estimate
+minus the error's quantiles), for domain scores, overall scores and ranks.
 
 Cells without responses (an LLM that did not run a domain) are *predicted*:
 MTL puts them at their centre (the model's prediction from the LLM's other
@@ -28,6 +19,14 @@ domains) and its error replicates give them the spread of a deviation
 mean 0 and draws from the population ``N(0, 1)``.  Domain standardisation
 uses the LLMs with responses only.  Measured coverage: ``docs/results.md``
 ("Intervals").
+
+Methods
+-------
+``mtl``       the spectral representation-MTL estimator (METHOD.md §4), default
+``stl``       single-domain IRT, each domain alone (items by MML, traits by MAP)
+``pooled``    one unidimensional 2PL over all items
+``accuracy``  proportion correct per domain, macro average as overall
+``bayes``     the Bayesian twin in PyMC (METHOD.md §5), see :mod:`mtlirt.bayes`
 """
 
 from __future__ import annotations

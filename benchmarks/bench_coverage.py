@@ -1,0 +1,149 @@
+"""Coverage of the bootstrap intervals of MTL (and STL) against a known truth.
+
+For each scenario and seed, one leaderboard from
+``simulate(N, preset="mmlu", scale=scale, scenario=scenario, similarity=h, seed=seed)``
+is fitted by ``mtlirt.fitting.fit(method, bootstrap=B)`` and its 90%
+intervals are compared with the truth, standardised over the LLMs (every
+domain score and the first overall trait; the estimates' scales are already
+standardised over the LLMs, and their signs agree with the truth's by
+construction: positive discriminations, loadings summing positive).
+
+Columns
+-------
+``cov_domain``, ``width_domain``
+    Share of (LLM, domain) cells whose true score lies in the interval of
+    ``Estimate.domain_scores``; mean width.
+``cov_small``
+    The same over the smallest third of the domains (by items).
+``cov_predicted``, ``n_predicted``
+    Over the cells without responses (``predicted``), and their number.
+``cov_overall``, ``width_overall``
+    Share of LLMs whose true overall score lies in the interval of
+    ``Estimate.overall_scores``; mean width.
+``cov_rank``
+    Share of LLMs whose true rank (by the true overall score) lies in
+    ``[rank_lower, rank_upper]``.
+``cov_overall_q1``, ``cov_overall_lump``, ``bias_overall_q1``
+    Overall coverage among the lowest fifth of the LLMs by true overall
+    score and among the LLMs of the near-chance lump (``simulate``'s
+    ``chance_cluster``; NaN when there is none), and the mean error of the
+    overall score in the lowest fifth.
+``rmse_domain``
+    Mean over domains of the RMSE of the domain scores, estimate and truth
+    both standardised per domain (``bench_core._rmse``).
+``rmse_overall``
+    RMSE of the overall score against the standardised truth.
+``seconds``
+    Wall time of the fit and its bootstrap.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_coverage.py [--scenarios realistic,ideal] [--seeds 0]
+        [--n 1000] [--scale 0.1] [--similarity 0.1] [--bootstrap 100] [--methods mtl,stl]
+        [--n-jobs 2] [--out runs.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import _rmse  # RMSE after standardising estimate and truth per domain
+
+from mtlirt.data import Responses
+from mtlirt.fitting import ConvergenceWarning, fit
+from mtlirt.simulate import simulate
+
+
+def _std(x):
+    return (x - x.mean(0)) / x.std(0)
+
+
+def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, interval=0.9):
+    sim = simulate(n, preset="mmlu", scale=scale, scenario=scenario, similarity=similarity, seed=seed)
+    resp = Responses.from_frame(sim.responses)
+    truth = _std(sim.domain_scores.to_numpy())
+    eta = _std(sim.overall["score"].to_numpy())
+    true_rank = pd.Series(-eta).rank(method="first").to_numpy()
+    sizes = np.array(list(sim.settings["domain_sizes"].values()))
+    small = sizes <= np.quantile(sizes, 1 / 3)
+    q1 = eta <= np.quantile(eta, 0.2)
+    lump = sim.llms["chance_cluster"].to_numpy()
+    rows = []
+    for method in methods:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            est = fit(resp, method, bootstrap=bootstrap, seed=seed, n_jobs=n_jobs)
+        secs = time.perf_counter() - t0
+        ds = est.domain_scores(interval)
+        shape = truth.shape
+        lo, hi, score = (ds[c].to_numpy().reshape(shape) for c in ("lower", "upper", "score"))
+        pred = ds["predicted"].to_numpy().reshape(shape)
+        inside = (truth >= lo) & (truth <= hi)
+        ov = est.overall_scores(interval).set_index("llm").loc[sim.llm_names]
+        ov_in = (eta >= ov["lower"].to_numpy()) & (eta <= ov["upper"].to_numpy())
+        rank_in = (true_rank >= ov["rank_lower"].to_numpy()) & (true_rank <= ov["rank_upper"].to_numpy())
+        rows.append({
+            "scenario": scenario, "seed": seed, "method": method,
+            "cov_domain": inside.mean(), "cov_small": inside[:, small].mean(),
+            "cov_predicted": inside[pred].mean() if pred.any() else np.nan, "n_predicted": int(pred.sum()),
+            "width_domain": (hi - lo).mean(),
+            "cov_overall": ov_in.mean(), "width_overall": (ov["upper"] - ov["lower"]).mean(),
+            "cov_rank": rank_in.mean(),
+            "cov_overall_q1": ov_in[q1].mean(),
+            "cov_overall_lump": ov_in[lump].mean() if lump.any() else np.nan,
+            "bias_overall_q1": float((ov["score"].to_numpy() - eta)[q1].mean()),
+            "rmse_domain": _rmse(score, sim.domain_scores.to_numpy()).mean(),
+            "rmse_overall": float(np.sqrt(((ov["score"].to_numpy() - eta) ** 2).mean())),
+            "C": est.info.get("C"), "rank_sel": est.info.get("rank"),
+            "converged": not caught, "seconds": secs,
+        })
+        print(pd.DataFrame(rows[-1:]).to_string(index=False, float_format=lambda v: f"{v:.3f}"), flush=True)
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--scenarios", default="realistic,ideal")
+    p.add_argument("--seeds", default="0")
+    p.add_argument("--n", type=int, default=1000)
+    p.add_argument("--scale", type=float, default=0.1)
+    p.add_argument("--similarity", type=float, default=0.1)
+    p.add_argument("--bootstrap", type=int, default=100)
+    p.add_argument("--methods", default="mtl,stl")
+    p.add_argument("--n-jobs", type=int, default=2)
+    p.add_argument("--out", default=None, help="also write the rows to this CSV")
+    args = p.parse_args(argv)
+    rows = []
+    for scenario in args.scenarios.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            rows += run(scenario, seed, n=args.n, scale=args.scale, similarity=args.similarity,
+                        bootstrap=args.bootstrap, methods=args.methods.split(","), n_jobs=args.n_jobs)
+    table = pd.DataFrame(rows)
+    if args.out:
+        table.to_csv(args.out, index=False)
+    cols = ["scenario", "seed", "method", "cov_domain", "cov_small", "cov_predicted", "width_domain",
+            "cov_overall", "width_overall", "cov_rank", "cov_overall_q1", "cov_overall_lump", "rmse_domain", "rmse_overall", "C", "converged", "seconds"]
+    print()
+    print(_markdown(table[cols]))
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    def cell(v):
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + " --- |" * df.shape[1]]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
