@@ -346,7 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guessing", type=_share, default=None, metavar="C",
                    help="fixed guessing floor of every item for the frequentist methods (e.g. 0.25 for four options)")
     p.add_argument("--bootstrap", type=int, default=0, metavar="B",
-                   help="parametric bootstrap replicates for intervals of point estimates (default 0: none)")
+                   help="bootstrap replicates for intervals of point estimates (mtl: intervals of the "
+                   "estimation error; default 0: none)")
     p.add_argument("--jobs", type=int, default=None, help="worker processes for the bootstrap (default: all cores)")
     p.add_argument("--interval", type=float, default=0.9, help="probability of the reported intervals (default 0.9)")
     p.add_argument("--heldout", type=_share, default=0.0, metavar="SHARE",
