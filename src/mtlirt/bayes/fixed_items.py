@@ -713,7 +713,8 @@ def resolve_item_values(arr: ResponseArrays, spec: ModelSpec, item_values: dict 
             a_k = out["a"][s]
             if a_k.size and np.ptp(a_k) > 1e-8 * max(1.0, float(np.abs(a_k).max())):
                 raise InputError(f"item_values: a 1PL spec needs one discrimination per domain; domain "
-                                 f"{arr.domains[k]!r} has {a_k.min():.3g}-{a_k.max():.3g} (calibrate with item model 1pl)")
+                                 f"{arr.domains[k]!r} has {a_k.min():.3g}-{a_k.max():.3g} "
+                                 "(calibrate with item model 1pl)")
     if np.any((c < 0) | (c >= 1)):
         raise InputError("item_values: key 'c' must lie in [0, 1)")
     out["c"] = c
