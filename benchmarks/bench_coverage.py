@@ -40,7 +40,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_coverage.py [--scenarios realistic,ideal] [--seeds 0]
         [--n 1000] [--scale 0.1] [--similarity 0.1] [--bootstrap 100] [--methods mtl,stl]
-        [--n-jobs 2] [--out runs.csv]
+        [--n-jobs 2] [--guessing C] [--out runs.csv]
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _std(x):
     return (x - x.mean(0)) / x.std(0)
 
 
-def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, interval=0.9):
+def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, guessing=None, interval=0.9):
     sim = simulate(n, preset="mmlu", scale=scale, scenario=scenario, similarity=similarity, seed=seed)
     resp = Responses.from_frame(sim.responses)
     truth = _std(sim.domain_scores.to_numpy())
@@ -81,7 +81,7 @@ def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, int
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            est = fit(resp, method, bootstrap=bootstrap, seed=seed, n_jobs=n_jobs)
+            est = fit(resp, method, bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, guessing=guessing)
         secs = time.perf_counter() - t0
         ds = est.domain_scores(interval)
         shape = truth.shape
@@ -120,13 +120,15 @@ def main(argv=None):
     p.add_argument("--bootstrap", type=int, default=100)
     p.add_argument("--methods", default="mtl,stl")
     p.add_argument("--n-jobs", type=int, default=2)
+    p.add_argument("--guessing", type=float, default=None, help="fixed guessing of the fits (default none)")
     p.add_argument("--out", default=None, help="also write the rows to this CSV")
     args = p.parse_args(argv)
     rows = []
     for scenario in args.scenarios.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             rows += run(scenario, seed, n=args.n, scale=args.scale, similarity=args.similarity,
-                        bootstrap=args.bootstrap, methods=args.methods.split(","), n_jobs=args.n_jobs)
+                        bootstrap=args.bootstrap, methods=args.methods.split(","), n_jobs=args.n_jobs,
+                        guessing=args.guessing)
     table = pd.DataFrame(rows)
     if args.out:
         table.to_csv(args.out, index=False)
