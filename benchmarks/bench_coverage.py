@@ -133,7 +133,8 @@ def main(argv=None):
     if args.out:
         table.to_csv(args.out, index=False)
     cols = ["scenario", "seed", "method", "cov_domain", "cov_small", "cov_predicted", "width_domain",
-            "cov_overall", "width_overall", "cov_rank", "cov_overall_q1", "cov_overall_lump", "rmse_domain", "rmse_overall", "C", "converged", "seconds"]
+            "cov_overall", "width_overall", "cov_rank", "cov_overall_q1", "cov_overall_lump", "rmse_domain",
+            "rmse_overall", "C", "converged", "seconds"]
     print()
     print(_markdown(table[cols]))
 

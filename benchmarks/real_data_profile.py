@@ -102,7 +102,7 @@ def profile(name: str, path: Path) -> dict:
     # -- split-half reliabilities and disattenuated correlations of logit accuracies
     rel = {}
     lg = {}
-    for d, c in cols.items():
+    for c in cols.values():
         odd, even = c[::2], c[1::2]
         no, ne = np.isfinite(y[:, odd]).sum(1), np.isfinite(y[:, even]).sum(1)
         ok = (no > 0) & (ne > 0) & full
@@ -142,7 +142,7 @@ def profile(name: str, path: Path) -> dict:
     # -- flawed items
     neg = ceil = n_items = 0
     top = ov >= np.quantile(ov, 0.9)
-    for d, c in cols.items():
+    for c in cols.values():
         yd = y[full][:, c]
         tot = np.nansum(yd, 1)
         cnt = np.isfinite(yd).sum(1)

@@ -6,7 +6,6 @@ import pytest
 
 from mtlirt.cli import main
 from mtlirt.data import Responses
-from mtlirt.estimate import Estimate
 from mtlirt.fitting import fit
 from mtlirt.heldout import heldout_loglik
 from mtlirt.output import read_fit, write_fit

@@ -33,7 +33,7 @@ Three worlds:
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -23,7 +23,7 @@ def _int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError("domain sizes must be positive integers")
     return values
@@ -40,7 +40,7 @@ def _range(text: str) -> tuple[float, float]:
     try:
         lo, hi = (float(v) for v in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected LO,HI, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected LO,HI, got {text!r}") from None
     return lo, hi
 
 

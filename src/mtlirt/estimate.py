@@ -120,7 +120,7 @@ class Estimate:
         bootstrap: dict | None = None,
         extra: dict | None = None,
         n_responses=None,
-    ) -> "Estimate":
+    ) -> Estimate:
         """Wrap a point estimate (one chain, one draw) and optional bootstrap replicates.
 
         Parameters
@@ -198,7 +198,7 @@ class Estimate:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "Estimate":
+    def load(cls, path: str | Path) -> Estimate:
         """Read an estimate written by :meth:`save` (or an ArviZ posterior with the same variables)."""
         tree = xr.open_datatree(path, engine="h5netcdf").load()
         tree.close()
@@ -356,7 +356,8 @@ class Estimate:
         ia, ib = np.triu_indices(k, 1)
         names = self.domains.values
         return pd.DataFrame(
-            {"domain_a": names[ia], "domain_b": names[ib], "estimate": est[ia, ib], "lower": lo[ia, ib], "upper": hi[ia, ib]}
+            {"domain_a": names[ia], "domain_b": names[ib], "estimate": est[ia, ib],
+             "lower": lo[ia, ib], "upper": hi[ia, ib]}
         )
 
     def prob_top(self, k: int = 10) -> pd.Series:

@@ -434,7 +434,6 @@ def _mtl_init(responses, *, model, guessing, seed):
 def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts", init=None, **options) -> Estimate:
     """The Bayesian fit, initialised (and, with ``items="fixed"``, calibrated) by MTL."""
     from .bayes import diagnostics, fit_bayes
-
     from .bayes.spec import load_spec
 
     options = {k: v for k, v in options.items() if v is not None}
