@@ -101,12 +101,7 @@ def cmd_simulate(args) -> int:
         block_missing=args.block_missing,
         seed=args.seed,
     )
-    sim.write(args.out)
-    print(f"wrote {len(sim.responses):,} responses of {args.n_llms:,} LLMs to {args.out}")
-    if args.truth:
-        sim.write_truth(args.truth)
-        print(f"wrote the truth to {args.truth}")
-    return 0
+    return _write_simulation(sim, args)
 
 
 def _simulate_paper(args) -> int:
@@ -121,6 +116,11 @@ def _simulate_paper(args) -> int:
     if given:
         raise InputError(f"--preset paper fixes the design: {', '.join(given)} do not apply")
     sim = simulate_paper(args.similarity, n_llms=100 if args.n_llms is None else args.n_llms, seed=args.seed)
+    return _write_simulation(sim, args)
+
+
+def _write_simulation(sim, args) -> int:
+    """Write a simulation's table (and, with ``--truth``, its truth) where the CLI was told."""
     sim.write(args.out)
     print(f"wrote {len(sim.responses):,} responses of {sim.domain_scores.shape[0]:,} LLMs to {args.out}")
     if args.truth:
