@@ -44,8 +44,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from mtlirt import irt, mtl
-from mtlirt.baselines import fit_accuracy, fit_pooled
+from mtlirt.estimators import irt, mtl
+from mtlirt.estimators.baselines import fit_accuracy, fit_pooled
 from mtlirt.simulate import simulate
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -113,8 +113,8 @@ def hwm():
             return int(line.split()[1]) / 2**20
     return float("nan")
 t0 = time.perf_counter()
-from mtlirt.data import Responses
-from mtlirt.mtl import fit_mtl
+from mtlirt.io.responses import Responses
+from mtlirt.estimators.mtl import fit_mtl
 r = Responses.read(sys.argv[1])
 t1 = time.perf_counter()
 peak_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -142,7 +142,7 @@ sizes = json.loads(sys.argv[2])
 sl, s = [], 0
 for n in sizes:
     sl.append(slice(s, s + n)); s += n
-from mtlirt.mtl import fit_mtl
+from mtlirt.estimators.mtl import fit_mtl
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 hwm_base = hwm()
 t0 = time.perf_counter()
@@ -181,7 +181,7 @@ def _logloss(correct, rows, cols, fit, item_domain):
 
 
 def real_section():
-    from mtlirt.data import Responses
+    from mtlirt.io.responses import Responses
 
     sets = {
         "mmlu_pro/domain": (SHARED / "mmlu_pro/responses.csv.gz", {"ignore_columns": ["subject"]}),

@@ -57,8 +57,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import _rmse  # RMSE after standardising estimate and truth per domain
 
-from mtlirt.data import Responses
 from mtlirt.fitting import ConvergenceWarning, fit
+from mtlirt.io.responses import Responses
 from mtlirt.simulate import simulate
 
 

@@ -6,7 +6,7 @@ Each replication ``r`` at heterogeneity ``h`` is
 ``h`` as in the paper).  Every method is fitted by ``mtlirt.fitting.fit``:
 
 ``paper``, ``paper-global``, ``paper-local``
-    ``fit(data, "mtl", variant=...)`` (:mod:`mtlirt.paper`; ``paper`` tunes
+    ``fit(data, "mtl", variant=...)`` (:mod:`mtlirt.estimators.paper`; ``paper`` tunes
     C by its 5-fold cross-validation over the paper's 14-value grid);
 ``mtl``
     ``fit(data, "mtl")``, the package's default MTL at the commit run;
@@ -63,9 +63,9 @@ def _sine(x, y) -> float:
 
 def one(h: float, rep: int, seed: int, methods) -> list[dict]:
     """Simulate replication ``rep`` at ``h`` and score every method on it."""
-    from mtlirt.data import Responses
+    from mtlirt.estimators.paper import sine_centre
     from mtlirt.fitting import fit
-    from mtlirt.paper import sine_centre
+    from mtlirt.io.responses import Responses
     from mtlirt.simulate import simulate_paper
 
     sim = simulate_paper(h, seed=seed + rep)
@@ -100,7 +100,7 @@ def optimizers(h: float, seed: int, Cs) -> None:
     """Fast optimiser against the paper's projected Adam (its settings) and a long
     Adam (no early stop, 4,000 steps, learning rate halved every 200 or every
     1,000 steps; the better of the two), on one dataset of the paper's design."""
-    from mtlirt import paper
+    from mtlirt.estimators import paper
     from mtlirt.simulate import simulate_paper
 
     sim = simulate_paper(h, seed=seed)

@@ -47,11 +47,11 @@ import pandas as pd
 from scipy.special import expit
 from scipy.stats import spearmanr
 
-from mtlirt.data import Responses
+from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.fitting import fit
-from mtlirt.heldout import heldout_loglik
+from mtlirt.io.responses import Responses
+from mtlirt.io.validate import DataWarning
 from mtlirt.simulate import simulate
-from mtlirt.validate import DataWarning
 
 METHODS = ("mtl", "stl", "pooled", "accuracy")
 
@@ -102,8 +102,8 @@ def _items_given_traits(Y, obs, theta, a, d, idom, priors, n_newton=8):
 
 def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=3):
     """Held-out log-likelihood of the prox path with STL items vs items recalibrated given the shrunk traits."""
-    from mtlirt import irt, mtl
-    from mtlirt.baselines import fit_pooled
+    from mtlirt.estimators import irt, mtl
+    from mtlirt.estimators.baselines import fit_pooled
 
     train, _ = data.holdout(0.2, seed=seed)
     Y, O, sl = train.correct.astype(np.int8), train.observed, train.domain_slices

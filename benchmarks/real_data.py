@@ -17,10 +17,10 @@ import time
 import warnings
 from pathlib import Path
 
-from mtlirt.data import Responses
+from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.fitting import fit
-from mtlirt.heldout import heldout_loglik
-from mtlirt.validate import DataWarning
+from mtlirt.io.responses import Responses
+from mtlirt.io.validate import DataWarning
 
 SETS = {
     "MMLU-Pro, 14 categories": ("mmlu_pro/responses.csv.gz", dict(ignore_columns=["subject"])),

@@ -90,8 +90,8 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import _rmse  # RMSE after standardising estimate and truth per domain
 
-from mtlirt.data import Responses
 from mtlirt.fitting import fit
+from mtlirt.io.responses import Responses
 from mtlirt.simulate import simulate
 
 REDUCED = {"n": [500], "scale": [0.1], "rank": [1, 2], "h": [0.1, 0.4], "eps": [0.0, 0.2], "seeds": [0, 1]}

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from mtlirt import irt
-from mtlirt.baselines import fit_accuracy, fit_pooled
+from mtlirt.estimators import irt
+from mtlirt.estimators.baselines import fit_accuracy, fit_pooled
 from mtlirt.simulate import simulate
 
 

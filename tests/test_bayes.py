@@ -26,7 +26,7 @@ from mtlirt.bayes import (
     load_spec,
     posterior_predictive_checks,
 )
-from mtlirt.bayes._mcmc_stats import ess_bulk, ess_tail, rhat_rank
+from mtlirt.mcmc_stats import ess_bulk, ess_tail, rhat_rank
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import _cell_loglik, pointwise_loglik
 from mtlirt.bayes.fixed_items import hermite_np, hermite_pt
@@ -662,7 +662,7 @@ def test_loo_and_compare(data, monkeypatch):
 
 
 def test_accepts_lead_responses(data):
-    from mtlirt.data import Responses
+    from mtlirt.io.responses import Responses
 
     arr, _ = data
     r = Responses(arr.correct, arr.observed, arr.llms, arr.items, arr.domains, arr.item_domain)

@@ -14,10 +14,10 @@ import pytest
 
 from mtlirt.bayes.fixed_items import resolve_item_values
 from mtlirt.bayes.spec import load_spec
-from mtlirt.data import Responses
 from mtlirt.errors import InputError
+from mtlirt.estimators.irt import fit_stl
 from mtlirt.fitting import _mtl_init, _spec_item_model, fit
-from mtlirt.irt import fit_stl
+from mtlirt.io.responses import Responses
 from mtlirt.simulate import simulate
 
 

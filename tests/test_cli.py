@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from mtlirt.cli import build_parser, main
-from mtlirt.data import Responses
+from mtlirt.io.responses import Responses
 
 
 def test_every_command_has_help(capsys):

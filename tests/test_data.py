@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from mtlirt.cli import main
-from mtlirt.data import Responses
 from mtlirt.errors import InputError
-from mtlirt.validate import DataWarning
+from mtlirt.io.responses import Responses
+from mtlirt.io.validate import DataWarning
 
 
 def table():

@@ -74,15 +74,15 @@ def test_api_page_renders_docstrings(site):
     out, _ = site
     html = _page(out, "api")
     for anchor in (
-        "mtlirt.data.Responses",
-        "mtlirt.data.Responses.read",
+        "mtlirt.io.responses.Responses",
+        "mtlirt.io.responses.Responses.read",
         "mtlirt.estimate.Estimate",
         "mtlirt.estimate.Estimate.domain_scores",
         "mtlirt.simulate.simulate",
-        "mtlirt.importers.from_lm_eval",
-        "mtlirt.io.read_table",
-        "mtlirt.validate.check_columns",
-        "mtlirt.output.write_fit",
+        "mtlirt.io.importers.from_lm_eval",
+        "mtlirt.io.tables.read_table",
+        "mtlirt.io.validate.check_columns",
+        "mtlirt.io.fitdir.write_fit",
         "mtlirt.errors.InputError",
     ):
         assert f'id="{anchor}"' in html, f"{anchor} is not documented"

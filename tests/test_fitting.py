@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 
 from mtlirt.cli import main
-from mtlirt.data import Responses
+from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.fitting import fit
-from mtlirt.heldout import heldout_loglik
-from mtlirt.output import read_fit, write_fit
+from mtlirt.io.fitdir import read_fit, write_fit
+from mtlirt.io.responses import Responses
 from mtlirt.simulate import simulate
 
 
@@ -118,7 +118,8 @@ def test_cli_fit_writes_folder_and_bad_input_writes_nothing(tmp_path, sim, capsy
 def test_cli_convergence_advice_fits_the_method(tmp_path, sim, capsys, monkeypatch):
     """A frequentist fit whose item calibration stops at its sweep limit is flagged with
     advice for item calibration, not the sampler's --draws/--tune."""
-    from mtlirt import fitting, irt
+    from mtlirt import fitting
+    from mtlirt.estimators import irt
 
     real = irt.fit_stl
     monkeypatch.setattr(irt, "fit_stl", lambda *a, **k: real(*a, **{**k, "max_iter": 2}))

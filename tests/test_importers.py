@@ -22,9 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from mtlirt.cli import main
-from mtlirt.data import Responses
 from mtlirt.errors import InputError
-from mtlirt.importers import (
+from mtlirt.io.importers import (
     CONVERT_KINDS,
     IMPORTERS,
     convert,
@@ -36,7 +35,8 @@ from mtlirt.importers import (
     from_open_llm_leaderboard_v2,
     from_wide,
 )
-from mtlirt.validate import DataWarning
+from mtlirt.io.responses import Responses
+from mtlirt.io.validate import DataWarning
 
 DATE = "2024-05-13T12-30-45.123456"
 DATE2 = "2024-06-01T08-00-00.000001"
@@ -902,7 +902,7 @@ def test_inspect_latest_log_of_a_model_and_task_wins(tmp_path):
 def test_registry_options_are_the_converters_keywords():
     import inspect as pyinspect
 
-    from mtlirt.importers import OPTIONS
+    from mtlirt.io.importers import OPTIONS
 
     for imp in IMPORTERS.values():
         params = pyinspect.signature(imp.function).parameters

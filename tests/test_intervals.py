@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mtlirt.bootstrap import deviation_spread
-from mtlirt.data import Responses
+from mtlirt.estimators.bootstrap import deviation_spread
 from mtlirt.fitting import fit
-from mtlirt.output import write_fit
+from mtlirt.io.fitdir import write_fit
+from mtlirt.io.responses import Responses
 from mtlirt.simulate import simulate
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mtlirt import irt
+from mtlirt.estimators import irt
 from mtlirt.simulate import simulate
 
 
@@ -190,8 +190,8 @@ def test_calibration_converges_on_a_real_leaderboard(shared_data):
     their discrimination bound used to make the EM cycle until its sweep limit."""
     import warnings
 
-    from mtlirt.data import Responses
-    from mtlirt.validate import DataWarning
+    from mtlirt.io.responses import Responses
+    from mtlirt.io.validate import DataWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)

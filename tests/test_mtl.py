@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from mtlirt import irt, mtl
-from mtlirt.baselines import fit_pooled
+from mtlirt.estimators import irt, mtl
+from mtlirt.estimators.baselines import fit_pooled
 from mtlirt.simulate import simulate
 
 

@@ -1,14 +1,14 @@
-"""The seed paper's estimator (mtlirt.paper), its baselines and its simulation design."""
+"""The seed paper's estimator (mtlirt.estimators.paper), its baselines and its simulation design."""
 
 import math
 
 import numpy as np
 import pytest
 
-from mtlirt import paper
-from mtlirt.data import Responses
 from mtlirt.errors import InputError
+from mtlirt.estimators import paper
 from mtlirt.fitting import fit
+from mtlirt.io.responses import Responses
 from mtlirt.simulate import PAPER_DOMAIN_SIZES, simulate_paper
 
 SIZES = (12, 16, 20)

@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from mtlirt.compare import compare, fit_summary, heldout_loglik, load_fits
-from mtlirt.data import Responses
 from mtlirt.errors import InputError
 from mtlirt.estimate import INFO_ATTR, Estimate
-from mtlirt.report import render_report, write_report
+from mtlirt.io.responses import Responses
+from mtlirt.report.compare import compare, fit_summary, heldout_loglik, load_fits
+from mtlirt.report.html import render_report, write_report
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # Debian's package (make test installs it as root)
 

@@ -1,15 +1,59 @@
 """mtlirt: multi-domain IRT for LLM leaderboards.
 
 The main entry points: :class:`Responses` (the data), :func:`fit` (every
-estimator), :class:`Estimate` (every result), :func:`simulate`.
+estimator), :class:`Estimate` (every result), :func:`simulate`,
+:func:`read_fit` / :func:`write_fit` (fit folders), :func:`compare`,
+:func:`write_report` and :mod:`plots` (one figure per function),
+:mod:`importers` (harness and leaderboard exports), :mod:`bayes` (the PyMC
+model). The folders below follow the data flow: ``io/`` (tables, checks,
+``Responses``, fit folders, importers), ``estimators/`` (MTL and the
+frequentist baselines), ``bayes/``, ``report/`` (plots, HTML, comparison).
 """
 
 __version__ = "0.1.0"
 
-from .data import Responses
+from .errors import InputError
 from .estimate import Estimate
-from .fitting import fit
-from .output import read_fit, write_fit
+from .estimators.heldout import heldout_loglik
+from .fitting import ConvergenceWarning, fit
+from .io import importers
+from .io.fitdir import read_fit, write_fit
+from .io.responses import Responses
+from .io.validate import DataWarning
+from .report.compare import compare
 from .simulate import simulate
 
-__all__ = ["Estimate", "Responses", "fit", "read_fit", "simulate", "write_fit", "__version__"]
+# matplotlib and PyMC load on first use, so that `import mtlirt` and the CLI start fast
+_LAZY = {"plots": "mtlirt.report.plots", "bayes": "mtlirt.bayes"}
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _LAZY:
+        return importlib.import_module(_LAZY[name])
+    if name == "write_report":
+        from .report.html import write_report
+
+        return write_report
+    raise AttributeError(f"module 'mtlirt' has no attribute {name!r}")
+
+
+__all__ = [
+    "ConvergenceWarning",
+    "DataWarning",
+    "Estimate",
+    "InputError",
+    "Responses",
+    "__version__",
+    "bayes",
+    "compare",
+    "fit",
+    "heldout_loglik",
+    "importers",
+    "plots",
+    "read_fit",
+    "simulate",
+    "write_fit",
+    "write_report",
+]

@@ -54,7 +54,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 
 
 def _read(args):
-    from .data import Responses
+    from .io.responses import Responses
 
     if getattr(args, "data", None) is None:
         raise InputError("no data file given")
@@ -130,8 +130,8 @@ def _write_simulation(sim, args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from .importers import convert_args
-    from .io import write_table
+    from .io.importers import convert_args
+    from .io.tables import write_table
 
     df = convert_args(args)
     if len(df) == 0:
@@ -143,9 +143,9 @@ def cmd_convert(args) -> int:
 
 
 def cmd_fit(args) -> int:
+    from .estimators.heldout import heldout_loglik
     from .fitting import ConvergenceWarning, fit
-    from .heldout import heldout_loglik
-    from .output import write_fit
+    from .io.fitdir import write_fit
 
     if not 0 < args.interval < 1:
         raise InputError(f"--interval must be in (0, 1), got {args.interval}")
@@ -211,7 +211,7 @@ def _check_fit_dirs(dirs) -> None:
 
 
 def cmd_report(args) -> int:
-    from .report import write_report
+    from .report.html import write_report
 
     _check_fit_dirs(args.fits)
     responses = _read(args) if args.data else None
@@ -224,7 +224,7 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     import pandas as pd
 
-    from .compare import compare
+    from .report.compare import compare
 
     if len(args.fits) < 2:
         raise InputError("compare needs two or more fit folders")
@@ -252,15 +252,7 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mtlirt",
-        description="Measure LLMs from item-level leaderboard results: domain and overall scores "
-        "with intervals, by multi-domain IRT (representation MTL and a Bayesian twin in PyMC).",
-    )
-    parser.add_argument("--version", action="version", version=f"mtlirt {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def _add_validate(sub) -> None:
     p = sub.add_parser("validate", help="check a results table and print its summary",
                        description="Check a long results table (llm, item, domain, correct; CSV, "
                        "gzip CSV or Parquet) and print a summary, or the first error found.")
@@ -268,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     _data_options(p)
     p.set_defaults(func=cmd_validate)
 
+
+
+def _add_simulate(sub) -> None:
     p = sub.add_parser("simulate", help="simulate a leaderboard with known truth",
                        description="Simulate item-level results from the multi-domain IRT model "
                        "(METHOD.md §2-3) and write them as a long table, with the truth on request.")
@@ -316,7 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the true scores, items and settings to this folder")
     p.set_defaults(func=cmd_simulate)
 
-    from .importers import IMPORTERS, add_convert_arguments
+
+
+def _add_convert(sub) -> None:
+    from .io.importers import IMPORTERS, add_convert_arguments
 
     kinds = "; ".join(f"{imp.name} = {imp.summary}" for imp in IMPORTERS.values())
     p = sub.add_parser("convert", help="convert harness or leaderboard exports into a long table",
@@ -325,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_convert_arguments(p)
     p.set_defaults(func=cmd_convert)
 
+
+
+def _add_fit(sub) -> None:
     p = sub.add_parser("fit", help="fit a model and write scores with intervals",
                        description="Fit a model to a results table and write a fit folder: domain_scores.csv, "
                        "overall.csv, items.csv, domain_correlation.csv, fit.json and posterior.nc. The folder "
@@ -374,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
     _data_options(p)
     p.set_defaults(func=cmd_fit)
 
+
+
+def _add_report(sub) -> None:
     p = sub.add_parser("report", help="write a self-contained HTML report of one or several fits",
                        description="Write one self-contained HTML file (figures embedded): data summary, "
                        "leaderboard with intervals and rank intervals, domain difficulty and size, correlation "
@@ -389,6 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     _data_options(p)
     p.set_defaults(func=cmd_report)
 
+
+
+def _add_compare(sub) -> None:
     p = sub.add_parser("compare", help="print the agreement of two or more fits",
                        description="Print the comparison table of fits: correlation of overall and domain "
                        "scores, rank agreement and top-10 overlap, mean interval widths, held-out log-likelihood.")
@@ -396,6 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=0.9, help="probability of the intervals compared (default 0.9)")
     p.set_defaults(func=cmd_compare)
 
+
+
+def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="simulate an MMLU-shaped leaderboard, fit MTL and Bayes, write a report",
                        description="The main job on built-in data: simulate a leaderboard of 600 LLMs on MMLU's 57 "
                        "subjects (sizes x 0.25), fit the MTL estimator with a bootstrap and the Bayesian model "
@@ -409,6 +419,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-bayes", action="store_true", help="skip the Bayesian fit")
     p.set_defaults(func=cmd_demo)
 
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mtlirt",
+        description="Measure LLMs from item-level leaderboard results: domain and overall scores "
+        "with intervals, by multi-domain IRT (representation MTL and a Bayesian twin in PyMC).",
+    )
+    parser.add_argument("--version", action="version", version=f"mtlirt {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_validate(sub)
+    _add_simulate(sub)
+    _add_convert(sub)
+    _add_fit(sub)
+    _add_report(sub)
+    _add_compare(sub)
+    _add_demo(sub)
     return parser
 
 

@@ -6,9 +6,9 @@ import time
 import warnings
 from pathlib import Path
 
-from .data import Responses
 from .fitting import fit
-from .output import write_fit
+from .io.fitdir import write_fit
+from .io.responses import Responses
 from .progress import enabled as progress_enabled
 from .progress import stage
 from .simulate import simulate
@@ -45,7 +45,7 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
     dict
         Paths, the headline lines and timings.
     """
-    from .report import write_report
+    from .report.html import write_report
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -8,18 +8,11 @@ and one draw.  Parametric-bootstrap replicates of a point estimate sit in
 their uncertainty from the posterior when it has more than one draw, else
 from the bootstrap, else report none (``sd`` and interval bounds NaN).
 
-Variables (names and dims are the contract every plot and report reads):
-
-- ``theta`` (chain, draw, llm, domain): domain scores
-- ``overall`` (chain, draw, llm): overall score
-- ``eta`` (chain, draw, llm, factor): shared traits
-- ``loadings`` (chain, draw, domain, factor)
-- ``discrimination``, ``intercept``, ``guessing`` (chain, draw, item)
-- ``domain_corr`` (chain, draw, domain_a, domain_b)
-- ``expected_accuracy`` (chain, draw, llm)
-
-Coordinates: ``llm``, ``domain``, ``item`` (names), ``factor`` (0..r-1),
-``domain_a``/``domain_b`` (domain names) and ``item_domain`` on ``item``.
+Variables and their dims are the result contract every plot and report
+reads, declared once in :mod:`mtlirt.schema`: ``theta`` (llm, domain),
+``overall`` (llm), ``eta`` (llm, factor), ``loadings`` (domain, factor),
+``discrimination``, ``intercept``, ``guessing`` (item), ``domain_corr``
+(domain_a, domain_b), ``expected_accuracy`` (llm), each after ``chain, draw``.
 
 A ``/cells`` group, when present, holds ``n_responses`` (llm, domain): the
 number of observed responses of each LLM in each domain; a cell with none is
@@ -35,10 +28,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy.special import expit
 
-from .correlation import column_corr
+from . import schema
+from .estimators.correlation import column_corr
+from .schema import SAMPLE_DIMS
 
-SAMPLE_DIMS = ("chain", "draw")
 INFO_ATTR = "mtlirt_info"
 
 
@@ -67,7 +62,7 @@ def expected_accuracy(theta: np.ndarray, a, d, c, item_domain: np.ndarray, chunk
     out = np.empty(theta.shape[0])
     for s in range(0, theta.shape[0], chunk):
         t = theta[s : s + chunk][:, item_domain]
-        p = c + (1 - c) / (1 + np.exp(-(t * a + d)))
+        p = c + (1 - c) * expit(t * a + d)
         out[s : s + chunk] = p.mean(axis=1)
     return out
 
@@ -96,6 +91,7 @@ class Estimate:
     def __init__(self, tree: xr.DataTree):
         if "posterior" not in tree.children:
             raise ValueError("an Estimate needs a /posterior group")
+        schema.check(tree["posterior"].to_dataset())
         self.tree = tree
 
     # ------------------------------------------------------------ build
@@ -427,24 +423,13 @@ def _dataset(arrays: dict, llms, domains, items, item_domain, fill_from: xr.Data
         ic = np.broadcast_to(c, lead + c.shape[-1:]).reshape(-1, c.shape[-1])
         ea = np.stack([expected_accuracy(flat[s], ia[s], idd[s], ic[s], item_domain) for s in range(flat.shape[0])])
         arrays["expected_accuracy"] = ea.reshape(lead + (theta.shape[-2],))
-    dims = {
-        "theta": ("llm", "domain"),
-        "overall": ("llm",),
-        "eta": ("llm", "factor"),
-        "loadings": ("domain", "factor"),
-        "discrimination": ("item",),
-        "intercept": ("item",),
-        "guessing": ("item",),
-        "domain_corr": ("domain_a", "domain_b"),
-        "expected_accuracy": ("llm",),
-    }
     data_vars = {}
     for name, value in arrays.items():
         if value is None:
             continue
         value = np.asarray(value, dtype=np.float64)
         value = value.reshape((1,) + value.shape)  # chain axis
-        data_vars[name] = (SAMPLE_DIMS + dims[name], value)
+        data_vars[name] = (schema.dims_of(name), value)
     coords = {
         "chain": [0],
         "draw": np.arange(lead[0]),
@@ -455,7 +440,7 @@ def _dataset(arrays: dict, llms, domains, items, item_domain, fill_from: xr.Data
         "domain_a": dom_names,
         "domain_b": dom_names,
     }
-    if any("factor" in dims[n] for n in data_vars):
+    if any("factor" in schema.VARIABLES[n].dims for n in data_vars):
         r = next(np.asarray(arrays[n]).shape[-1] for n in ("eta", "loadings") if arrays.get(n) is not None)
         coords["factor"] = np.arange(r)
     return xr.Dataset(data_vars, coords=coords)

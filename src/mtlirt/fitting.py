@@ -1,7 +1,7 @@
 """One entry point for every estimator: :func:`fit` returns an :class:`~mtlirt.estimate.Estimate`.
 
 Point estimates get intervals from a bootstrap (``bootstrap=B``), the
-estimator refit with its tuned settings fixed (:mod:`mtlirt.bootstrap`).
+estimator refit with its tuned settings fixed (:mod:`mtlirt.estimators.bootstrap`).
 For ``stl`` and ``pooled`` it is parametric (answers redrawn from the fitted
 model on the observed cells), with percentile intervals of the replicates;
 for ``accuracy`` items are resampled within domains.  For ``mtl`` the
@@ -38,15 +38,16 @@ from functools import partial
 
 import numpy as np
 
-from .bootstrap import deviation_spread, overall_spread, run_bootstrap
-from .correlation import corr_draws, corrected_corr, reliability_from_se
-from .data import Responses
 from .errors import InputError
 from .estimate import Estimate
+from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstrap
+from .estimators.correlation import corr_draws, corrected_corr, reliability_from_se
+from .io.responses import Responses
 from .progress import stage
 
 METHODS = ("mtl", "stl", "pooled", "accuracy", "bayes")
-#: Variants of ``mtl``: the package's own estimator, and the seed paper's with its baselines (:mod:`mtlirt.paper`).
+#: Variants of ``mtl``: the package's own estimator, and the seed paper's with its baselines
+#: (:mod:`mtlirt.estimators.paper`).
 MTL_VARIANTS = ("default", "paper", "paper-global", "paper-local")
 
 
@@ -55,32 +56,32 @@ class ConvergenceWarning(UserWarning):
 
 
 def _point_stl(correct, observed, slices, *, model, guessing, **_):
-    from .irt import fit_stl
+    from .estimators.irt import fit_stl
 
     return fit_stl(correct, observed, slices, model=model, guessing=guessing)
 
 
 def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default", **_):
     if variant != "default":
-        from .paper import fit_paper
+        from .estimators.paper import fit_paper
 
         if model != "2pl" or guessing is not None or rank not in (None, 1):
             raise InputError(f"the {variant} variant is the paper's rank-one 2PL without guessing: "
                              "it takes no rank, guessing or 1PL model")
         return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C, seed=seed)
-    from .mtl import fit_mtl
+    from .estimators.mtl import fit_mtl
 
     return fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
 
 
 def _point_pooled(correct, observed, slices, *, model, guessing, **_):
-    from .baselines import fit_pooled
+    from .estimators.baselines import fit_pooled
 
     return fit_pooled(correct, observed, slices, model=model, guessing=guessing)
 
 
 def _point_accuracy(correct, observed, slices, **_):
-    from .baselines import fit_accuracy
+    from .estimators.baselines import fit_accuracy
 
     return fit_accuracy(correct, observed, slices)
 
@@ -153,7 +154,7 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
 
 
 def _reliability(res, method: str) -> np.ndarray:
-    """Per-domain reliability of the correlation basis (see :mod:`mtlirt.correlation`)."""
+    """Per-domain reliability of the correlation basis (see :mod:`mtlirt.estimators.correlation`)."""
     if method == "accuracy":  # the naive baseline: plain correlations
         return np.ones(res.theta.shape[1])
     basis = getattr(res, "stl", None) or res
@@ -217,7 +218,7 @@ def fit(
         For ``method="mtl"``: ``default`` (the package's estimator), or the
         seed paper's ``paper`` (its estimator exactly, C tuned by its 5-fold
         cross-validation), ``paper-global`` or ``paper-local`` baselines
-        (:mod:`mtlirt.paper`).
+        (:mod:`mtlirt.estimators.paper`).
     **bayes_options
         For ``method="bayes"``: passed to :func:`mtlirt.bayes.fit_bayes`
         (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
@@ -385,7 +386,7 @@ def init_from(est: Estimate) -> dict:
             "c": est.point("guessing")}
     pop = est.info.get("population_scale")
     if pop is not None:
-        from .irt import to_internal
+        from .estimators.irt import to_internal
 
         init["theta"], init["a"], init["d"] = to_internal(
             init["theta"], init["a"], init["d"], np.asarray(pop["loc"]), np.asarray(pop["scale"]),
@@ -423,7 +424,7 @@ def _mtl_init(responses, *, model, guessing, seed):
     ``theta_scale``), not re-standardised by the sample spread of the shrunk
     scores: with short domains that spread is well under 1, and items scaled to
     it would be too discriminating for unit-variance traits."""
-    from .irt import to_internal
+    from .estimators.irt import to_internal
 
     res = _point_mtl(responses.correct, responses.mask, responses.domain_slices, model=model,
                      guessing=guessing, rank=None, gamma=None, seed=seed)

@@ -1,7 +1,7 @@
 """Array-level view of a leaderboard for the Bayesian model.
 
 The Bayesian code reads any object with the attributes of
-``mtlirt.data.Responses`` (duck typing): ``correct`` (int8 LLM x item, 0 where
+``mtlirt.io.responses.Responses`` (duck typing): ``correct`` (int8 LLM x item, 0 where
 unobserved), ``observed`` (bool LLM x item, or None when fully observed),
 ``domain_slices`` (list of K slices, items of a domain contiguous), ``llms``,
 ``items``, ``domains`` (names) and ``item_domain`` (int code per item).

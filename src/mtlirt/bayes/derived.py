@@ -22,13 +22,14 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from mtlirt import schema
 from mtlirt.bayes._data import ResponseArrays
 from mtlirt.bayes.model import loading_layout, standardize_eta
 from mtlirt.bayes.spec import ModelSpec
+from mtlirt.estimate import expected_accuracy
 
 __all__ = ["add_derived", "trait_draws", "item_draws", "factor_parts"]
 
-SAMPLE_DIMS = ("chain", "draw")
 
 
 def _v(post: xr.Dataset, name: str) -> np.ndarray:
@@ -190,22 +191,14 @@ def item_draws(post: xr.Dataset, spec: ModelSpec, item_domain: np.ndarray) -> di
     return {"discrimination": a, "intercept": -b, "guessing": c}
 
 
-def _sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
-def expected_accuracy_joint(theta, a, d, c, item_domain, *, max_elems: float = 3e7) -> np.ndarray:
-    """Mean over all items of P_ij for every draw (chunked over draws)."""
-    C, D, N, K = theta.shape
-    J = a.shape[-1]
+def expected_accuracy_joint(theta, a, d, c, item_domain) -> np.ndarray:
+    """Mean over all items of P_ij for every draw: the package's one expected
+    accuracy (:func:`mtlirt.estimate.expected_accuracy`) draw by draw."""
+    C, D, N, _ = theta.shape
     out = np.empty((C, D, N))
-    per = max(1, int(max_elems // max(N * J, 1)))
     for ch in range(C):
-        for sl in _chunks(D, per):
-            th = theta[ch, sl][:, :, item_domain]  # d N J
-            x = a[ch, sl][:, None, :] * th + d[ch, sl][:, None, :]
-            p = c[ch, sl][:, None, :] + (1 - c[ch, sl][:, None, :]) * _sigmoid(x)
-            out[ch, sl] = p.mean(-1)
+        for dr in range(D):
+            out[ch, dr] = expected_accuracy(theta[ch, dr], a[ch, dr], d[ch, dr], c[ch, dr], item_domain)
     return out
 
 
@@ -274,19 +267,18 @@ def add_derived(
     else:
         ea = expected_accuracy_joint(tr["theta"], it["discrimination"], it["intercept"],
                                      it["guessing"], arr.item_domain)
-    sd = SAMPLE_DIMS
     new = {
-        "theta": (sd + ("llm", "domain"), tr["theta"]),
-        "overall": (sd + ("llm",), tr["overall"]),
-        "loadings": (sd + ("domain", "factor"), tr["loadings"]),
-        "discrimination": (sd + ("item",), it["discrimination"]),
-        "intercept": (sd + ("item",), it["intercept"]),
-        "guessing": (sd + ("item",), it["guessing"]),
-        "domain_corr": (sd + ("domain_a", "domain_b"), tr["domain_corr"]),
-        "expected_accuracy": (sd + ("llm",), ea),
+        "theta": (schema.dims_of("theta"), tr["theta"]),
+        "overall": (schema.dims_of("overall"), tr["overall"]),
+        "loadings": (schema.dims_of("loadings"), tr["loadings"]),
+        "discrimination": (schema.dims_of("discrimination"), it["discrimination"]),
+        "intercept": (schema.dims_of("intercept"), it["intercept"]),
+        "guessing": (schema.dims_of("guessing"), it["guessing"]),
+        "domain_corr": (schema.dims_of("domain_corr"), tr["domain_corr"]),
+        "expected_accuracy": (schema.dims_of("expected_accuracy"), ea),
     }
     if "eta" in tr:
-        new["eta"] = (sd + ("llm", "factor"), tr["eta"])
+        new["eta"] = (schema.dims_of("eta"), tr["eta"])
     n_factor = tr["loadings"].shape[-1]
     coords = {
         "chain": post["chain"].values,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from mtlirt.bayes._mcmc_stats import summary_stats
+from mtlirt.mcmc_stats import summary_stats
 
 __all__ = [
     "diagnostics",

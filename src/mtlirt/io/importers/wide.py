@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-from ..io import LONG_COLUMNS
+from ...errors import InputError
+from ..tables import LONG_COLUMNS
 from ._common import _SHOW, _listing, _open_text, _plain, _report_aliases, _str_column
 
 _TRUE_FALSE = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}

@@ -598,7 +598,7 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     warning box when ``info["diagnostics"]["converged"]`` is False, and at
     the top of the page), rank plots for a multi-chain posterior, settings
     and timings.  With several fits, a comparison section (see
-    :func:`mtlirt.compare.compare`).
+    :func:`mtlirt.report.compare.compare`).
     """
     text = render_report(fit_dirs_or_estimates, responses, title, names=names, interval=interval, top=top,
                          full_table=full_table, dpi=dpi)

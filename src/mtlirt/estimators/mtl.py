@@ -2,7 +2,7 @@
 
 Steps (*(ours)* marks a choice the METHOD leaves open):
 
-1. **STL**: :func:`mtlirt.irt.fit_stl` in every domain (items by penalised
+1. **STL**: :func:`mtlirt.estimators.irt.fit_stl` in every domain (items by penalised
    marginal ML, traits by MAP with the ``N(0, 1)`` population prior).
 2. **Robustify**: the METHOD shrinks extreme column norms of the standardised
    STL matrix; after standardisation every column has norm ``sqrt(N)``, so the
@@ -12,7 +12,7 @@ Steps (*(ours)* marks a choice the METHOD leaves open):
    alone.
 3. **Shared subspace and rank** *(ours)*: rank one is centred on the
    *pooled* trait (one unidimensional fit of all items,
-   :func:`mtlirt.baselines.fit_pooled`); a rank ``r > 1`` starts from the top
+   :func:`mtlirt.estimators.baselines.fit_pooled`); a rank ``r > 1`` starts from the top
    ``r`` left singular vectors of the standardised STL matrix (unit-variance
    columns) and is refined (step 4).  The rank is chosen on held-out
    responses (step 6): ``r`` is kept only if its best held-out
@@ -63,7 +63,7 @@ Steps (*(ours)* marks a choice the METHOD leaves open):
 The two ends of the path are exact fits: ``C = 0`` is the STL fit and, at
 rank one, ``C = inf`` is the pooled fit (items recalibrated by marginal ML
 with one trait for all domains; traits, items and log-likelihood are
-:func:`mtlirt.baselines.fit_pooled`'s).  On leaderboards of 1-5 item domains
+:func:`mtlirt.estimators.baselines.fit_pooled`'s).  On leaderboards of 1-5 item domains
 the held-out choice is then the pooled fit, as it should be.  Between the
 ends the items stay at their STL calibration, so the held-out path can jump
 at ``C = inf`` (oll_v1 proxy: -0.345 per response at ``C = 1.6``, -0.326 at

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ...errors import InputError
 from ..validate import DataWarning
 from ._common import (
     _TS,

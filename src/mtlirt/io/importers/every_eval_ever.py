@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ...errors import InputError
 from ._common import (
     PathArg,
     _as_paths,

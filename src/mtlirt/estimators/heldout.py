@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .estimate import Estimate
+from ..estimate import Estimate
 
 
 def cell_probabilities(est: Estimate, rows: np.ndarray, cols: np.ndarray, item_domain: np.ndarray,

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-from ..io import LONG_COLUMNS
+from ...errors import InputError
+from ..tables import LONG_COLUMNS
 from ..validate import DataWarning
 
 #: How many offending values an error message lists before "and N more".

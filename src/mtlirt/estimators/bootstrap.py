@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .progress import progress_bar
+from ..progress import progress_bar
 
 Refit = Callable[[np.ndarray, "np.ndarray | None"], dict]
 

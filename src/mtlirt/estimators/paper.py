@@ -69,8 +69,8 @@ import numba
 import numpy as np
 from scipy.optimize import Bounds, minimize
 
-from .bayes._vecmath import exp_nonpos
-from .errors import InputError
+from ..bayes._vecmath import exp_nonpos
+from ..errors import InputError
 from .irt import blas_threads
 
 __all__ = ["C_GRID", "VARIANTS", "AdamSettings", "PaperFit", "fit_paper", "make_folds", "sine_centre"]

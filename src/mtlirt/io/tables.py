@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import InputError
+from ..errors import InputError
 
 #: The columns of the long table, in order.
 LONG_COLUMNS = ("llm", "item", "domain", "correct")

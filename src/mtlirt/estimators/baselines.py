@@ -2,10 +2,10 @@
 
 * :func:`fit_pooled` -- one unidimensional IRT model over all items
   (``theta_ik = eta_i`` for every domain), fitted exactly like one STL domain
-  (:func:`mtlirt.irt.fit_stl` with a single domain spanning all items).
+  (:func:`mtlirt.estimators.irt.fit_stl` with a single domain spanning all items).
 * :func:`fit_accuracy` -- per-domain proportion correct and its macro average.
 
-The single-domain baseline (STL) is :func:`mtlirt.irt.fit_stl` itself.
+The single-domain baseline (STL) is :func:`mtlirt.estimators.irt.fit_stl` itself.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, 
     guessing : float or ndarray (J,), optional
         Fixed lower asymptotes.
     max_iter, tol, priors, progress, verbose
-        As in :func:`mtlirt.irt.fit_stl`.
+        As in :func:`mtlirt.estimators.irt.fit_stl`.
 
     Returns
     -------

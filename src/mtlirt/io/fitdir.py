@@ -16,7 +16,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from .estimate import Estimate, _json_default
+from ..estimate import Estimate, _json_default
 
 FILES = ("domain_scores.csv", "overall.csv", "items.csv", "domain_correlation.csv", "fit.json", "posterior.nc")
 
@@ -93,7 +93,7 @@ def read_fit(path: str | Path) -> Estimate:
     if path.is_dir():
         path = path / "posterior.nc"
     if not path.exists():
-        from .errors import InputError
+        from ..errors import InputError
 
         raise InputError(f"cannot read {path}: no such file (is it a fit folder?)")
     return Estimate.load(path)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
+from ..errors import InputError
 
 #: How many offending rows or values a message lists before "and N more".
 SHOW = 5

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from . import validate
-from .errors import InputError
-from .io import read_table
+from .tables import read_table
 from .validate import DataWarning
 
 
@@ -133,7 +133,7 @@ class Responses:
             The file.
         domain_column
             Column holding the domain (e.g. ``subject``); see
-            :func:`mtlirt.validate.check_columns`.
+            :func:`mtlirt.io.validate.check_columns`.
         ignore_columns
             Extra columns to drop instead of rejecting the table.
         drop_unassigned

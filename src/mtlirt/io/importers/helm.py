@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ...errors import InputError
 from ..validate import DataWarning
 from ._common import (
     PathArg,

@@ -145,7 +145,7 @@ def _ztable(S: int) -> np.ndarray:
     return special.ndtri((np.arange(1, S + 1, dtype=np.float64) - 3 / 8) / (S - 2 * 3 / 8 + 1))
 
 
-def _summary_chunk(s: np.ndarray, prob: float = 0.05):
+def _summary_chunk(s: np.ndarray, prob: float = 0.05, with_ess: bool = True):
     """(rhat_rank, ess_bulk, ess_tail) for split chains s (M, m, n), two sorts.
 
     Ties in the values are broken by position (continuous draws have none);
@@ -159,7 +159,7 @@ def _summary_chunk(s: np.ndarray, prob: float = 0.05):
     order = np.argsort(flat, axis=1)
     z = _scatter(order, np.broadcast_to(zt, (M, S))).reshape(M, m, n)
     rhat_bulk = _rhat(z)
-    ebulk = _ess(z)
+    ebulk = _ess(z) if with_ess else np.full(M, np.nan)
     del z
     srt = np.take_along_axis(flat, order, axis=1)
     del order
@@ -190,12 +190,14 @@ def _summary_chunk(s: np.ndarray, prob: float = 0.05):
     del order, zs
     rhat_tail = _rhat(zf)
     del zf
+    if not with_ess:
+        return np.maximum(rhat_bulk, rhat_tail), ebulk, np.full(M, np.nan)
     etail = np.minimum(_ess((s <= qlo[:, None, None]).astype(np.float64)),
                        _ess((s <= qhi[:, None, None]).astype(np.float64)))
     return np.maximum(rhat_bulk, rhat_tail), ebulk, etail
 
 
-def summary_stats(x: np.ndarray, *, max_elems: float = 4e6, workers: int = 2):
+def summary_stats(x: np.ndarray, *, max_elems: float = 4e6, workers: int = 2, with_ess: bool = True):
     """R-hat (rank-normalised, split), bulk ESS and tail ESS of every column.
 
     Parameters
@@ -205,6 +207,8 @@ def summary_stats(x: np.ndarray, *, max_elems: float = 4e6, workers: int = 2):
         Elements per chunk (working memory about 10x this many float64).
     workers : int
         Threads (numpy sorts and scipy FFTs release the GIL).
+    with_ess : bool
+        False: R-hat only (ESS returned as NaN), no compiled kernel needed.
 
     Returns
     -------
@@ -222,7 +226,7 @@ def summary_stats(x: np.ndarray, *, max_elems: float = 4e6, workers: int = 2):
 
     def work(s0):
         sl = slice(s0, min(M, s0 + per))
-        rr, bb, tt = _summary_chunk(_to_mcd(x[:, :, sl]))
+        rr, bb, tt = _summary_chunk(_to_mcd(x[:, :, sl]), with_ess=with_ess)
         r[sl], b[sl], t[sl] = rr, bb, tt
 
     if workers > 1 and len(starts) > 1:
@@ -238,8 +242,9 @@ def summary_stats(x: np.ndarray, *, max_elems: float = 4e6, workers: int = 2):
 
 def rhat_rank(x: np.ndarray) -> np.ndarray:
     """Rank-normalised split R-hat (max of bulk and folded) per column of
-    ``x`` (chain, draw, ...)."""
-    return summary_stats(x, workers=1)[0]
+    ``x`` (chain, draw, ...), shaped like ``x``'s trailing axes."""
+    x = np.asarray(x)
+    return summary_stats(x, workers=1, with_ess=False)[0].reshape(x.shape[2:])
 
 
 def ess_bulk(x: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ Every converter returns a :class:`pandas.DataFrame` with exactly the columns
 was not observed is an absent row.  Malformed input raises
 :class:`~mtlirt.errors.InputError` naming the file, line, row or field at
 fault.  Whole files that cannot contribute (a task without the requested
-metric, say) are left out with a :class:`~mtlirt.validate.DataWarning`; a
+metric, say) are left out with a :class:`~mtlirt.io.validate.DataWarning`; a
 conversion that yields no responses at all is an error.  The same LLM under
 two spellings (case, ``__`` for ``/``) and the same item content under two
 ids are reported with a ``DataWarning`` naming them.
@@ -46,7 +46,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import InputError
+from ...errors import InputError
 from .every_eval_ever import from_every_eval_ever
 from .helm import from_helm
 from .inspect_logs import from_inspect

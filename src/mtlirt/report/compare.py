@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .estimate import Estimate
+from ..errors import InputError
+from ..estimate import Estimate
 
 __all__ = ["compare", "fit_diagnostics", "fit_summary", "fit_timings", "heldout_loglik", "load_fit", "load_fits"]
 

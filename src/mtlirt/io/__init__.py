@@ -1,0 +1,1 @@
+"""Reading, validating and writing: tables, `Responses`, fit folders, importers."""

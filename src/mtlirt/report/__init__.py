@@ -1,0 +1,1 @@
+"""Reading an `Estimate` for people: plots, the HTML report, comparisons."""
