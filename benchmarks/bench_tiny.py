@@ -116,7 +116,7 @@ def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=
     rows, cols = mtl.sample_cells(O, (N, J), int(0.1 * O.sum()), np.random.default_rng(seed))
     tr = irt.ResponseData(Y, O, sl, exclude=(rows, cols))
     obs = np.ones((N, J), bool) if tr.obs is None else tr.obs
-    idom, priors = tr.item_domain, irt.DEFAULT_PRIORS
+    idom, priors = tr.item_domain, irt.DEFAULT_PENALTIES
     lik = tr.theta_likelihood()
     lik.set_items(a, d)
     A, W, _ = mtl._rank_one_centre(lik, eta[:, 0])

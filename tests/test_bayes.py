@@ -26,13 +26,13 @@ from mtlirt.bayes import (
     load_spec,
     posterior_predictive_checks,
 )
-from mtlirt.mcmc_stats import ess_bulk, ess_tail, rhat_rank
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import _cell_loglik, pointwise_loglik
 from mtlirt.bayes.fixed_items import hermite_np, hermite_pt
 from mtlirt.bayes.sample import _dataset_from_draws
 from mtlirt.errors import InputError
 from mtlirt.estimate import Estimate
+from mtlirt.mcmc_stats import ess_bulk, ess_tail, rhat_rank
 
 # ---------------------------------------------------------------------------
 # toy data

@@ -172,7 +172,7 @@ def test_pattern_estep_equals_per_llm_estep(guessing):
     """Short domains' E-step once per distinct response pattern gives the per-LLM statistics."""
     sim = simulate(300, domain_sizes=[1, 2, 3, 9, 12], missing=0.1, seed=3)
     sl = _slices(sim)
-    x, logw = irt._nodes(irt.DEFAULT_PRIORS)
+    x, logw = irt._nodes(irt.DEFAULT_PENALTIES)
     rng = np.random.default_rng(0)
     a, d = rng.uniform(0.5, 2, sim.correct.shape[1]), rng.normal(size=sim.correct.shape[1])
     data = irt.ResponseData(sim.correct, sim.observed, sl, guessing=guessing)

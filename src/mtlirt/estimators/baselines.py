@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import irt
-from .irt import IRTFit, Priors, ResponseData, blas_threads
+from .irt import IRTFit, Penalties, ResponseData, blas_threads
 
 __all__ = ["AccuracyFit", "fit_accuracy", "fit_pooled"]
 
 
 def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, max_iter=500,
-               tol=1e-4, priors: Priors | None = None, progress=None, verbose=False) -> IRTFit:
+               tol=1e-4, priors: Penalties | None = None, progress=None, verbose=False) -> IRTFit:
     """One unidimensional IRT model over all items ("pooled").
 
     Parameters

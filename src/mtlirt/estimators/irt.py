@@ -61,10 +61,10 @@ import numpy as np
 from scipy.special import expit
 
 __all__ = [
-    "DEFAULT_PRIORS",
+    "DEFAULT_PENALTIES",
     "DenseThetaLik",
     "IRTFit",
-    "Priors",
+    "Penalties",
     "ResponseData",
     "TabulatedThetaLik",
     "blas_threads",
@@ -143,8 +143,12 @@ def blas_threads(n: int = 1):
 # settings and result
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Priors:
-    """Penalties (priors), bounds and quadrature, on the internal (population) scale.
+class Penalties:
+    """Penalties, bounds and quadrature of the frequentist fits, on the internal (population) scale.
+
+    The penalties are fixed normal log-densities (MAP-style); the Bayesian
+    model's hierarchical prior scales are a different object,
+    :class:`mtlirt.bayes.spec.Priors`.
 
     Attributes
     ----------
@@ -172,7 +176,7 @@ class Priors:
     node_max: float = 6.0
 
 
-DEFAULT_PRIORS = Priors()
+DEFAULT_PENALTIES = Penalties()
 
 
 @dataclass
@@ -409,7 +413,7 @@ class ResponseData:
 # ---------------------------------------------------------------------------
 # item calibration: penalised marginal ML by EM
 # ---------------------------------------------------------------------------
-def _nodes(priors: Priors):
+def _nodes(priors: Penalties):
     x = np.linspace(-priors.node_max, priors.node_max, priors.n_nodes)
     logw = -0.5 * (x / priors.theta_sd) ** 2
     logw -= np.log(np.exp(logw).sum())
@@ -631,7 +635,7 @@ def _initial_items(data: ResponseData, model):
     return a, d
 
 
-def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Priors = DEFAULT_PRIORS, model="2pl",
+def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = DEFAULT_PENALTIES, model="2pl",
                     max_iter=500, tol=1e-4, px=True, progress: Progress = None, stage="items"):
     """Penalised marginal-ML item calibration by EM (every domain at once).
 
@@ -650,7 +654,7 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Priors = DEFA
     data : ResponseData
     a, d : ndarray (J,), optional
         Starting values (internal scale); default a = 1 and logit intercepts.
-    priors : Priors
+    priors : Penalties
     model : {"2pl", "1pl"}
     max_iter, tol
         EM sweeps at most; stop when the largest change of ``log a`` or
@@ -1027,7 +1031,7 @@ def _make_theta_lik(data: ResponseData, max_sparse_share=0.25):
 # ---------------------------------------------------------------------------
 # trait MAP
 # ---------------------------------------------------------------------------
-def theta_step(lik, theta, *, priors: Priors = DEFAULT_PRIORS, centre=None, weight=None,
+def theta_step(lik, theta, *, priors: Penalties = DEFAULT_PENALTIES, centre=None, weight=None,
                tol=1e-7, max_newton=50, return_info=False):
     """Maximise every ``theta_ik`` given the items (1-D Newton, vectorised).
 
@@ -1085,7 +1089,7 @@ def theta_step(lik, theta, *, priors: Priors = DEFAULT_PRIORS, centre=None, weig
     return th
 
 
-def score_theta(data: ResponseData, a, d, theta0=None, *, priors: Priors = DEFAULT_PRIORS):
+def score_theta(data: ResponseData, a, d, theta0=None, *, priors: Penalties = DEFAULT_PENALTIES):
     """MAP traits of every LLM in every domain given internal-scale items.
 
     Returns
@@ -1104,7 +1108,7 @@ def score_theta(data: ResponseData, a, d, theta0=None, *, priors: Priors = DEFAU
 
 
 def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max_iter=500,
-            tol=1e-4, priors: Priors | None = None, init=None, exclude=None, data=None,
+            tol=1e-4, priors: Penalties | None = None, init=None, exclude=None, data=None,
             progress: Progress = None, verbose=False) -> IRTFit:
     """Fit a 2PL (or 1PL) in every domain separately (STL).
 
@@ -1126,7 +1130,7 @@ def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max
     max_iter, tol : int, float
         EM sweeps at most; stop when the largest change of ``log a`` or ``d``
         is below ``tol``.
-    priors : Priors, optional
+    priors : Penalties, optional
         Penalties, bounds and quadrature.
     init : IRTFit or tuple (theta, a, d), optional
         Warm start (an ``IRTFit`` or internal-scale arrays).
@@ -1151,7 +1155,7 @@ def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max
 def _fit_stl(correct, observed, domain_slices, *, model, guessing, max_iter, tol, priors, init,
              exclude, data, progress, verbose):
     t0 = time.perf_counter()
-    priors = priors or Priors()
+    priors = priors or Penalties()
     model = model.lower()
     if model not in ("2pl", "1pl"):
         raise ValueError("model must be '2pl' or '1pl'")

@@ -91,7 +91,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import irt
-from .irt import DEFAULT_PRIORS, IRTFit, Priors, ResponseData, blas_threads
+from .irt import DEFAULT_PENALTIES, IRTFit, Penalties, ResponseData, blas_threads
 
 __all__ = [
     "DEFAULT_C_GRID",
@@ -278,7 +278,7 @@ def _normalise(A, W):
     return A2, W2
 
 
-def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Priors = DEFAULT_PRIORS,
+def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalties = DEFAULT_PENALTIES,
                max_iter=50, tol=1e-5, w_ridge=1e-3, psi_min=1e-3):
     """Fit the rank-``r`` model ``theta_k = A w_k`` with the items fixed (METHOD step 4).
 
@@ -371,7 +371,7 @@ def _map_centre(lik, A, W, priors):
 # ---------------------------------------------------------------------------
 # the biased-regularisation step
 # ---------------------------------------------------------------------------
-def prox_step(lik, theta0, centre, lam, *, priors: Priors = DEFAULT_PRIORS, tol=1e-8, psi_tol=1e-7,
+def prox_step(lik, theta0, centre, lam, *, priors: Penalties = DEFAULT_PENALTIES, tol=1e-8, psi_tol=1e-7,
               max_outer=100):
     """Solve the unsquared-norm penalised trait problem of every domain.
 
@@ -550,7 +550,7 @@ def _overall_axes(A, W, loc, scale):
 def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, model="2pl",
             guessing=None, seed=0, C_grid=DEFAULT_C_GRID, holdout_share=0.1,
             max_heldout=300_000, min_gain_se=2.0, cv_refit_items="auto", refine_overall=True,
-            centre_prior=False, max_rank=4, max_extend=6, priors: Priors | None = None, stl: IRTFit | None = None,
+            centre_prior=False, max_rank=4, max_extend=6, priors: Penalties | None = None, stl: IRTFit | None = None,
             pooled: IRTFit | None = None, max_iter=500, tol=1e-4, progress: Progress = None,
             verbose=False) -> MTLFit:
     """Fit the multi-domain IRT model by the spectral MTL estimator (METHOD.md §4).
@@ -605,7 +605,7 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
     max_rank : int
         Largest rank the held-out selection tries (also capped by parallel
         analysis of the STL traits, which only bounds the search).
-    priors : Priors, optional
+    priors : Penalties, optional
     stl, pooled : IRTFit, optional
         A single-domain and a pooled fit of the same data to start from.
     max_iter, tol
@@ -623,7 +623,7 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
                         max_heldout=max_heldout, min_gain_se=min_gain_se,
                         cv_refit_items=cv_refit_items, refine_overall=refine_overall,
                         centre_prior=centre_prior, max_rank=max_rank, max_extend=max_extend,
-                        priors=priors or DEFAULT_PRIORS,
+                        priors=priors or DEFAULT_PENALTIES,
                         stl=stl, pooled=pooled, max_iter=max_iter, tol=tol, progress=progress,
                         verbose=verbose)
 
