@@ -354,7 +354,7 @@ def _correlation_pairs(est, interval: float, n: int = 10) -> str:
 
 
 def _fit_section(name: str, est, record: dict, responses, interval: float, top: int, full_table: bool,
-                 dpi: int) -> tuple[str, str | None]:
+                 dpi: int, checks_html: str = "") -> tuple[str, str | None]:
     info = est.info
     p = est.posterior
     aid = _anchor(name)
@@ -434,6 +434,7 @@ def _fit_section(name: str, est, record: dict, responses, interval: float, top: 
     if np.isfinite(h):
         out.append(f"<p>Held-out log-likelihood: <strong>{h:.4f}</strong></p>")
 
+    out.append(checks_html)
     out.append(f'<h3 id="{_e(aid)}-settings">Settings and timings</h3>')
     has_settings = isinstance(info.get("settings"), Mapping) and bool(info["settings"])
     timings = fit_timings(info)
@@ -501,9 +502,85 @@ def _comparison_section(fits: dict, interval: float, dpi: int) -> str:
     return "\n".join(out)
 
 
+def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int) -> str:
+    """The "Model checks" block of a fit (:mod:`mtlirt.checks`): run here when ``checks`` is
+    ``"auto"``/``True`` and the data are given, taken from ``checks`` when it is a
+    :class:`~mtlirt.checks.ModelChecks`, else the summary recorded in the fit's diagnostics."""
+    from ..checks import ModelChecks, run_checks
+    from . import plots_checks as pc
+
+    aid = _anchor(name)
+    out = [f'<h3 id="{_e(aid)}-checks">Model checks</h3>']
+    if checks is False:
+        return ""
+    mc = checks if isinstance(checks, ModelChecks) else None
+    if mc is None and responses is not None:
+        try:
+            mc = run_checks(est, responses, n_replicates=replicates)
+        except Exception as exc:  # noqa: BLE001 - the report must survive a failing check
+            out.append(f'<p class="note">checks not run: {_e(type(exc).__name__)}: {_e(exc)}</p>')
+            return "\n".join(out)
+    if mc is None:
+        rec = (est.info.get("diagnostics") or {}).get("checks")
+        if isinstance(rec, Mapping):
+            out.append('<p class="note">Recorded in the fit (pass <code>responses=</code> for the tables '
+                       "and plots):</p>" + _kv_table(rec))
+        else:
+            out.append('<p class="note">Pass <code>responses=</code> (the fit\'s data) to run the model checks.</p>')
+        return "\n".join(out)
+    cc = mc.correlation
+    out.append("<h4>Cross-domain correlations: predictive check</h4>")
+    if cc is None:
+        out.append(f'<p class="note">Not applicable: {_e(mc.skipped.get("correlation", ""))}.</p>')
+    else:
+        verdict = ('<span class="bad">misfit</span>' if cc.global_p < cc.alpha or cc.n_misfit
+                   else '<span class="good">no misfit found</span>')
+        out.append(f"<p>{verdict}: {cc.n_misfit:,} of {len(cc.table):,} pairs outside the replicates "
+                   f"(two-sided p &lt; {cc.alpha:g}); global p = {cc.global_p:.3f} over "
+                   f"{cc.replicated.shape[0]} replicated data sets. Statistic: the STL scores' correlations "
+                   f"corrected for measurement error (<code>domain_correlation.csv</code>); replicates: "
+                   f"{_e(cc.world)}.</p>")
+        out.append(_figure(lambda: pc.correlation_check_pairs(cc), "Observed correlation of the pairs with the "
+                           "smallest predictive p-values against the replicates' interval.", dpi=dpi))
+        if len(cc.domains) <= 80:
+            out.append(_figure(lambda: pc.correlation_check_matrix(cc), "Observed against replicated "
+                               "correlations, and every pair's predictive p-value.", dpi=dpi))
+    out.append("<h4>Item fit (S-X2)</h4>")
+    it = mc.items
+    if it is None:
+        out.append(f'<p class="note">Not applicable: {_e(mc.skipped.get("item_fit", ""))}.</p>')
+    else:
+        tested = int(it["p_value"].notna().sum())
+        out.append(f"<p>{int(it['misfit'].sum()):,} of {tested:,} tested items misfit (Benjamini-Hochberg "
+                   f"adjusted p &lt; 0.05); share with unadjusted p &lt; 0.05: "
+                   f"{float((it['p_value'] < 0.05).sum()) / max(tested, 1):.3f} (about 0.05 when the model "
+                   "fits). Items of domains with partly missing responses are tested on the LLMs that answered "
+                   "the whole domain.</p>")
+        if tested:
+            out.append(_figure(lambda: pc.item_fit_plot(it), "S-X2 / df of every item by domain.", dpi=dpi))
+            worst = it.sort_values("p_value", kind="stable").head(15)
+            f3 = {c: (lambda v: _fmt(v, 3)) for c in ("s_x2", "p_value", "q_value", "observed", "expected")}
+            out.append("<details><summary>The 15 items with the smallest p-values</summary>" + _table(
+                worst, num=("n", "groups", "s_x2", "df", "p_value", "q_value", "observed", "expected"),
+                name=("item", "domain"), formats=f3) + "</details>")
+    out.append("<h4>Leave-one-LLM-out (PSIS-LOO on the marginal likelihood)</h4>")
+    lo = mc.loo
+    if lo is None:
+        out.append(f'<p class="note">Not applicable: {_e(mc.skipped.get("loo_llm", ""))}.</p>')
+    else:
+        s = lo.summary()
+        out.append(_kv_table({"elpd_loo": s["elpd_loo"], "se": s["se"], "p_loo": s["p_loo"],
+                              f"LLMs with Pareto k > {s['good_k']:.2f}": f"{s['high_k']} of {s['llms']}",
+                              "largest Pareto k": s["max_k"], "overall traits integrated out": s["overall_integrated"],
+                              "draws used": s["draws"]}))
+        out.append(_figure(lambda: pc.loo_pareto_k(lo), "Pareto k of every LLM's leave-one-out weights.", dpi=dpi))
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- public
 def render_report(fit_dirs_or_estimates, responses=None, title: str = "mtlirt report", *, names=None,
-                  interval: float = 0.9, top: int = 50, full_table: bool = False, dpi: int = 100) -> str:
+                  interval: float = 0.9, top: int = 50, full_table: bool = False, dpi: int = 100,
+                  checks="auto", check_replicates: int = 50) -> str:
     """The report as an HTML string (see :func:`write_report` for the parameters)."""
     import matplotlib
 
@@ -513,7 +590,9 @@ def render_report(fit_dirs_or_estimates, responses=None, title: str = "mtlirt re
     with matplotlib.rc_context({"figure.max_open_warning": 0}):
         sections, warnings_top = [], []
         for name, est in fits.items():
-            sec, warn = _fit_section(name, est, records.get(name, {}), responses, interval, top, full_table, dpi)
+            chk = checks.get(name, False) if isinstance(checks, Mapping) else checks
+            sec, warn = _fit_section(name, est, records.get(name, {}), responses, interval, top, full_table, dpi,
+                                     _checks_section(name, est, responses, chk, check_replicates, dpi))
             sections.append(sec)
             if warn:
                 warnings_top.append((name, warn))
@@ -533,7 +612,8 @@ def render_report(fit_dirs_or_estimates, responses=None, title: str = "mtlirt re
                    f'<a href="#{_e(aid)}-leaderboard">leaderboard</a>'
                    f'<a href="#{_e(aid)}-domains">domains</a>'
                    f'<a href="#{_e(aid)}-correlation">correlation</a>'
-                   f'<a href="#{_e(aid)}-diagnostics">diagnostics</a></span>')
+                   f'<a href="#{_e(aid)}-diagnostics">diagnostics</a>'
+                   + (f'<a href="#{_e(aid)}-checks">model checks</a>' if checks is not False else "") + "</span>")
     top_warn = ""
     for name, w in warnings_top:
         if "not converged" in w:
@@ -559,7 +639,7 @@ def render_report(fit_dirs_or_estimates, responses=None, title: str = "mtlirt re
 
 def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title: str = "mtlirt report", *,
                  names=None, interval: float = 0.9, top: int = 50, full_table: bool = False,
-                 dpi: int = 100) -> Path:
+                 dpi: int = 100, checks="auto", check_replicates: int = 50) -> Path:
     """Write one self-contained HTML report of one or several fits.
 
     Parameters
@@ -584,6 +664,13 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
         Add the full leaderboard (all LLMs) in a collapsed block.
     dpi : int
         Resolution of the figures.
+    checks : "auto", bool, ModelChecks or mapping name -> ModelChecks/bool
+        The "Model checks" section (:mod:`mtlirt.checks`): ``"auto"``/``True``
+        runs them when ``responses`` is given (else shows the summary recorded
+        in the fit's diagnostics, if any); ``False`` leaves the section out; a
+        :class:`~mtlirt.checks.ModelChecks` (or one per fit name) is shown as is.
+    check_replicates : int
+        Replicated data sets of the correlation check (each one STL fit).
 
     Returns
     -------
@@ -601,7 +688,7 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     :func:`mtlirt.report.compare.compare`).
     """
     text = render_report(fit_dirs_or_estimates, responses, title, names=names, interval=interval, top=top,
-                         full_table=full_table, dpi=dpi)
+                         full_table=full_table, dpi=dpi, checks=checks, check_replicates=check_replicates)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
