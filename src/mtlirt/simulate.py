@@ -525,6 +525,187 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 
+def _draw_items(sizes, item_rng, guess_rng, flaw_rng, *, guessing, guessing_sd, mc_share, flawed_share,
+                difficulty_mean, difficulty_sd, domain_shift_sd, discrimination_median, discrimination_sd):
+    """Item parameters: domain shifts, difficulties, discriminations, guessing on the multiple-choice
+    domains and the flawed items (each from its own stream)."""
+    n_domains, n_items = sizes.size, int(sizes.sum())
+    shift = difficulty_mean + domain_shift_sd * item_rng.standard_normal(n_domains)
+    item_domain = np.repeat(np.arange(n_domains), sizes)
+    difficulty = shift[item_domain] + difficulty_sd * item_rng.standard_normal(n_items)
+    discrimination = discrimination_median * np.exp(
+        discrimination_sd * item_rng.standard_normal(n_items)
+    )
+    # guessing on the items of multiple-choice domains (per item with a spread)
+    mc = np.ones(n_domains, dtype=bool)
+    if mc_share < 1:
+        mc[:] = False
+        mc[guess_rng.choice(n_domains, size=int(math.floor(mc_share * n_domains + 0.5)), replace=False)] = True
+    guess = np.where(mc[item_domain], guessing, 0.0)
+    if guessing_sd > 0 and guessing > 0:
+        nu = guessing * (1 - guessing) / guessing_sd**2 - 1
+        guess = np.where(mc[item_domain], guess_rng.beta(guessing * nu, (1 - guessing) * nu, n_items), 0.0)
+    upper = np.ones(n_items)
+    if flawed_share > 0:
+        flawed = flaw_rng.choice(n_items, size=int(math.floor(flawed_share * n_items + 0.5)), replace=False)
+        low_ceiling, reversed_ = flawed[: flawed.size // 2], flawed[flawed.size // 2:]
+        upper[low_ceiling] = flaw_rng.uniform(0.5, 0.9, low_ceiling.size)
+        discrimination[reversed_] *= -0.5
+    intercept = -discrimination * difficulty
+    return shift, item_domain, difficulty, discrimination, guess, upper, intercept
+
+
+def _draw_responses(theta, discrimination, intercept, guess, upper, starts, response_rng) -> np.ndarray:
+    """0/1 responses ``P = c + (u - c) sigmoid(a theta + d)``, one domain block at a time (float32)."""
+    n_llms, n_items, n_domains = theta.shape[0], discrimination.size, theta.shape[1]
+    correct = np.empty((n_llms, n_items), dtype=np.int8)
+    theta32 = theta.astype(np.float32)
+    a32 = discrimination.astype(np.float32)
+    d32 = intercept.astype(np.float32)
+    c32 = guess.astype(np.float32)
+    span32 = (upper - guess).astype(np.float32)
+    lift = bool(np.any(guess != 0) or np.any(upper != 1))
+    with np.errstate(over="ignore"):
+        for k in range(n_domains):
+            sl = slice(starts[k], starts[k + 1])
+            # e = exp(-(a theta + d)); P = c + (1 - c) / (1 + e)
+            e = np.multiply.outer(theta32[:, k], a32[sl])
+            e += d32[sl]
+            np.negative(e, out=e)
+            np.exp(e, out=e)
+            e += 1.0
+            np.reciprocal(e, out=e)
+            if lift:
+                e *= span32[sl]
+                e += c32[sl]
+            u = response_rng.random(e.shape, dtype=np.float32)
+            np.less(u, e, out=correct[:, sl])
+            del e, u
+    return correct
+
+
+def _mask_responses(correct, starts, missing, block_missing, missing_rng, block_rng) -> np.ndarray:
+    """The observation mask: responses missing at random, and LLMs that ran only some domains
+    (unobserved cells of ``correct`` are set to 0 in place)."""
+    n_llms, n_items = correct.shape
+    n_domains, sizes = starts.size - 1, np.diff(starts)
+    observed = np.ones((n_llms, n_items), dtype=bool)
+    if missing > 0:
+        for k in range(n_domains):
+            sl = slice(starts[k], starts[k + 1])
+            u = missing_rng.random((n_llms, sizes[k]), dtype=np.float32)
+            np.greater_equal(u, np.float32(missing), out=observed[:, sl])
+            correct[:, sl] *= observed[:, sl]
+            del u
+    ran = np.ones((n_llms, n_domains), dtype=bool)
+    if block_missing > 0:
+        partial = np.flatnonzero(block_rng.random(n_llms) < block_missing)
+        drop = block_rng.random((partial.size, n_domains)) < 0.5
+        keep_one = block_rng.integers(0, n_domains, partial.size)
+        drop[np.arange(partial.size), keep_one] &= ~drop.all(axis=1)
+        ran[partial] = ~drop
+        for k in range(n_domains):
+            off = ~ran[:, k]
+            if off.any():
+                sl = slice(starts[k], starts[k + 1])
+                observed[off, sl] = False
+                correct[off, sl] = 0
+    return observed
+
+
+def _names(n_llms, domain_names, sizes) -> tuple[list[str], list[str]]:
+    """LLM names ``llm0001, ...`` and item names ``<domain>_0001, ...``."""
+    n_items = int(sizes.sum())
+    llm_width = max(4, len(str(n_llms)))
+    llm_names = [f"llm{i + 1:0{llm_width}d}" for i in range(n_llms)]
+    item_width = max(4, len(str(int(sizes.max()))))
+    item_names = [
+        f"{d}_{j + 1:0{item_width}d}" for d, size in zip(domain_names, sizes) for j in range(size)
+    ]
+    if len(set(item_names)) != n_items:  # a domain name ending like "_0001" could clash
+        item_names = [
+            f"{d}/{j + 1:0{item_width}d}" for d, size in zip(domain_names, sizes) for j in range(size)
+        ]
+    return llm_names, item_names
+
+
+def _check_item_settings(discrimination_median, discrimination_sd, difficulty_mean, difficulty_sd, domain_shift_sd):
+    """The item distribution's settings, checked."""
+    inf = math.inf
+    median = _check_number("discrimination_median", discrimination_median, 0.0, inf, hi_open=True)
+    if median <= 0:
+        raise InputError("discrimination_median must be positive")
+    return (
+        median,
+        _check_number("discrimination_sd", discrimination_sd, 0.0, inf, hi_open=True),
+        _check_number("difficulty_mean", difficulty_mean, -inf, inf, hi_open=True),
+        _check_number("difficulty_sd", difficulty_sd, 0.0, inf, hi_open=True),
+        _check_number("domain_shift_sd", domain_shift_sd, 0.0, inf, hi_open=True),
+    )
+
+
+def _truth_frames(llm_names, item_names, domain_names, item_domain, theta, eta, loadings, sizes, shift, outlier,
+                  *, discrimination, intercept, difficulty, guess, upper):
+    """The true domain scores, overall traits, loadings, items and domains as tables."""
+    rank = eta.shape[1]
+    factor_names = ["score"] + [f"score_{m + 1}" for m in range(1, rank)]
+    domain_scores = pd.DataFrame(
+        theta,
+        index=pd.Index(llm_names, name="llm"),
+        columns=pd.Index(domain_names, name="domain"),
+    )
+    overall = pd.DataFrame(eta, index=pd.Index(llm_names, name="llm"), columns=factor_names)
+    loadings_df = pd.DataFrame(
+        loadings, index=pd.Index(domain_names, name="domain"), columns=factor_names
+    )
+    items = pd.DataFrame(
+        {
+            "item": item_names,
+            "domain": np.asarray(domain_names, dtype=object)[item_domain],
+            "discrimination": discrimination,
+            "intercept": intercept,
+            "difficulty": difficulty,
+            "guessing": guess,
+            "upper": upper,
+        }
+    )
+    domains = pd.DataFrame(
+        {
+            "domain": domain_names,
+            "n_items": sizes,
+            "difficulty_shift": shift,
+            "outlier": outlier,
+        }
+    )
+    return domain_scores, overall, loadings_df, items, domains
+
+
+def _check_departures(level: dict, given: dict) -> dict:
+    """The scenario's departure levels, overridden by the ones given, checked."""
+    dep = {k: level[k] if v is None else v for k, v in given.items()}
+    dep["guessing"] = _check_number("guessing", dep["guessing"], 0.0, 1.0, hi_open=True)
+    dep["missing"] = _check_number("missing", dep["missing"], 0.0, 1.0, hi_open=True)
+    if dep["loading_range"] is not None:
+        try:
+            lo, hi = (float(v) for v in dep["loading_range"])
+        except (TypeError, ValueError):
+            raise InputError(f"loading_range must be two numbers, got {dep['loading_range']!r}") from None
+        if not (0.0 <= lo <= hi <= 1.0):
+            raise InputError(f"loading_range must satisfy 0 <= low <= high <= 1, got {dep['loading_range']!r}")
+        dep["loading_range"] = (lo, hi)
+    dep["skew"] = _check_number("skew", dep["skew"], -math.inf, math.inf, hi_open=True)
+    dep["chance_cluster"] = _check_number("chance_cluster", dep["chance_cluster"], 0.0, 1.0, hi_open=True)
+    dep["guessing_sd"] = _check_number("guessing_sd", dep["guessing_sd"], 0.0, 0.5, hi_open=True)
+    g, gsd = dep["guessing"], dep["guessing_sd"]
+    if gsd > 0 and gsd**2 >= g * (1 - g):
+        raise InputError(f"guessing_sd must be below sqrt(guessing (1 - guessing)), got {gsd!r}")
+    dep["mc_share"] = _check_number("mc_share", dep["mc_share"], 0.0, 1.0, hi_open=False)
+    dep["flawed_share"] = _check_number("flawed_share", dep["flawed_share"], 0.0, 1.0, hi_open=False)
+    dep["specialist_share"] = _check_number("specialist_share", dep["specialist_share"], 0.0, 1.0, hi_open=False)
+    dep["block_missing"] = _check_number("block_missing", dep["block_missing"], 0.0, 1.0, hi_open=True)
+    return dep
+
+
 def simulate(
     n_llms: int = 1000,
     domain_sizes: Sequence[int] | Mapping[str, int] | None = None,
@@ -677,38 +858,12 @@ def simulate(
     given = dict(loading_range=loading_range, skew=skew, chance_cluster=chance_cluster, guessing=guessing,
                  guessing_sd=guessing_sd, mc_share=mc_share, flawed_share=flawed_share,
                  specialist_share=specialist_share, block_missing=block_missing, missing=missing)
-    dep = {k: level[k] if v is None else v for k, v in given.items()}
-    guessing = _check_number("guessing", dep["guessing"], 0.0, 1.0, hi_open=True)
-    missing = _check_number("missing", dep["missing"], 0.0, 1.0, hi_open=True)
-    if dep["loading_range"] is not None:
-        try:
-            lo, hi = (float(v) for v in dep["loading_range"])
-        except (TypeError, ValueError):
-            raise InputError(f"loading_range must be two numbers, got {dep['loading_range']!r}") from None
-        if not (0.0 <= lo <= hi <= 1.0):
-            raise InputError(f"loading_range must satisfy 0 <= low <= high <= 1, got {dep['loading_range']!r}")
-        dep["loading_range"] = (lo, hi)
-    skew = _check_number("skew", dep["skew"], -math.inf, math.inf, hi_open=True)
-    chance_cluster = _check_number("chance_cluster", dep["chance_cluster"], 0.0, 1.0, hi_open=True)
-    guessing_sd = _check_number("guessing_sd", dep["guessing_sd"], 0.0, 0.5, hi_open=True)
-    if guessing_sd > 0 and guessing_sd**2 >= guessing * (1 - guessing):
-        raise InputError(f"guessing_sd must be below sqrt(guessing (1 - guessing)), got {guessing_sd!r}")
-    mc_share = _check_number("mc_share", dep["mc_share"], 0.0, 1.0, hi_open=False)
-    flawed_share = _check_number("flawed_share", dep["flawed_share"], 0.0, 1.0, hi_open=False)
-    specialist_share = _check_number("specialist_share", dep["specialist_share"], 0.0, 1.0, hi_open=False)
-    block_missing = _check_number("block_missing", dep["block_missing"], 0.0, 1.0, hi_open=True)
-    inf = math.inf
-    discrimination_median = _check_number(
-        "discrimination_median", discrimination_median, 0.0, inf, hi_open=True
-    )
-    if discrimination_median <= 0:
-        raise InputError("discrimination_median must be positive")
-    discrimination_sd = _check_number(
-        "discrimination_sd", discrimination_sd, 0.0, inf, hi_open=True
-    )
-    difficulty_mean = _check_number("difficulty_mean", difficulty_mean, -inf, inf, hi_open=True)
-    difficulty_sd = _check_number("difficulty_sd", difficulty_sd, 0.0, inf, hi_open=True)
-    domain_shift_sd = _check_number("domain_shift_sd", domain_shift_sd, 0.0, inf, hi_open=True)
+    dep = _check_departures(level, given)
+    guessing, missing, skew, chance_cluster, guessing_sd, mc_share, flawed_share, specialist_share, block_missing = (
+        dep[k] for k in ("guessing", "missing", "skew", "chance_cluster", "guessing_sd", "mc_share", "flawed_share",
+                         "specialist_share", "block_missing"))
+    discrimination_median, discrimination_sd, difficulty_mean, difficulty_sd, domain_shift_sd = _check_item_settings(
+        discrimination_median, discrimination_sd, difficulty_mean, difficulty_sd, domain_shift_sd)
     if seed is None:
         seed = int(np.random.SeedSequence().entropy)
     else:
@@ -718,7 +873,6 @@ def simulate(
     domain_names = list(sizes_by_name)
     sizes = np.array([sizes_by_name[d] for d in domain_names], dtype=np.int64)
     n_domains = len(domain_names)
-    n_items = int(sizes.sum())
     starts = np.concatenate([[0], np.cumsum(sizes)])
 
     rng = np.random.default_rng(seed)
@@ -739,120 +893,25 @@ def simulate(
     if specialist_share > 0:
         theta, deviation, spec_scale = _specialists(theta, specialist_share, spec_rng)
         loadings = loadings / spec_scale[:, None]
-    shift = difficulty_mean + domain_shift_sd * item_rng.standard_normal(n_domains)
-    item_domain = np.repeat(np.arange(n_domains), sizes)
-    difficulty = shift[item_domain] + difficulty_sd * item_rng.standard_normal(n_items)
-    discrimination = discrimination_median * np.exp(
-        discrimination_sd * item_rng.standard_normal(n_items)
-    )
-    # guessing on the items of multiple-choice domains (per item with a spread)
-    mc = np.ones(n_domains, dtype=bool)
-    if mc_share < 1:
-        mc[:] = False
-        mc[guess_rng.choice(n_domains, size=int(math.floor(mc_share * n_domains + 0.5)), replace=False)] = True
-    guess = np.where(mc[item_domain], guessing, 0.0)
-    if guessing_sd > 0 and guessing > 0:
-        nu = guessing * (1 - guessing) / guessing_sd**2 - 1
-        guess = np.where(mc[item_domain], guess_rng.beta(guessing * nu, (1 - guessing) * nu, n_items), 0.0)
-    upper = np.ones(n_items)
-    if flawed_share > 0:
-        flawed = flaw_rng.choice(n_items, size=int(math.floor(flawed_share * n_items + 0.5)), replace=False)
-        low_ceiling, reversed_ = flawed[: flawed.size // 2], flawed[flawed.size // 2:]
-        upper[low_ceiling] = flaw_rng.uniform(0.5, 0.9, low_ceiling.size)
-        discrimination[reversed_] *= -0.5
-    intercept = -discrimination * difficulty
-
+    shift, item_domain, difficulty, discrimination, guess, upper, intercept = _draw_items(
+        sizes, item_rng, guess_rng, flaw_rng, guessing=guessing, guessing_sd=guessing_sd, mc_share=mc_share,
+        flawed_share=flawed_share, difficulty_mean=difficulty_mean, difficulty_sd=difficulty_sd,
+        domain_shift_sd=domain_shift_sd, discrimination_median=discrimination_median,
+        discrimination_sd=discrimination_sd)
     # -- responses, one domain block at a time --------------------------------
-    correct = np.empty((n_llms, n_items), dtype=np.int8)
-    observed = np.ones((n_llms, n_items), dtype=bool)
-    theta32 = theta.astype(np.float32)
-    a32 = discrimination.astype(np.float32)
-    d32 = intercept.astype(np.float32)
-    c32 = guess.astype(np.float32)
-    span32 = (upper - guess).astype(np.float32)
-    lift = bool(np.any(guess != 0) or np.any(upper != 1))
-    with np.errstate(over="ignore"):
-        for k in range(n_domains):
-            sl = slice(starts[k], starts[k + 1])
-            # e = exp(-(a theta + d)); P = c + (1 - c) / (1 + e)
-            e = np.multiply.outer(theta32[:, k], a32[sl])
-            e += d32[sl]
-            np.negative(e, out=e)
-            np.exp(e, out=e)
-            e += 1.0
-            np.reciprocal(e, out=e)
-            if lift:
-                e *= span32[sl]
-                e += c32[sl]
-            u = response_rng.random(e.shape, dtype=np.float32)
-            np.less(u, e, out=correct[:, sl])
-            del e, u
-    if missing > 0:
-        for k in range(n_domains):
-            sl = slice(starts[k], starts[k + 1])
-            u = missing_rng.random((n_llms, sizes[k]), dtype=np.float32)
-            np.greater_equal(u, np.float32(missing), out=observed[:, sl])
-            correct[:, sl] *= observed[:, sl]
-            del u
-    ran = np.ones((n_llms, n_domains), dtype=bool)
-    if block_missing > 0:
-        partial = np.flatnonzero(block_rng.random(n_llms) < block_missing)
-        drop = block_rng.random((partial.size, n_domains)) < 0.5
-        keep_one = block_rng.integers(0, n_domains, partial.size)
-        drop[np.arange(partial.size), keep_one] &= ~drop.all(axis=1)
-        ran[partial] = ~drop
-        for k in range(n_domains):
-            off = ~ran[:, k]
-            if off.any():
-                sl = slice(starts[k], starts[k + 1])
-                observed[off, sl] = False
-                correct[off, sl] = 0
+    correct = _draw_responses(theta, discrimination, intercept, guess, upper, starts, response_rng)
+    observed = _mask_responses(correct, starts, missing, block_missing, missing_rng, block_rng)
 
     # -- names ------------------------------------------------------------------
-    llm_width = max(4, len(str(n_llms)))
-    llm_names = [f"llm{i + 1:0{llm_width}d}" for i in range(n_llms)]
-    item_width = max(4, len(str(int(sizes.max()))))
-    item_names = [
-        f"{d}_{j + 1:0{item_width}d}" for d, size in zip(domain_names, sizes) for j in range(size)
-    ]
-    if len(set(item_names)) != n_items:  # a domain name ending like "_0001" could clash
-        item_names = [
-            f"{d}/{j + 1:0{item_width}d}" for d, size in zip(domain_names, sizes) for j in range(size)
-        ]
+    llm_names, item_names = _names(n_llms, domain_names, sizes)
 
     responses = _long_table(
         correct, observed, missing > 0 or block_missing > 0, llm_names, item_names, domain_names, item_domain
     )
 
-    factor_names = ["score"] + [f"score_{m + 1}" for m in range(1, rank)]
-    domain_scores = pd.DataFrame(
-        theta,
-        index=pd.Index(llm_names, name="llm"),
-        columns=pd.Index(domain_names, name="domain"),
-    )
-    overall = pd.DataFrame(eta, index=pd.Index(llm_names, name="llm"), columns=factor_names)
-    loadings_df = pd.DataFrame(
-        loadings, index=pd.Index(domain_names, name="domain"), columns=factor_names
-    )
-    items = pd.DataFrame(
-        {
-            "item": item_names,
-            "domain": np.asarray(domain_names, dtype=object)[item_domain],
-            "discrimination": discrimination,
-            "intercept": intercept,
-            "difficulty": difficulty,
-            "guessing": guess,
-            "upper": upper,
-        }
-    )
-    domains = pd.DataFrame(
-        {
-            "domain": domain_names,
-            "n_items": sizes,
-            "difficulty_shift": shift,
-            "outlier": outlier,
-        }
-    )
+    domain_scores, overall, loadings_df, items, domains = _truth_frames(
+        llm_names, item_names, domain_names, item_domain, theta, eta, loadings, sizes, shift, outlier,
+        discrimination=discrimination, intercept=intercept, difficulty=difficulty, guess=guess, upper=upper)
     settings = {
         "n_llms": n_llms,
         "preset": None if domain_sizes is not None else str(preset or "mmlu").lower(),
