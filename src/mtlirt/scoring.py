@@ -1,0 +1,544 @@
+"""Score new LLMs against a fit's fixed items and structure.
+
+A fit folder holds the items (``a, d, c`` per item, its domain) and the
+structure of the LLM population (the cross-domain correlation, the loadings).
+A new LLM -- any subset of the fit's items answered, in any domains, none
+required -- gets a posterior for its overall score and for *every* domain
+score of the fit, including domains it never ran, and its expected accuracy on
+the whole benchmark, without refitting anything.
+
+The model for a new LLM
+-----------------------
+With ``g`` its overall score and ``theta_k`` its domain scores, on the
+population scale of the item calibration (every trait ``N(0, 1)`` over the
+population of LLMs)::
+
+    g ~ N(0, 1),    theta_k | g ~ N(lambda_k g, psi_k^2),    psi_k^2 = 1 - lambda_k^2,
+    P(correct on item j) = c_j + (1 - c_j) sigmoid(a_j theta_k(j) + d_j).
+
+Given ``g`` the domains are independent, so the posterior is exact on a grid:
+an equally spaced grid over ``g`` times, per domain, an equally spaced grid
+over ``theta_k``::
+
+    p(g | y) ~ N(g; 0, 1) prod_k Z_k(g),     Z_k(g) = sum_t N(t; lambda_k g, psi_k^2) L_k(t),
+    p(theta_k = t | g, y) = N(t; lambda_k g, psi_k^2) L_k(t) / Z_k(g),
+
+``L_k(t)`` the likelihood of the LLM's responses in domain ``k`` (1 where it
+has none: that domain's posterior is the prior predictive given the others,
+through ``g``).  The grids are fine enough (spacing 0.125 on both) that the
+trapezoid sums are exact to far below the reported digits for posteriors with
+sd above 0.1.
+
+Where the structure comes from
+------------------------------
+- **Point fits** (MTL, STL, pooled, the paper's variants): the items are put on
+  the calibration's population scale (``fit.json``'s ``population_scale``:
+  the reported scores are ``theta_population = theta * scale + loc``); the
+  loadings ``lambda`` are the first factor (principal axes) of the fit's
+  error-corrected domain correlation ``domain_corr`` -- at rank ``r > 1`` the
+  projection of the ``r`` factors on the overall direction (their mean over
+  domains, as MTL's overall score is the mean of the domain centres).
+- **Bayesian fits**: per posterior draw (a subsample of ``draws`` of them) the
+  draw's items and the first column of its loadings; the new LLM's posterior
+  is the equal-weight mixture over the draws (the new LLM does not update the
+  structure: the items stay fixed).
+
+At rank ``r > 1`` the factors other than the overall one are folded into the
+domain-specific part (``psi_k^2 = 1 - lambda_k^2``): the marginal prior of
+every domain score and its correlation with the overall score are kept, the
+correlations the other factors add between domains are not.
+
+Outputs
+-------
+Domain scores are reported on the fit's scale (the scale of its
+``domain_scores.csv``; ``scale="population"`` gives the population scale),
+the overall score on the population scale (mean 0, variance 1 over LLMs, as
+the fit's own overall scores).  Expected accuracy is the mean over all the
+fit's items of ``P(correct)`` (``docs/model.md``), its interval from
+``n_draws`` posterior draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .estimate import Estimate
+
+__all__ = ["Scorer", "Scores", "score", "factor_loadings"]
+
+#: Grid over the overall score (population scale).
+G_GRID = np.linspace(-6.0, 6.0, 97)
+#: Grid over each domain score (population scale).
+T_GRID = np.linspace(-7.0, 7.0, 113)
+#: Smallest domain-specific sd: a loading of 1 (a pooled structure) is kept just below it.
+PSI_MIN = 0.15
+#: Items shown in an unknown-item message.
+SHOW = 5
+
+
+# ------------------------------------------------------------------ structure
+def factor_loadings(R: np.ndarray, rank: int = 1, n_iter: int = 200, tol: float = 1e-7) -> np.ndarray:
+    """Loadings of each domain on the overall factor of a correlation matrix.
+
+    Iterated principal axes with ``rank`` factors (communalities capped below
+    1); at ``rank > 1`` the loadings are projected on the overall direction,
+    the mean of the loading rows.  Sign: positive sum.
+
+    Parameters
+    ----------
+    R : ndarray (K, K)
+        Correlation matrix (unit diagonal; NaN entries read as 0).
+    rank : int
+        Number of factors.
+
+    Returns
+    -------
+    ndarray (K,)
+        Correlation of each domain score with the overall score.
+    """
+    R = np.nan_to_num(np.asarray(R, dtype=np.float64))
+    K = R.shape[0]
+    if K == 1:
+        return np.ones(1)
+    rank = max(1, min(int(rank), K - 1))
+    off = R - np.diag(np.diag(R))
+    h = np.clip(np.abs(off).max(axis=1), 0.05, 0.995)
+    lam = None
+    for _ in range(n_iter):
+        Rr = off + np.diag(h)
+        w, v = np.linalg.eigh(Rr)
+        lam = v[:, -rank:][:, ::-1] * np.sqrt(np.clip(w[-rank:][::-1], 0.0, None))
+        h_new = np.clip((lam**2).sum(axis=1), 0.005, 0.995)
+        if np.max(np.abs(h_new - h)) < tol:
+            h = h_new
+            break
+        h = h_new
+    m = lam.mean(axis=0)
+    norm = np.linalg.norm(m)
+    out = lam @ (m / norm) if norm > 1e-12 else lam[:, 0]
+    return out if out.sum() >= 0 else -out
+
+
+@dataclass
+class _Structure:
+    """One draw of the fixed structure, tabulated on the grids."""
+
+    lam: np.ndarray  # (K,)
+    psi: np.ndarray  # (K,)
+    p: np.ndarray  # (J, Q) P(correct) on T_GRID
+    logp: np.ndarray  # (J, Q)
+    log1mp: np.ndarray  # (J, Q)
+    acc: np.ndarray  # (K, Q): sum over the domain's items of P_j(t) / J
+    _W: np.ndarray | None = None
+
+    @property
+    def W(self) -> np.ndarray:
+        """(K, G, Q): the conditional prior of each domain score given g, normalised over t."""
+        if self._W is None:
+            z = (T_GRID[None, None, :] - self.lam[:, None, None] * G_GRID[None, :, None]) / self.psi[:, None, None]
+            W = np.exp(-0.5 * z * z)
+            W /= W.sum(axis=-1, keepdims=True)
+            self._W = W
+        return self._W
+
+
+def _tabulate(a, d, c, item_domain, lam, n_domains) -> _Structure:
+    lam = np.clip(np.nan_to_num(np.asarray(lam, dtype=np.float64)), -np.sqrt(1 - PSI_MIN**2),
+                  np.sqrt(1 - PSI_MIN**2))
+    psi = np.sqrt(1.0 - lam**2)
+    z = a[:, None] * T_GRID[None, :] + d[:, None]
+    s = 1.0 / (1.0 + np.exp(-z))
+    p = c[:, None] + (1.0 - c[:, None]) * s
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    acc = np.zeros((n_domains, len(T_GRID)))
+    np.add.at(acc, item_domain, p / len(a))
+    return _Structure(lam=lam, psi=psi, p=p, logp=np.log(p), log1mp=np.log1p(-p), acc=acc)
+
+
+# ------------------------------------------------------------------ posterior on the grid
+def _prior_g() -> np.ndarray:
+    w = np.exp(-0.5 * G_GRID**2)
+    return np.log(w / w.sum())
+
+
+LOG_PRIOR_G = _prior_g()
+
+
+def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None):
+    """Posterior of ``g`` (G,) and the conditionals of the domain scores given ``g`` (K, G, Q).
+
+    ``logL`` (K, Q) is each domain's log-likelihood on ``T_GRID``;
+    ``answered`` (K,) marks domains with responses (the others' conditionals
+    are the prior's, and their ``Z_k`` is 1).
+    """
+    W = st.W
+    K = logL.shape[0]
+    if answered is None:
+        answered = np.ones(K, dtype=bool)
+    cond = W.copy()
+    lp = LOG_PRIOR_G.copy()
+    ks = np.flatnonzero(answered)
+    if len(ks):
+        L = np.exp(logL[ks] - logL[ks].max(axis=1, keepdims=True))
+        WL = W[ks] * L[:, None, :]
+        Z = WL.sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lp = lp + np.log(Z).sum(axis=0)
+            cond[ks] = np.where(Z[..., None] > 0, WL / Z[..., None], 0.0)
+    pg = np.exp(lp - lp.max())
+    pg /= pg.sum()
+    return pg, cond
+
+
+def _grid_quantiles(mass: np.ndarray, grid: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """Quantiles of a distribution with ``mass`` (..., n) spread evenly over each grid cell."""
+    h = grid[1] - grid[0]
+    edges = np.concatenate([grid - h / 2, [grid[-1] + h / 2]])
+    flat = mass.reshape(-1, mass.shape[-1])
+    out = np.empty((flat.shape[0], len(qs)))
+    for i, m in enumerate(flat):
+        cdf = np.concatenate([[0.0], np.cumsum(m)])
+        cdf /= cdf[-1]
+        out[i] = np.interp(qs, cdf, edges)
+    return out.reshape(mass.shape[:-1] + (len(qs),))
+
+
+def _moments(mass: np.ndarray, grid: np.ndarray):
+    mean = mass @ grid
+    var = np.clip(mass @ grid**2 - mean**2, 0.0, None)
+    return mean, np.sqrt(var)
+
+
+# ------------------------------------------------------------------ results
+@dataclass
+class Scores:
+    """Scores of new LLMs.
+
+    Attributes
+    ----------
+    overall : pandas.DataFrame
+        ``llm, score, sd, lower, upper, expected_accuracy, expected_accuracy_lower,
+        expected_accuracy_upper, n_responses``.
+    domains : pandas.DataFrame
+        ``llm, domain, score, sd, lower, upper, n_responses`` (every domain of
+        the fit for every LLM; ``n_responses`` 0: predicted from the others).
+    interval : float
+        Probability mass of the intervals.
+    """
+
+    overall: pd.DataFrame
+    domains: pd.DataFrame
+    interval: float = 0.9
+
+    def write(self, out: str | Path) -> Path:
+        """Write ``overall.csv`` and ``domain_scores.csv`` into the folder ``out``."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        self.overall.to_csv(out / "overall.csv", index=False)
+        self.domains.to_csv(out / "domain_scores.csv", index=False)
+        return out
+
+
+# ------------------------------------------------------------------ scorer
+class Scorer:
+    """A fit's items and structure, tabulated once, ready to score any number of new LLMs.
+
+    Parameters
+    ----------
+    fit
+        An :class:`~mtlirt.estimate.Estimate` (``read_fit(folder)``) with item
+        parameters: MTL, STL, pooled, the paper's variants or a Bayesian fit.
+    draws
+        Bayesian fits: how many posterior draws of the structure to average
+        over (evenly spaced over the chains' draws); point fits use their one.
+    interval
+        Probability mass of the reported intervals.
+    """
+
+    def __init__(self, fit: Estimate, *, draws: int = 20, interval: float = 0.9):
+        if not 0 < interval < 1:
+            raise InputError(f"interval must be in (0, 1), got {interval!r}")
+        if fit.method == "accuracy":
+            raise InputError("scoring needs a fit with item parameters; an accuracy fit has none")
+        self.fit = fit
+        self.interval = float(interval)
+        post = fit.posterior
+        self.items = fit.items
+        self.domains = fit.domains
+        self.item_domain = self.domains.get_indexer(post["item_domain"].values.astype(str)).astype(np.int64)
+        self.n_items = len(self.items)
+        self.n_domains = len(self.domains)
+        self.domain_sizes = np.bincount(self.item_domain, minlength=self.n_domains)
+        self._item_pos = pd.Index(self.items)
+        pop = fit.info.get("population_scale")
+        K = self.n_domains
+        self.loc = np.asarray(pop["loc"], dtype=np.float64) if pop else np.zeros(K)
+        self.scale = np.asarray(pop["scale"], dtype=np.float64) if pop else np.ones(K)
+        self.structures = self._structures(int(draws))
+        self.selection = self.structures[0] if len(self.structures) == 1 else self._mean_structure()
+
+    def _structures(self, draws: int) -> list[_Structure]:
+        fit = self.fit
+        post = fit.posterior
+        K = self.n_domains
+        jd = self.item_domain
+
+        def pop_items(a, d, c):  # reported scale -> population scale (estimators.irt.to_internal)
+            a_i = a / self.scale[jd]
+            return a_i, d - a_i * self.loc[jd], c
+
+        if fit.n_draws > 1 and "discrimination" in post:
+            n = fit.n_draws
+            take = np.unique(np.linspace(0, n - 1, min(draws, n)).round().astype(int))
+            flat = {v: post[v].values.reshape((n,) + post[v].shape[2:])
+                    for v in ("discrimination", "intercept", "guessing", "loadings", "domain_corr") if v in post}
+            out = []
+            for s in take:
+                c = flat["guessing"][s] if "guessing" in flat else np.zeros(self.n_items)
+                a, d, c = pop_items(flat["discrimination"][s], flat["intercept"][s], c)
+                lam = flat["loadings"][s][:, 0] if "loadings" in flat else factor_loadings(flat["domain_corr"][s])
+                out.append(_tabulate(a, d, c, jd, lam, K))
+            return out
+        a = fit.point("discrimination")
+        d = fit.point("intercept")
+        c = fit.point("guessing") if "guessing" in post else np.zeros_like(a)
+        a, d, c = pop_items(a, d, c)
+        rank = post.sizes.get("factor", 1) if "loadings" in post else 1
+        lam = factor_loadings(fit.point("domain_corr"), rank=rank)
+        return [_tabulate(a, d, c, jd, lam, K)]
+
+    def _mean_structure(self) -> _Structure:
+        """The posterior means of the items and loadings, tabulated (an adaptive test's item choice)."""
+        fit = self.fit
+        jd = self.item_domain
+        a = fit.point("discrimination") / self.scale[jd]
+        d = fit.point("intercept") - a * self.loc[jd]
+        c = fit.point("guessing") if "guessing" in fit.posterior else np.zeros_like(a)
+        lam = (fit.point("loadings")[:, 0] if "loadings" in fit.posterior
+               else factor_loadings(fit.point("domain_corr")))
+        return _tabulate(a, d, c, jd, lam, self.n_domains)
+
+    # -------------------------------------------------------------- input
+    def parse(self, responses, *, ignore_unknown_items: bool = False) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """Each LLM's responses as ``(llm, item positions in the fit, 0/1 answers)``.
+
+        ``responses`` is a :class:`~mtlirt.io.responses.Responses` or a long
+        DataFrame ``llm, item, correct`` (a ``domain`` column, if given, must
+        agree with the fit's).
+
+        Raises
+        ------
+        InputError
+            Items the fit does not hold (unless ``ignore_unknown_items``), a
+            domain that disagrees with the fit's, or a non-binary answer.
+        """
+        from .io import validate
+
+        if isinstance(responses, pd.DataFrame):
+            missing = [col for col in ("llm", "item", "correct") if col not in responses.columns]
+            if missing:
+                raise InputError(f"responses lack the column{'s' if len(missing) > 1 else ''} "
+                                 f"{', '.join(missing)} (need llm, item, correct)")
+            df = responses
+            llm = df["llm"].astype(str).to_numpy()
+            item = df["item"].astype(str).to_numpy()
+            y = validate.to_binary(df["correct"]).astype(np.int8)
+            dom = df["domain"].astype(str).to_numpy() if "domain" in df.columns else None
+        else:
+            obs = responses.observed
+            rows, cols = np.nonzero(obs)
+            llm = np.asarray(responses.llms, dtype=str)[rows]
+            item = np.asarray(responses.items, dtype=str)[cols]
+            y = responses.correct[rows, cols].astype(np.int8)
+            dom = np.asarray(responses.domains, dtype=str)[responses.item_domain[cols]]
+        pos = self._item_pos.get_indexer(item)
+        unknown = pos < 0
+        if unknown.any():
+            names = pd.unique(item[unknown])
+            if not ignore_unknown_items:
+                shown = ", ".join(repr(str(x)) for x in names[:SHOW])
+                more = f" and {len(names) - SHOW} more" if len(names) > SHOW else ""
+                raise InputError(f"{len(names)} item{'s' if len(names) > 1 else ''} not in the fit: {shown}{more} "
+                                 "(score only the fit's items, or pass --ignore-unknown-items)")
+            keep = ~unknown
+            llm, item, y, pos = llm[keep], item[keep], y[keep], pos[keep]
+            dom = None if dom is None else dom[keep]
+        if dom is not None:
+            fit_dom = np.asarray(self.domains, dtype=str)[self.item_domain[pos]]
+            bad = dom != fit_dom
+            if bad.any():
+                i = np.flatnonzero(bad)
+                shown = ", ".join(f"{item[k]!r} ({dom[k]!r}, the fit: {fit_dom[k]!r})" for k in i[:SHOW])
+                raise InputError(f"{len(i)} response(s) give an item another domain than the fit's: {shown}")
+        key = pd.DataFrame({"llm": llm, "pos": pos, "y": y})
+        dup = key.duplicated(["llm", "pos"], keep=False)
+        if dup.any():
+            clash = key[dup].groupby(["llm", "pos"])["y"].nunique()
+            clash = clash[clash > 1]
+            if len(clash):
+                (l0, p0) = clash.index[0]
+                raise InputError(f"{len(clash)} (llm, item) pair(s) answered both right and wrong, "
+                                 f"e.g. {l0!r} on {self.items[p0]!r}")
+            key = key.drop_duplicates(["llm", "pos"])
+        out = []
+        order = pd.unique(key["llm"]) if len(key) else []
+        if not isinstance(responses, pd.DataFrame):  # every LLM of the table, even one left without items
+            order = list(np.asarray(responses.llms, dtype=str))
+        groups = {k: g for k, g in key.groupby("llm", sort=False)} if len(key) else {}
+        for name in order:
+            g = groups.get(name)
+            if g is None:
+                out.append((str(name), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8)))
+            else:
+                out.append((str(name), g["pos"].to_numpy(np.int64), g["y"].to_numpy(np.int8)))
+        return out
+
+    # -------------------------------------------------------------- core
+    def loglik_table(self, st: _Structure, pos: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """(K, Q): each domain's log-likelihood of the answers on ``T_GRID``."""
+        rows = np.where(y[:, None] == 1, st.logp[pos], st.log1mp[pos])
+        out = np.zeros((self.n_domains, len(T_GRID)))
+        np.add.at(out, self.item_domain[pos], rows)
+        return out
+
+    def posterior(self, pos: np.ndarray, y: np.ndarray, *, seed=0, n_draws: int = 2000, scale: str = "fit") -> dict:
+        """One LLM's posterior summaries (a dict of arrays; see :meth:`score`)."""
+        pos = np.asarray(pos, dtype=np.int64)
+        y = np.asarray(y, dtype=np.int8)
+        K = self.n_domains
+        answered = np.bincount(self.item_domain[pos], minlength=K)
+        S = len(self.structures)
+        pg_sum = np.zeros(len(G_GRID))
+        pt_sum = np.zeros((K, len(T_GRID)))
+        rng = np.random.default_rng(seed)
+        per = np.full(S, n_draws // S)
+        per[: n_draws - per.sum()] += 1
+        acc_draws = []
+        acc_mean = 0.0
+        for st, n_s in zip(self.structures, per, strict=True):
+            logL = self.loglik_table(st, pos, y)
+            pg, cond = grid_posterior(st, logL, answered > 0)
+            pg_sum += pg
+            pt_sum += np.einsum("g,kgq->kq", pg, cond)
+            m = np.einsum("kgq,kq->kg", cond, st.acc)
+            acc_mean += float(pg @ m.sum(axis=0))
+            acc_draws.append(_draw_accuracy(rng, pg, cond, st.acc, int(n_s)))
+        pg = pg_sum / S
+        pt = pt_sum / S
+        acc_mean /= S
+        draws = np.concatenate(acc_draws)
+        lo_q = (1 - self.interval) / 2
+        qs = (lo_q, 1 - lo_q)
+        g_mean, g_sd = _moments(pg, G_GRID)
+        g_lo, g_hi = _grid_quantiles(pg, G_GRID, qs)
+        t_mean, t_sd = _moments(pt, T_GRID)
+        t_q = _grid_quantiles(pt, T_GRID, qs)
+        t_lo, t_hi = t_q[:, 0], t_q[:, 1]
+        if scale == "fit":
+            t_mean = (t_mean - self.loc) / self.scale
+            t_sd = t_sd / self.scale
+            t_lo, t_hi = (t_lo - self.loc) / self.scale, (t_hi - self.loc) / self.scale
+        elif scale != "population":
+            raise InputError(f"scale must be 'fit' or 'population', got {scale!r}")
+        a_lo, a_hi = np.quantile(draws, qs)
+        return dict(overall=g_mean, overall_sd=g_sd, overall_lower=g_lo, overall_upper=g_hi,
+                    expected_accuracy=acc_mean, expected_accuracy_sd=float(draws.std(ddof=1)),
+                    expected_accuracy_lower=float(a_lo), expected_accuracy_upper=float(a_hi),
+                    theta=t_mean, theta_sd=t_sd, theta_lower=t_lo, theta_upper=t_hi, n_responses=answered)
+
+    def score(self, responses, *, ignore_unknown_items: bool = False, seed: int | None = 0,
+              n_draws: int = 2000, scale: str = "fit") -> Scores:
+        """Score every LLM of ``responses`` (see :meth:`parse`); ``seed`` drives the
+        expected-accuracy draws (one stream per LLM, so an LLM's numbers do not depend
+        on the others in the table)."""
+        parsed = self.parse(responses, ignore_unknown_items=ignore_unknown_items)
+        return self.score_parsed(parsed, seed=seed, n_draws=n_draws, scale=scale)
+
+    def score_parsed(self, parsed, *, seed: int | None = 0, n_draws: int = 2000, scale: str = "fit") -> Scores:
+        """Score LLMs given as ``(llm, positions, answers)`` (the output of :meth:`parse`)."""
+        seeds = np.random.SeedSequence(seed).spawn(len(parsed))
+        rows, dom_rows = [], []
+        names = np.asarray(self.domains, dtype=str)
+        for (llm, pos, y), ss in zip(parsed, seeds, strict=True):
+            r = self.posterior(pos, y, seed=ss, n_draws=n_draws, scale=scale)
+            rows.append(dict(llm=llm, score=r["overall"], sd=r["overall_sd"], lower=r["overall_lower"],
+                             upper=r["overall_upper"], expected_accuracy=r["expected_accuracy"],
+                             expected_accuracy_lower=r["expected_accuracy_lower"],
+                             expected_accuracy_upper=r["expected_accuracy_upper"],
+                             n_responses=int(r["n_responses"].sum())))
+            dom_rows.append(pd.DataFrame(dict(llm=llm, domain=names, score=r["theta"], sd=r["theta_sd"],
+                                              lower=r["theta_lower"], upper=r["theta_upper"],
+                                              n_responses=r["n_responses"])))
+        overall = pd.DataFrame(rows, columns=["llm", "score", "sd", "lower", "upper", "expected_accuracy",
+                                              "expected_accuracy_lower", "expected_accuracy_upper", "n_responses"])
+        domains = (pd.concat(dom_rows, ignore_index=True) if dom_rows else
+                   pd.DataFrame(columns=["llm", "domain", "score", "sd", "lower", "upper", "n_responses"]))
+        return Scores(overall=overall, domains=domains, interval=self.interval)
+
+
+def _draw_accuracy(rng: np.random.Generator, pg: np.ndarray, cond: np.ndarray, acc: np.ndarray, n: int) -> np.ndarray:
+    """``n`` draws of the expected accuracy: ``g`` from its grid posterior, each domain score
+    from its conditional given ``g`` (uniform within a grid cell), the domains' accuracy
+    contributions interpolated on the grid."""
+    if n <= 0:
+        return np.zeros(0)
+    K, G, Q = cond.shape
+    h = T_GRID[1] - T_GRID[0]
+    gi = rng.choice(G, size=n, p=pg)
+    used = np.unique(gi)
+    # one increasing array: row (k, g) holds k * len(used) + i + its CDF in (0, 1]
+    cdf = np.cumsum(cond[:, used], axis=-1)
+    cdf /= np.where(cdf[..., -1:] > 0, cdf[..., -1:], 1.0)
+    row = np.arange(K * len(used), dtype=np.float64).reshape(K, len(used), 1)
+    flat = (cdf * (1 - 1e-12) + row).ravel()
+    gpos = np.searchsorted(used, gi)
+    key = np.arange(K)[None, :] * len(used) + gpos[:, None] + rng.random((n, K))
+    qi = np.searchsorted(flat, key.ravel()).reshape(n, K) - (np.arange(K)[None, :] * len(used) + gpos[:, None]) * Q
+    qi = np.clip(qi, 0, Q - 1)
+    t = T_GRID[qi] + (rng.random((n, K)) - 0.5) * h
+    out = np.zeros(n)
+    for k in range(K):
+        out += np.interp(t[:, k], T_GRID, acc[k])
+    return out
+
+
+def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws: int = 20,
+          ignore_unknown_items: bool = False, seed: int | None = 0, scale: str = "fit") -> Scores:
+    """Score new LLMs against a fit's fixed items and structure.
+
+    Parameters
+    ----------
+    fit
+        An :class:`~mtlirt.estimate.Estimate` or a fit folder.
+    responses
+        A :class:`~mtlirt.io.responses.Responses` or a long DataFrame ``llm,
+        item, correct`` (optional ``domain``): any subset of the fit's items.
+    interval
+        Probability mass of the intervals.
+    draws
+        Bayesian fits: posterior draws of the structure averaged over.
+    ignore_unknown_items
+        Drop items the fit does not hold instead of raising :class:`InputError`.
+    seed
+        Seed of the expected-accuracy draws.
+    scale
+        ``"fit"``: domain scores on the fit's reported scale; ``"population"``:
+        on the item calibration's population scale.
+
+    Returns
+    -------
+    Scores
+        ``overall`` and ``domains`` tables.
+    """
+    if not isinstance(fit, Estimate):
+        from .io.fitdir import read_fit
+
+        fit = read_fit(fit)
+    return Scorer(fit, draws=draws, interval=interval).score(
+        responses, ignore_unknown_items=ignore_unknown_items, seed=seed, scale=scale)
