@@ -153,3 +153,30 @@ def test_fit_variant_paper_writes_its_tuning(tmp_path, capsys):
                         "paper-local"]
     assert main(["simulate", "--preset", "paper", "--missing", "0.1", "--out", str(tmp_path / "y.csv")]) == 2
     assert not (tmp_path / "x").exists() and not (tmp_path / "y.csv").exists()
+
+
+def test_validate_fit_compare_report_chain(tmp_path, capsys):
+    """The success paths of validate, fit (two methods), compare and report, through the command line."""
+    data = tmp_path / "sim.csv"
+    assert main(["simulate", "--n-llms", "60", "--domain-sizes", "8,10,12", "--seed", "2", "--out", str(data)]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(data)]) == 0
+    summary = capsys.readouterr().out
+    assert "60" in summary and "3" in summary
+    for method in ("stl", "pooled"):
+        assert main(["fit", str(data), "--method", method, "--out", str(tmp_path / method)]) == 0
+        scores = pd.read_csv(tmp_path / method / "overall.csv")
+        assert len(scores) == 60 and scores["rank"].min() == 1
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "stl"), str(tmp_path / "pooled")]) == 0
+    table = capsys.readouterr().out
+    assert "stl" in table and "pooled" in table
+    # two reasonable estimators of the same 60 LLMs agree closely on the overall ranking
+    a = pd.read_csv(tmp_path / "stl" / "overall.csv").set_index("llm")["score"]
+    b = pd.read_csv(tmp_path / "pooled" / "overall.csv").set_index("llm")["score"]
+    assert a.corr(b.loc[a.index], method="spearman") > 0.9
+    html = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "stl"), str(tmp_path / "pooled"), "--data", str(data),
+                 "--out", str(html)]) == 0
+    text = html.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "data:image/png;base64," in text and "pooled" in text

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from mtlirt import plots
 from mtlirt.estimate import INFO_ATTR, Estimate
+from mtlirt.report.plots._common import _shorten
 
 MMLU_LIKE = [
     "abstract_algebra", "anatomy", "astronomy", "business_ethics", "clinical_knowledge", "college_biology",
@@ -261,7 +262,7 @@ def test_domain_difficulty_labels(which, request):
     fig = plots.domain_difficulty(est)
     ax = fig.axes[0]
     texts = [t.get_text() for t in ax.texts]
-    assert sorted(texts) == sorted(plots._shorten(d, 32) for d in est.domains)
+    assert sorted(texts) == sorted(_shorten(d, 32) for d in est.domains)
 
 
 def test_domain_difficulty_sizes(boot):
@@ -356,6 +357,6 @@ def test_all_plots_at_56_domains(big):
 
 
 def test_shorten():
-    assert plots._shorten("abc") == "abc"
-    s = plots._shorten("x" * 100, 20)
+    assert _shorten("abc") == "abc"
+    s = _shorten("x" * 100, 20)
     assert len(s) == 20 and "…" in s

@@ -26,6 +26,7 @@ from .compare import (
     heldout_loglik,
     load_fits,
 )
+from .plots.items import _domain_item_table
 
 __all__ = ["DIAGNOSTIC_RULES", "render_report", "write_report"]
 
@@ -310,7 +311,7 @@ def _leaderboard(est, interval: float, top: int, full_table: bool, k_top: int = 
 
 
 def _domain_table(est, responses) -> pd.DataFrame:
-    tab = plots._domain_item_table(est, None, "mean")
+    tab = _domain_item_table(est, None, "mean")
     tab = tab.rename(columns={"difficulty": "mean difficulty", "discrimination": "mean discrimination",
                               "guessing": "mean guessing"})
     if not (tab["mean guessing"].fillna(0) != 0).any():
