@@ -1,0 +1,223 @@
+"""Model checks (mtlirt.checks): S-X2 item fit, the correlation predictive check, leave-one-LLM-out."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import mtlirt
+from mtlirt import simulate
+from mtlirt.checks import (
+    correlation_check,
+    factor_loadings,
+    item_fit,
+    llm_marginal_loglik,
+    loo_llm,
+    run_checks,
+    sx2_expected,
+)
+from mtlirt.errors import InputError
+from mtlirt.io.responses import Responses
+
+
+def _responses(**kw):
+    return Responses.from_frame(simulate(**kw).responses)
+
+
+# ---------------------------------------------------------------- S-X2
+
+
+def _lord_wingersky(P):
+    f = np.zeros((len(P) + 1, P.shape[1]))
+    f[0] = 1.0
+    for j in range(len(P)):
+        f[1:j + 2] = f[1:j + 2] * (1 - P[j]) + f[:j + 1] * P[j]
+        f[0] *= 1 - P[j]
+    return f
+
+
+def test_sx2_expected_matches_the_direct_leave_one_out():
+    """The stable deconvolution gives what a recursion without the item gives, and the default
+    grid what a grid 30 times finer gives."""
+    rng = np.random.default_rng(0)
+    a, d, c = rng.lognormal(0.2, 0.3, 15), rng.normal(0, 1, 15), np.full(15, 0.2)
+    E, score_prob = sx2_expected(a, d, c)
+    x = np.linspace(-6, 6, 4001)
+    w = np.exp(-x**2 / 2)
+    w /= w.sum()
+    E_fine, prob_fine = sx2_expected(a, d, c, nodes=(x, w))
+    assert np.nanmax(np.abs(E - E_fine)) < 1e-7 and np.abs(score_prob - prob_fine).max() < 1e-7
+    P = c[:, None] + (1 - c[:, None]) / (1 + np.exp(-(a[:, None] * x + d[:, None])))
+    f = _lord_wingersky(P)
+    for j in (0, 7, 14):
+        fj = _lord_wingersky(np.delete(P, j, 0))
+        direct = (P[j] * w * fj).sum(1) / (f @ w)[1:]  # s = 1..J
+        assert np.allclose(E_fine[j, 1:15], direct[:14], atol=1e-12)
+    assert np.isclose(score_prob.sum(), 1.0)
+
+
+def test_item_fit_holds_the_nominal_rate_when_the_model_is_right():
+    """2PL truth fitted by STL and by MTL: about 5% of items below p = 0.05, and (almost) no flag."""
+    shares, flags = [], 0
+    for seed in (21, 22):
+        r = _responses(n_llms=1000, domain_sizes=[10] * 4 + [25] * 2, similarity=0.3, seed=seed)
+        for method in ("stl", "mtl") if seed == 21 else ("stl",):
+            tab = item_fit(mtlirt.fit(r, method), r)
+            assert len(tab) == r.n_items and tab["p_value"].notna().all()
+            assert (tab["df"] > 0).all() and (tab["n"] == 1000).all()
+            shares.append(float((tab["p_value"] < 0.05).mean()))
+            flags += int(tab["misfit"].sum())
+    assert 0.01 <= np.mean(shares) <= 0.1, shares
+    assert flags <= 2
+
+
+def test_item_fit_flags_items_from_a_wrong_model():
+    """Items whose key is reversed (negative discrimination, which a 2PL with a > 0 cannot fit) are
+    flagged, in a 10-item and in a 25-item domain; the others are not."""
+    sim = simulate(n_llms=1000, domain_sizes=[10] * 4 + [25] * 2, similarity=0.3, seed=23)
+    r = Responses.from_frame(sim.responses)
+    bad = [3, 52]  # d01's 4th item, d06's 3rd
+    r.correct[:, bad] = 1 - r.correct[:, bad]
+    tab = item_fit(mtlirt.fit(r, "mtl"), r)
+    assert tab["misfit"].iloc[bad].all() and (tab["p_value"].iloc[bad] < 1e-6).all()
+    assert tab["misfit"].drop(index=bad).sum() <= 1
+
+
+def test_item_fit_uses_complete_rows_and_skips_the_accuracy_baseline():
+    r = _responses(n_llms=300, domain_sizes=[6, 6, 2], seed=2, missing=0.02)
+    est = mtlirt.fit(r, "stl")
+    tab = item_fit(est, r)
+    full = r.mask[:, :6].all(1).sum()
+    assert (tab["n"].iloc[:6] == full).all() and full < 300
+    assert tab["p_value"].iloc[12:].isna().all()  # a 2-item domain leaves no degrees of freedom
+    assert item_fit(mtlirt.fit(r, "accuracy"), r) is None
+    with pytest.raises(InputError):
+        item_fit(est, r.subset(llms=list(r.llms[:200])))
+
+
+# ---------------------------------------------------------------- correlations
+
+
+def test_factor_loadings_recover_a_factor_structure():
+    lam = np.array([[0.9, 0.0], [0.8, 0.3], [0.7, -0.4], [0.6, 0.5], [0.9, 0.1], [0.5, -0.5]])
+    R = lam @ lam.T
+    np.fill_diagonal(R, 1.0)
+    L = factor_loadings(R, 2)
+    fit = L @ L.T
+    off = ~np.eye(6, dtype=bool)
+    assert np.abs(fit[off] - R[off]).max() < 1e-3
+
+
+@pytest.fixture(scope="module")
+def rank2():
+    return _responses(n_llms=400, domain_sizes=[10] * 6, rank=2, similarity=0.1, seed=5)
+
+
+def test_correlation_check_flags_a_wrong_structure(rank2):
+    """Rank-2 truth: a rank-1 MTL fit and the pooled fit misfit; a rank-2 fit does not."""
+    one = correlation_check(mtlirt.fit(rank2, "mtl", rank=1), rank2, n_replicates=20, seed=1)
+    assert one.global_p < 0.05 and one.n_misfit >= 6
+    pooled = correlation_check(mtlirt.fit(rank2, "pooled"), rank2, n_replicates=20, seed=1)
+    assert pooled.global_p < 0.05 and pooled.n_misfit >= 10
+    two = correlation_check(mtlirt.fit(rank2, "mtl", rank=2), rank2, n_replicates=20, seed=1)
+    assert two.global_p > 0.1 and two.n_misfit <= 2
+
+
+def test_correlation_check_passes_the_right_structure():
+    """Rank-1 truth, rank-1 MTL: the statistic of the data is the reported domain_corr, and few pairs misfit."""
+    r = _responses(n_llms=400, domain_sizes=[10] * 6, rank=1, similarity=0.1, seed=5)
+    est = mtlirt.fit(r, "mtl")
+    chk = correlation_check(est, r, n_replicates=20, seed=1)
+    assert np.allclose(chk.observed, est.point("domain_corr"))
+    assert chk.global_p > 0.1 and chk.n_misfit <= 2
+    t = chk.table
+    assert list(t.columns[:3]) == ["domain_a", "domain_b", "observed"] and len(t) == 15
+    assert ((t["replicated_lower"] <= t["replicated_mean"]) & (t["replicated_mean"] <= t["replicated_upper"])).all()
+    assert chk.replicated.shape == (20, 6, 6)
+    again = correlation_check(est, r, n_replicates=3, seed=1)
+    assert np.array_equal(again.replicated, chk.replicated[:3])  # seeded
+    assert correlation_check(mtlirt.fit(r, "stl"), r) is None
+
+
+# ---------------------------------------------------------------- Bayes: LOO and the rest
+
+
+def _bayes_fit():
+    r = _responses(n_llms=60, domain_sizes=[8] * 4 + [20] * 2, similarity=0.3, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a short chain's convergence warning
+        est = mtlirt.fit(r, "bayes", items="fixed", draws=150, tune=150, chains=2, progress=False)
+    return r, est
+
+
+def test_checks_of_a_bayesian_fit():
+    """One tiny NUTS fit (its compilation is the cost; one test, so that parallel workers do not
+    each fit it): leave-one-LLM-out, its quadrature, run_checks, the record, the plots and the report."""
+    r, est = _bayes_fit()
+    _loo_per_llm_on_the_marginal_likelihood(r, est)
+    _marginal_loglik_matches_the_tabulated_integral(r, est)
+    mc = _run_checks_and_the_record(r, est)
+    _plots_and_report_section(r, est, mc)
+
+
+def _loo_per_llm_on_the_marginal_likelihood(r, est):
+    loo = loo_llm(est, r)
+    t = loo.table
+    assert list(t["llm"]) == list(r.llms) and np.isfinite(t["elpd_loo"]).all() and np.isfinite(t["pareto_k"]).all()
+    assert loo.overall_integrated and loo.n_draws == 300
+    assert np.isclose(t["elpd_loo"].sum(), loo.elpd.elpd)
+    # the overall trait integrated out: importance sampling works for (nearly) every LLM, and the
+    # effective number of parameters is that of the shared ones (loadings), not one per LLM
+    assert (~t["k_ok"]).sum() <= 3 and loo.summary()["p_loo"] < 15
+    cond = loo_llm(est, r, integrate_overall=False)
+    assert (~cond.table["k_ok"]).sum() > 30 and not cond.overall_integrated
+
+
+def _marginal_loglik_matches_the_tabulated_integral(r, est):
+    """Given the overall trait, the Gauss-Hermite marginal is bayes.marginal's integral on its fine grid."""
+    from mtlirt.bayes.fixed_items import build_tables
+    from mtlirt.bayes.marginal import conditional_moments
+
+    post = est.posterior
+    ml = llm_marginal_loglik(est, r, integrate_overall=False, max_draws=10_000)
+    tables = build_tables(r, post["discrimination"].values[0, 0], post["intercept"].values[0, 0], 0.0)
+    for ch, t in ((0, 5), (1, 100)):
+        eta, lam = post["eta"].values[ch, t], post["loadings"].values[ch, t]
+        psi = np.sqrt(1 - (lam**2).sum(-1))
+        logi = conditional_moments(tables, eta @ lam.T, psi)[2]
+        assert np.abs(ml["loglik"][ch, t] - (logi + tables.const).sum(1)).max() < 2e-3
+
+
+def _run_checks_and_the_record(r, est):
+    mc = run_checks(est, r, n_replicates=10)
+    assert mc.correlation is not None and mc.correlation.world.startswith("posterior draws")
+    assert mc.items is not None and mc.loo is not None and not mc.skipped
+    s = json.loads(json.dumps(mc.summary()))
+    assert set(s) == {"correlation", "item_fit", "loo_llm"} and s["loo_llm"]["llms"] == 60
+    point = mtlirt.fit(r, "stl")
+    mp = run_checks(point, r, correlation=False)
+    mp.record(point)
+    rec = point.info["diagnostics"]["checks"]
+    assert "loo_llm" in rec["skipped"] and rec["item_fit"]["items"] == r.n_items
+    assert point.info["diagnostics"]["converged"] is True  # the fit's own diagnostics stay
+    return mc
+
+
+def _plots_and_report_section(r, est, mc):
+    import matplotlib.pyplot as plt
+
+    from mtlirt.report import plots_checks as pc
+    from mtlirt.report.html import _checks_section, render_report
+
+    for fig in (pc.correlation_check_matrix(mc.correlation), pc.correlation_check_pairs(mc.correlation),
+                pc.item_fit_plot(mc.items), pc.loo_pareto_k(mc.loo)):
+        assert fig.axes
+        plt.close(fig)
+    block = _checks_section("bayes", est, r, mc, 10, 40)
+    assert "Model checks" in block and "Leave-one-LLM-out" in block and "not drawn" not in block
+    assert block.count("<img") == 4
+    point = mtlirt.fit(r, "stl")
+    html = render_report({"stl": point}, r, checks={"stl": run_checks(point, r, correlation=False)}, dpi=40)
+    assert 'id="fit-stl-checks"' in html and "Not applicable: a point estimate" in html
+    assert "Model checks" not in render_report({"stl": point}, r, checks=False, dpi=40)
