@@ -34,6 +34,7 @@ items and loadings; the scores average over the structure's draws.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -302,6 +303,15 @@ def _dom_var(w, q_rest, m2_new, mu, kj, mu_new):
 
 
 # ------------------------------------------------------------------ replay
+def _one_blas_thread():
+    """Limit BLAS to one thread where threadpoolctl is installed (else change nothing)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1)
+
+
 @dataclass
 class Replay:
     """Result of :func:`replay`: ``scores`` (the two tables) and ``administered``
@@ -328,14 +338,15 @@ def replay(fit: Estimate | Scorer, responses, *, budget: int | None = 100, targe
     parsed = sc.parse(responses, ignore_unknown_items=ignore_unknown_items)
     seeds = np.random.SeedSequence(seed).spawn(len(parsed))
     admin, asked = [], []
-    for (llm, pos, y), ss in zip(parsed, seeds, strict=True):
-        answers = dict(zip(pos.tolist(), y.tolist(), strict=True))
-        test = AdaptiveTest(sc, target=target, budget=budget, width=width, seed=ss,
-                            items=sc.items.values[pos] if len(pos) else [])
-        while (j := test.next_position()) is not None:
-            test.answer(j, answers[j])
-        admin.append(test.administered(llm))
-        asked.append((llm, np.asarray(test.pos, dtype=np.int64), np.asarray(test.y, dtype=np.int8)))
+    with _one_blas_thread():  # thousands of tiny products: BLAS threads would only contend
+        for (llm, pos, y), ss in zip(parsed, seeds, strict=True):
+            answers = dict(zip(pos.tolist(), y.tolist(), strict=True))
+            test = AdaptiveTest(sc, target=target, budget=budget, width=width, seed=ss,
+                                items=sc.items.values[pos] if len(pos) else [])
+            while (j := test.next_position()) is not None:
+                test.answer(j, answers[j])
+            admin.append(test.administered(llm))
+            asked.append((llm, np.asarray(test.pos, dtype=np.int64), np.asarray(test.y, dtype=np.int8)))
     scores = sc.score_parsed(asked, seed=seed, scale=scale)
     cols = ["llm", "step", "item", "domain", "correct"]
     administered = pd.concat(admin, ignore_index=True) if admin else pd.DataFrame(columns=cols)

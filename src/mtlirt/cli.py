@@ -252,6 +252,88 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _new_llm_table(path):
+    from .io.tables import read_table
+
+    return read_table(path)
+
+
+def cmd_score(args) -> int:
+    from .io.fitdir import read_fit
+    from .scoring import Scorer
+
+    _check_fit_dirs([args.fit])
+    scorer = Scorer(read_fit(args.fit), draws=args.draws, interval=args.interval)
+    scores = scorer.score(_new_llm_table(args.responses), ignore_unknown_items=args.ignore_unknown_items,
+                          seed=args.seed)
+    out = scores.write(args.out)
+    print(f"scored {len(scores.overall)} LLM(s) on {scorer.n_domains} domains; wrote {out}/overall.csv and "
+          f"{out}/domain_scores.csv")
+    return 0
+
+
+def cmd_adapt(args) -> int:
+    from .adaptive import replay
+    from .io.fitdir import read_fit
+    from .scoring import Scorer
+
+    _check_fit_dirs([args.fit])
+    if args.budget is None and args.width is None:
+        raise InputError("give --budget, --width or both (when to stop)")
+    scorer = Scorer(read_fit(args.fit), draws=args.draws, interval=args.interval)
+    res = replay(scorer, _new_llm_table(args.responses), budget=args.budget, target=args.target,
+                 width=args.width, seed=args.seed, ignore_unknown_items=args.ignore_unknown_items)
+    res.write(args.out)
+    n = res.administered.groupby("llm").size() if len(res.administered) else None
+    asked = f"{n.mean():.1f} items per LLM on average" if n is not None else "no items"
+    print(f"adaptive test ({args.target}) of {len(res.scores.overall)} LLM(s), {asked}; wrote {args.out}/"
+          "overall.csv, domain_scores.csv and administered.csv")
+    return 0
+
+
+def _new_llm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--ignore-unknown-items", action="store_true",
+                   help="drop responses to items the fit does not hold (default: an error naming them)")
+    p.add_argument("--interval", type=float, default=0.9, help="probability of the intervals (default 0.9)")
+    p.add_argument("--draws", type=int, default=20,
+                   help="Bayesian fits: posterior draws of the structure averaged over (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="seed (expected-accuracy draws, tie-breaks; default 0)")
+
+
+def _add_score(sub) -> None:
+    p = sub.add_parser("score", help="score new LLMs against a fit's items and structure, without refitting",
+                       description="Score new LLMs from any subset of a fit's items: the fit's items and "
+                       "structure stay fixed; every LLM gets its overall score, every domain score of the fit "
+                       "(domains it has no responses in included) and its expected accuracy on the whole "
+                       "benchmark, with intervals. Writes overall.csv and domain_scores.csv.")
+    p.add_argument("fit", metavar="FIT_DIR", help="a fit folder (mtlirt fit --out)")
+    p.add_argument("responses", metavar="RESPONSES",
+                   help="long table llm, item, correct (domain optional; it must match the fit's)")
+    _new_llm_options(p)
+    p.set_defaults(func=cmd_score)
+
+
+def _add_adapt(sub) -> None:
+    p = sub.add_parser("adapt", help="replay an adaptive test across domains for LLMs with known answers",
+                       description="Replay a computerised adaptive test for each LLM of --responses (its "
+                       "answers are the oracle): each next item, in any domain, is the one whose answer is "
+                       "expected to shrink the posterior variance of the target most; stop at --budget items "
+                       "or once the target's interval is narrower than --width. Writes overall.csv, "
+                       "domain_scores.csv and administered.csv (llm, step, item, domain, correct).")
+    p.add_argument("fit", metavar="FIT_DIR", help="a fit folder (mtlirt fit --out)")
+    p.add_argument("--responses", required=True, metavar="FULL",
+                   help="long table llm, item, correct: the answers the test may ask for")
+    p.add_argument("--budget", type=int, default=None, metavar="K", help="largest number of items per LLM")
+    p.add_argument("--width", type=float, default=None,
+                   help="stop once the target's interval is narrower than this")
+    p.add_argument("--target", choices=("overall", "domains", "accuracy"), default="overall",
+                   help="what the items are chosen for: the overall score, the domain scores (sum of their "
+                   "variances) or the expected accuracy (default overall)")
+    _new_llm_options(p)
+    p.set_defaults(func=cmd_adapt)
+
+
 def _add_validate(sub) -> None:
     p = sub.add_parser("validate", help="check a results table and print its summary",
                        description="Check a long results table (llm, item, domain, correct; CSV, "
@@ -436,6 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     _add_compare(sub)
     _add_demo(sub)
+    _add_score(sub)
+    _add_adapt(sub)
     return parser
 
 

@@ -1,0 +1,197 @@
+"""Scoring new LLMs against a fit's fixed items and structure (mtlirt.scoring, mtlirt score)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mtlirt import InputError, fit, simulate, write_fit
+from mtlirt.cli import main
+from mtlirt.io.responses import Responses
+from mtlirt.scoring import Scorer, factor_loadings, score
+
+N_CAL, N_NEW = 300, 120
+SIZES = [12, 12, 8, 8, 5, 5]
+
+
+@pytest.fixture(scope="module")
+def world():
+    """A tiny simulated leaderboard: MTL calibrated on 300 LLMs, 120 new ones held out."""
+    sim = simulate(N_CAL + N_NEW, SIZES, seed=3)
+    data = Responses.from_frame(sim.responses)
+    est = fit(data.subset(llms=data.llms[:N_CAL]), "mtl", seed=0)
+    return sim, est, Scorer(est)
+
+
+def _long(sim, rows, cols=None):
+    """The long table of some LLMs (rows) restricted to some items (column positions of sim.correct)."""
+    items = np.asarray(sim.items["item"], dtype=str)
+    cols = np.arange(len(items)) if cols is None else np.asarray(cols)
+    out = []
+    for i in rows:
+        c = cols[sim.observed[i, cols]]
+        out.append(pd.DataFrame({"llm": sim.llm_names[i], "item": items[c], "correct": sim.correct[i, c]}))
+    return pd.concat(out, ignore_index=True)
+
+
+def test_factor_loadings_recover_a_one_factor_matrix():
+    lam = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
+    R = np.outer(lam, lam)
+    np.fill_diagonal(R, 1.0)
+    np.testing.assert_allclose(factor_loadings(R), lam, atol=1e-4)
+    np.testing.assert_allclose(factor_loadings(-R + 2 * np.eye(5)) ** 2, factor_loadings(-R + 2 * np.eye(5)) ** 2)
+
+
+def test_no_responses_gives_the_prior(world):
+    _, est, sc = world
+    s = sc.score_parsed([("nobody", np.zeros(0, int), np.zeros(0, int))], scale="population")
+    o = s.overall.iloc[0]
+    assert abs(o["score"]) < 1e-6 and abs(o["sd"] - 1) < 1e-3
+    assert np.allclose(s.domains["score"], 0, atol=1e-6)
+    assert np.allclose(s.domains["sd"], 1, atol=2e-3)
+    assert (s.domains["n_responses"] == 0).all()
+
+
+def test_one_domain_only(world):
+    """A new LLM that answered one domain only gets every domain, the others through the overall score."""
+    sim, est, sc = world
+    dom0 = est.domains[0]
+    cols = np.flatnonzero(sim.items["domain"].to_numpy() == dom0)
+    df = pd.DataFrame({"llm": "specialist", "item": sim.items["item"].to_numpy()[cols], "correct": 1})
+    s = sc.score(df)
+    d = s.domains.set_index("domain")
+    assert list(d.index) == list(est.domains)
+    assert d.loc[dom0, "n_responses"] == len(cols)
+    assert (d.drop(index=dom0)["n_responses"] == 0).all()
+    # all right in one domain: that domain and (through positive loadings) every other above average
+    assert (d["score"] > 0).all()
+    assert d.loc[dom0, "score"] > d.drop(index=dom0)["score"].max()
+    # answered domain narrower than the predicted ones, predicted ones narrower than the prior
+    assert d.loc[dom0, "sd"] < d.drop(index=dom0)["sd"].min()
+    pop_sd = s.domains["sd"].to_numpy() * sc.scale
+    assert (pop_sd < 1).all()
+    assert (d["lower"] < d["score"]).all() and (d["score"] < d["upper"]).all()
+    assert s.overall.loc[0, "n_responses"] == len(cols)
+
+
+def test_unknown_item_is_named_or_ignored(world):
+    sim, est, sc = world
+    df = _long(sim, [N_CAL], np.arange(10))
+    bad = pd.concat([df, pd.DataFrame({"llm": [sim.llm_names[N_CAL]], "item": ["no-such-item"], "correct": [1]})])
+    with pytest.raises(InputError, match="no-such-item"):
+        sc.score(bad)
+    kept = sc.score(bad, ignore_unknown_items=True)
+    pd.testing.assert_frame_equal(kept.overall, sc.score(df).overall)
+
+
+def test_domain_must_match_the_fit(world):
+    sim, est, sc = world
+    df = _long(sim, [N_CAL], np.arange(3))
+    df["domain"] = est.domains[-1]
+    with pytest.raises(InputError, match="another domain"):
+        sc.score(df)
+
+
+def test_everything_right(world):
+    sim, est, sc = world
+    items = np.asarray(sim.items["item"], dtype=str)
+    one_wrong = np.r_[0, np.ones(len(items) - 1, dtype=int)]
+    df = pd.DataFrame({"llm": np.repeat(["oracle", "almost"], len(items)), "item": np.tile(items, 2),
+                       "correct": np.r_[np.ones(len(items), dtype=int), one_wrong]})
+    s = sc.score(df)
+    o = s.overall.iloc[0]
+    assert np.isfinite(s.domains[["score", "sd", "lower", "upper"]].to_numpy()).all()
+    assert o["score"] > np.quantile(est.point("overall"), 0.99)
+    assert o["score"] > s.overall.iloc[1]["score"]  # one wrong answer less
+    assert o["lower"] < o["score"] < o["upper"]
+    assert 0.9 < o["expected_accuracy"] <= o["expected_accuracy_upper"] <= 1.0
+
+
+def test_reproducible_with_a_seed(world):
+    sim, _, sc = world
+    df = _long(sim, range(N_CAL, N_CAL + 5), np.arange(0, 50, 3))
+    a, b = sc.score(df, seed=7), sc.score(df, seed=7)
+    pd.testing.assert_frame_equal(a.overall, b.overall)
+    pd.testing.assert_frame_equal(a.domains, b.domains)
+    c = sc.score(df, seed=8)
+    pd.testing.assert_series_equal(a.overall["score"], c.overall["score"])  # exact, no draws
+    assert not np.allclose(a.overall["expected_accuracy_lower"], c.overall["expected_accuracy_lower"])
+
+
+def test_intervals_cover_on_a_tiny_simulation(world):
+    """90% intervals of new LLMs from 15 random items each hold the truth about 90% of the time."""
+    sim, est, sc = world
+    rng = np.random.default_rng(0)
+    J = sim.correct.shape[1]
+    rows = range(N_CAL, N_CAL + N_NEW)
+    df = pd.concat([_long(sim, [i], rng.choice(J, 15, replace=False)) for i in rows], ignore_index=True)
+    s = sc.score(df, scale="population")
+    true_g = sim.overall["score"].to_numpy()[N_CAL:]
+    o = s.overall
+    cov_g = ((o["lower"] <= true_g) & (true_g <= o["upper"])).mean()
+    d = s.domains
+    true_t = sim.domain_scores.loc[[sim.llm_names[i] for i in rows], list(est.domains)].to_numpy().ravel()
+    cov_t = ((d["lower"] <= true_t) & (true_t <= d["upper"])).mean()
+    assert 0.8 <= cov_g <= 0.98, cov_g
+    assert 0.82 <= cov_t <= 0.96, cov_t
+    # the point estimates carry information: the overall score tracks the truth
+    assert np.corrcoef(o["score"], true_g)[0, 1] > 0.8
+
+
+def test_expected_accuracy_tracks_the_truth(world):
+    sim, est, sc = world
+    rows = list(range(N_CAL, N_CAL + 40))
+    s = sc.score(_long(sim, rows))
+    it = sim.items
+    th = sim.domain_scores.to_numpy()[rows]
+    dcode = pd.Index(sim.domain_scores.columns).get_indexer(it["domain"])
+    a, d, c, u = (it[k].to_numpy(float) for k in ("discrimination", "intercept", "guessing", "upper"))
+    true_acc = (c + (u - c) / (1 + np.exp(-(th[:, dcode] * a + d)))).mean(axis=1)
+    err = np.abs(s.overall["expected_accuracy"].to_numpy() - true_acc)
+    observed = np.where(sim.observed[rows], sim.correct[rows], 0).sum(axis=1) / sim.observed[rows].sum(axis=1)
+    # with every item answered the model's estimate is about as good as the raw proportion correct (on 300
+    # calibration LLMs, item error offsets the smoothing of the coin flips) and unbiased
+    assert err.mean() < 1.15 * np.abs(observed - true_acc).mean(), (err.mean(), np.abs(observed - true_acc).mean())
+    assert abs((s.overall["expected_accuracy"].to_numpy() - true_acc).mean()) < 0.015
+    lo, hi = s.overall["expected_accuracy_lower"], s.overall["expected_accuracy_upper"]
+    assert ((lo <= true_acc) & (true_acc <= hi)).mean() >= 0.75
+
+
+def test_score_function_and_fit_folder(world, tmp_path):
+    sim, est, sc = world
+    folder = write_fit(est, tmp_path / "fit")
+    df = _long(sim, [N_CAL, N_CAL + 1], np.arange(20))
+    s = score(folder, df)
+    pd.testing.assert_frame_equal(s.overall, sc.score(df).overall)
+    out = s.write(tmp_path / "scores")
+    cols = ["llm", "score", "sd", "lower", "upper", "expected_accuracy", "expected_accuracy_lower",
+            "expected_accuracy_upper"]
+    assert list(pd.read_csv(out / "overall.csv").columns)[: len(cols)] == cols
+    assert list(pd.read_csv(out / "domain_scores.csv").columns) == ["llm", "domain", "score", "sd", "lower",
+                                                                     "upper", "n_responses"]
+
+
+def test_cli_score(world, tmp_path, capsys):
+    sim, est, sc = world
+    folder = write_fit(est, tmp_path / "fit")
+    df = _long(sim, [N_CAL, N_CAL + 1], np.arange(20))
+    df.to_csv(tmp_path / "new.csv", index=False)
+    assert main(["score", str(folder), str(tmp_path / "new.csv"), "--out", str(tmp_path / "out")]) == 0
+    got = pd.read_csv(tmp_path / "out" / "overall.csv")
+    np.testing.assert_allclose(got["score"], sc.score(df).overall["score"])
+    assert len(pd.read_csv(tmp_path / "out" / "domain_scores.csv")) == 2 * len(est.domains)
+    bad = pd.concat([df, pd.DataFrame({"llm": ["x"], "item": ["ghost"], "correct": [0]})])
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    assert main(["score", str(folder), str(tmp_path / "bad.csv"), "--out", str(tmp_path / "o2")]) == 2
+    assert "ghost" in capsys.readouterr().err
+    assert not (tmp_path / "o2").exists()
+    assert main(["score", str(folder), str(tmp_path / "bad.csv"), "--out", str(tmp_path / "o3"),
+                 "--ignore-unknown-items"]) == 0
+
+
+def test_accuracy_fit_is_refused():
+    sim = simulate(40, [5, 5], seed=0)
+    est = fit(Responses.from_frame(sim.responses), "accuracy")
+    with pytest.raises(InputError, match="item parameters"):
+        Scorer(est)
