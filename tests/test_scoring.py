@@ -195,3 +195,9 @@ def test_accuracy_fit_is_refused():
     est = fit(Responses.from_frame(sim.responses), "accuracy")
     with pytest.raises(InputError, match="item parameters"):
         Scorer(est)
+
+
+def test_estimate_score_delegates(world):
+    sim, est, sc = world
+    df = _long(sim, [N_CAL], np.arange(12))
+    pd.testing.assert_frame_equal(est.score(df, seed=2).domains, sc.score(df, seed=2).domains)

@@ -356,6 +356,13 @@ class Estimate:
              "lower": lo[ia, ib], "upper": hi[ia, ib]}
         )
 
+    def score(self, responses, **kw):
+        """Score new LLMs against this fit's fixed items and structure (:func:`mtlirt.scoring.score`;
+        keyword arguments as there): returns :class:`~mtlirt.scoring.Scores`."""
+        from .scoring import score
+
+        return score(self, responses, **kw)
+
     def prob_top(self, k: int = 10) -> pd.Series:
         """Probability that each LLM ranks in the top ``k`` (from draws; 0/1 for a bare point estimate)."""
         rd = self.rank_draws()
