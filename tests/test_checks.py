@@ -172,6 +172,16 @@ def _loo_per_llm_on_the_marginal_likelihood(r, est):
     assert (~t["k_ok"]).sum() <= 3 and loo.summary()["p_loo"] < 15
     cond = loo_llm(est, r, integrate_overall=False)
     assert (~cond.table["k_ok"]).sum() > 30 and not cond.overall_integrated
+    # the same, through the fit's own log_likelihood group (bayes.diagnostics)
+    from mtlirt.bayes.diagnostics import add_llm_marginal_log_likelihood
+    from mtlirt.bayes.diagnostics import loo as bayes_loo
+
+    tree = est.tree.copy()
+    add_llm_marginal_log_likelihood(tree, r)
+    assert set(tree["log_likelihood"].to_dataset().data_vars) == {"y", "llm_marginal"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isclose(bayes_loo(tree, var_name="llm_marginal").elpd, loo.elpd.elpd)
 
 
 def _marginal_loglik_matches_the_tabulated_integral(r, est):

@@ -1,6 +1,16 @@
 """Convergence diagnostics, pointwise log-likelihood, held-out log-likelihood
 and posterior predictive checks for fits of :func:`mtlirt.bayes.fit_bayes`.
 
+Two pointwise log-likelihoods for LOO: ``y`` (:func:`add_log_likelihood`),
+one element per (LLM, domain), *conditional* on that cell's domain trait;
+and ``llm_marginal`` (:func:`add_llm_marginal_log_likelihood`), one element
+per LLM, its domain traits and (rank 1-2) its overall traits integrated out
+(:func:`mtlirt.checks.llm_marginal_loglik`). Importance sampling fails on
+the first for most elements (each moves with a trait that only its own data
+inform: Pareto k above 0.7); the second depends on the shared parameters
+only. :func:`loo` and :func:`compare` take either by ``var_name``; the model
+checks (:mod:`mtlirt.checks`) use the second.
+
 Convergence thresholds (Vehtari, Gelman, Simpson, Carpenter and Buerkner 2021;
 Betancourt 2016)::
 
@@ -34,6 +44,7 @@ __all__ = [
     "BFMI_MIN",
     "pointwise_loglik",
     "add_log_likelihood",
+    "add_llm_marginal_log_likelihood",
     "heldout_loglik",
     "posterior_predictive_checks",
     "loo",
@@ -289,6 +300,45 @@ def add_log_likelihood(tree, responses: Any, *, tables=None):
     return tree
 
 
+def add_llm_marginal_log_likelihood(tree, responses: Any, *, integrate_overall: bool = True, **quadrature):
+    """Add ``llm_marginal`` (chain, draw, llm) to the ``log_likelihood`` group: each LLM's
+    log-likelihood of all its responses with its domain traits (and, with ``integrate_overall``
+    and rank <= 2, its overall traits) integrated out, for every draw of a factor-model fit
+    (:func:`mtlirt.checks.llm_marginal_loglik`).
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+    responses : Responses
+        The data the fit used.
+    integrate_overall : bool
+    **quadrature
+        ``n_theta_nodes``, ``n_eta_nodes``.
+
+    Returns
+    -------
+    xarray.DataTree
+        The same tree (modified in place and returned); ``loo(tree, var_name="llm_marginal")``
+        is then leave-one-LLM-out.
+    """
+    from mtlirt.checks import llm_marginal_loglik
+    from mtlirt.estimate import Estimate
+
+    post = _post(tree)
+    n = int(post.sizes.get("chain", 1) * post.sizes.get("draw", 1))
+    ml = llm_marginal_loglik(Estimate(tree), responses, integrate_overall=integrate_overall, max_draws=n,
+                             **quadrature)
+    var = xr.Variable(("chain", "draw", "llm"), ml["loglik"])
+    if "log_likelihood" in tree.children:
+        ds = tree["log_likelihood"].to_dataset().assign(llm_marginal=var)
+    else:
+        ds = xr.Dataset({"llm_marginal": var}, coords={"chain": post["chain"].values, "draw": post["draw"].values,
+                                                       "llm": post["llm"].values})
+    ds["llm_marginal"].attrs["overall_integrated"] = int(ml["overall_integrated"])
+    tree["log_likelihood"] = xr.DataTree(ds)
+    return tree
+
+
 def heldout_loglik(tree, correct: np.ndarray, observed_mask: np.ndarray, *,
                    reduce: str = "sum", max_elems: float = 2e7):
     """Log pointwise predictive density of held-out responses.
@@ -436,13 +486,18 @@ def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, see
     return {"domain": dom_tab, "item": item_tab, "calibration": cal}
 
 
-def loo(tree, **kwargs):
-    """PSIS-LOO (``arviz.loo``) over the (LLM, domain) pointwise log-likelihood.
+def loo(tree, var_name: str = "y", **kwargs):
+    """PSIS-LOO (``arviz.loo``) over a pointwise log-likelihood.
 
     Parameters
     ----------
     tree : xarray.DataTree
-        With a ``log_likelihood`` group (see :func:`add_log_likelihood`).
+        With a ``log_likelihood`` group (see :func:`add_log_likelihood`,
+        :func:`add_llm_marginal_log_likelihood`).
+    var_name : str
+        ``"y"``: leave one (LLM, domain) out, conditional on its trait (most
+        Pareto k above 0.7); ``"llm_marginal"``: leave one LLM out, its traits
+        integrated out.
     **kwargs
         Passed to ``arviz.loo``.
 
@@ -452,16 +507,18 @@ def loo(tree, **kwargs):
     """
     import arviz as az
 
-    return az.loo(tree, var_name="y", **kwargs)
+    return az.loo(tree, var_name=var_name, **kwargs)
 
 
-def compare(trees: dict, **kwargs):
+def compare(trees: dict, var_name: str = "y", **kwargs):
     """Compare fits by PSIS-LOO (``arviz.compare``).
 
     Parameters
     ----------
     trees : dict of str -> xarray.DataTree
         Fits of the same data, each with a ``log_likelihood`` group.
+    var_name : str
+        The pointwise log-likelihood (see :func:`loo`).
     **kwargs
         Passed to ``arviz.compare``.
 
@@ -471,4 +528,4 @@ def compare(trees: dict, **kwargs):
     """
     import arviz as az
 
-    return az.compare(trees, var_name="y", **kwargs)
+    return az.compare(trees, var_name=var_name, **kwargs)
