@@ -21,7 +21,7 @@ import pytest
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CELL_TIMEOUT = 600  # seconds per cell
 
-FAST = ["02-simulation-study.ipynb"]
+FAST = ["02-simulation-study.ipynb", "05-new-llms.ipynb"]
 SLOW = ["01-quickstart.ipynb", "03-mmlu-case-study.ipynb", "04-bayes-vs-mtl.ipynb"]  # minutes each
 
 
