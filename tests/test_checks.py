@@ -84,13 +84,21 @@ def test_item_fit_flags_items_from_a_wrong_model():
     assert tab["misfit"].drop(index=bad).sum() <= 1
 
 
-def test_item_fit_uses_complete_rows_and_skips_the_accuracy_baseline():
-    r = _responses(n_llms=300, domain_sizes=[6, 6, 2], seed=2, missing=0.02)
+def test_item_fit_with_missing_answers():
+    """Answers missing at random inside a domain: imputed (every LLM that ran the domain is used),
+    or only the LLMs that answered the whole domain; a reversed item is flagged either way."""
+    r = _responses(n_llms=800, domain_sizes=[8, 12, 2], seed=2, missing=0.05)
+    r.correct[:, 3] = np.where(r.mask[:, 3], 1 - r.correct[:, 3], 0)
     est = mtlirt.fit(r, "stl")
     tab = item_fit(est, r)
-    full = r.mask[:, :6].all(1).sum()
-    assert (tab["n"].iloc[:6] == full).all() and full < 300
-    assert tab["p_value"].iloc[12:].isna().all()  # a 2-item domain leaves no degrees of freedom
+    assert (tab["n"].iloc[:20] == 800).all() and 0.03 < tab["imputed"].iloc[0] < 0.07
+    only = item_fit(est, r, impute=0)
+    full = r.mask[:, :8].all(1).sum()
+    assert (only["n"].iloc[:8] == full).all() and full < 800 and (only["imputed"] == 0).all()
+    for t in (tab, only):
+        assert t["misfit"].iloc[3] and t["misfit"].sum() <= 2
+        assert t["p_value"].iloc[20:].isna().all()  # a 2-item domain leaves no degrees of freedom
+    assert np.array_equal(item_fit(est, r)["s_x2"].to_numpy(), tab["s_x2"].to_numpy(), equal_nan=True)  # seeded
     assert item_fit(mtlirt.fit(r, "accuracy"), r) is None
     with pytest.raises(InputError):
         item_fit(est, r.subset(llms=list(r.llms[:200])))

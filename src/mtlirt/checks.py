@@ -32,15 +32,17 @@ Cross-domain correlations (:func:`correlation_check`)
 
 Item fit (:func:`item_fit`)
     Orlando and Thissen's (2000) S-X2 per item, as ``mirt::itemfit`` computes
-    it: the LLMs that answered every item of the item's domain are grouped by
-    their summed score in that domain; the observed proportion correct in
-    each group is compared with the model's, ``E_js = int P_j(t) f_-j(s-1 |
-    t) phi(t) dt / int f(s | t) phi(t) dt`` (``f`` the summed-score
-    distribution by the Lord-Wingersky recursion, ``f_-j`` without item ``j``,
-    ``phi`` the population ``N(0, 1)`` on the items' population scale), groups
-    with an expected count below ``min_expected`` merged with their
-    neighbours, ``df`` = groups minus the item's free parameters. For fits
-    with item parameters: MTL, STL, pooled, the paper's variants and Bayes
+    it: the LLMs are grouped by their summed score in the item's domain; the
+    observed proportion correct in each group is compared with the model's,
+    ``E_js = int P_j(t) f_-j(s-1 | t) phi(t) dt / int f(s | t) phi(t) dt``
+    (``f`` the summed-score distribution by the Lord-Wingersky recursion,
+    ``f_-j`` without item ``j``, ``phi`` the population ``N(0, 1)`` on the
+    items' population scale), groups with an expected count below
+    ``min_expected`` merged with their neighbours, ``df`` = groups minus the
+    item's free parameters. The answers an LLM left out of a domain it ran
+    are imputed from the model (several times, the statistic averaged, as
+    ``mirt::itemfit(impute=)`` does). For fits with item parameters: MTL,
+    STL, pooled, the paper's variants and Bayes
     (fixed items; for jointly sampled items the posterior means are used).
 
 Leave-one-LLM-out (:func:`loo_llm`)
@@ -522,7 +524,45 @@ def _collapse(n: np.ndarray, o: np.ndarray, e: np.ndarray, min_expected: float):
     return np.array(groups, dtype=float).reshape(-1, 3)
 
 
-def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0) -> pd.DataFrame | None:
+def _sx2_block(y: np.ndarray, E: np.ndarray, n_par: int, min_expected: float):
+    """S-X2, df, groups and the model's proportion correct of every item of one complete block
+    ``y`` (n x J) given the expected proportions ``E`` (J x J+1) of :func:`sx2_expected`."""
+    N, J = y.shape
+    S = y.sum(1)
+    Ns = np.bincount(S, minlength=J + 1).astype(float)
+    Os = np.zeros((J, J + 1))
+    np.add.at(Os.T, S, y)  # Os[j, s]: correct answers to item j in score group s
+    inner = slice(1, J)
+    sx2, df, groups, expected = np.full(J, np.nan), np.zeros(J, int), np.zeros(J, int), np.full(J, np.nan)
+    for j in range(J):
+        g = _collapse(Ns[inner], Os[j, inner], np.nan_to_num(E[j, inner]) * Ns[inner], min_expected)
+        g = g[g[:, 0] > 0]
+        groups[j] = len(g)
+        df[j] = len(g) - n_par
+        if len(g):
+            nn, oo, ee = g.T
+            with np.errstate(divide="ignore", invalid="ignore"):
+                sx2[j] = float(np.nansum((oo - ee) ** 2 / (ee * (1 - ee / nn))))
+            expected[j] = (ee.sum() + Ns[J]) / N
+    return sx2, df, groups, expected
+
+
+def _impute(y: np.ndarray, obs: np.ndarray, a, d, c, rng: np.random.Generator, n_nodes: int = 121) -> np.ndarray:
+    """One completion of a block: each row's trait drawn from its posterior given its observed
+    answers (``N(0, 1)`` population, on a grid), its missing answers drawn from the model."""
+    x = np.linspace(-6.0, 6.0, n_nodes)
+    P = np.clip(c[:, None] + (1 - c[:, None]) / (1 + np.exp(-(a[:, None] * x + d[:, None]))), 1e-12, 1 - 1e-12)
+    yo = (y * obs).astype(float)
+    L = yo @ np.log(P) + (obs & (y == 0)).astype(float) @ np.log1p(-P) - 0.5 * x**2
+    L = np.exp(L - L.max(1, keepdims=True))
+    cdf = np.cumsum(L, 1)
+    node = (cdf < rng.random(len(y))[:, None] * cdf[:, -1:]).sum(1)
+    draw = (rng.random(y.shape) < P[:, node].T).astype(y.dtype)
+    return np.where(obs, y, draw)
+
+
+def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0, impute: int = 5,
+             seed: int = 0) -> pd.DataFrame | None:
     """S-X2 item fit of every item (module docstring).
 
     Parameters
@@ -536,14 +576,24 @@ def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0)
         flagged (``misfit``).
     min_expected : float
         Smallest expected count of correct and of wrong answers in a score group.
+    impute : int
+        LLMs that answered only part of a domain: their missing answers in it
+        are imputed this many times (each LLM's trait drawn from its posterior
+        given its observed answers, the answers from the model) and the S-X2
+        averaged over the completed data sets, as ``mirt::itemfit(impute=)``
+        does; 0 uses the LLMs that answered the whole domain only. LLMs without
+        any answer in a domain are left out of it either way.
+    seed : int
+        Seed of the imputations.
 
     Returns
     -------
     pandas.DataFrame or None
-        ``item, domain, n`` (LLMs with every item of the domain answered),
-        ``groups, s_x2, df, p_value, q_value`` (BH), ``misfit``, and
-        ``observed`` / ``expected`` (proportion correct among them, the
-        model's). None for the accuracy baseline (no item model).
+        ``item, domain, n`` (LLMs used), ``imputed`` (share of the used
+        answers that were imputed), ``groups, s_x2, df, p_value, q_value``
+        (BH), ``misfit``, and ``observed`` / ``expected`` (proportion correct
+        among the LLMs used: observed answers only, and the model's). None for
+        the accuracy baseline (no item model).
     """
     from scipy.stats import chi2
 
@@ -552,49 +602,46 @@ def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0)
         return None
     a, d, c = _population_items(est)
     n_par = _n_item_parameters(est)
+    rng = np.random.default_rng(seed)
     rows = []
     for k, sl in enumerate(responses.domain_slices):
         J = sl.stop - sl.start
         y = responses.correct[:, sl].astype(np.int64)
-        full = np.ones(len(y), bool) if responses.mask is None else responses.mask[:, sl].all(1)
-        y = y[full]
+        obs = np.ones(y.shape, bool) if responses.mask is None else responses.mask[:, sl]
+        keep = obs.all(1) if impute <= 0 else obs.any(1)
+        y, obs = y[keep], obs[keep]
         N = len(y)
-        res = {"s_x2": np.full(J, np.nan), "df": np.zeros(J, int), "groups": np.zeros(J, int),
-               "exp": np.full(J, np.nan)}
+        partial = not obs.all()
+        sx2, df, groups, expected = np.full(J, np.nan), np.zeros(J, int), np.zeros(J, int), np.full(J, np.nan)
         if J >= 2 and N > 0:
             E, _ = sx2_expected(a[sl], d[sl], c[sl])
-            S = y.sum(1)
-            Ns = np.bincount(S, minlength=J + 1).astype(float)
-            Os = np.zeros((J, J + 1))
-            np.add.at(Os.T, S, y)  # Os[j, s]: correct answers to item j in score group s
-            inner = slice(1, J)
-            for j in range(J):
-                e = np.nan_to_num(E[j, inner]) * Ns[inner]
-                g = _collapse(Ns[inner], Os[j, inner], e, min_expected)
-                g = g[g[:, 0] > 0]
-                res["groups"][j] = len(g)
-                if len(g):
-                    nn, oo, ee = g.T
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        terms = (oo - ee) ** 2 / (ee * (1 - ee / nn))
-                    res["s_x2"][j] = float(np.nansum(terms))
-                    res["exp"][j] = (ee.sum() + Ns[J]) / N
-                res["df"][j] = len(g) - n_par
+            if not partial:
+                sx2, df, groups, expected = _sx2_block(y, E, n_par, min_expected)
+            else:
+                runs = [_sx2_block(_impute(y, obs, a[sl], d[sl], c[sl], rng), E, n_par, min_expected)
+                        for _ in range(impute)]
+                sx2 = np.mean([r[0] for r in runs], axis=0)
+                df = np.rint(np.mean([r[1] for r in runs], axis=0)).astype(int)
+                groups = np.rint(np.mean([r[2] for r in runs], axis=0)).astype(int)
+                expected = np.mean([r[3] for r in runs], axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            observed = (y * obs).sum(0) / obs.sum(0)
+        share_imputed = 1.0 - obs.mean() if N else 0.0
         for j in range(J):
-            df_j = int(res["df"][j])
-            sx2 = res["s_x2"][j]
-            p = float(chi2.sf(sx2, df_j)) if df_j > 0 and np.isfinite(sx2) else np.nan
+            df_j = int(df[j])
+            ok = df_j > 0 and np.isfinite(sx2[j])
             rows.append({"item": responses.items[sl.start + j], "domain": responses.domains[k], "n": N,
-                         "groups": int(res["groups"][j]), "s_x2": sx2 if df_j > 0 else np.nan,
-                         "df": df_j, "p_value": p,
-                         "observed": float(y[:, j].mean()) if N else np.nan, "expected": res["exp"][j]})
+                         "imputed": float(share_imputed), "groups": int(groups[j]),
+                         "s_x2": float(sx2[j]) if ok else np.nan, "df": df_j,
+                         "p_value": float(chi2.sf(sx2[j], df_j)) if ok else np.nan,
+                         "observed": float(observed[j]) if N else np.nan, "expected": float(expected[j])})
     out = pd.DataFrame(rows)
     out["item"] = out["item"].astype(str)
     out["domain"] = out["domain"].astype(str)
     out["q_value"] = _bh(out["p_value"].to_numpy())
     out["misfit"] = out["q_value"] < alpha
-    return out[["item", "domain", "n", "groups", "s_x2", "df", "p_value", "q_value", "misfit", "observed",
-                "expected"]]
+    return out[["item", "domain", "n", "imputed", "groups", "s_x2", "df", "p_value", "q_value", "misfit",
+                "observed", "expected"]]
 
 
 # ---------------------------------------------------------------------------
