@@ -75,7 +75,6 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache
 
 import numba
 import numpy as np
@@ -89,7 +88,6 @@ __all__ = [
     "build_grid",
     "collapsed_kernel",
     "collapsed_loglik_np",
-    "collapsed_loglik_pt",
     "draw_llm_side",
     "find_mode",
     "quadrature_check",
@@ -97,6 +95,7 @@ __all__ = [
 ]
 
 N_INNER = 13
+MAX_INNER = 31
 INNER_HALF_WIDTH = 6.0
 N_OUTER = {1: 9, 2: 7}
 OUTER_HALF_WIDTH = {1: 4.8, 2: 4.2}
@@ -125,6 +124,7 @@ class CollapsedGrid:
     logomega: np.ndarray
     n_axis: int
     outer_step: float
+    info: np.ndarray | None = None
 
     @property
     def arrays(self) -> tuple[np.ndarray, ...]:
@@ -413,13 +413,12 @@ def _offsets(rank: int, n_axis: int, half_width: float) -> tuple[np.ndarray, flo
     return np.stack([g.reshape(-1) for g in grids], axis=1), float(x[1] - x[0])
 
 
-def _inner(tables, mean: np.ndarray, sd: np.ndarray, n_inner: int, half_width: float):
+def _inner(tables, mean: np.ndarray, half: np.ndarray, n_inner: int):
     from mtlirt.bayes.marginal import loglik_at
 
-    x = np.linspace(-half_width, half_width, int(n_inner))
-    step = sd * (x[1] - x[0])
-    start = mean + sd * x[0]
-    nodes = start[..., None] + step[..., None] * np.arange(len(x))
+    step = 2.0 * half / (int(n_inner) - 1)
+    start = mean - half
+    nodes = start[..., None] + step[..., None] * np.arange(int(n_inner))
     ll = loglik_at(tables, nodes)
     mx = ll.max(-1)
     logw = np.maximum(ll - mx[..., None], _LOGW_MIN)
@@ -459,6 +458,7 @@ def _gaussian_start(tables, quad: dict, lam: np.ndarray, psi: np.ndarray):
 def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = None,
                mu: np.ndarray | None = None, cov: np.ndarray | None = None,
                theta_mean: np.ndarray | None = None, theta_sd: np.ndarray | None = None,
+               info: np.ndarray | None = None,
                n_inner: int = N_INNER, inner_half_width: float = INNER_HALF_WIDTH,
                n_outer: int | None = None, outer_half_width: float | None = None) -> CollapsedGrid:
     """The nodes of the two integrals at the structure ``(lam, psi)``.
@@ -485,28 +485,33 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
     r = lam.shape[1]
     n_outer = N_OUTER.get(r, 7) if n_outer is None else int(n_outer)
     outer_half_width = OUTER_HALF_WIDTH.get(r, 4.2) if outer_half_width is None else float(outer_half_width)
-    if mu is None or cov is None or theta_mean is None or theta_sd is None:
+    if info is None or mu is None or cov is None or theta_mean is None:
+        from mtlirt.bayes.marginal import _likelihood_gaussian, quadrature_nodes
+
         if quad is None:
-            from mtlirt.bayes.marginal import quadrature_nodes
-
             quad = quadrature_nodes(tables, np.zeros(tables.s.shape), psi)
-        from mtlirt.bayes.marginal import _likelihood_gaussian
-
+        info, that = _likelihood_gaussian(quad)
         g_mu, g_cov = _gaussian_start(tables, quad, lam, psi)
         mu = g_mu if mu is None else mu
         cov = g_cov if cov is None else cov
-        if theta_mean is None or theta_sd is None:
-            info, that = _likelihood_gaussian(quad)
-            prior_m = mu @ lam.T
-            prior_v = np.einsum("kj,njl,kl->nk", lam, cov, lam)
+        if theta_mean is None:
             pp = 1.0 / psi[None, :] ** 2
-            post_prec = info + pp
-            theta_mean = (info * that + prior_m * pp) / post_prec
-            theta_sd = np.sqrt(1.0 / post_prec + prior_v * (pp / post_prec) ** 2)
-    start, step, logscale, logw = _inner(tables, theta_mean, theta_sd, n_inner, inner_half_width)
+            theta_mean = (info * that + (mu @ lam.T) * pp) / (info + pp)
+    # inner nodes: the cell's conditional given the overall trait (sd sd_c)
+    # wherever the outer nodes put its prior mean, +- inner_half_width sd_c
+    pp = 1.0 / psi[None, :] ** 2
+    sd_c = 1.0 / np.sqrt(info + pp)
+    shift = (pp / (info + pp)) * np.sqrt(np.maximum(np.einsum("kj,njl,kl->nk", lam, cov, lam), 0.0))
+    half = inner_half_width * sd_c + outer_half_width * shift
+    if theta_sd is not None:  # explicit spans (the fine grid of the check)
+        half = inner_half_width * theta_sd
+    else:
+        need = int(np.ceil(np.quantile(half / sd_c, 0.99)))  # nodes per half span at one sd_c a step
+        n_inner = int(min(max(n_inner, 2 * need + 1), MAX_INNER))
+    start, step, logscale, logw = _inner(tables, theta_mean, half, n_inner)
     mu_t, chol, offsets, logomega, h = _outer(mu, cov, n_outer, outer_half_width)
     return CollapsedGrid(start=start, step=step, logscale=logscale, logw=logw, mu=mu_t, chol=chol,
-                         offsets=offsets, logomega=logomega, n_axis=int(n_outer), outer_step=h)
+                         offsets=offsets, logomega=logomega, n_axis=int(n_outer), outer_step=h, info=info)
 
 
 def posterior_moments(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray):
@@ -529,10 +534,10 @@ def posterior_moments(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray):
 
 def regrid(grid: CollapsedGrid, tables, lam, psi, **kw) -> CollapsedGrid:
     """A grid re-centred on the exact posterior moments at ``(lam, psi)``."""
-    mu, cov, tm, tsd = posterior_moments(grid, lam, psi)
+    mu, cov, tm, _ = posterior_moments(grid, lam, psi)
     r = lam.shape[1]
     cov = cov + 1e-10 * np.eye(r)[None]
-    return build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, theta_sd=tsd, **kw)
+    return build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=grid.info, **kw)
 
 
 # ---------------------------------------------------------------------------
@@ -578,80 +583,6 @@ def find_mode(grid: CollapsedGrid, V0: np.ndarray, layout, loading_scale: float,
     res = minimize(f, x0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": maxiter})
     return unpack(res.x), {"iterations": int(res.nit), "evaluations": int(res.nfev),
                            "converged": bool(res.success), "message": str(res.message)}
-
-
-# ---------------------------------------------------------------------------
-# PyTensor Op
-# ---------------------------------------------------------------------------
-
-
-@cache
-def _collapsed_op():
-    import pytensor.tensor as pt
-    from pytensor.gradient import disconnected_type
-    from pytensor.graph.basic import Apply
-    from pytensor.graph.op import Op
-
-    n_data = 8
-
-    class CollapsedLogLikOp(Op):
-        """Total marginal log-likelihood of the structure (LLM side integrated
-        out) and its gradient in one pass (outputs: value, d/dLambda, d/dpsi)."""
-
-        __props__ = ()
-
-        def make_node(self, *inputs):
-            ins = [pt.as_tensor_variable(v) for v in inputs]
-            outs = [pt.dscalar(), pt.dmatrix(), pt.dvector()]
-            return Apply(self, ins, outs)
-
-        def perform(self, node, inputs, outputs):
-            arrs = [np.asarray(x) for x in inputs]
-            v, dl, dp = collapsed_kernel()(*arrs[:n_data], np.asarray(arrs[8], np.float64),
-                                           np.asarray(arrs[9], np.float64), 1, _EMPTY2, _EMPTY2, _EMPTY2)
-            outputs[0][0] = np.asarray(v)
-            outputs[1][0] = dl
-            outputs[2][0] = dp
-
-        def connection_pattern(self, node):
-            return [[False, False, False]] * n_data + [[True, False, False]] * 2
-
-        def pullback(self, inputs, outputs, cotangents):
-            g = cotangents[0]
-            return [disconnected_type() for _ in range(n_data)] + [g * outputs[1], g * outputs[2]]
-
-        L_op = pullback  # the name before PyTensor 3.3
-
-    try:
-        from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
-
-        from mtlirt.bayes._vecmath import source_version
-
-        version = source_version(__name__)
-
-        @register_funcify_default_op_cache_key(CollapsedLogLikOp)
-        def _funcify(op, node=None, **kwargs):
-            import numba
-
-            kern = collapsed_kernel()
-
-            @numba.njit
-            def f(start, step, logw, logscale, mu, chol, offsets, logomega, lam, psi):
-                e2 = np.empty((0, 0))
-                v, dl, dp = kern(start, step, logw, logscale, mu, chol, offsets, logomega, lam, psi, 1,
-                                 e2, e2, e2)
-                return np.asarray(v), dl, dp
-
-            return f, version
-    except ImportError:  # pragma: no cover - PyTensor without the numba backend
-        pass
-    return CollapsedLogLikOp()
-
-
-def collapsed_loglik_pt(data, lam, psi):
-    """PyTensor total of the collapsed marginal log-likelihood; ``data`` are the
-    grid's arrays (:attr:`CollapsedGrid.arrays`, e.g. as ``pm.Data``)."""
-    return _collapsed_op()(*data, lam, psi)[0]
 
 
 # ---------------------------------------------------------------------------
@@ -833,21 +764,19 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
     t0 = time.perf_counter()
     S = lam.shape[0]
     pick = np.unique(np.linspace(0, S - 1, min(n_draws, S)).round().astype(int))
-    r = lam.shape[-1]
     Q = grid.logw.shape[1]
     n_out = grid.n_axis
-    fine = fine or {"n_inner": 2 * (Q - 1) * 3 // 2 + 1, "inner_half_width": 1.5 * INNER_HALF_WIDTH,
-                    "n_outer": 2 * (n_out - 1) * 3 // 2 + 1,
-                    "outer_half_width": 1.5 * OUTER_HALF_WIDTH.get(r, 4.2)}
-    # the fine grid around the same centres and spreads
+    fine = fine or {"n_inner": 3 * (Q - 1) + 1, "inner_half_width": 1.5,
+                    "n_outer": 3 * (n_out - 1) + 1, "outer_half_width": 1.5 * 0.5 * grid.outer_step * (n_out - 1)}
+    # the fine grid around the same centres, wider, with steps half as long or less
     N, K = grid.shape
-    Qn = grid.logw.shape[1]
-    sd = grid.step.T / (2 * INNER_HALF_WIDTH / (Qn - 1))
-    mean = grid.start.T + grid.step.T * 0.5 * (Qn - 1)
+    half = 0.5 * grid.step.T * (Q - 1)
+    mean = grid.start.T + half
     mu = grid.mu.T
     Lc = grid.chol.transpose(2, 0, 1)
     cov = Lc @ Lc.transpose(0, 2, 1)
-    fg = build_grid(tables, lam[0], psi[0], mu=mu, cov=cov, theta_mean=mean, theta_sd=sd, **fine)
+    fg = build_grid(tables, lam[0], psi[0], mu=mu, cov=cov, theta_mean=mean, theta_sd=half,
+                    info=grid.info, **fine)
     diffs, per = [], 0.0
     nodes_w = np.empty((grid.offsets.shape[0], N))
     nodes_f = np.empty((fg.offsets.shape[0], N))
@@ -897,31 +826,69 @@ def _v_of(free: np.ndarray | None, diag: np.ndarray, K: int, layout) -> np.ndarr
     return V
 
 
-def structure_model(grid: CollapsedGrid, spec, anchors: list[int], coords: dict):
-    """The PyMC model of the structure alone: ``loading_free ~ N(0, s)``,
-    ``loading_diag ~ HalfNormal(s)`` (as the sampled route's) and the
-    collapsed marginal likelihood as the potential ``loglik``."""
-    import pymc as pm
-    import pytensor.tensor as pt
-
-    from mtlirt.bayes.model import loading_layout
-
+def structure_logp(grid: CollapsedGrid, layout, loading_scale: float):
+    """The log posterior density of the structure and its gradient on the
+    unconstrained scale ``x = (loading_free, log loading_diag)``: the
+    collapsed marginal likelihood, ``loading_free ~ N(0, s)``, ``loading_diag
+    ~ HalfNormal(s)`` (as the sampled route's priors) and the log
+    transform's Jacobian."""
+    rows, cols, drows = layout
     N, K = grid.shape
     r = grid.rank
-    rows, cols, drows = loading_layout(K, r, anchors)
-    scale = spec.priors.loading_scale
-    names = ("start", "step", "logw", "logscale", "mu", "chol", "offsets", "logomega")
-    with pm.Model(coords=coords) as model:
-        data = [pm.Data(f"grid_{n}", v) for n, v in zip(names, grid.arrays)]
-        parts = pt.zeros((K, r))
-        if len(rows):
-            free = pm.Normal("loading_free", 0.0, scale, shape=len(rows))
-            parts = pt.set_subtensor(parts[rows, cols], free)
-        diag = pm.HalfNormal("loading_diag", scale, shape=r)
-        V = pt.set_subtensor(parts[drows, np.arange(r)], diag)
-        psi = 1.0 / pt.sqrt(1.0 + pt.sum(V**2, axis=1))
-        pm.Potential("loglik", collapsed_loglik_pt(data, V * psi[:, None], psi))
-    return model
+    n_free = len(rows)
+    inv_s2 = 1.0 / loading_scale**2
+    e2 = _EMPTY2
+    arrays = grid.arrays
+    ar = np.arange(r)
+
+    def logp(x):
+        x = np.asarray(x, dtype=np.float64)
+        diag = np.exp(x[n_free:])
+        V = np.zeros((K, r))
+        V[rows, cols] = x[:n_free]
+        V[drows, ar] = diag
+        psi = 1.0 / np.sqrt(1.0 + (V**2).sum(-1))
+        lam = V * psi[:, None]
+        val, dl, dp = _kernel(*arrays, lam, psi, 1, e2, e2, e2)
+        gV = _v_gradient(V, dl, dp)
+        free = x[:n_free]
+        val = val - 0.5 * inv_s2 * ((free**2).sum() + (diag**2).sum()) + x[n_free:].sum()
+        g = np.empty(n_free + r)
+        g[:n_free] = gV[rows, cols] - inv_s2 * free
+        g[n_free:] = gV[drows, ar] * diag - inv_s2 * diag**2 + 1.0
+        return float(val), g
+
+    return logp
+
+
+def _nutpie_model(grid: CollapsedGrid, layout, loading_scale: float, V0: np.ndarray, coords: dict, r: int):
+    """nutpie's model of the structure from a Python log density (no graph to
+    compile; the kernel releases the GIL, so chains run in parallel)."""
+    from nutpie.compiled_pyfunc import from_pyfunc
+
+    rows, cols, drows = layout
+    n_free = len(rows)
+    x0 = np.concatenate([V0[rows, cols], np.log(np.maximum(V0[drows, np.arange(r)], 1e-3))])
+    names, shapes = (["loading_free"], [(n_free,)]) if n_free else ([], [])
+    names, shapes = names + ["loading_diag"], shapes + [(r,)]
+
+    def make_logp():
+        return structure_logp(grid, layout, loading_scale)
+
+    def make_expand(seed1, seed2, chain):
+        def expand(x):
+            out = {"loading_free": np.asarray(x[:n_free], dtype=np.float64).copy()} if n_free else {}
+            out["loading_diag"] = np.exp(np.asarray(x[n_free:], dtype=np.float64))
+            return out
+
+        return expand
+
+    def init_point(seed):
+        rng = np.random.default_rng(seed)
+        return x0 + 1e-3 * rng.standard_normal(x0.shape)
+
+    return from_pyfunc(len(x0), make_logp, make_expand, [np.dtype("float64")] * len(names), shapes, names,
+                       make_initial_point_fn=init_point)
 
 
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *, draws: int = 1000,
@@ -983,20 +950,16 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     V2, mode2 = find_mode(grid, V1, layout, spec.priors.loading_scale, maxiter=50)
     stages["mode"] = time.perf_counter() - t1
     rows, cols, drows = layout
-    iv = {"loading_diag": V2[drows, np.arange(r)]}
-    if len(rows):
-        iv["loading_free"] = V2[rows, cols]
-    model = structure_model(grid, spec, anchors, coords)
     t2 = time.perf_counter()
     kw = dict(nuts_kwargs or {})
     if "max_treedepth" in kw:
         kw["maxdepth"] = kw.pop("max_treedepth")
     kw.setdefault("target_accept", target_accept)
-    compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=iv)
+    compiled = _nutpie_model(grid, layout, spec.priors.loading_scale, V2, coords, r)
     stages["compile"] = time.perf_counter() - t2
     idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
                           seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)
-    free_names = [v for v in ("loading_free", "loading_diag") if v in iv]
+    free_names = ["loading_free", "loading_diag"] if len(rows) else ["loading_diag"]
     post = idata["posterior"].to_dataset()[free_names].load()
     post = post.assign_coords(chain=np.arange(post.sizes["chain"]), draw=np.arange(post.sizes["draw"]))
     ss = idata["sample_stats"].to_dataset()

@@ -1,0 +1,193 @@
+"""The fixed-items posterior with the whole LLM side integrated out
+(mtlirt.bayes.collapsed): kernel against numpy and finite differences, the
+grid against a finer one, the exact draws against the grid's moments, and a
+tiny end-to-end fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mtlirt.bayes import collapsed as cl
+from mtlirt.bayes.fixed_items import build_tables
+from mtlirt.io.responses import Responses
+from mtlirt.simulate import simulate
+
+
+def _setup(rank: int, n_llms: int = 80, sizes=(8, 12, 20, 30), seed: int = 1, missing: float | None = None):
+    sim = simulate(n_llms, list(sizes), seed=seed, rank=rank, missing=missing)
+    resp = Responses.from_frame(sim.responses)
+    items = sim.items.set_index("item").loc[resp.items]
+    tables = build_tables(resp, items["discrimination"].values, items["intercept"].values)
+    lam = np.asarray(sim.loadings.loc[resp.domains].values, float)[:, :rank] * 0.9
+    if rank == 2:
+        lam[0, 1] = 0.0
+    psi = np.sqrt(1 - (lam**2).sum(1))
+    return sim, resp, tables, lam, psi
+
+
+@pytest.fixture(scope="module", params=[1, 2])
+def case(request):
+    sim, resp, tables, lam, psi = _setup(request.param)
+    grid = cl.build_grid(tables, lam, psi)
+    return tables, lam, psi, grid
+
+
+def test_kernel_matches_numpy(case):
+    tables, lam, psi, grid = case
+    v = cl._call(grid, lam, psi, mode=1)[0]
+    ref = cl.collapsed_loglik_np(grid, lam, psi).sum()
+    assert abs(v - ref) < 1e-8 * abs(ref)
+    # value-only and moment modes give the same total
+    assert cl._call(grid, lam, psi, mode=0)[0] == pytest.approx(v, rel=1e-13)
+    assert cl._call(grid, lam, psi, mode=2, moments=True)[0] == pytest.approx(v, rel=1e-13)
+
+
+def test_gradient_matches_finite_differences(case):
+    tables, lam, psi, grid = case
+    _, dl, dp = cl._call(grid, lam, psi, mode=1)
+    eps = 1e-6
+    K, r = lam.shape
+    for k in range(K):
+        for j in range(r):
+            if r == 2 and k == 0 and j == 1:
+                continue
+            up, dn = lam.copy(), lam.copy()
+            up[k, j] += eps
+            dn[k, j] -= eps
+            fd = (cl._call(grid, up, psi)[0] - cl._call(grid, dn, psi)[0]) / (2 * eps)
+            assert dl[k, j] == pytest.approx(fd, rel=1e-4, abs=1e-3)
+        up, dn = psi.copy(), psi.copy()
+        up[k] += eps
+        dn[k] -= eps
+        fd = (cl._call(grid, lam, up)[0] - cl._call(grid, lam, dn)[0]) / (2 * eps)
+        assert dp[k] == pytest.approx(fd, rel=1e-4, abs=1e-3)
+
+
+def test_v_gradient_chain_rule():
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(5, 2))
+    A = rng.normal(size=(5, 2))
+    b = rng.normal(size=5)
+
+    def f(V):
+        lam, psi = cl.structure_from_v(V)
+        return (A * lam).sum() + (b * psi).sum()
+
+    g = cl._v_gradient(V, A, b)
+    eps = 1e-6
+    for k in range(5):
+        for j in range(2):
+            up, dn = V.copy(), V.copy()
+            up[k, j] += eps
+            dn[k, j] -= eps
+            assert g[k, j] == pytest.approx((f(up) - f(dn)) / (2 * eps), rel=1e-6, abs=1e-8)
+
+
+def test_working_grid_close_to_a_fine_grid(case):
+    tables, lam, psi, grid = case
+    grid = cl.regrid(grid, tables, lam, psi)
+    # structures around the grid's: loadings moved by up to 0.05
+    rng = np.random.default_rng(3)
+    lams = np.clip(lam[None] + 0.05 * rng.uniform(-1, 1, (4,) + lam.shape), -0.97, 0.97)
+    if lam.shape[1] == 2:
+        lams[:, 0, 1] = 0.0
+    norm = np.sqrt((lams**2).sum(-1))
+    lams = lams * np.minimum(1.0, 0.97 / norm)[..., None]
+    psis = np.sqrt(1 - (lams**2).sum(-1))
+    q = cl.quadrature_check(grid, tables, lams, psis)
+    # 80 LLMs: the total log-likelihood moves by thousands over such structures;
+    # the quadrature's error moves by far less than one unit
+    assert q["spread_diff"] < 0.05
+    assert q["max_abs_diff_per_llm"] < 0.02
+    assert q["n_draws"] == 4
+
+
+def test_missing_cells_integrate_to_one():
+    """A cell with no observed response contributes a factor 1 (its tabulated
+    log-likelihood is flat): the total equals the total over the observed cells."""
+    _, resp, tables, lam, psi = _setup(1, n_llms=60, missing=0.3)
+    grid = cl.build_grid(tables, lam, psi)
+    v = cl._call(grid, lam, psi)[0]
+    assert np.isfinite(v)
+    assert v == pytest.approx(cl.collapsed_loglik_np(grid, lam, psi).sum(), rel=1e-10)
+
+
+def test_draws_follow_the_grid_posterior(case):
+    """Draws of the overall traits and domain scores at one structure have the
+    grid's posterior means and sds (within Monte Carlo error)."""
+    tables, lam, psi, grid = case
+    grid = cl.regrid(grid, tables, lam, psi)
+    mu, cov, tm, tsd = cl.posterior_moments(grid, lam, psi)
+    S = 400
+    lam_d = np.broadcast_to(lam, (2, S // 2) + lam.shape).copy()
+    psi_d = np.broadcast_to(psi, (2, S // 2) + psi.shape).copy()
+    eta, theta = cl.draw_llm_side(grid, lam_d, psi_d, seed=5, dtype=np.float64)
+    eta = eta.reshape(S, *eta.shape[2:])
+    theta = theta.reshape(S, *theta.shape[2:])
+    sd_eta = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))
+    z_eta = (eta.mean(0) - mu) / (sd_eta / np.sqrt(S))
+    z_theta = (theta.mean(0) - tm) / (tsd / np.sqrt(S))
+    assert np.abs(z_eta).max() < 5 and np.abs(z_theta).max() < 5.5
+    # standardised errors of unit variance (cells of one LLM share its overall draw)
+    assert abs(np.mean(z_theta**2) - 1) < 0.3
+    ratio = theta.std(0) / tsd
+    assert abs(ratio.mean() - 1) < 0.02
+    assert abs((eta.std(0) / sd_eta).mean() - 1) < 0.03
+    # same seed, same draws
+    eta2, _ = cl.draw_llm_side(grid, lam_d, psi_d, seed=5, dtype=np.float64)
+    assert np.array_equal(eta2.reshape(S, *eta2.shape[2:]), eta)
+
+
+def test_structure_logp_gradient(case):
+    from mtlirt.bayes.model import loading_layout
+
+    tables, lam, psi, grid = case
+    K, r = lam.shape
+    layout = loading_layout(K, r, [0] if r == 1 else [0, 1])
+    rows, cols, drows = layout
+    V = lam / psi[:, None]
+    x = np.concatenate([V[rows, cols], np.log(np.abs(V[drows, np.arange(r)]) + 0.1)])
+    f = cl.structure_logp(grid, layout, 2.0)
+    _, g = f(x)
+    eps = 1e-6
+    for i in range(len(x)):
+        up, dn = x.copy(), x.copy()
+        up[i] += eps
+        dn[i] -= eps
+        assert g[i] == pytest.approx((f(up)[0] - f(dn)[0]) / (2 * eps), rel=1e-4, abs=1e-3)
+
+
+def test_sample_structure_end_to_end():
+    """A tiny fit: the loadings' chains converge, every LLM gets draws of its
+    overall trait and domain scores, which track the truth."""
+    from mtlirt.bayes._data import as_arrays
+    from mtlirt.bayes.init import initial_values
+    from mtlirt.bayes.model import anchor_domains, model_coords
+    from mtlirt.bayes.spec import load_spec
+
+    sim, resp, tables, lam, psi = _setup(1, n_llms=100, sizes=(10, 20, 30), seed=2)
+    arr = as_arrays(resp)
+    spec = load_spec("factor-2pl")
+    anchors = anchor_domains(arr, 1)
+    iv = initial_values(arr, spec, anchors, None, include_items=False,
+                        trait_centered=np.ones(arr.n_domains, dtype=bool))
+    fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=300, tune=300,
+                              chains=2, cores=1, seed=4)
+    post = fit.posterior
+    assert post["theta_raw"].shape == (2, 300, 100, 3)
+    assert post["eta_raw"].shape == (2, 300, 100, 1)
+    ss = fit.sample_stats
+    assert int(ss["diverging"].sum()) == 0
+    x = post["loading_diag"].values[..., 0]
+    within = x.var(1, ddof=1).mean()
+    between = x.mean(1).var(ddof=1) * x.shape[1]
+    rhat = np.sqrt(((x.shape[1] - 1) / x.shape[1] * within + between / x.shape[1]) / within)
+    assert rhat < 1.02
+    truth = sim.domain_scores.loc[resp.llms, resp.domains].values
+    est = post["theta_raw"].values.mean((0, 1))
+    for k in range(3):
+        assert np.corrcoef(est[:, k], truth[:, k])[0, 1] > 0.75
+    q = fit.info["quadrature_check"]
+    assert q["spread_diff"] < 0.05
+    assert fit.info["mode"]["converged"]
