@@ -138,6 +138,31 @@ def test_overall_is_the_mean_centre_at_any_rank():
             np.testing.assert_allclose(np.corrcoef(f.overall.T), np.eye(2), atol=1e-8)
 
 
+def test_rank_two_overall_is_one_estimand_for_mtl_and_bayes():
+    """At rank 2 the overall score is the shared part of the average domain trait (docs/model.md, "The
+    estimand"): the Bayesian derivation (``bayes.derived.overall_score``) does not depend on how the factors
+    are rotated, is the factor itself at rank one, and MTL's overall score estimates the same quantity of the
+    truth (not the truth's first factor, which is a rotation away from it)."""
+    from mtlirt.bayes.derived import overall_score
+
+    sim = simulate(500, domain_sizes=[30] * 12, rank=2, similarity=0.1, seed=31)
+    eta, lam = sim.overall.to_numpy(), sim.loadings.to_numpy()
+    eta = (eta - eta.mean(0)) / eta.std(0)
+    truth = overall_score(eta, lam)
+    ang = 0.7
+    R = np.array([[np.cos(ang), -np.sin(ang)], [np.sin(ang), np.cos(ang)]])
+    np.testing.assert_allclose(overall_score(eta @ R, lam @ R), truth, atol=1e-12)
+    np.testing.assert_allclose(overall_score(eta[:, :1], lam[:, :1]), eta[:, 0])
+    mean_theta = sim.domain_scores.to_numpy().mean(axis=1)
+    assert np.corrcoef(truth, mean_theta)[0, 1] > 0.97  # the shared part of the average domain trait
+    f = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.4)
+    assert f.rank == 2
+    # the truth's first factor depends on a rotation the data cannot see; the estimand does not
+    r_estimand = np.corrcoef(f.overall[:, 0], truth)[0, 1]
+    r_factor = np.corrcoef(f.overall[:, 0], (eta @ R)[:, 0])[0, 1]
+    assert r_estimand > 0.98 and r_factor < 0.8
+
+
 def test_grid_edge_is_extended_or_flagged():
     """When the largest finite C wins the grid is extended; an optimum still at its edge is flagged."""
     sim = simulate(300, domain_sizes=[2, 3, 40, 40, 40], rank=1, similarity=0.1, seed=61)

@@ -28,7 +28,7 @@ from mtlirt.bayes.model import loading_layout, standardize_eta
 from mtlirt.bayes.spec import ModelSpec
 from mtlirt.estimate import expected_accuracy
 
-__all__ = ["add_derived", "trait_draws", "item_draws", "factor_parts"]
+__all__ = ["add_derived", "trait_draws", "item_draws", "factor_parts", "overall_score"]
 
 
 
@@ -76,6 +76,39 @@ def factor_parts(eta_raw: np.ndarray, loading_free: np.ndarray | None, loading_d
     V[..., drows, np.arange(r)] = loading_diag
     psi = 1.0 / np.sqrt(1.0 + (V**2).sum(-1))
     return eta, V * psi[..., None], psi
+
+
+def overall_score(eta: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """The overall score of the factor model, draw by draw: the shared part of
+    the average domain trait, standardised over the LLMs (``docs/model.md``,
+    "The estimand").
+
+    ``mean_k theta_ik = lbar . eta_i + mean_k psi_k z_ik`` with
+    ``lbar = mean_k Lambda_k``; its shared part ``lbar . eta_i``, scaled to
+    unit variance over the LLMs, is the overall score. It does not depend on
+    how the factors are rotated (the anchors, the lower-triangular zeros), and
+    it is the same quantity as MTL's overall score (the standardised mean of
+    its centres). At rank one it is the factor itself (whose loadings are
+    oriented to sum positive).
+
+    Parameters
+    ----------
+    eta : ndarray (..., N, r)
+        Overall traits (standardised over the LLMs).
+    lam : ndarray (..., K, r)
+        Loadings, oriented so each factor's loadings sum >= 0.
+
+    Returns
+    -------
+    ndarray (..., N)
+    """
+    if eta.shape[-1] == 1:
+        return eta[..., 0].copy()
+    lbar = lam.mean(axis=-2)  # ..., r
+    o = np.einsum("...nr,...r->...n", eta, lbar)
+    o -= o.mean(axis=-1, keepdims=True)
+    sd = o.std(axis=-1, keepdims=True)
+    return o / np.where(sd > 1e-12, sd, 1.0)
 
 
 def trait_draws(post: xr.Dataset, spec: ModelSpec, anchors: list[int], domains: list) -> dict:
@@ -129,7 +162,7 @@ def trait_draws(post: xr.Dataset, spec: ModelSpec, anchors: list[int], domains: 
         corr = np.einsum("cdkr,cdlr->cdkl", lam, lam)
         idx = np.arange(K)
         corr[:, :, idx, idx] = 1.0
-        out.update(theta=theta, eta=eta, loadings=lam, overall=eta[..., 0].copy(), domain_corr=corr)
+        out.update(theta=theta, eta=eta, loadings=lam, overall=overall_score(eta, lam), domain_corr=corr)
         return out
     # correlated
     L = _v(post, "corr_chol")  # C D K K
