@@ -36,11 +36,28 @@ Columns
 ``seconds``
     Wall time of the fit and its bootstrap.
 
+``--methods bayes`` fits the Bayesian model with MTL's items fixed
+(``fit(..., "bayes", items="fixed")``: NUTS, default draws and chains unless
+``--bayes-draws``/``--bayes-chains``); its intervals are credible intervals.
+
+``--decompose`` (no bootstrap, seconds per case) asks *why* an overall-score
+interval misses: for the ideal design, each departure of the realistic
+scenario alone, guessing with the skewed population, and the whole realistic
+scenario, it fits MTL once and prints the RMSE of the overall score against
+the standardised truth, the error's sd that the error bootstrap assumes
+(``predsd``: the approximate posterior sd of the shared trait given all
+domains, ``bootstrap.overall_spread``, on the overall score's scale), the
+coverage of ``score +- 1.645 predsd`` overall, in the lowest fifth by the
+true overall and in the near-chance lump, and the mean error (bias) of the
+lowest and highest fifths. A departure whose RMSE exceeds ``predsd`` (an
+error the fitted model's world cannot produce) is the cause.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_coverage.py [--scenarios realistic,ideal] [--seeds 0]
         [--n 1000] [--scale 0.1] [--similarity 0.1] [--bootstrap 100] [--methods mtl,stl]
-        [--n-jobs 2] [--guessing C] [--out runs.csv]
+        [--n-jobs 2] [--guessing C] [--out runs.csv] [--bayes-draws D] [--bayes-chains C]
+    .venv/bin/python benchmarks/bench_coverage.py --decompose [--n 1000] [--seeds 7] [--guessing C]
 """
 
 from __future__ import annotations
@@ -66,7 +83,8 @@ def _std(x):
     return (x - x.mean(0)) / x.std(0)
 
 
-def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, guessing=None, interval=0.9):
+def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, guessing=None, interval=0.9,
+        bayes_options=None):
     sim = simulate(n, preset="mmlu", scale=scale, scenario=scenario, similarity=similarity, seed=seed)
     resp = Responses.from_frame(sim.responses)
     truth = _std(sim.domain_scores.to_numpy())
@@ -81,7 +99,10 @@ def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, gue
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            est = fit(resp, method, bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, guessing=guessing)
+            if method == "bayes":  # calibrate, then score: MTL's items fixed, NUTS on the LLM side
+                est = fit(resp, "bayes", items="fixed", seed=seed, progress=False, **(bayes_options or {}))
+            else:
+                est = fit(resp, method, bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, guessing=guessing)
         secs = time.perf_counter() - t0
         ds = est.domain_scores(interval)
         shape = truth.shape
@@ -104,10 +125,62 @@ def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, gue
             "rmse_domain": _rmse(score, sim.domain_scores.to_numpy()).mean(),
             "rmse_overall": float(np.sqrt(((ov["score"].to_numpy() - eta) ** 2).mean())),
             "C": est.info.get("C"), "rank_sel": est.info.get("rank"),
-            "converged": not caught, "seconds": secs,
+            "converged": (not caught) if method != "bayes" else bool(est.info["diagnostics"].get("converged")),
+            "seconds": secs,
         })
         print(pd.DataFrame(rows[-1:]).to_string(index=False, float_format=lambda v: f"{v:.3f}"), flush=True)
     return rows
+
+
+#: The realistic scenario's departures one at a time (``simulate``'s arguments; the rest stay ideal).
+DEPARTURES = {
+    "ideal": {},
+    "loadings": dict(loading_range=(0.6, 0.98)),
+    "population": dict(skew=4.0, chance_cluster=0.05),
+    "guessing": dict(guessing=0.2, guessing_sd=0.05, mc_share=0.75),
+    "flawed": dict(flawed_share=0.04),
+    "specialists": dict(specialist_share=0.03),
+    "missing": dict(block_missing=0.4, missing=0.05),
+    "population+guessing": dict(skew=4.0, chance_cluster=0.05, guessing=0.2, guessing_sd=0.05, mc_share=0.75),
+    "realistic": None,
+}
+
+
+def decompose(seed, *, n, scale, similarity, guessing=None, cases=None):
+    """Point error of MTL's overall score against the error the bootstrap's world assumes, per departure."""
+    from mtlirt.estimators.bootstrap import deviation_spread, overall_spread
+    from mtlirt.fitting import _POINT, _arrays, _cell_counts, _predict_cells
+
+    rows = []
+    for name in cases or DEPARTURES:
+        dep = DEPARTURES[name]
+        kw = dict(scenario="realistic") if dep is None else dep
+        sim = simulate(n, preset="mmlu", scale=scale, similarity=similarity, seed=seed, **kw)
+        r = Responses.from_frame(sim.responses)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            res = _POINT["mtl"](r.correct, r.mask, r.domain_slices, model="2pl", guessing=guessing, rank=None,
+                                gamma=None, seed=seed)
+        secs = time.perf_counter() - t0
+        empty = _cell_counts(r.mask, r.domain_slices, r.n_llms) == 0
+        arr = _predict_cells(_arrays(res), "mtl", empty, r.item_domain)
+        psi, info = deviation_spread(r.correct, r.mask, r.domain_slices, arr["centre"], arr["a"], arr["d"],
+                                     arr["c"], return_info=True)
+        eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
+        W = np.linalg.lstsq(eta - eta.mean(0), arr["centre"] - arr["centre"].mean(0), rcond=None)[0].T
+        pred_sd = np.sqrt(overall_spread(info, psi, W)[:, 0]) / eta[:, 0].std()
+        true = _std(sim.overall["score"].to_numpy())
+        err = arr["overall"] - true
+        inside = np.abs(err) <= 1.645 * pred_sd
+        q1, q5 = true <= np.quantile(true, 0.2), true >= np.quantile(true, 0.8)
+        lump = sim.llms["chance_cluster"].to_numpy()
+        rows.append({"case": name, "rank": res.rank, "C": res.C, "rmse": float(np.sqrt((err**2).mean())),
+                     "predsd": float(np.sqrt((pred_sd**2).mean())), "cov": inside.mean(),
+                     "cov_q1": inside[q1].mean(), "cov_lump": inside[lump].mean() if lump.any() else np.nan,
+                     "bias_q1": float(err[q1].mean()), "bias_q5": float(err[q5].mean()), "seconds": secs})
+        print(pd.DataFrame(rows[-1:]).to_string(index=False, float_format=lambda v: f"{v:.3f}"), flush=True)
+    return pd.DataFrame(rows)
 
 
 def main(argv=None):
@@ -122,13 +195,29 @@ def main(argv=None):
     p.add_argument("--n-jobs", type=int, default=2)
     p.add_argument("--guessing", type=float, default=None, help="fixed guessing of the fits (default none)")
     p.add_argument("--out", default=None, help="also write the rows to this CSV")
+    p.add_argument("--bayes-draws", type=int, default=None, help="NUTS draws per chain of --methods bayes")
+    p.add_argument("--bayes-chains", type=int, default=None, help="NUTS chains of --methods bayes")
+    p.add_argument("--decompose", action="store_true",
+                   help="point error of the overall score per departure of the realistic scenario (no bootstrap)")
+    p.add_argument("--cases", default=None, help="with --decompose: comma-separated cases (default all)")
     args = p.parse_args(argv)
+    if args.decompose:
+        table = pd.concat([decompose(int(s), n=args.n, scale=args.scale, similarity=args.similarity,
+                                     guessing=args.guessing,
+                                     cases=args.cases.split(",") if args.cases else None).assign(seed=int(s))
+                           for s in args.seeds.split(",")])
+        if args.out:
+            table.to_csv(args.out, index=False)
+        print()
+        print(_markdown(table))
+        return
+    bayes_options = {k: v for k, v in (("draws", args.bayes_draws), ("chains", args.bayes_chains)) if v}
     rows = []
     for scenario in args.scenarios.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             rows += run(scenario, seed, n=args.n, scale=args.scale, similarity=args.similarity,
                         bootstrap=args.bootstrap, methods=args.methods.split(","), n_jobs=args.n_jobs,
-                        guessing=args.guessing)
+                        guessing=args.guessing, bayes_options=bayes_options)
     table = pd.DataFrame(rows)
     if args.out:
         table.to_csv(args.out, index=False)
