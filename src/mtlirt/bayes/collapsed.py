@@ -894,7 +894,8 @@ def _nutpie_model(grid: CollapsedGrid, layout, loading_scale: float, V0: np.ndar
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *, draws: int = 1000,
                      tune: int = 1000, chains: int = 4, cores: int = 1, seed: int = 0,
                      target_accept: float = 0.8, progress: bool = False, nuts_kwargs: dict | None = None,
-                     check: bool = True, grid_options: dict | None = None) -> CollapsedFit:
+                     check: bool = True, grid_options: dict | None = None,
+                     sampler: str = "nutpie") -> CollapsedFit:
     """The fixed-items factor model with the LLM side integrated out: the
     structure's posterior mode, the grid placed there, NUTS on the loadings
     (nutpie), then exact draws of every LLM's overall trait and domain scores.
@@ -916,12 +917,14 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         Run :func:`quadrature_check` at posterior draws.
     grid_options : dict, optional
         ``n_inner``, ``inner_half_width``, ``n_outer``, ``outer_half_width``.
+    sampler : {"nutpie", "numpyro"}
+        numpyro samples the JAX version of the likelihood
+        (:mod:`mtlirt.bayes._jax`; optional ``jax`` extra).
 
     Returns
     -------
     CollapsedFit
     """
-    import nutpie
     import xarray as xr
 
     from mtlirt.bayes.derived import factor_parts
@@ -955,17 +958,31 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     if "max_treedepth" in kw:
         kw["maxdepth"] = kw.pop("max_treedepth")
     kw.setdefault("target_accept", target_accept)
-    compiled = _nutpie_model(grid, layout, spec.priors.loading_scale, V2, coords, r)
-    stages["compile"] = time.perf_counter() - t2
-    idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
-                          seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)
+    if sampler == "numpyro":
+        from mtlirt.bayes._jax import sample_structure_numpyro
+
+        stages["compile"] = 0.0
+        pd, sd = sample_structure_numpyro(grid, layout, spec.priors.loading_scale, V2, draws=draws, tune=tune,
+                                          chains=chains, seed=seed, target_accept=kw["target_accept"],
+                                          progress=progress)
+        post = xr.Dataset({k: (("chain", "draw") + tuple(f"{k}_dim_{i}" for i in range(v.ndim - 2)), v)
+                           for k, v in pd.items()})
+        ss = xr.Dataset({k: (("chain", "draw"), v) for k, v in sd.items()})
+    else:
+        import nutpie
+
+        compiled = _nutpie_model(grid, layout, spec.priors.loading_scale, V2, coords, r)
+        stages["compile"] = time.perf_counter() - t2
+        idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
+                              seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)
+        post = idata["posterior"].to_dataset()
+        ss = idata["sample_stats"].to_dataset()
+        del idata
     free_names = ["loading_free", "loading_diag"] if len(rows) else ["loading_diag"]
-    post = idata["posterior"].to_dataset()[free_names].load()
+    post = post[free_names].load()
     post = post.assign_coords(chain=np.arange(post.sizes["chain"]), draw=np.arange(post.sizes["draw"]))
-    ss = idata["sample_stats"].to_dataset()
     ss = ss[[v for v in ss.data_vars if set(ss[v].dims) <= {"chain", "draw"}]].load()
     ss = ss.assign_coords(chain=np.arange(ss.sizes["chain"]), draw=np.arange(ss.sizes["draw"]))
-    del idata
     stages["nuts"] = time.perf_counter() - t2
     t3 = time.perf_counter()
     free = post["loading_free"].values if "loading_free" in post else None
