@@ -163,6 +163,26 @@ def test_rank_two_overall_is_one_estimand_for_mtl_and_bayes():
     assert r_estimand > 0.98 and r_factor < 0.8
 
 
+def test_loadings_are_disattenuated_correlations():
+    """MTL's loadings estimate the true loadings (the correlation of each domain trait with the overall
+    trait), not the correlation of shrunk scores with the overall (near 1 for short domains set onto their
+    centre); their products estimate the domain correlations, as the corrected ``domain_corr`` does."""
+    from mtlirt.fitting import fit
+    from mtlirt.io.responses import Responses
+
+    sim = simulate(600, domain_sizes=[8, 8, 10, 12, 40, 60, 80, 100], similarity=0.36, seed=5)
+    f = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.4)
+    true = sim.loadings["score"].to_numpy()  # sqrt(1 - 0.36) = 0.8
+    shrunk = np.array([np.corrcoef(f.theta[:, k], f.overall[:, 0])[0, 1] for k in range(8)])
+    assert np.abs(f.loadings[:, 0] - true).max() < 0.08
+    assert shrunk[:4].min() > 0.9  # what the loadings used to be: the short domains fused onto the overall
+    est = fit(Responses.from_frame(sim.responses), "mtl", gamma=None, rank=1)
+    lam = est.point("loadings")[:, 0]
+    corr = est.point("domain_corr")
+    off = ~np.eye(8, dtype=bool)
+    assert abs(np.outer(lam, lam)[off].mean() - 0.64) < 0.05 and abs(corr[off].mean() - 0.64) < 0.05
+
+
 def test_grid_edge_is_extended_or_flagged():
     """When the largest finite C wins the grid is extended; an optimum still at its edge is flagged."""
     sim = simulate(300, domain_sizes=[2, 3, 40, 40, 40], rank=1, similarity=0.1, seed=61)

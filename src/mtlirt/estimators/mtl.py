@@ -91,6 +91,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import irt
+from .correlation import reliability_from_se
 from .irt import DEFAULT_PENALTIES, IRTFit, Penalties, ResponseData, blas_threads
 
 __all__ = [
@@ -122,7 +123,11 @@ class MTLFit:
         standardised mean over domains of the centres ``centre``), the others
         span the rest of the shared space.
     loadings : numpy.ndarray
-        ``K x r``: correlation of each domain trait ``theta_k`` with each shared trait.
+        ``K x r``: correlation of each domain trait ``theta_k`` with each shared trait,
+        disattenuated: the correlation of the single-domain scores with the shared traits
+        divided by the square root of their reliability (rows capped at norm 1), as
+        ``domain_correlation.csv`` is corrected, so they estimate the Bayesian ``Lambda_k``;
+        not the correlation of the shrunk scores (1 for every domain set onto its centre).
     a, d, c : numpy.ndarray
         Item parameters (``J``) on the scale of ``theta``.
     rank : int
@@ -773,7 +778,16 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     A_rot, W_rot = _overall_axes(A, W, loc, scale)
     overall = A_rot - A_rot.mean(axis=0)
     overall /= overall.std(axis=0)
-    loadings = th_s.T @ overall / N
+    # loadings: correlations of the domain traits with the overall traits, corrected for the
+    # measurement error of the single-domain scores exactly as domain_correlation.csv is
+    # (estimators.correlation), so that loadings_k . loadings_l matches it and they estimate the
+    # Bayesian Lambda_k; the shrunk scores' own correlations would be 1 for every domain set onto
+    # its centre (the centre's slopes are attenuated by the deviations the centre's fit ignores)
+    basis = np.nan_to_num(stl.theta)
+    basis = (basis - basis.mean(axis=0)) / np.where(basis.std(axis=0) > 1e-12, basis.std(axis=0), 1.0)
+    loadings = basis.T @ overall / N / np.sqrt(reliability_from_se(stl.theta_se))[:, None]
+    norm = np.sqrt((loadings**2).sum(axis=1, keepdims=True))
+    loadings /= np.maximum(norm, 1.0)  # a correlation cannot exceed 1
     sign = np.where(loadings.sum(axis=0) >= 0, 1.0, -1.0)
     overall *= sign
     loadings *= sign
