@@ -234,3 +234,47 @@ def test_numpyro_samples_the_structure():
         # same posterior: means within a few Monte Carlo errors of each other
         se = np.sqrt(a.var(0) / 100 + b.var(0) / 100)
         assert np.all(np.abs(a.mean(0) - b.mean(0)) < 4 * se)
+
+
+def test_fit_bayes_integrated_route():
+    """fit_bayes(llm_side="integrated"): the common layout, convergence checked
+    on the sampled loadings, the quadrature check and the stages recorded."""
+    import json
+    import warnings
+
+    from mtlirt.bayes import diagnostics, fit_bayes
+
+    sim, resp, tables, lam, psi = _setup(1, n_llms=50, sizes=(10, 20), seed=6)
+    items = sim.items.set_index("item").loc[resp.items]
+    iv = {"a": items["discrimination"].values, "d": items["intercept"].values}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side="integrated", draws=200,
+                         tune=200, chains=2, cores=1, seed=3, progress=False)
+    post = tree["posterior"]
+    assert post["theta"].shape == (2, 200, 50, 2)
+    assert post["overall"].shape == (2, 200, 50)
+    assert post.attrs["mtlirt_llm_side"] == "integrated"
+    assert json.loads(post.attrs["mtlirt_sampled_vars"]) == ["loading_free", "loading_diag"]
+    d = diagnostics(tree)
+    assert d["n_parameters"] == 1 + 1 + 2  # the free and the diagonal loading, the two reported loadings
+    info = json.loads(tree.attrs["mtlirt_info"])
+    assert info["llm_side"] == "integrated"
+    assert info["quadrature_check"]["spread_diff"] < 0.05
+    assert {"build", "integrated.nuts", "integrated.llm_side_draws", "derived"} <= set(info["stage_seconds"])
+    # overall scores are standardised over the LLMs in every draw
+    ov = post["overall"].values
+    assert np.allclose(ov.mean(-1), 0, atol=1e-9) and np.allclose(ov.std(-1), 1, atol=1e-6)
+    truth = sim.overall.loc[resp.llms].values[:, 0]
+    assert np.corrcoef(ov.mean((0, 1)), truth)[0, 1] > 0.8
+
+
+def test_llm_side_checked():
+    from mtlirt.bayes import fit_bayes
+    from mtlirt.errors import InputError
+
+    _, resp, _, _, _ = _setup(1, n_llms=20, sizes=(5, 5), seed=1)
+    with pytest.raises(InputError, match="llm_side"):
+        fit_bayes(resp, items="fixed", llm_side="both")
+    with pytest.raises(InputError, match="items='fixed'"):
+        fit_bayes(resp, items="joint", llm_side="integrated")

@@ -144,6 +144,7 @@ def fit_bayes(
     nuts_kwargs: dict | None = None,
     trace_dir: str | None = None,
     warn: bool = True,
+    llm_side: str = "sampled",
 ):
     """Fit the Bayesian multi-domain IRT model and return an ArviZ-layout tree.
 
@@ -206,6 +207,18 @@ def fit_bayes(
         temporary folder) when the trace would exceed 1 GB.
     warn : bool
         Warn when a NUTS fit fails the convergence checks.
+    llm_side : {"auto", "integrated", "sampled"}
+        NUTS with ``items="fixed"`` and factor traits of rank 1 or 2:
+        ``"integrated"`` integrates every LLM's overall trait and domain
+        scores out, samples only the loadings and draws the LLM side exactly
+        afterwards (:mod:`mtlirt.bayes.collapsed`; convergence is checked on
+        the sampled loadings, and the fit records a quadrature check);
+        ``"sampled"`` samples the overall traits with the loadings
+        (domain traits integrated out, :mod:`mtlirt.bayes.marginal`).
+        ``"auto"``: ``"integrated"`` when it applies and the spec's
+        ``trait_parameterization`` is ``"auto"``, else ``"sampled"``. The
+        default stays ``"sampled"`` until the test suite's mocked-sampler
+        tests cover the integrated route.
 
     Returns
     -------
@@ -230,107 +243,43 @@ def fit_bayes(
     NotConvergedWarning
         A NUTS fit with R-hat > 1.01, low ESS, divergences or low BFMI.
     """
-    import pymc as pm
-
-    if method not in _METHODS:
-        raise InputError(f"method must be one of {', '.join(_METHODS)}; got {method!r}")
-    if sampler not in _SAMPLERS:
-        raise InputError(f"sampler must be one of {', '.join(_SAMPLERS)}; got {sampler!r}")
-    if items not in _ITEMS:
-        raise InputError(f"items must be one of {', '.join(_ITEMS)}; got {items!r}")
-    for nm, v, lo in (("draws", draws, 1), ("chains", chains, 1), ("tune", tune, 0)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise InputError(f"{nm} must be an integer >= {lo}; got {v!r}")
-    spec = load_spec(spec)
+    spec, arr = _checked(responses, spec, method, sampler, items, draws, chains, tune)
+    integrated = _integrated(spec, method, items, llm_side)
     if method == "nuts" and sampler == "numpyro":
         from mtlirt.bayes.fixed_items import use_marginal
 
-        if items == "fixed" and use_marginal(spec):
+        if not integrated and items == "fixed" and use_marginal(spec):
             raise InputError(
-                "sampler='numpyro' cannot sample the fixed-items factor model: its domain traits "
-                "are integrated out by a numba kernel that has no JAX version; use "
-                "sampler='nutpie' (the default)")
+                "sampler='numpyro' cannot sample the fixed-items factor model with sampled overall "
+                "traits: its domain traits are integrated out by a numba kernel that has no JAX version; "
+                "use llm_side='integrated' (rank 1 or 2) or sampler='nutpie' (the default)")
         _check_numpyro()
-    arr = as_arrays(responses)
+    if integrated:
+        return _fit_integrated(arr, spec, sampler=sampler, draws=draws, tune=tune, chains=chains, seed=seed,
+                               init=init, item_values=item_values, progress=progress, cores=cores,
+                               target_accept=target_accept, log_likelihood=log_likelihood, keep_raw=keep_raw,
+                               nuts_kwargs=nuts_kwargs, warn=warn)
     t0 = time.perf_counter()
     # the fused likelihood Op has no JAX implementation
     likelihood = "elementwise" if method == "nuts" and sampler == "numpyro" else "auto"
     stage(f"building the {spec.name} model ({arr.n_llms:,} LLMs x {arr.n_items:,} items, items {items})")
-    model = build(arr, spec, items=items, init=init, item_values=item_values,
-                  likelihood=likelihood)
-    t_build = time.perf_counter() - t0
-    initvals = model.mtlirt_initvals
+    model = build(arr, spec, items=items, init=init, item_values=item_values, likelihood=likelihood)
+    stages = {"build": time.perf_counter() - t0}
     free = _free_names(model)
-    sample_stats = None
     t1 = time.perf_counter()
+    sample_stats = None
     if method == "nuts":
-        cores = cores or max(1, min(chains, os.cpu_count() or 1))
-        kw = dict(nuts_kwargs or {})
         if target_accept is None:
             target_accept = 0.8 if getattr(model, "mtlirt_marginal", None) is not None else 0.9
-        kw.setdefault("target_accept", target_accept)
-        target_accept = kw["target_accept"]
-        trace_tmp = None
-        if sampler == "nutpie" and "zarr_store" not in kw:
-            n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
-            est = 8.0 * chains * draws * n_stored
-            if trace_dir is not None or est > DISK_TRACE_BYTES:
-                import tempfile
-
-                import nutpie
-
-                trace_tmp = tempfile.mkdtemp(prefix="mtlirt-trace-", dir=trace_dir)
-                kw["zarr_store"] = nutpie.zarr_store.LocalStore(trace_tmp)
-        stage(f"sampling {chains} chains x {draws:,} draws after {tune:,} tuning steps ({sampler})")
-        try:
-            if sampler == "nutpie":
-                idata = _sample_nutpie(model, initvals, draws=draws, tune=tune, chains=chains,
-                                       cores=cores, seed=seed, progress=progress, kw=kw)
-            else:
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message=".*idata_kwargs.*")
-                    idata = pm.sample(
-                        draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
-                        nuts_sampler=sampler, initvals=initvals, progressbar=progress,
-                        compute_convergence_checks=False, model=model, nuts=kw,
-                    )
-            post = idata["posterior"].to_dataset()
-            post = post[[v for v in free if v in post]].load()
-            post = post.assign_coords(chain=np.arange(post.sizes["chain"]),
-                                      draw=np.arange(post.sizes["draw"]))
-            if "sample_stats" in idata.children:
-                ss = idata["sample_stats"].to_dataset()
-                ss = ss[[v for v in ss.data_vars if set(ss[v].dims) <= {"chain", "draw"}]].load()
-                sample_stats = ss.assign_coords(chain=np.arange(ss.sizes["chain"]),
-                                                draw=np.arange(ss.sizes["draw"]))
-            del idata
-        finally:
-            if trace_tmp is not None:
-                import shutil
-
-                shutil.rmtree(trace_tmp, ignore_errors=True)
+        post, sample_stats, target_accept = _run_nuts(model, free, sampler=sampler, draws=draws, tune=tune,
+                                                      chains=chains, cores=cores, seed=seed, progress=progress,
+                                                      target_accept=target_accept, nuts_kwargs=nuts_kwargs,
+                                                      trace_dir=trace_dir)
     elif method == "advi":
-        with model:
-            approx = pm.fit(n=advi_iterations, method="advi", random_seed=seed, start=initvals,
-                            progressbar=progress)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with model:
-                idata = approx.sample(draws, random_seed=int(seed))
-        post = idata["posterior"].to_dataset()
-        post = post[[v for v in free if v in post]]
-        post.attrs["advi_final_loss"] = float(approx.hist[-1]) if len(approx.hist) else float("nan")
+        post = _run_advi(model, free, draws=draws, seed=seed, progress=progress, iterations=advi_iterations)
     else:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            point = pm.find_MAP(initvals=initvals, model=model, progressbar=progress,
-                                random_seed=seed, jitter=False, maxiter=map_maxiter)
-        msgs = [str(w.message) for w in caught if "did not converge" in str(w.message)]
-        post = _dataset_from_draws(model, {v: np.asarray(point[v])[None, None] for v in free})
-        post.attrs["mtlirt_map_converged"] = int(not msgs)
-        if msgs:
-            post.attrs["mtlirt_map_message"] = msgs[0]
-    stages = {"build": float(t_build), method: time.perf_counter() - t1}
+        post = _run_map(model, free, seed=seed, progress=progress, maxiter=map_maxiter)
+    stages[method] = time.perf_counter() - t1
     anchors = list(model.mtlirt_anchors)
     quad = getattr(model, "mtlirt_marginal", None)
     if quad is not None:  # domain traits integrated out: draw them back
@@ -341,9 +290,173 @@ def fit_bayes(
         post = add_domain_scores(post, model.mtlirt_tables, quad, anchors, seed=seed,
                                  point=method == "map", progress=progress)
         stages["domain_score_draws"] = time.perf_counter() - t2
-    t_sample = time.perf_counter() - t1
     fixed = model.mtlirt_items if items == "fixed" else None
     tables = model.mtlirt_tables if items == "fixed" else None
+    return _finish(post, sample_stats, arr, spec, anchors, t0=t0, t_sample=time.perf_counter() - t1,
+                   stages=stages, method=method, sampler=sampler, items=items, seed=seed, draws=draws,
+                   tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
+                   log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn)
+
+
+def _checked(responses, spec, method, sampler, items, draws, chains, tune):
+    """The arguments checked; returns the spec and the response arrays."""
+    if method not in _METHODS:
+        raise InputError(f"method must be one of {', '.join(_METHODS)}; got {method!r}")
+    if sampler not in _SAMPLERS:
+        raise InputError(f"sampler must be one of {', '.join(_SAMPLERS)}; got {sampler!r}")
+    if items not in _ITEMS:
+        raise InputError(f"items must be one of {', '.join(_ITEMS)}; got {items!r}")
+    for nm, v, lo in (("draws", draws, 1), ("chains", chains, 1), ("tune", tune, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise InputError(f"{nm} must be an integer >= {lo}; got {v!r}")
+    return load_spec(spec), as_arrays(responses)
+
+
+_LLM_SIDES = ("auto", "integrated", "sampled")
+
+
+def _integrated(spec: ModelSpec, method: str, items: str, llm_side: str) -> bool:
+    """Whether the fit takes the route with the whole LLM side integrated out."""
+    if llm_side not in _LLM_SIDES:
+        raise InputError(f"llm_side must be one of {', '.join(_LLM_SIDES)}; got {llm_side!r}")
+    applies = method == "nuts" and items == "fixed" and spec.traits == "factor" and spec.rank in (1, 2)
+    if llm_side == "integrated":
+        if not applies:
+            raise InputError("llm_side='integrated' needs method='nuts', items='fixed' and factor traits of "
+                             "rank 1 or 2")
+        return True
+    return llm_side == "auto" and applies and spec.trait_parameterization == "auto"
+
+
+def _run_nuts(model, free, *, sampler, draws, tune, chains, cores, seed, progress, target_accept,
+              nuts_kwargs, trace_dir):
+    """NUTS on a PyMC model: (posterior of the free variables, sample stats,
+    target acceptance used)."""
+    import pymc as pm
+
+    cores = cores or max(1, min(chains, os.cpu_count() or 1))
+    kw = dict(nuts_kwargs or {})
+    kw.setdefault("target_accept", target_accept)
+    target_accept = kw["target_accept"]
+    trace_tmp = None
+    if sampler == "nutpie" and "zarr_store" not in kw:
+        n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
+        est = 8.0 * chains * draws * n_stored
+        if trace_dir is not None or est > DISK_TRACE_BYTES:
+            import tempfile
+
+            import nutpie
+
+            trace_tmp = tempfile.mkdtemp(prefix="mtlirt-trace-", dir=trace_dir)
+            kw["zarr_store"] = nutpie.zarr_store.LocalStore(trace_tmp)
+    stage(f"sampling {chains} chains x {draws:,} draws after {tune:,} tuning steps ({sampler})")
+    sample_stats = None
+    try:
+        if sampler == "nutpie":
+            idata = _sample_nutpie(model, model.mtlirt_initvals, draws=draws, tune=tune, chains=chains,
+                                   cores=cores, seed=seed, progress=progress, kw=kw)
+        else:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*idata_kwargs.*")
+                idata = pm.sample(
+                    draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
+                    nuts_sampler=sampler, initvals=model.mtlirt_initvals, progressbar=progress,
+                    compute_convergence_checks=False, model=model, nuts=kw,
+                )
+        post = idata["posterior"].to_dataset()
+        post = post[[v for v in free if v in post]].load()
+        post = post.assign_coords(chain=np.arange(post.sizes["chain"]), draw=np.arange(post.sizes["draw"]))
+        if "sample_stats" in idata.children:
+            ss = idata["sample_stats"].to_dataset()
+            ss = ss[[v for v in ss.data_vars if set(ss[v].dims) <= {"chain", "draw"}]].load()
+            sample_stats = ss.assign_coords(chain=np.arange(ss.sizes["chain"]), draw=np.arange(ss.sizes["draw"]))
+        del idata
+    finally:
+        if trace_tmp is not None:
+            import shutil
+
+            shutil.rmtree(trace_tmp, ignore_errors=True)
+    return post, sample_stats, target_accept
+
+
+def _run_advi(model, free, *, draws, seed, progress, iterations):
+    import pymc as pm
+
+    with model:
+        approx = pm.fit(n=iterations, method="advi", random_seed=seed, start=model.mtlirt_initvals,
+                        progressbar=progress)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with model:
+            idata = approx.sample(draws, random_seed=int(seed))
+    post = idata["posterior"].to_dataset()
+    post = post[[v for v in free if v in post]]
+    post.attrs["advi_final_loss"] = float(approx.hist[-1]) if len(approx.hist) else float("nan")
+    return post
+
+
+def _run_map(model, free, *, seed, progress, maxiter):
+    import pymc as pm
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        point = pm.find_MAP(initvals=model.mtlirt_initvals, model=model, progressbar=progress,
+                            random_seed=seed, jitter=False, maxiter=maxiter)
+    msgs = [str(w.message) for w in caught if "did not converge" in str(w.message)]
+    post = _dataset_from_draws(model, {v: np.asarray(point[v])[None, None] for v in free})
+    post.attrs["mtlirt_map_converged"] = int(not msgs)
+    if msgs:
+        post.attrs["mtlirt_map_message"] = msgs[0]
+    return post
+
+
+def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed, init, item_values, progress,
+                    cores, target_accept, log_likelihood, keep_raw, nuts_kwargs, warn):
+    """The fixed-items factor model with the whole LLM side integrated out
+    (:mod:`mtlirt.bayes.collapsed`)."""
+    from mtlirt.bayes.collapsed import sample_structure
+    from mtlirt.bayes.fixed_items import build_tables, resolve_item_values
+    from mtlirt.bayes.init import initial_values
+    from mtlirt.bayes.model import anchor_domains, model_coords
+
+    t0 = time.perf_counter()
+    stage(f"building the {spec.name} structure model ({arr.n_llms:,} LLMs x {arr.n_items:,} items, items fixed, "
+          "LLM side integrated out)")
+    fixed = resolve_item_values(arr, spec, item_values, init)
+    tables = build_tables(arr, fixed["a"], fixed["d"], fixed["c"])
+    anchors = anchor_domains(arr, spec.rank)
+    iv = initial_values(arr, spec, anchors, init, include_items=False,
+                        trait_centered=np.ones(arr.n_domains, dtype=bool))
+    stages = {"build": time.perf_counter() - t0}
+    t1 = time.perf_counter()
+    target_accept = 0.8 if target_accept is None else float(target_accept)
+    stage(f"sampling the loadings: {chains} chains x {draws:,} draws after {tune:,} tuning steps ({sampler}), "
+          "then the LLM side exactly")
+    fit = sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=draws, tune=tune,
+                           chains=chains, cores=cores or max(1, min(chains, os.cpu_count() or 1)), seed=seed,
+                           target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
+                           sampler=sampler)
+    stages.update({f"integrated.{k}": v for k, v in fit.info["stage_seconds"].items()})
+    post = fit.posterior
+    post.attrs["mtlirt_llm_side"] = "integrated"
+    post.attrs["mtlirt_quadrature_check"] = json.dumps(fit.info.get("quadrature_check", {}), default=float)
+    post.attrs["mtlirt_structure_mode"] = json.dumps(fit.info["mode_refit"], default=str)
+    free = [v for v in ("loading_free", "loading_diag") if v in post]
+    return _finish(post, fit.sample_stats, arr, spec, anchors, t0=t0, t_sample=time.perf_counter() - t1,
+                   stages=stages, method="nuts", sampler=sampler, items="fixed", seed=seed, draws=draws,
+                   tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
+                   log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn,
+                   check_vars=free + ["loadings"], extra_info={"llm_side": "integrated",
+                                                               "quadrature_check": fit.info.get("quadrature_check"),
+                                                               "inner_nodes": fit.info["n_inner_nodes"],
+                                                               "outer_nodes": fit.info["n_outer_nodes"]})
+
+
+def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, stages, method, sampler, items,
+            seed, draws, tune, target_accept, free, fixed, tables, log_likelihood, keep_raw, warn,
+            check_vars=None, extra_info=None):
+    """Derived quantities, attributes, pointwise log-likelihood, diagnostics
+    and the info record: the DataTree that :func:`fit_bayes` returns."""
     t2 = time.perf_counter()
     stage("derived quantities (overall scores, correlations, expected accuracy) and diagnostics")
     post = add_derived(post, arr, spec, anchors, fixed_items=fixed, tables=tables)
@@ -362,7 +475,7 @@ def fit_bayes(
         "mtlirt_tune": int(tune) if method == "nuts" else 0,
         "mtlirt_target_accept": float(target_accept) if method == "nuts" else float("nan"),
         "mtlirt_chains": int(post.sizes["chain"]),
-        "mtlirt_build_seconds": float(t_build),
+        "mtlirt_build_seconds": float(stages.get("build", 0.0)),
         "mtlirt_sampling_seconds": float(t_sample),
     })
     groups = {"posterior": post}
@@ -377,7 +490,7 @@ def fit_bayes(
                 f"the pointwise log-likelihood ({n_ll:,} values, {8 * n_ll / 1e9:.1f} GB) is not "
                 "stored, so loo/compare are not available for this fit; pass "
                 "log_likelihood=True (CLI: --log-likelihood) to store it anyway",
-                stacklevel=2,
+                stacklevel=3,
             )
     if log_likelihood:
         t2 = time.perf_counter()
@@ -385,7 +498,7 @@ def fit_bayes(
         stages["log_likelihood"] = time.perf_counter() - t2
     if method == "nuts":
         t2 = time.perf_counter()
-        diag = diagnostics(tree, recompute=True)
+        diag = diagnostics(tree, var_names=check_vars, recompute=True)
         stages["diagnostics"] = time.perf_counter() - t2
         tree["posterior"].attrs["mtlirt_diagnostics"] = json.dumps(diag, default=float)
         if warn and not diag["converged"]:
@@ -397,7 +510,7 @@ def fit_bayes(
                 f"min BFMI {diag['min_bfmi']:.2f} (>= 0.3). Run longer (draws/tune), more "
                 "chains, or a higher target_accept before using these intervals.",
                 NotConvergedWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
     if not keep_raw:
         p = tree["posterior"].to_dataset()
@@ -425,6 +538,7 @@ def fit_bayes(
         "sampling_seconds": float(t_sample),
         "stage_seconds": stages,
         "log_likelihood": bool(log_likelihood),
+        **(extra_info or {}),
     }
     if "mtlirt_diagnostics" in pattrs:
         info["diagnostics"] = json.loads(pattrs["mtlirt_diagnostics"])
