@@ -555,8 +555,8 @@ def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int
         out.append(f"<p>{int(it['misfit'].sum()):,} of {tested:,} tested items misfit (Benjamini-Hochberg "
                    f"adjusted p &lt; 0.05); share with unadjusted p &lt; 0.05: "
                    f"{float((it['p_value'] < 0.05).sum()) / max(tested, 1):.3f} (about 0.05 when the model "
-                   "fits). Items of domains with partly missing responses are tested on the LLMs that answered "
-                   "the whole domain.</p>")
+                   "fits). Answers missing inside a domain an LLM ran are imputed from the model "
+                   "(5 times, the statistic averaged).</p>")
         if tested:
             out.append(_figure(lambda: pc.item_fit_plot(it), "S-X2 / df of every item by domain.", dpi=dpi))
             worst = it.sort_values("p_value", kind="stable").head(15)
