@@ -201,3 +201,32 @@ def test_estimate_score_delegates(world):
     sim, est, sc = world
     df = _long(sim, [N_CAL], np.arange(12))
     pd.testing.assert_frame_equal(est.score(df, seed=2).domains, sc.score(df, seed=2).domains)
+
+
+@pytest.mark.slow
+def test_bayesian_fit_averages_over_structure_draws(tmp_path):
+    """A Bayesian fit folder (ADVI, items fixed): the scorer mixes over draws of the loadings, and covers."""
+    sim = simulate(200, [12, 12, 8, 8, 5, 5], seed=3)
+    data = Responses.from_frame(sim.responses)
+    est = fit(data.subset(llms=data.llms[:150]), "bayes", seed=0, algorithm="advi", draws=40,
+              advi_iterations=3000, items="fixed", progress=False)
+    folder = write_fit(est, tmp_path / "bayes")
+    sc = Scorer(est, draws=8)
+    assert len(sc.structures) == 8
+    lam = np.stack([st.lam for st in sc.structures])
+    assert lam.std(axis=0).max() > 1e-3  # the draws differ
+    items = np.asarray(sim.items["item"], dtype=str)
+    df = pd.concat([pd.DataFrame({"llm": sim.llm_names[i], "item": items[:20], "correct": sim.correct[i, :20]})
+                    for i in range(150, 200)], ignore_index=True)
+    s = score(folder, df, draws=8, scale="population")
+    g = sim.overall["score"].to_numpy()[150:]
+    o = s.overall
+    assert 0.8 <= ((o["lower"] <= g) & (g <= o["upper"])).mean() <= 1.0
+    assert np.corrcoef(o["score"], g)[0, 1] > 0.7
+    # the mixture: its mean is the mean of the per-draw posteriors
+    one = Scorer(est, draws=8)
+    means = []
+    for st in one.structures:
+        one.structures = [st]
+        means.append(one.score(df.iloc[:20], scale="population").overall["score"].iloc[0])
+    np.testing.assert_allclose(np.mean(means), s.overall["score"].iloc[0], rtol=1e-9)
