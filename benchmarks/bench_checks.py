@@ -1,0 +1,150 @@
+"""Benchmark: the model checks of mtlirt.checks (docs/checks.md quotes its output).
+
+``calibration``
+    How often the checks flag a model that is right, and whether they flag one
+    that is wrong, on small simulations (seeds 0-3):
+    S-X2 on 2PL truth (1,000 LLMs, domains of 10 x 4 and 25 x 2 items, STL
+    fit; complete, and with 5% of answers missing at random, imputed): share
+    of items with p < 0.05 and items flagged; on 3PL truth (guessing 0.25,
+    difficulty mean 1, 3,000 LLMs, three 12-item domains) fitted by a 2PL and
+    by the right 3PL; the correlation check (400 LLMs, six 10-item domains,
+    30 replicates) of rank-1 truth fitted at rank 1 and of rank-2 truth
+    fitted at rank 1, rank 2 and by the pooled model: pairs flagged of 15 and
+    the global p.
+``scenarios``
+    MMLU's 57 subjects x 0.1 (1,405 items), 1,000 LLMs, ``--scenario ideal``
+    and ``realistic`` (seed 7), MTL fit: every check with its time; S-X2
+    against the simulator's flawed items (negative discrimination, upper
+    asymptote below 1) and multiple-choice domains.
+``world``
+    Rank-1 truth (400 LLMs, six 10-item domains, similarity 0.1, seed 5), MTL
+    fit: the deviation variances of MTL's error-bootstrap world (moments,
+    ``fit(bootstrap=2)``'s ``deviation_spread``) against the truth's 0.1, and
+    the correlation check with replicates from that world
+    (``world="estimate"``) and from the default (30 replicates).
+``block``
+    MMLU x 0.1, 1,000 LLMs, ideal but 40% of the LLMs running about half of
+    the domains (``block_missing=0.4``, ``missing=0.05``; seed 7): mean over
+    the pairs of the true correlation, of the fit's ``domain_corr`` and of
+    the check's statistic, and the check (30 replicates).
+``loo``
+    A fixed-items NUTS fit (200 LLMs, MMLU x 0.05, 2 chains x 200 draws) and
+    the leave-one-LLM-out check: time, Pareto k, p_loo, with the overall trait
+    integrated out and given.
+
+Usage: ``python benchmarks/bench_checks.py {calibration,scenarios,world,block,loo}``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import mtlirt
+from mtlirt import simulate
+from mtlirt.checks import correlation_check, item_fit, loo_llm, run_checks
+from mtlirt.io.responses import Responses
+
+warnings.simplefilter("ignore")
+
+
+def _r(**kw):
+    sim = simulate(**kw)
+    return sim, Responses.from_frame(sim.responses)
+
+
+def calibration() -> None:
+    for missing in (0.0, 0.05):
+        shares, flags = [], []
+        for seed in range(4):
+            _, r = _r(n_llms=1000, domain_sizes=[10] * 4 + [25] * 2, similarity=0.3, seed=seed, missing=missing)
+            t = item_fit(mtlirt.fit(r, "stl"), r)
+            shares.append((t["p_value"] < 0.05).mean())
+            flags.append(int(t["misfit"].sum()))
+        print(f"S-X2, 2PL truth, STL, missing {missing}: share p<0.05 per seed {np.round(shares, 3).tolist()} "
+              f"(mean {np.mean(shares):.3f} of 90 items), flagged {flags}")
+    for fit_guess in (None, 0.25):
+        shares, flags = [], []
+        for seed in range(4):
+            _, r = _r(n_llms=3000, domain_sizes=[12] * 3, similarity=0.3, seed=seed, guessing=0.25, difficulty_mean=1.0)
+            t = item_fit(mtlirt.fit(r, "stl", guessing=fit_guess), r)
+            shares.append((t["p_value"] < 0.05).mean())
+            flags.append(int(t["misfit"].sum()))
+        print(f"S-X2, 3PL truth (c 0.25), fit guessing {fit_guess}: share p<0.05 {np.round(shares, 3).tolist()} "
+              f"(mean {np.mean(shares):.3f} of 36 items), flagged {flags}")
+    for truth, fits in ((1, (("mtl", 1),)), (2, (("mtl", 1), ("mtl", 2), ("pooled", None)))):
+        for method, rank in fits:
+            out = []
+            for seed in range(4):
+                _, r = _r(n_llms=400, domain_sizes=[10] * 6, rank=truth, similarity=0.1, seed=seed)
+                c = correlation_check(mtlirt.fit(r, method, rank=rank), r, n_replicates=30, seed=seed)
+                out.append(f"{c.n_misfit}/15 p={c.global_p:.2f}")
+            print(f"correlation check, rank-{truth} truth, {method} rank {rank}: {', '.join(out)}")
+
+
+def scenarios() -> None:
+    for scenario in ("ideal", "realistic"):
+        sim, r = _r(n_llms=1000, preset="mmlu", scale=0.1, scenario=scenario, seed=7)
+        t0 = time.perf_counter()
+        est = mtlirt.fit(r, "mtl")
+        t_fit = time.perf_counter() - t0
+        mc = run_checks(est, r, n_replicates=50, seed=7)
+        cc, it = mc.correlation, mc.items
+        print(f"{scenario}: {r}; MTL rank {est.info['rank']}, fit {t_fit:.1f} s")
+        print(f"  correlation: {cc.n_misfit} of {len(cc.table)} pairs flagged, global p {cc.global_p:.3f}, "
+              f"{mc.seconds['correlation']:.1f} s (50 replicates); observed mean {cc.table['observed'].mean():.3f}, "
+              f"replicated mean {cc.table['replicated_mean'].mean():.3f}")
+        items = sim.items.set_index("item")
+        neg = (items["discrimination"] < 0).reindex(it["item"]).to_numpy()
+        upper = (items["upper"] < 1).reindex(it["item"]).to_numpy()
+        guess = (items["guessing"] > 0).reindex(it["item"]).to_numpy()
+        good = ~(neg | upper)
+        print(f"  item fit: {mc.seconds['item_fit']:.1f} s; flagged {int(it['misfit'].sum())} of {len(it)}; "
+              f"negative discrimination {int(it['misfit'][neg].sum())}/{int(neg.sum())}, upper asymptote < 1 "
+              f"{int(it['misfit'][upper].sum())}/{int(upper.sum())}, others {int(it['misfit'][good].sum())}/"
+              f"{int(good.sum())} (guessing items among them {int(it['misfit'][good & guess].sum())}/"
+              f"{int((good & guess).sum())}); share p<0.05 of the others {(it['p_value'][good] < 0.05).mean():.3f}")
+
+
+def world() -> None:
+    _, r = _r(n_llms=400, domain_sizes=[10] * 6, rank=1, similarity=0.1, seed=5)
+    est = mtlirt.fit(r, "mtl", bootstrap=2, n_jobs=1)
+    print(f"MTL world's deviation variances {np.round(est.info['deviation_spread'], 3).tolist()} (truth 0.1)")
+    for w in ("estimate", "structure"):
+        c = correlation_check(est, r, n_replicates=30, seed=1, world=w)
+        print(f"  world={w}: observed {c.table['observed'].min():.2f}-{c.table['observed'].max():.2f}, replicated "
+              f"means {c.table['replicated_mean'].min():.2f}-{c.table['replicated_mean'].max():.2f}; "
+              f"{c.n_misfit} of 15 pairs flagged, global p {c.global_p:.3f}")
+
+
+def block() -> None:
+    sim, r = _r(n_llms=1000, preset="mmlu", scale=0.1, seed=7, missing=0.05, block_missing=0.4)
+    est = mtlirt.fit(r, "mtl")
+    iu = np.triu_indices(r.n_domains, 1)
+    truth = np.corrcoef(sim.domain_scores.to_numpy().T)[iu].mean()
+    c = correlation_check(est, r, n_replicates=30, seed=7)
+    fit_corr = est.point("domain_corr")[iu].mean()
+    obs, rep = c.table["observed"].mean(), c.table["replicated_mean"].mean()
+    print(f"{r}: true correlation mean {truth:.3f}, the fit's domain_corr {fit_corr:.3f}, the check's statistic "
+          f"{obs:.3f} (replicates {rep:.3f}); {c.n_misfit} of {len(c.table)} pairs flagged, global p {c.global_p:.3f}")
+
+
+def loo() -> None:
+    _, r = _r(n_llms=200, preset="mmlu", scale=0.05, seed=3)
+    t0 = time.perf_counter()
+    est = mtlirt.fit(r, "bayes", items="fixed", draws=200, tune=200, chains=2, progress=False)
+    print(f"{r}: fixed-items NUTS fit {time.perf_counter() - t0:.1f} s")
+    for overall in (True, False):
+        res = loo_llm(est, r, integrate_overall=overall)
+        s = res.summary()
+        print(f"  overall integrated {overall}: {s['seconds']:.1f} s, elpd {s['elpd_loo']:.1f} (se {s['se']:.1f}), "
+              f"p_loo {s['p_loo']:.1f}, Pareto k > {s['good_k']:.2f}: {s['high_k']} of {s['llms']} LLMs, "
+              f"max k {s['max_k']:.2f}")
+
+
+if __name__ == "__main__":
+    which = sys.argv[1] if len(sys.argv) > 1 else "scenarios"
+    {"calibration": calibration, "scenarios": scenarios, "block": block, "world": world, "loo": loo}[which]()
