@@ -522,6 +522,37 @@ def _pooled_cells(pooled_internal, correct, rows, cols):
     return irt.cell_loglik(correct, rows, cols, eta[:, None], a, d, c, np.zeros(len(a), dtype=np.int64))
 
 
+def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info) -> np.ndarray:
+    """Per domain, the spread over LLMs that posterior means of unit-variance traits have.
+
+    With each domain trait its centre plus a deviation ``N(0, psi_k)``
+    (``psi_k`` by moments of the likelihood score at the centre,
+    :func:`mtlirt.estimators.bootstrap.deviation_spread`), an LLM's posterior
+    variance is about ``1 / (I_ik + 1 / psi_k)`` (``I_ik`` its information at
+    the estimate; a cell without responses keeps ``psi_k``), and the posterior
+    means of traits of population variance 1 have variance ``1 - mean_i`` of
+    it. Scaling the standardised shrunk scores to that spread puts them on the
+    scale of the truth (a regression of the truth on them has slope about 1),
+    as the Bayesian posterior means are.
+
+    Parameters
+    ----------
+    correct, observed, slices
+        The data.
+    centre : numpy.ndarray
+        ``N x K`` centres on the internal (population) scale of ``a``, ``d``.
+    a, d, c : numpy.ndarray
+        Items on that scale (``c`` the lower asymptotes).
+    info : numpy.ndarray
+        ``N x K`` information of each cell at the estimate.
+    """
+    from .bootstrap import deviation_spread
+
+    psi = deviation_spread(correct, observed, slices, centre, a, d, c)
+    pv = 1.0 / (info + 1.0 / psi)
+    return np.sqrt(np.clip(1.0 - pv.mean(axis=0), 0.05, 1.0))
+
+
 def _overall_axes(A, W, loc, scale):
     """Rotate the shared traits so that column 0 is *the overall score*.
 
@@ -775,7 +806,18 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
         centre_s = th_s.copy()
     else:
         centre_s = ((A @ W.T) - loc) / scale
-    A_rot, W_rot = _overall_axes(A, W, loc, scale)
+    # the overall score weighs the domains' centres on the population scale (unit-variance traits,
+    # as the Bayesian lbar = mean_k Lambda_k), not on the sample scale of the shrunk scores
+    A_rot, W_rot = _overall_axes(A, W, loc, np.ones(K))
+    if not fused and C_use != 0:
+        # the shrunk scores on the scale of the truth: each domain scaled to the spread of a posterior
+        # mean, sqrt(1 - mean posterior variance), not to 1 (which over-disperses short domains)
+        sd = posterior_mean_sd(correct, observed, domain_slices, A @ W.T, a, d, stl.c, info)
+        th_s *= sd
+        centre_s *= sd
+        a_s = a_s / sd[item_domain]
+        scale = scale / sd
+        se = se * sd
     overall = A_rot - A_rot.mean(axis=0)
     overall /= overall.std(axis=0)
     # loadings: correlations of the domain traits with the overall traits, corrected for the

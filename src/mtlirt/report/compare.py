@@ -230,6 +230,15 @@ def _corr(x, y, kind: str) -> float:
     raise ValueError(kind)
 
 
+def _slope(x, y) -> float:
+    """Least-squares slope of ``y`` on ``x``: 1 when two fits report the same quantity on the same scale."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok] - x[ok].mean(), y[ok] - y[ok].mean()
+    sxx = float((x * x).sum())
+    return float((x * y).sum() / sxx) if len(x) >= 3 and sxx > 0 else float("nan")
+
+
 def _pair(est_a: Estimate, est_b: Estimate, interval: float, top_k: int, names=("a", "b")) -> dict:
     la, lb = list(est_a.llms), list(est_b.llms)
     common = [x for x in la if x in set(lb)]
@@ -249,6 +258,7 @@ def _pair(est_a: Estimate, est_b: Estimate, interval: float, top_k: int, names=(
     tb = est_b.point("theta")[np.ix_(ib, db)]
     pear = [_corr(ta[:, j], tb[:, j], "pearson") for j in range(len(doms))]
     spear = [_corr(ta[:, j], tb[:, j], "spearman") for j in range(len(doms))]
+    slopes = [_slope(ta[:, j], tb[:, j]) for j in range(len(doms))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         out = {
@@ -261,6 +271,9 @@ def _pair(est_a: Estimate, est_b: Estimate, interval: float, top_k: int, names=(
             "pearson_domain": float(np.nanmean(pear)) if doms else float("nan"),
             "pearson_domain_min": float(np.nanmin(pear)) if doms else float("nan"),
             "spearman_domain": float(np.nanmean(spear)) if doms else float("nan"),
+            "slope_overall": _slope(oa, ob),
+            "slope_domain": float(np.nanmean(slopes)) if doms else float("nan"),
+            "rmsd_domain": float(np.sqrt(np.nanmean((ta - tb) ** 2))) if doms else float("nan"),
         }
     return out
 
@@ -293,6 +306,13 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
         - ``pearson_domain``, ``pearson_domain_min``, ``spearman_domain``: the
           per-domain correlation of the domain scores across LLMs, averaged
           over domains (and its minimum);
+        - ``slope_overall``, ``slope_domain``: the least-squares slope of
+          ``b``'s scores on ``a``'s (per domain, averaged over domains), and
+          ``rmsd_domain``, the root mean squared difference of the domain
+          scores: every fit reports the same estimand on the same scale
+          (``docs/model.md``, "The estimand"), so agreeing fits have slopes
+          near 1 and a small ``rmsd_domain``; a slope away from 1 is a scale
+          difference that the correlations cannot show;
         - ``mean_width_overall_a/_b``, ``mean_width_domain_a/_b``: mean width
           of the intervals of each fit (NaN without draws);
         - ``heldout_loglik_a/_b``: held-out log-likelihood (see :func:`heldout_loglik`).
