@@ -11,8 +11,9 @@ others, and score each held-out LLM from ``K`` of its responses with
     remainders), random within a domain;
 ``anchors``
     tinyBenchmarks-style fixed anchors: the calibration LLMs' 0/1 answer
-    vectors of the items (missing: the item's mean) clustered into ``K``
-    clusters by k-means (``scipy.cluster.vq.kmeans2``, seeded), the item
+    vectors of the items (missing: the item's mean; projected on their 50
+    leading principal components) clustered into ``K`` clusters by k-means
+    (``scipy.cluster.vq.kmeans2``, k-means++ start, seeded), the item
     nearest each centroid; the same items for every new LLM, scored by the
     model (``anchors``) and by tinyBenchmarks' own estimate of accuracy,
     the cluster-size-weighted mean of the anchors' answers (``anchors-w``,
@@ -121,6 +122,9 @@ def anchor_sets(cal: Responses, fit_pos_of_cal_items, budgets, seed):
     X = np.where(cal.observed, cal.correct, np.nan).T.astype(np.float64)  # items x LLMs
     mean = np.nanmean(X, axis=1, keepdims=True)
     X = np.where(np.isnan(X), mean, X)
+    Xc = X - X.mean(axis=0, keepdims=True)  # items are the points: centre over items, keeping their difficulty
+    u, sv, _ = np.linalg.svd(Xc, full_matrices=False)  # k-means on the leading 50 principal components:
+    X = u[:, :50] * sv[:50]  # the distances to a close approximation, 20x faster to seed with k-means++
     out = {}
     for k in budgets:
         cent, lab = kmeans2(X, k, seed=np.random.default_rng(seed), minit="++")

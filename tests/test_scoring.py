@@ -9,7 +9,7 @@ import pytest
 from mtlirt import InputError, fit, simulate, write_fit
 from mtlirt.cli import main
 from mtlirt.io.responses import Responses
-from mtlirt.scoring import Scorer, factor_loadings, score
+from mtlirt.scoring import Scorer, factor_loadings, overall_loadings, score
 
 N_CAL, N_NEW = 300, 120
 SIZES = [12, 12, 8, 8, 5, 5]
@@ -230,3 +230,15 @@ def test_bayesian_fit_averages_over_structure_draws(tmp_path):
         one.structures = [st]
         means.append(one.score(df.iloc[:20], scale="population").overall["score"].iloc[0])
     np.testing.assert_allclose(np.mean(means), s.overall["score"].iloc[0], rtol=1e-9)
+
+
+def test_overall_loadings_at_rank_two_are_rotation_invariant():
+    rng = np.random.default_rng(0)
+    L = rng.uniform(0.2, 0.6, (7, 2))
+    c, s = np.cos(0.7), np.sin(0.7)
+    rot = np.array([[c, -s], [s, c]])
+    np.testing.assert_allclose(overall_loadings(L), overall_loadings(L @ rot), atol=1e-12)
+    # it is the correlation of each domain with the standardised shared part of the average domain
+    lbar = L.mean(axis=0)
+    np.testing.assert_allclose(overall_loadings(L), L @ lbar / np.linalg.norm(lbar))
+    np.testing.assert_allclose(overall_loadings(L[:, :1]), L[:, 0])

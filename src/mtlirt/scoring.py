@@ -39,8 +39,10 @@ Where the structure comes from
   projection of the ``r`` factors on the overall direction (their mean over
   domains, as MTL's overall score is the mean of the domain centres).
 - **Bayesian fits**: per posterior draw (a subsample of ``draws`` of them) the
-  draw's items and the first column of its loadings; the new LLM's posterior
-  is the equal-weight mixture over the draws (the new LLM does not update the
+  draw's items and its loadings' correlation with the overall score
+  (:func:`overall_loadings`: the first column at rank one, else the
+  projection on the mean loading, as the Bayesian overall score is defined);
+  the new LLM's posterior is the equal-weight mixture over the draws (the new LLM does not update the
   structure: the items stay fixed).
 
 At rank ``r > 1`` the factors other than the overall one are folded into the
@@ -70,7 +72,7 @@ import pandas as pd
 from .errors import InputError
 from .estimate import Estimate
 
-__all__ = ["Scorer", "Scores", "score", "factor_loadings"]
+__all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
 
 #: Grid over the overall score (population scale).
 G_GRID = np.linspace(-6.0, 6.0, 97)
@@ -123,6 +125,19 @@ def factor_loadings(R: np.ndarray, rank: int = 1, n_iter: int = 200, tol: float 
     norm = np.linalg.norm(m)
     out = lam @ (m / norm) if norm > 1e-12 else lam[:, 0]
     return out if out.sum() >= 0 else -out
+
+
+def overall_loadings(L: np.ndarray) -> np.ndarray:
+    """Correlation of each domain score with the overall score from factor loadings ``L`` (K, r) of
+    unit-variance traits: ``L[:, 0]`` at rank one, else ``L lbar / |lbar|`` with ``lbar`` the mean
+    loading row (the overall score is the shared part of the average domain trait, as
+    :func:`mtlirt.bayes.derived.overall_score` defines it)."""
+    L = np.asarray(L, dtype=np.float64)
+    if L.shape[1] == 1:
+        return L[:, 0]
+    lbar = L.mean(axis=0)
+    norm = np.linalg.norm(lbar)
+    return L @ (lbar / norm) if norm > 1e-12 else L[:, 0]
 
 
 @dataclass
@@ -302,7 +317,8 @@ class Scorer:
             for s in take:
                 c = flat["guessing"][s] if "guessing" in flat else np.zeros(self.n_items)
                 a, d, c = pop_items(flat["discrimination"][s], flat["intercept"][s], c)
-                lam = flat["loadings"][s][:, 0] if "loadings" in flat else factor_loadings(flat["domain_corr"][s])
+                lam = (overall_loadings(flat["loadings"][s]) if "loadings" in flat
+                       else factor_loadings(flat["domain_corr"][s]))
                 out.append(_tabulate(a, d, c, jd, lam, K))
             return out
         a = fit.point("discrimination")
@@ -320,7 +336,7 @@ class Scorer:
         a = fit.point("discrimination") / self.scale[jd]
         d = fit.point("intercept") - a * self.loc[jd]
         c = fit.point("guessing") if "guessing" in fit.posterior else np.zeros_like(a)
-        lam = (fit.point("loadings")[:, 0] if "loadings" in fit.posterior
+        lam = (overall_loadings(fit.point("loadings")) if "loadings" in fit.posterior
                else factor_loadings(fit.point("domain_corr")))
         return _tabulate(a, d, c, jd, lam, self.n_domains)
 
