@@ -909,6 +909,7 @@ class ModelChecks:
     loo: LooCheck | None = None
     skipped: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
+    alpha: float = ALPHA
 
     def summary(self) -> dict:
         """Short JSON-ready record of every check (for ``fit.json``'s diagnostics)."""
@@ -919,8 +920,9 @@ class ModelChecks:
             t = self.items
             out["item_fit"] = {"items": len(t), "tested": int(t["p_value"].notna().sum()),
                                "misfit_items": int(t["misfit"].sum()),
-                               "share_p_below_alpha": float((t["p_value"] < ALPHA).mean()),
-                               "alpha": ALPHA, "seconds": self.seconds.get("item_fit")}
+                               "share_p_below_alpha": float((t["p_value"] < self.alpha).sum()
+                                                            / max(int(t["p_value"].notna().sum()), 1)),
+                               "alpha": self.alpha, "seconds": self.seconds.get("item_fit")}
         if self.loo is not None:
             out["loo_llm"] = self.loo.summary()
         if self.skipped:
@@ -957,7 +959,7 @@ def run_checks(est, responses, *, correlation: bool = True, items: bool = True, 
     ModelChecks
     """
     _check_data(est, responses)
-    out = ModelChecks()
+    out = ModelChecks(alpha=alpha)
     if correlation:
         t0 = time.perf_counter()
         out.correlation = correlation_check(est, responses, n_replicates=n_replicates, seed=seed, alpha=alpha)
