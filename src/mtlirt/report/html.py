@@ -517,7 +517,7 @@ def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int
     mc = checks if isinstance(checks, ModelChecks) else None
     if mc is None and responses is not None:
         try:
-            mc = run_checks(est, responses, n_replicates=replicates)
+            mc = run_checks(est, responses, n_replicates=replicates, max_draws=200)
         except Exception as exc:  # noqa: BLE001 - the report must survive a failing check
             out.append(f'<p class="note">checks not run: {_e(type(exc).__name__)}: {_e(exc)}</p>')
             return "\n".join(out)
@@ -581,7 +581,7 @@ def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int
 # ---------------------------------------------------------------- public
 def render_report(fit_dirs_or_estimates, responses=None, title: str = "mtlirt report", *, names=None,
                   interval: float = 0.9, top: int = 50, full_table: bool = False, dpi: int = 100,
-                  checks="auto", check_replicates: int = 50) -> str:
+                  checks="auto", check_replicates: int = 20) -> str:
     """The report as an HTML string (see :func:`write_report` for the parameters)."""
     import matplotlib
 
@@ -640,7 +640,7 @@ def render_report(fit_dirs_or_estimates, responses=None, title: str = "mtlirt re
 
 def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title: str = "mtlirt report", *,
                  names=None, interval: float = 0.9, top: int = 50, full_table: bool = False,
-                 dpi: int = 100, checks="auto", check_replicates: int = 50) -> Path:
+                 dpi: int = 100, checks="auto", check_replicates: int = 20) -> Path:
     """Write one self-contained HTML report of one or several fits.
 
     Parameters
@@ -671,7 +671,9 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
         in the fit's diagnostics, if any); ``False`` leaves the section out; a
         :class:`~mtlirt.checks.ModelChecks` (or one per fit name) is shown as is.
     check_replicates : int
-        Replicated data sets of the correlation check (each one STL fit).
+        Replicated data sets of the correlation check (each one STL fit; with
+        20 a pair misfits only when every replicate lies on one side of it).
+        The leave-one-LLM-out check uses 200 posterior draws.
 
     Returns
     -------
