@@ -59,7 +59,7 @@ Usage::
 
     .venv/bin/python benchmarks/simulation_study.py [--full] [--out DIR]
         [--seeds 0,1] [--no-coverage] [--bootstrap 20] [--n-jobs 2]
-        [--methods stl,mtl,pooled,accuracy] [--bayes]
+        [--methods stl,mtl,pooled,accuracy] [--bayes] [--scenario ideal|realistic]
         [--n 500] [--scale 0.1] [--rank 1,2] [--h 0.1,0.4] [--eps 0,0.2]
 
 (``--n`` ... ``--eps`` replace the levels of a factor of the chosen grid.)
@@ -178,9 +178,10 @@ def metrics(est, sim, method) -> dict:
 
 
 # --------------------------------------------------------------------------- driver
-def run_cell(cell, seed, methods, *, bootstrap, n_jobs, bayes_options=None):
+def run_cell(cell, seed, methods, *, bootstrap, n_jobs, bayes_options=None, scenario="ideal"):
     n, scale, rank, h, eps = cell
-    sim = simulate(n, preset="mmlu", scale=scale, rank=rank, similarity=h, outlier_share=eps, seed=seed)
+    sim = simulate(n, preset="mmlu", scale=scale, rank=rank, similarity=h, outlier_share=eps, seed=seed,
+                   scenario=scenario)
     resp = Responses.from_frame(sim.responses)
     rows = []
     for method in methods:
@@ -194,8 +195,8 @@ def run_cell(cell, seed, methods, *, bootstrap, n_jobs, bayes_options=None):
         m = metrics(est, sim, method)
         m["n_warnings"] = len(caught)
         m["total_seconds"] = time.perf_counter() - t0
-        rows.append({"n": n, "scale": scale, "rank_true": rank, "h": h, "eps": eps, "seed": seed,
-                     "method": method, **m})
+        rows.append({"scenario": scenario, "n": n, "scale": scale, "rank_true": rank, "h": h, "eps": eps,
+                     "seed": seed, "method": method, **m})
     return rows
 
 
@@ -275,6 +276,8 @@ def main(argv=None):
     ap.add_argument("--bayes-tune", type=int, default=500)
     ap.add_argument("--bayes-chains", type=int, default=2)
     ap.add_argument("--bayes-items", default="fixed", choices=["fixed", "joint"])
+    ap.add_argument("--scenario", default="ideal", choices=["ideal", "realistic"],
+                    help="simulate's scenario: the model itself (ideal) or its realistic departures")
     args = ap.parse_args(argv)
 
     grid = dict(FULL if args.full else REDUCED)
@@ -299,7 +302,8 @@ def main(argv=None):
         return not args.full or (n <= 1000 and scale == 0.1)
 
     cells = list(itertools.product(grid["n"], grid["scale"], grid["rank"], grid["h"], grid["eps"]))
-    print(f"# mtlirt simulation study ({'full' if args.full else 'reduced'} grid): {len(cells)} cells x "
+    print(f"# mtlirt simulation study ({'full' if args.full else 'reduced'} grid, {args.scenario} scenario): "
+          f"{len(cells)} cells x "
           f"{len(grid['seeds'])} seeds x {len(methods)} methods; {datetime.datetime.now():%Y-%m-%d %H:%M}, "
           f"{platform.node()} ({os.cpu_count()} cores), python {platform.python_version()}", flush=True)
     t_start = time.perf_counter()
@@ -308,7 +312,8 @@ def main(argv=None):
         for seed in grid["seeds"]:
             boot = args.bootstrap if coverage_cell(cell, seed) else 0
             t0 = time.perf_counter()
-            res = run_cell(cell, seed, methods, bootstrap=boot, n_jobs=args.n_jobs, bayes_options=bayes_options)
+            res = run_cell(cell, seed, methods, bootstrap=boot, n_jobs=args.n_jobs, bayes_options=bayes_options,
+                           scenario=args.scenario)
             for r in res:
                 per_domain[(*cell, seed, r["method"])] = r.pop("per_domain_rmse")
             rows.extend(res)
