@@ -3,7 +3,7 @@
 The main entry points: :class:`Responses` (the data), :func:`fit` (every
 estimator), :class:`Estimate` (every result), :func:`simulate`,
 :func:`read_fit` / :func:`write_fit` (fit folders), :func:`compare`,
-:func:`write_report` and :mod:`plots` (one figure per function),
+:func:`score` (new LLMs against a fit), :func:`write_report` and :mod:`plots` (one figure per function),
 :mod:`importers` (harness and leaderboard exports), :mod:`bayes` (the PyMC
 model). The folders below follow the data flow: ``io/`` (tables, checks,
 ``Responses``, fit folders, importers), ``estimators/`` (MTL and the
@@ -21,6 +21,7 @@ from .io.fitdir import read_fit, write_fit
 from .io.responses import Responses
 from .io.validate import DataWarning
 from .report.compare import compare
+from .scoring import score
 from .simulate import simulate
 
 # matplotlib and PyMC load on first use, so that `import mtlirt` and the CLI start fast
@@ -53,6 +54,7 @@ __all__ = [
     "importers",
     "plots",
     "read_fit",
+    "score",
     "simulate",
     "write_fit",
     "write_report",

@@ -34,7 +34,6 @@ items and loadings; the scores average over the structure's draws.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +42,7 @@ from scipy.stats import norm
 
 from .errors import InputError
 from .estimate import Estimate
+from .estimators.irt import blas_threads
 from .scoring import G_GRID, LOG_PRIOR_G, T_GRID, Scorer, Scores
 
 __all__ = ["AdaptiveTest", "Replay", "replay", "TARGETS"]
@@ -303,15 +303,6 @@ def _dom_var(w, q_rest, m2_new, mu, kj, mu_new):
 
 
 # ------------------------------------------------------------------ replay
-def _one_blas_thread():
-    """Limit BLAS to one thread where threadpoolctl is installed (else change nothing)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1)
-
-
 @dataclass
 class Replay:
     """Result of :func:`replay`: ``scores`` (the two tables) and ``administered``
@@ -338,7 +329,7 @@ def replay(fit: Estimate | Scorer, responses, *, budget: int | None = 100, targe
     parsed = sc.parse(responses, ignore_unknown_items=ignore_unknown_items)
     seeds = np.random.SeedSequence(seed).spawn(len(parsed))
     admin, asked = [], []
-    with _one_blas_thread():  # thousands of tiny products: BLAS threads would only contend
+    with blas_threads(1):  # thousands of tiny products: BLAS threads would only contend
         for (llm, pos, y), ss in zip(parsed, seeds, strict=True):
             answers = dict(zip(pos.tolist(), y.tolist(), strict=True))
             test = AdaptiveTest(sc, target=target, budget=budget, width=width, seed=ss,
