@@ -865,13 +865,13 @@ def loo_llm(est, responses, *, integrate_overall: bool = True, max_draws: int = 
     LooCheck or None
         None for point fits and models without overall traits.
     """
-    import arviz as az
-    import xarray as xr
-
     _check_data(est, responses)
     post = est.posterior
     if est.n_draws < 2 or "eta" not in post or "loadings" not in post:
         return None
+    import arviz as az
+    import xarray as xr
+
     t0 = time.perf_counter()
     ml = llm_marginal_loglik(est, responses, integrate_overall=integrate_overall, max_draws=max_draws,
                              **quadrature)
