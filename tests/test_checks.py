@@ -12,6 +12,7 @@ from mtlirt.checks import (
     correlation_check,
     factor_loadings,
     item_fit,
+    item_fit_ppc,
     llm_marginal_loglik,
     loo_llm,
     run_checks,
@@ -77,11 +78,17 @@ def test_item_fit_flags_items_from_a_wrong_model():
     flagged, in a 10-item and in a 25-item domain; the others are not."""
     sim = simulate(n_llms=1000, domain_sizes=[10] * 4 + [25] * 2, similarity=0.3, seed=23)
     r = Responses.from_frame(sim.responses)
-    bad = [3, 52]  # d01's 4th item, d06's 3rd
+    bad = [3, 52]  # d01's 4th item, d05's 13th
     r.correct[:, bad] = 1 - r.correct[:, bad]
-    tab = item_fit(mtlirt.fit(r, "mtl"), r)
+    est = mtlirt.fit(r, "mtl")
+    tab = item_fit(est, r)
     assert tab["misfit"].iloc[bad].all() and (tab["p_value"].iloc[bad] < 1e-6).all()
     assert tab["misfit"].drop(index=bad).sum() <= 1
+    # the predictive version on the point fit (one draw): the data's S-X2 far above the replicate's
+    ppc = item_fit_ppc(est, r)
+    assert (ppc["s_x2_data"].iloc[bad] > 5 * ppc["s_x2_replicated"].iloc[bad]).all()
+    rest = ppc.drop(index=bad)
+    assert 0.7 < rest["s_x2_data"].mean() / rest["s_x2_replicated"].mean() < 1.3
 
 
 def test_item_fit_with_missing_answers():
@@ -226,7 +233,9 @@ def _run_checks_and_the_record(r, est):
     assert mc.correlation is not None and mc.correlation.world.startswith("posterior draws")
     assert mc.items is not None and mc.loo is not None and not mc.skipped
     s = json.loads(json.dumps(mc.summary()))
-    assert set(s) == {"correlation", "item_fit", "loo_llm"} and s["loo_llm"]["llms"] == 60
+    assert set(s) == {"correlation", "item_fit", "item_fit_ppc", "loo_llm"} and s["loo_llm"]["llms"] == 60
+    ppp = mc.items_ppc["ppp"]
+    assert len(ppp) == r.n_items and ppp.between(0, 1).all() and 0.3 < ppp.mean() < 0.8
     point = mtlirt.fit(r, "stl")
     mp = run_checks(point, r, correlation=False)
     mp.record(point)

@@ -31,7 +31,8 @@ Cross-domain correlations (:func:`correlation_check`)
     * STL and accuracy model no cross-domain structure: no check.
 
 Item fit (:func:`item_fit`)
-    Orlando and Thissen's (2000) S-X2 per item, as ``mirt::itemfit`` computes
+    Orlando and Thissen's (2000) S-X2 per item (for posteriors also its
+    posterior predictive version, :func:`item_fit_ppc`), as ``mirt::itemfit`` computes
     it: the LLMs are grouped by their summed score in the item's domain; the
     observed proportion correct in each group is compared with the model's,
     ``E_js = int P_j(t) f_-j(s-1 | t) phi(t) dt / int f(s | t) phi(t) dt``
@@ -80,6 +81,7 @@ __all__ = [
     "correlation_check",
     "correlation_statistic",
     "item_fit",
+    "item_fit_ppc",
     "llm_marginal_loglik",
     "loo_llm",
     "run_checks",
@@ -677,6 +679,66 @@ def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0,
                 "observed", "expected"]]
 
 
+def item_fit_ppc(est, responses, *, n_draws: int = 50, seed: int = 0, min_expected: float = 1.0) -> pd.DataFrame | None:
+    """Posterior predictive S-X2: for each of ``n_draws`` posterior draws, the S-X2 of the data
+    and of answers replicated from the draw (its traits and items), both at the draw's items;
+    ``ppp = P(S-X2(replicated) >= S-X2(data))`` per item. Answers missing inside a domain an LLM
+    ran are completed from the same draw in both. A point estimate is one draw (``ppp`` 0 or 1).
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        ``item, domain, s_x2_data, s_x2_replicated`` (means over the draws), ``ppp``; None for
+        the accuracy baseline.
+    """
+    from .estimators.bootstrap import draw_responses
+
+    _check_data(est, responses)
+    if est.method == "accuracy":
+        return None
+    n_par = _n_item_parameters(est)
+    rng = np.random.default_rng(seed)
+    S = est.n_draws
+    take = np.sort(rng.choice(S, size=min(n_draws, S), replace=False))
+    theta = _stacked(est, "theta")
+    a_all, d_all = _stacked(est, "discrimination"), _stacked(est, "intercept")
+    c_all = _stacked(est, "guessing") if "guessing" in est.posterior else np.zeros_like(a_all)
+    # replicates from the reported scores and items; the expected proportions on the population
+    # scale (a point fit's items mapped there; a posterior's items are on it)
+    fixed = all(np.ptp(v, axis=0).max() == 0 for v in (a_all, d_all, c_all))
+    J = responses.n_items
+    obs_all = np.ones((responses.n_llms, J), bool) if responses.mask is None else responses.mask
+    sx_d, sx_r, exceed = np.zeros(J), np.zeros(J), np.zeros(J)
+    cache: dict = {}
+    for s in take:
+        a, d, c = a_all[s], d_all[s], c_all[s]
+        rep = draw_responses(theta[s], a, d, c if np.any(c > 0) else None, responses.domain_slices, None, rng)
+        for k, sl in enumerate(responses.domain_slices):
+            if sl.stop - sl.start < 2:
+                continue
+            obs = obs_all[:, sl]
+            rows = obs.any(1)
+            key = k if fixed else (k, s)
+            if key not in cache:
+                E, _ = sx2_expected(a[sl], d[sl], c[sl]) if S > 1 or est.info.get("population_scale") is None \
+                    else sx2_expected(*(v[sl] for v in _population_items(est)))
+                cache[key] = E
+            E = cache[key]
+            y_rep = rep[rows][:, sl].astype(np.int64)
+            y_dat = np.where(obs[rows], responses.correct[rows][:, sl], y_rep).astype(np.int64)
+            if not fixed:
+                cache.pop(key)
+            t_d = _sx2_block(y_dat, E, n_par, min_expected)[0]
+            t_r = _sx2_block(y_rep, E, n_par, min_expected)[0]
+            sx_d[sl] += np.nan_to_num(t_d)
+            sx_r[sl] += np.nan_to_num(t_r)
+            exceed[sl] += np.nan_to_num(t_r) >= np.nan_to_num(t_d)
+    m = len(take)
+    return pd.DataFrame({"item": [str(x) for x in responses.items],
+                         "domain": [str(responses.domains[k]) for k in responses.item_domain],
+                         "s_x2_data": sx_d / m, "s_x2_replicated": sx_r / m, "ppp": exceed / m})
+
+
 # ---------------------------------------------------------------------------
 # leave one LLM out
 # ---------------------------------------------------------------------------
@@ -907,6 +969,7 @@ class ModelChecks:
     correlation: CorrelationCheck | None = None
     items: pd.DataFrame | None = None
     loo: LooCheck | None = None
+    items_ppc: pd.DataFrame | None = None
     skipped: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
     alpha: float = ALPHA
@@ -923,6 +986,10 @@ class ModelChecks:
                                "share_p_below_alpha": float((t["p_value"] < self.alpha).sum()
                                                             / max(int(t["p_value"].notna().sum()), 1)),
                                "alpha": self.alpha, "seconds": self.seconds.get("item_fit")}
+        if self.items_ppc is not None:
+            out["item_fit_ppc"] = {"items": len(self.items_ppc),
+                                   "ppp_below_alpha": int((self.items_ppc["ppp"] < self.alpha).sum()),
+                                   "seconds": self.seconds.get("item_fit_ppc")}
         if self.loo is not None:
             out["loo_llm"] = self.loo.summary()
         if self.skipped:
@@ -946,7 +1013,8 @@ def run_checks(est, responses, *, correlation: bool = True, items: bool = True, 
     responses : Responses
         The fit's data.
     correlation, items, loo : bool
-        Which checks to run.
+        Which checks to run (``items`` with several posterior draws adds the
+        posterior predictive S-X2, :func:`item_fit_ppc`, on 50 draws).
     n_replicates : int
         Replicated data sets of the correlation check.
     seed : int
@@ -973,6 +1041,10 @@ def run_checks(est, responses, *, correlation: bool = True, items: bool = True, 
         out.seconds["item_fit"] = time.perf_counter() - t0
         if out.items is None:
             out.skipped["item_fit"] = f"the {est.method} fit has no item model"
+    if items and est.n_draws > 1 and est.method != "accuracy":
+        t0 = time.perf_counter()
+        out.items_ppc = item_fit_ppc(est, responses, seed=seed)
+        out.seconds["item_fit_ppc"] = time.perf_counter() - t0
     if loo:
         t0 = time.perf_counter()
         out.loo = loo_llm(est, responses, max_draws=max_draws)

@@ -557,6 +557,11 @@ def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int
                    f"{float((it['p_value'] < 0.05).sum()) / max(tested, 1):.3f} (about 0.05 when the model "
                    "fits). Answers missing inside a domain an LLM ran are imputed from the model "
                    "(5 times, the statistic averaged).</p>")
+        if mc.items_ppc is not None:
+            pp = mc.items_ppc
+            out.append(f"<p>Posterior predictive S-X2 (the data against answers replicated from each of 50 "
+                       f"draws, at the draw's items): {int((pp['ppp'] < 0.05).sum()):,} of {len(pp):,} items have "
+                       f"ppp &lt; 0.05 (the data's S-X2 above nearly every replicate's).</p>")
         if tested:
             out.append(_figure(lambda: pc.item_fit_plot(it), "S-X2 / df of every item by domain.", dpi=dpi))
             worst = it.sort_values("p_value", kind="stable").head(15)
