@@ -57,7 +57,10 @@ Domain scores are reported on the fit's scale (the scale of its
 the overall score on the population scale (mean 0, variance 1 over LLMs, as
 the fit's own overall scores).  Expected accuracy is the mean over all the
 fit's items of ``P(correct)`` (``docs/model.md``), its interval from
-``n_draws`` posterior draws.
+``n_draws`` posterior draws; accuracy (``accuracy``) is the realised proportion
+right on all the fit's items, the answered ones known and the others drawn
+from the posterior predictive -- the quantity to compare with an observed
+whole-benchmark accuracy (see :meth:`Scorer.posterior`).
 """
 
 from __future__ import annotations
@@ -150,6 +153,7 @@ class _Structure:
     logp: np.ndarray  # (J, Q)
     log1mp: np.ndarray  # (J, Q)
     acc: np.ndarray  # (K, Q): sum over the domain's items of P_j(t) / J
+    pq: np.ndarray  # (K, Q): sum over the domain's items of P_j(t) (1 - P_j(t)) (Bernoulli variances)
     _W: np.ndarray | None = None
 
     @property
@@ -173,7 +177,9 @@ def _tabulate(a, d, c, item_domain, lam, n_domains) -> _Structure:
     p = np.clip(p, 1e-12, 1 - 1e-12)
     acc = np.zeros((n_domains, len(T_GRID)))
     np.add.at(acc, item_domain, p / len(a))
-    return _Structure(lam=lam, psi=psi, p=p, logp=np.log(p), log1mp=np.log1p(-p), acc=acc)
+    pq = np.zeros((n_domains, len(T_GRID)))
+    np.add.at(pq, item_domain, p * (1.0 - p))
+    return _Structure(lam=lam, psi=psi, p=p, logp=np.log(p), log1mp=np.log1p(-p), acc=acc, pq=pq)
 
 
 # ------------------------------------------------------------------ posterior on the grid
@@ -239,7 +245,9 @@ class Scores:
     ----------
     overall : pandas.DataFrame
         ``llm, score, sd, lower, upper, expected_accuracy, expected_accuracy_lower,
-        expected_accuracy_upper, n_responses``.
+        expected_accuracy_upper, n_responses, accuracy, accuracy_lower, accuracy_upper``
+        (``accuracy``: the realised whole-benchmark accuracy, the answered items
+        counted as answered, the others predicted; see :meth:`Scorer.posterior`).
     domains : pandas.DataFrame
         ``llm, domain, score, sd, lower, upper, n_responses`` (every domain of
         the fit for every LLM; ``n_responses`` 0: predicted from the others).
@@ -424,7 +432,20 @@ class Scorer:
         return out
 
     def posterior(self, pos: np.ndarray, y: np.ndarray, *, seed=0, n_draws: int = 2000, scale: str = "fit") -> dict:
-        """One LLM's posterior summaries (a dict of arrays; see :meth:`score`)."""
+        """One LLM's posterior summaries (a dict of arrays; see :meth:`score`).
+
+        Two accuracies: ``expected_accuracy``, the mean over all items of
+        ``P(correct)`` at the LLM's traits (what the model says the LLM *would*
+        score on average), and ``accuracy``, the proportion of the benchmark's
+        items it *does* answer right: the answered items count with their
+        answers, each unanswered item is a Bernoulli draw with its ``P(correct)``
+        (the posterior predictive; their sum normal with the summed Bernoulli
+        variances given the traits).  With every item answered ``accuracy`` is
+        the observed accuracy and its interval a point.  The realised accuracy's
+        interval is the one to hold against an observed accuracy: an adaptive
+        test asks the items whose answers are least predictable and leaves the
+        rest, whose answers still vary about their ``P(correct)``.
+        """
         pos = np.asarray(pos, dtype=np.int64)
         y = np.asarray(y, dtype=np.int8)
         K = self.n_domains
@@ -435,8 +456,10 @@ class Scorer:
         rng = np.random.default_rng(seed)
         per = np.full(S, n_draws // S)
         per[: n_draws - per.sum()] += 1
-        acc_draws = []
-        acc_mean = 0.0
+        J = self.n_items
+        n_right = float(y.sum())
+        acc_draws, real_draws = [], []
+        acc_mean = real_mean = 0.0
         for st, n_s in zip(self.structures, per, strict=True):
             logL = self.loglik_table(st, pos, y)
             pg, cond = grid_posterior(st, logL, answered > 0)
@@ -444,11 +467,23 @@ class Scorer:
             pt_sum += np.einsum("g,kgq->kq", pg, cond)
             m = np.einsum("kgq,kq->kg", cond, st.acc)
             acc_mean += float(pg @ m.sum(axis=0))
-            acc_draws.append(_draw_accuracy(rng, pg, cond, st.acc, int(n_s)))
+            # the unanswered items' summed P(correct) and Bernoulli variances, per domain on the grid
+            rest_p = st.acc * J
+            rest_v = st.pq.copy()
+            if len(pos):
+                np.add.at(rest_p, self.item_domain[pos], -st.p[pos])
+                np.add.at(rest_v, self.item_domain[pos], -st.p[pos] * (1.0 - st.p[pos]))
+            rest_v = np.clip(rest_v, 0.0, None)
+            real_mean += (n_right + float(pg @ np.einsum("kgq,kq->kg", cond, rest_p).sum(axis=0))) / J
+            ea, rp, rv = _draw_accuracy(rng, pg, cond, (st.acc, rest_p, rest_v), int(n_s))
+            acc_draws.append(ea)
+            real_draws.append((n_right + rp + np.sqrt(rv) * rng.standard_normal(len(rv))) / J)
         pg = pg_sum / S
         pt = pt_sum / S
         acc_mean /= S
+        real_mean /= S
         draws = np.concatenate(acc_draws)
+        real = np.clip(np.concatenate(real_draws), 0.0, 1.0)
         lo_q = (1 - self.interval) / 2
         qs = (lo_q, 1 - lo_q)
         g_mean, g_sd = _moments(pg, G_GRID)
@@ -463,9 +498,14 @@ class Scorer:
         elif scale != "population":
             raise InputError(f"scale must be 'fit' or 'population', got {scale!r}")
         a_lo, a_hi = np.quantile(draws, qs)
+        r_lo, r_hi = np.quantile(real, qs)
+        if len(pos) == J:  # every item answered: the accuracy is observed
+            real_mean = r_lo = r_hi = n_right / J
         return dict(overall=g_mean, overall_sd=g_sd, overall_lower=g_lo, overall_upper=g_hi,
                     expected_accuracy=acc_mean, expected_accuracy_sd=float(draws.std(ddof=1)),
                     expected_accuracy_lower=float(a_lo), expected_accuracy_upper=float(a_hi),
+                    accuracy=float(real_mean), accuracy_sd=float(real.std(ddof=1)),
+                    accuracy_lower=float(r_lo), accuracy_upper=float(r_hi),
                     theta=t_mean, theta_sd=t_sd, theta_lower=t_lo, theta_upper=t_hi, n_responses=answered)
 
     def score(self, responses, *, ignore_unknown_items: bool = False, seed: int | None = 0,
@@ -487,23 +527,28 @@ class Scorer:
                              upper=r["overall_upper"], expected_accuracy=r["expected_accuracy"],
                              expected_accuracy_lower=r["expected_accuracy_lower"],
                              expected_accuracy_upper=r["expected_accuracy_upper"],
-                             n_responses=int(r["n_responses"].sum())))
+                             n_responses=int(r["n_responses"].sum()), accuracy=r["accuracy"],
+                             accuracy_lower=r["accuracy_lower"], accuracy_upper=r["accuracy_upper"]))
             dom_rows.append(pd.DataFrame(dict(llm=llm, domain=names, score=r["theta"], sd=r["theta_sd"],
                                               lower=r["theta_lower"], upper=r["theta_upper"],
                                               n_responses=r["n_responses"])))
         overall = pd.DataFrame(rows, columns=["llm", "score", "sd", "lower", "upper", "expected_accuracy",
-                                              "expected_accuracy_lower", "expected_accuracy_upper", "n_responses"])
+                                              "expected_accuracy_lower", "expected_accuracy_upper", "n_responses",
+                                              "accuracy", "accuracy_lower", "accuracy_upper"])
         domains = (pd.concat(dom_rows, ignore_index=True) if dom_rows else
                    pd.DataFrame(columns=["llm", "domain", "score", "sd", "lower", "upper", "n_responses"]))
         return Scores(overall=overall, domains=domains, interval=self.interval)
 
 
-def _draw_accuracy(rng: np.random.Generator, pg: np.ndarray, cond: np.ndarray, acc: np.ndarray, n: int) -> np.ndarray:
+def _draw_accuracy(rng: np.random.Generator, pg: np.ndarray, cond: np.ndarray, acc, n: int):
     """``n`` draws of the expected accuracy: ``g`` from its grid posterior, each domain score
     from its conditional given ``g`` (uniform within a grid cell), the domains' accuracy
-    contributions interpolated on the grid."""
+    contributions interpolated on the grid.  ``acc`` a (K, Q) table, or a tuple of them
+    (one sum per table at the same draws of the traits)."""
+    tables = acc if isinstance(acc, tuple) else (acc,)
     if n <= 0:
-        return np.zeros(0)
+        out = tuple(np.zeros(0) for _ in tables)
+        return out if isinstance(acc, tuple) else out[0]
     K, G, Q = cond.shape
     h = T_GRID[1] - T_GRID[0]
     gi = rng.choice(G, size=n, p=pg)
@@ -518,10 +563,11 @@ def _draw_accuracy(rng: np.random.Generator, pg: np.ndarray, cond: np.ndarray, a
     qi = np.searchsorted(flat, key.ravel()).reshape(n, K) - (np.arange(K)[None, :] * len(used) + gpos[:, None]) * Q
     qi = np.clip(qi, 0, Q - 1)
     t = T_GRID[qi] + (rng.random((n, K)) - 0.5) * h
-    out = np.zeros(n)
+    out = tuple(np.zeros(n) for _ in tables)
     for k in range(K):
-        out += np.interp(t[:, k], T_GRID, acc[k])
-    return out
+        for o, tab in zip(out, tables, strict=True):
+            o += np.interp(t[:, k], T_GRID, tab[k])
+    return out if isinstance(acc, tuple) else out[0]
 
 
 def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws: int = 20,
