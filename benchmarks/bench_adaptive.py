@@ -26,18 +26,35 @@ Columns: ``mae_acc`` mean absolute error of the whole-benchmark accuracy
 (simulation: the true expected accuracy, ``mean_j P_ij`` at the true traits;
 real data: the accuracy over all items; the new LLMs are drawn among those
 with every item);
-``cov_acc`` share of 90% intervals holding it; ``mae_overall``,
+``cov_acc`` share of 90% intervals holding it; ``mae_real``, ``cov_real`` the
+same for the realised accuracy (``Scores.overall["accuracy"]``: answered items
+counted with their answers, the others predicted with their Bernoulli
+variance) against the LLM's observed accuracy on all items (both sets);
+``mae_overall``,
 ``cov_overall`` and ``mae_domain``, ``cov_domain`` (all domains, answered or
 not) the same for the overall and domain scores (simulation: the true
 scores on the population scale; real data: the posterior mean from all the
 LLM's responses, so only the error of the subset against the full data);
 ``cov_unanswered`` coverage over the domains with no response.
 
+``--oracle`` (simulation): rows that choose the adaptive items (``c:``)
+and/or score (``s:``) with the *true* items and loadings instead of the
+fit's (``adaptive c:true s:fit`` etc., ``random s:true``): choosing and
+scoring with the same estimated items is what capitalises on their
+calibration error.
+
 Usage::
 
-    .venv/bin/python benchmarks/bench_adaptive.py [--sets sim,oll] [--n-cal 1000] [--n-new 200]
-        [--budgets 25,50,100,200,400] [--methods random,stratified,anchors,adaptive]
+    .venv/bin/python benchmarks/bench_adaptive.py [--sets sim,oll] [--n-cal 1000] [--n-new 100]
+        [--budgets 25,50,100,200] [--methods random,stratified,anchors,adaptive]
         [--target accuracy] [--seed 0] [--jobs 1] [--shared ../shared]
+
+Cost: the adaptive replay dominates, about 7-9 ms per item asked on one core
+(``n-new x`` the largest budget items per set).  The defaults (100 new LLMs,
+budgets to 200) take about 10 minutes for both sets on 2 free cores (the
+results page's full run, ``--n-new 200 --budgets 25,50,100,200,400 --jobs 2``,
+about 30 minutes; ``--methods random,adaptive`` skips the clustering and two
+of the four scorings per budget).
 """
 
 from __future__ import annotations
@@ -61,7 +78,7 @@ from mtlirt.adaptive import AdaptiveTest  # noqa: E402
 from mtlirt.fitting import fit  # noqa: E402
 from mtlirt.io.responses import Responses  # noqa: E402
 from mtlirt.io.validate import DataWarning  # noqa: E402
-from mtlirt.scoring import Scorer  # noqa: E402
+from mtlirt.scoring import Scorer, _tabulate  # noqa: E402
 from mtlirt.simulate import simulate  # noqa: E402
 
 METHODS = ("random", "stratified", "anchors", "adaptive")
@@ -81,8 +98,11 @@ def sim_set(n_cal, n_new, seed):
     a, d, c, u = (sim.items[k].to_numpy(float) for k in ("discrimination", "intercept", "guessing", "upper"))
     P = c + (u - c) / (1 + np.exp(-(theta[:, dcode] * a + d)))
     answers = np.where(sim.observed[new_rows], sim.correct[new_rows], -1).astype(np.int8)
+    observed = sim.observed[new_rows]
     truth = dict(acc=P.mean(axis=1), overall=sim.overall["score"].to_numpy()[new_rows],
-                 theta=pd.DataFrame(theta, columns=dnames), items=items)
+                 observed_acc=np.where(observed, sim.correct[new_rows], 0).sum(axis=1) / observed.sum(axis=1),
+                 theta=pd.DataFrame(theta, columns=dnames), items=items, true_items=sim.items,
+                 true_loadings=sim.loadings.iloc[:, 0])
     return cal, answers, items, truth, [str(x) for x in np.asarray(sim.llm_names)[new_rows]]
 
 
@@ -98,7 +118,7 @@ def oll_set(shared: Path, n_cal, n_new, seed):
     answers = np.where(data.observed[new_rows], data.correct[new_rows], -1).astype(np.int8)
     obs = answers >= 0
     acc = (np.where(obs, answers, 0).sum(axis=1) / obs.sum(axis=1))
-    truth = dict(acc=acc, overall=None, theta=None, items=np.asarray(data.items, dtype=str))
+    truth = dict(acc=acc, observed_acc=acc, overall=None, theta=None, items=np.asarray(data.items, dtype=str))
     return cal, answers, np.asarray(data.items, dtype=str), truth, [str(x) for x in data.llms[new_rows]]
 
 
@@ -165,6 +185,9 @@ def evaluate(sc: Scorer, parsed, truth, names) -> dict:
     acc = truth["acc"]
     row = dict(mae_acc=np.abs(o["expected_accuracy"].to_numpy() - acc).mean(),
                cov_acc=((o["expected_accuracy_lower"] <= acc) & (acc <= o["expected_accuracy_upper"])).mean())
+    real = truth["observed_acc"]
+    row["mae_real"] = np.abs(o["accuracy"].to_numpy() - real).mean()
+    row["cov_real"] = ((o["accuracy_lower"] <= real) & (real <= o["accuracy_upper"])).mean()
     ref_g, ref_t = truth.get("ref_overall"), truth.get("ref_theta")
     if ref_g is not None:
         row["mae_overall"] = np.abs(o["score"].to_numpy() - ref_g).mean()
@@ -219,19 +242,31 @@ def run_set(name, cal, answers, items, truth, llm_names, args):
         col_of_fit = np.full(sc.n_items, -1)
         col_of_fit[fit_pos[fit_pos >= 0]] = np.flatnonzero(fit_pos >= 0)
         print(f"[{name}] anchors clustered in {time.perf_counter() - t1:.1f} s", flush=True)
-    if "adaptive" in args.methods:
+    def replay_all(scorer):
         t1 = time.perf_counter()
         seeds = np.random.SeedSequence(args.seed).spawn(n_new)
         work = [(fit_pos[a], answers[i, a], args.target, max(budgets), seeds[i]) for i, a in enumerate(avail)]
         if args.jobs > 1:
-            with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(sc,)) as ex:
-                adaptive = list(ex.map(_adaptive_one, work, chunksize=4))
+            with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(scorer,)) as ex:
+                out = list(ex.map(_adaptive_one, work, chunksize=4))
         else:
-            _init(sc)
-            adaptive = [_adaptive_one(w) for w in work]
+            _init(scorer)
+            out = [_adaptive_one(w) for w in work]
         t_ad = time.perf_counter() - t1
         print(f"[{name}] adaptive ({args.target}) to {max(budgets)} items for {n_new} LLMs: {t_ad:.1f} s "
-              f"({t_ad / max(1, sum(len(p) for p, _ in adaptive)) * 1e3:.1f} ms per item)", flush=True)
+              f"({t_ad / max(1, sum(len(p) for p, _ in out)) * 1e3:.1f} ms per item)", flush=True)
+        return out
+
+    if "adaptive" in args.methods:
+        adaptive = replay_all(sc)
+    oracle = args.oracle and truth.get("true_items") is not None
+    if oracle:  # the true items and loadings (ideal scenario: 2PL, rank 1), tabulated like the fit's
+        it = truth["true_items"].set_index("item").loc[list(sc.items)]
+        st = _tabulate(*(it[k].to_numpy(float) for k in ("discrimination", "intercept", "guessing")),
+                       sc.item_domain, truth["true_loadings"].reindex(list(sc.domains)).to_numpy(), sc.n_domains)
+        sc_true = Scorer(est)
+        sc_true.structures, sc_true.selection = [st], st
+        adaptive_true = replay_all(sc_true)
     for k in budgets:
         for m in args.methods:
             rng = np.random.default_rng([args.seed, k, METHODS.index(m)])
@@ -246,12 +281,22 @@ def run_set(name, cal, answers, items, truth, llm_names, args):
                 wacc = np.array([np.sum(w[answers[i, acols] >= 0] * answers[i, acols][answers[i, acols] >= 0])
                                  / max(np.sum(w[answers[i, acols] >= 0]), 1e-12) for i in range(n_new)])
                 rows.append(dict(set=name, method="anchors-w", budget=k,
-                                 mae_acc=np.abs(wacc - truth["acc"]).mean()))
+                                 mae_acc=np.abs(wacc - truth["acc"]).mean(),
+                                 mae_real=np.abs(wacc - truth["observed_acc"]).mean()))
             else:
                 parsed = [(llm_names[i], p[:k], y[:k]) for i, (p, y) in enumerate(adaptive)]
                 rows.append(dict(set=name, method=m, budget=k, **evaluate(sc, parsed, truth, llm_names)))
+                if oracle:
+                    rows.append(dict(set=name, method="adaptive c:fit s:true", budget=k,
+                                     **evaluate(sc_true, parsed, truth, llm_names)))
+                    parsed = [(llm_names[i], p[:k], y[:k]) for i, (p, y) in enumerate(adaptive_true)]
+                    for lab, scorer in (("adaptive c:true s:fit", sc), ("adaptive c:true s:true", sc_true)):
+                        rows.append(dict(set=name, method=lab, budget=k, **evaluate(scorer, parsed, truth, llm_names)))
                 continue
             rows.append(dict(set=name, method=m, budget=k, **evaluate(sc, parsed_for(cols), truth, llm_names)))
+            if oracle and m == "random":
+                rows.append(dict(set=name, method="random s:true", budget=k,
+                                 **evaluate(sc_true, parsed_for(cols), truth, llm_names)))
         print(f"[{name}] budget {k} done ({time.perf_counter() - t0:.0f} s)", flush=True)
     return rows
 
@@ -260,14 +305,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default="sim,oll")
     parser.add_argument("--n-cal", type=int, default=1000)
-    parser.add_argument("--n-new", type=int, default=200)
-    parser.add_argument("--budgets", default="25,50,100,200,400")
+    parser.add_argument("--n-new", type=int, default=100)
+    parser.add_argument("--budgets", default="25,50,100,200")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--target", default="accuracy", choices=("overall", "domains", "accuracy"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
     parser.add_argument("--out", type=Path, default=None, help="also write the table as CSV")
+    parser.add_argument("--oracle", action="store_true",
+                        help="simulation: also choose (c:) and/or score (s:) with the true items and loadings")
     args = parser.parse_args(argv)
     args.budgets = [int(b) for b in args.budgets.split(",")]
     args.methods = [m for m in args.methods.split(",") if m]
@@ -285,8 +332,8 @@ def main(argv=None) -> int:
             parser.error(f"unknown set {name!r} (sim, oll)")
         rows += run_set(name, *data, args)
     table = pd.DataFrame(rows)
-    cols = ["set", "method", "budget", "mae_acc", "cov_acc", "mae_overall", "cov_overall", "mae_domain",
-            "cov_domain", "cov_unanswered"]
+    cols = ["set", "method", "budget", "mae_acc", "cov_acc", "mae_real", "cov_real", "mae_overall", "cov_overall",
+            "mae_domain", "cov_domain", "cov_unanswered"]
     table = table.reindex(columns=cols)
     print()
     print(table.to_markdown(index=False, floatfmt=".3f") if _has_tabulate() else table.to_string(index=False))
