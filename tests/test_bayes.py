@@ -645,6 +645,64 @@ def test_map_and_advi(data):
     assert ppc["calibration"]["n"].sum() == int(arr.observed.sum())
 
 
+def _draws_estimate(chains=2, draws=7, n=12, sizes=(4, 6), seed=0) -> tuple[Estimate, ResponseArrays]:
+    """A multi-draw 3PL estimate of random draws (no sampler) and answers drawn from its first draw."""
+    rng = np.random.default_rng(seed)
+    K, J = len(sizes), int(sum(sizes))
+    dom = np.repeat(np.arange(K), sizes)
+    s = (chains, draws)
+    theta = rng.normal(size=(n, K)) + 0.5 * rng.normal(size=s + (n, K))
+    a = np.exp(rng.normal(0.0, 0.3, size=s + (J,)))
+    d = rng.normal(size=J) + 0.3 * rng.normal(size=s + (J,))
+    c = np.broadcast_to(rng.uniform(0, 0.3, J), s + (J,))
+    names = [f"dom{k}" for k in range(K)]
+    post = xr.Dataset(
+        {"theta": (("chain", "draw", "llm", "domain"), theta), "overall": (("chain", "draw", "llm"), theta.mean(-1)),
+         "discrimination": (("chain", "draw", "item"), a), "intercept": (("chain", "draw", "item"), d),
+         "guessing": (("chain", "draw", "item"), c),
+         "domain_corr": (("chain", "draw", "domain_a", "domain_b"), np.broadcast_to(np.eye(K), s + (K, K)))},
+        coords={"chain": np.arange(chains), "draw": np.arange(draws), "llm": [f"m{i}" for i in range(n)],
+                "domain": names, "domain_a": names, "domain_b": names, "item": [f"q{j}" for j in range(J)],
+                "item_domain": ("item", np.array(names)[dom])})
+    p = c[0, 0] + (1 - c[0, 0]) / (1 + np.exp(-(a[0, 0] * theta[0, 0][:, dom] + d[0, 0])))
+    y = (rng.random((n, J)) < p).astype(np.int8)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    arr = ResponseArrays.from_arrays(y, None, [slice(int(bounds[k]), int(bounds[k + 1])) for k in range(K)],
+                                     list(post["llm"].values), list(post["item"].values), names)
+    return Estimate(xr.DataTree.from_dict({"posterior": post})), arr
+
+
+def test_one_heldout_loglik_for_trees_and_estimates():
+    """mtlirt.bayes.heldout_loglik (a fit's tree) and mtlirt.heldout_loglik (any Estimate) are one
+    computation: log of the mean over all 14 draws of p(y), against a direct 3PL computation."""
+    from mtlirt.estimators.heldout import cell_probabilities
+    from mtlirt.estimators.heldout import heldout_loglik as est_heldout
+
+    est, arr = _draws_estimate()
+    mask = np.random.default_rng(1).random(arr.correct.shape) < 0.5
+    ii, jj = np.nonzero(mask)
+    post = est.posterior
+    th = post["theta"].values.reshape(14, *arr.correct.shape[:1], 2)
+    a, d, c = (post[v].values.reshape(14, -1) for v in ("discrimination", "intercept", "guessing"))
+    p_draws = c[:, jj] + (1 - c[:, jj]) / (1 + np.exp(-(a[:, jj] * th[:, ii, arr.item_domain[jj]] + d[:, jj])))
+    y = arr.correct[ii, jj]
+    manual = np.log(np.where(y > 0, p_draws, 1 - p_draws).mean(0))
+    per = heldout_loglik(est.tree, arr.correct, mask, reduce="none")
+    np.testing.assert_allclose(per, manual, rtol=1e-12)
+    res = est_heldout(est, arr, mask)
+    assert res["n"] == mask.sum()
+    assert np.isclose(res["mean_loglik"], heldout_loglik(est.tree, arr.correct, mask, reduce="mean"), rtol=1e-12)
+    assert np.isclose(res["mean_loglik"], manual.mean(), rtol=1e-12) and res["log_loss"] == -res["mean_loglik"]
+    np.testing.assert_allclose(cell_probabilities(est, ii, jj, arr.item_domain), p_draws.mean(0), rtol=1e-12)
+    assert np.isclose(res["brier"], ((p_draws.mean(0) - y) ** 2).mean(), rtol=1e-12)
+    # thinned to 2 draws: the draws 0 and 13 only
+    two = cell_probabilities(est, ii, jj, arr.item_domain, max_draws=2)
+    np.testing.assert_allclose(two, p_draws[[0, 13]].mean(0), rtol=1e-12)
+    # a point estimate (the first draw): the plain 3PL probability
+    first = Estimate(xr.DataTree.from_dict({"posterior": post.isel(chain=[0], draw=[0])}))
+    np.testing.assert_allclose(cell_probabilities(first, ii, jj, arr.item_domain), p_draws[0], rtol=1e-12)
+
+
 def test_loo_and_compare(data, monkeypatch):
     called = _mock(monkeypatch)
     from mtlirt.bayes import compare, loo

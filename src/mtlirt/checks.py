@@ -71,8 +71,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 
 from .errors import InputError
+from .estimators.heldout import bernoulli_loglik
 
 __all__ = [
     "CorrelationCheck",
@@ -508,7 +510,7 @@ def sx2_expected(a, d, c=None, *, nodes: tuple[np.ndarray, np.ndarray] | None = 
     c = np.zeros_like(a) if c is None else np.asarray(c, float)
     x, w = nodes if nodes is not None else _nodes(a)
     J, Q = len(a), len(x)
-    P = c[:, None] + (1 - c[:, None]) / (1 + np.exp(-(a[:, None] * x[None, :] + d[:, None])))
+    P = c[:, None] + (1 - c[:, None]) * expit(a[:, None] * x[None, :] + d[:, None])
     P = np.clip(P, 1e-12, 1 - 1e-12)
     f = np.zeros((J + 1, Q))
     f[0] = 1.0
@@ -586,7 +588,7 @@ def _impute(y: np.ndarray, obs: np.ndarray, a, d, c, rng: np.random.Generator, n
     """One completion of a block: each row's trait drawn from its posterior given its observed
     answers (``N(0, 1)`` population, on a grid), its missing answers drawn from the model."""
     x = np.linspace(-6.0, 6.0, n_nodes)
-    P = np.clip(c[:, None] + (1 - c[:, None]) / (1 + np.exp(-(a[:, None] * x + d[:, None]))), 1e-12, 1 - 1e-12)
+    P = np.clip(c[:, None] + (1 - c[:, None]) * expit(a[:, None] * x + d[:, None]), 1e-12, 1 - 1e-12)
     yo = (y * obs).astype(float)
     L = yo @ np.log(P) + (obs & (y == 0)).astype(float) @ np.log1p(-P) - 0.5 * x**2
     L = np.exp(L - L.max(1, keepdims=True))
@@ -756,12 +758,7 @@ def _node_loglik(correct, observed, domain_slices, a, d, c, nodes, *, max_elems:
             rs = slice(r0, min(N, r0 + per))
             x = nodes[rs, k, :, None] * a[sl] + d[sl]  # n Q J
             y = correct[rs, sl][:, None, :] > 0
-            if guess:
-                lp = np.logaddexp(np.log(np.maximum(c[sl], 1e-300)), np.log1p(-c[sl]) - np.logaddexp(0.0, -x))
-                lq = np.log1p(-c[sl]) - np.logaddexp(0.0, x)
-                ll = np.where(y, lp, lq)
-            else:
-                ll = -np.logaddexp(0.0, np.where(y, -x, x))
+            ll = bernoulli_loglik(x, y, c[sl] if guess else None)
             if observed is not None:
                 ll = np.where(observed[rs, sl][:, None, :], ll, 0.0)
             out[rs, k] = ll.sum(-1)

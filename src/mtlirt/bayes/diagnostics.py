@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from scipy.special import expit
 
+from mtlirt.estimators.heldout import bernoulli_loglik, log_predictive
 from mtlirt.mcmc_stats import summary_stats
 
 __all__ = [
@@ -192,21 +194,7 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
 # ---------------------------------------------------------------------------
 
 
-def _sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
-def _log_sigmoid(x):
-    return -np.logaddexp(0.0, -x)
-
-
-def _cell_loglik(x, y, c):
-    """log p(y | logit x, guessing c), elementwise."""
-    if np.isscalar(c) and c == 0 or (not np.isscalar(c) and not np.any(c)):
-        return np.where(y > 0, _log_sigmoid(x), _log_sigmoid(-x))
-    lp = np.logaddexp(np.log(np.maximum(c, 1e-300)), np.log1p(-c) + _log_sigmoid(x))
-    l1p = np.log1p(-c) + _log_sigmoid(-x)
-    return np.where(y > 0, lp, l1p)
+_cell_loglik = bernoulli_loglik  # the name tests/test_bayes.py imports
 
 
 def _draw_arrays(tree):
@@ -265,7 +253,7 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
         for s in range(0, D, per):
             sl = slice(s, min(D, s + per))
             x = a[ch, sl][:, None, :] * th[ch, sl][:, :, item_domain] + d[ch, sl][:, None, :]
-            ll = _cell_loglik(x, y[None], c[ch, sl][:, None, :])
+            ll = bernoulli_loglik(x, y[None], c[ch, sl][:, None, :])
             if obs is not None:
                 ll = np.where(obs[None], ll, 0.0)
             out[ch, sl] = np.add.reduceat(ll, starts, axis=-1)
@@ -343,7 +331,9 @@ def heldout_loglik(tree, correct: np.ndarray, observed_mask: np.ndarray, *,
                    reduce: str = "sum", max_elems: float = 2e7):
     """Log pointwise predictive density of held-out responses.
 
-    ``lppd = sum over held-out cells of log mean_s p(y_ij | draw s)``.
+    ``lppd = sum over held-out cells of log mean_s p(y_ij | draw s)``, over
+    every draw (:func:`mtlirt.estimators.heldout.log_predictive`, which
+    :func:`mtlirt.heldout_loglik` applies to any estimate, thinned to 200 draws).
 
     Parameters
     ----------
@@ -373,20 +363,10 @@ def heldout_loglik(tree, correct: np.ndarray, observed_mask: np.ndarray, *,
         raise InputError(f"correct/observed_mask must have shape {(N, a.shape[-1])}, "
                          f"got {correct.shape} and {mask.shape}")
     ii, jj = np.nonzero(mask)
-    y = correct[ii, jj]
-    kk = item_domain[jj]
     S = C * D
-    thf = th.reshape(S, N, K)
-    af, df, cf = a.reshape(S, -1), d.reshape(S, -1), c.reshape(S, -1)
+    res = log_predictive(th.reshape(S, N, K), a.reshape(S, -1), d.reshape(S, -1), c.reshape(S, -1), item_domain,
+                         ii, jj, correct[ii, jj], max_elems=max_elems)
     M = len(ii)
-    res = np.empty(M)
-    per = max(1, int(max_elems // max(S, 1)))
-    for s in range(0, M, per):
-        sl = slice(s, min(M, s + per))
-        x = af[:, jj[sl]] * thf[:, ii[sl], kk[sl]] + df[:, jj[sl]]
-        ll = _cell_loglik(x, y[sl][None, :], cf[:, jj[sl]])
-        mx = ll.max(0)
-        res[sl] = mx + np.log(np.exp(ll - mx).mean(0))
     if reduce == "none":
         return res
     if reduce == "mean":
@@ -447,7 +427,7 @@ def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, see
     for s in range(0, len(take), per):
         sl = slice(s, min(len(take), s + per))
         x = af[sl][:, None, :] * thf[sl][:, :, item_domain] + df[sl][:, None, :]
-        p = cf[sl][:, None, :] + (1 - cf[sl][:, None, :]) * _sigmoid(x)
+        p = cf[sl][:, None, :] + (1 - cf[sl][:, None, :]) * expit(x)
         pmean += p.sum(0)
         yr = (rng.random(p.shape) < p) & obs[None]
         rep_item[sl] = yr.sum(1)

@@ -1,10 +1,112 @@
-"""Held-out log-likelihood of an estimate on cells it was not fitted to."""
+"""Held-out log-likelihood of an estimate on cells it was not fitted to.
+
+One computation serves every fit: :func:`log_predictive`, the log of the
+mean over draws of ``p(y | draw)`` of each cell (a point estimate is one
+draw). :func:`heldout_loglik` and :func:`cell_probabilities` apply it to any
+:class:`~mtlirt.estimate.Estimate`; :func:`mtlirt.bayes.heldout_loglik` to a
+Bayesian fit's tree; :func:`bernoulli_loglik` is the per-draw term, also the
+Bayesian pointwise log-likelihood's.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit, log_expit
 
 from ..estimate import Estimate
+
+__all__ = ["bernoulli_loglik", "cell_probabilities", "heldout_loglik", "log_predictive"]
+
+_TINY = 1e-280  # below this mean probability the log is taken as a log-mean-exp of the draws' logs
+
+
+def bernoulli_loglik(x, y, c=None):
+    """``log p(y | logit x, guessing c)`` elementwise: ``p(1) = c + (1 - c) expit(x)``.
+
+    ``c`` None or all zero is the 2PL (no guessing term).
+    """
+    if c is None or not np.any(c):
+        return np.where(y > 0, log_expit(x), log_expit(-x))
+    lp = np.logaddexp(np.log(np.maximum(c, 1e-300)), np.log1p(-c) + log_expit(x))
+    l1p = np.log1p(-c) + log_expit(-x)
+    return np.where(y > 0, lp, l1p)
+
+
+def log_predictive(theta, a, d, c, item_domain, rows, cols, y, *, max_elems: float = 4e6) -> np.ndarray:
+    """``log mean_s p(y_m | draw s)`` of the cells ``(rows[m], cols[m])``.
+
+    Parameters
+    ----------
+    theta : ndarray (S, N, K)
+        Domain traits of ``S`` draws, on the items' scale.
+    a, d : ndarray (S, J)
+        Discriminations and intercepts of the same draws.
+    c : ndarray (S, J) or None
+        Guessing floors (None: none).
+    item_domain : ndarray (J,)
+        Domain code of every item.
+    rows, cols : ndarray of int (M,)
+        The cells.
+    y : ndarray (M,) or scalar
+        Their answers (0/1); ``1`` gives ``log P(correct)``.
+    max_elems : float
+        Draws x cells per chunk.
+
+    Returns
+    -------
+    ndarray (M,)
+        ``log`` of the mean over the draws of each cell's probability (the
+        draws' probabilities are accurate in both tails; where their mean is
+        below 1e-280 the log-mean-exp of their logs, which does not underflow).
+    """
+    rows = np.asarray(rows)
+    cols = np.asarray(cols)
+    y = np.broadcast_to(np.asarray(y), rows.shape)
+    kk = np.asarray(item_domain)[cols]
+    S, M = theta.shape[0], len(rows)
+    out = np.empty(M)
+    per = max(1, int(max_elems // max(S, 1)))
+    for s in range(0, M, per):
+        sl = slice(s, min(M, s + per))
+        j = cols[sl]
+        x = a[:, j] * theta[:, rows[sl], kk[sl]] + d[:, j]
+        yy = y[sl][None, :] > 0
+        p = expit(x * np.where(yy, 1.0, -1.0))  # p(y | draw) without guessing, accurate in both tails
+        if c is not None and np.any(c[:, j]):
+            cj = c[:, j]
+            p = np.where(yy, cj + (1 - cj) * p, (1 - cj) * p)
+        m = p.mean(0)
+        out[sl] = np.log(np.maximum(m, _TINY))
+        low = np.flatnonzero(m < _TINY)  # every draw's p(y) near underflow: log-mean-exp of the logs
+        if len(low):
+            ll = bernoulli_loglik(x[:, low], yy[:, low], None if c is None else c[:, j][:, low])
+            mx = ll.max(0)
+            out[s + low] = mx + np.log(np.exp(ll - mx).mean(0))
+    return out
+
+
+def _draws(est: Estimate, max_draws: int):
+    """``theta (S, N, K)``, ``a, d (S, J)`` and ``c`` (or None) of up to ``max_draws`` evenly thinned draws."""
+    post = est.posterior
+    n = est.n_draws
+    pick = np.unique(np.linspace(0, n - 1, min(n, max_draws)).round().astype(int))
+
+    def flat(var):
+        v = post[var].values
+        return v.reshape((-1,) + v.shape[2:])[pick]
+
+    c = flat("guessing") if "guessing" in post else None
+    return flat("theta"), flat("discrimination"), flat("intercept"), c
+
+
+def _accuracy(est: Estimate, rows, cols, item_domain) -> np.ndarray | None:
+    """The accuracy baseline predicts its own proportions (None for a fit with an item model)."""
+    post = est.posterior
+    if "accuracy" not in post:
+        return None
+    acc = post["accuracy"].mean(("chain", "draw")).values
+    p = acc[rows, item_domain[cols]]
+    return np.where(np.isnan(p), np.nanmean(acc), p)
 
 
 def cell_probabilities(est: Estimate, rows: np.ndarray, cols: np.ndarray, item_domain: np.ndarray,
@@ -14,31 +116,18 @@ def cell_probabilities(est: Estimate, rows: np.ndarray, cols: np.ndarray, item_d
     Averages the item model's probability over up to ``max_draws`` posterior
     draws (evenly thinned); a point estimate has one draw.
     """
-    post = est.posterior
-    n_draws = est.n_draws
-
-    def flat(var):
-        v = post[var].values
-        return v.reshape((-1,) + v.shape[2:])
-
-    if "accuracy" in post:  # the accuracy baseline predicts its own proportions
-        acc = post["accuracy"].mean(("chain", "draw")).values
-        p = acc[rows, item_domain[cols]]
-        return np.where(np.isnan(p), np.nanmean(acc), p)
-    theta = flat("theta")
-    a, d = flat("discrimination"), flat("intercept")
-    c = flat("guessing") if "guessing" in post else np.zeros_like(a)
-    pick = np.unique(np.linspace(0, n_draws - 1, min(n_draws, max_draws)).round().astype(int))
-    dom = item_domain[cols]
-    p = np.zeros(len(rows))
-    for s in pick:
-        z = theta[s][rows, dom] * a[s][cols] + d[s][cols]
-        p += c[s][cols] + (1 - c[s][cols]) / (1 + np.exp(-z))
-    return p / len(pick)
+    p = _accuracy(est, rows, cols, item_domain)
+    if p is not None:
+        return p
+    return np.exp(log_predictive(*_draws(est, max_draws), item_domain, rows, cols, 1))
 
 
 def heldout_loglik(est: Estimate, responses, mask: np.ndarray, eps: float = 1e-9) -> dict:
-    """Mean log-likelihood (and log-loss, accuracy of rounded predictions) of the cells in ``mask``.
+    """Mean log-likelihood (and log-loss, Brier score) of the cells in ``mask``.
+
+    Each cell's log-likelihood is ``log mean_s p(y | draw s)`` over up to 200
+    evenly thinned draws (:func:`log_predictive`; the accuracy baseline: its
+    proportions), kept in ``[log(eps), log(1 - eps)]``.
 
     Parameters
     ----------
@@ -48,6 +137,8 @@ def heldout_loglik(est: Estimate, responses, mask: np.ndarray, eps: float = 1e-9
         The full data (the answers of the held-out cells are read from it).
     mask
         Boolean ``N x J`` mask of the held-out cells.
+    eps
+        Predicted probabilities are kept in ``[eps, 1 - eps]``.
 
     Returns
     -------
@@ -56,7 +147,13 @@ def heldout_loglik(est: Estimate, responses, mask: np.ndarray, eps: float = 1e-9
     """
     rows, cols = np.nonzero(mask)
     y = responses.correct[rows, cols].astype(np.float64)
-    p = np.clip(cell_probabilities(est, rows, cols, responses.item_domain), eps, 1 - eps)
-    ll = y * np.log(p) + (1 - y) * np.log1p(-p)
+    item_domain = responses.item_domain
+    p = _accuracy(est, rows, cols, item_domain)
+    if p is None:
+        ll = np.clip(log_predictive(*_draws(est, 200), item_domain, rows, cols, y), np.log(eps), np.log1p(-eps))
+        p = np.where(y > 0, np.exp(ll), -np.expm1(ll))  # P(correct) = 1 - P(wrong)
+    else:
+        p = np.clip(p, eps, 1 - eps)
+        ll = np.where(y > 0, np.log(p), np.log1p(-p))
     return {"n": int(len(rows)), "mean_loglik": float(ll.mean()), "log_loss": float(-ll.mean()),
             "brier": float(((p - y) ** 2).mean())}
