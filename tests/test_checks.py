@@ -202,7 +202,7 @@ def _loo_per_llm_on_the_marginal_likelihood(r, est):
     cond = loo_llm(est, r, integrate_overall=False)
     assert (~cond.table["k_ok"]).sum() > 30 and not cond.overall_integrated
     # the same, through the fit's own log_likelihood group (bayes.diagnostics)
-    from mtlirt.bayes.diagnostics import add_llm_marginal_log_likelihood
+    from mtlirt.bayes import add_llm_marginal_log_likelihood
     from mtlirt.bayes.diagnostics import loo as bayes_loo
 
     tree = est.tree.copy()

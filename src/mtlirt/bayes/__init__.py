@@ -12,14 +12,16 @@ build_fixed_model, calibrate_items
 fit_bayes
     NUTS / ADVI / MAP fit returning an ArviZ-layout ``xarray.DataTree``.
 diagnostics, heldout_loglik, posterior_predictive_checks, add_log_likelihood,
-loo, compare
-    Checks of a fit.
+add_llm_marginal_log_likelihood, loo, compare
+    Checks of a fit (``add_llm_marginal_log_likelihood``: one element per LLM,
+    its traits integrated out, for ``loo(tree, var_name="llm_marginal")``).
 ResponseArrays, default_init
     A minimal Responses-like container, and a quick accuracy-based init.
 """
 
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes.diagnostics import (
+    add_llm_marginal_log_likelihood,
     add_log_likelihood,
     compare,
     diagnostics,
@@ -37,6 +39,7 @@ __all__ = [
     "ModelSpec",
     "NotConvergedWarning",
     "ResponseArrays",
+    "add_llm_marginal_log_likelihood",
     "add_log_likelihood",
     "as_arrays",
     "build",
