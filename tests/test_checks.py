@@ -262,3 +262,44 @@ def _plots_and_report_section(r, est, mc):
     html = render_report({"stl": point}, r, checks={"stl": run_checks(point, r, correlation=False)}, dpi=40)
     assert 'id="fit-stl-checks"' in html and "Not applicable: a point estimate" in html
     assert "Model checks" not in render_report({"stl": point}, r, checks=False, dpi=40)
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def _without_seconds(d):
+    if isinstance(d, dict):
+        return {k: _without_seconds(v) for k, v in d.items() if k != "seconds"}
+    return d
+
+
+def test_fit_checks_on_the_command_line(tmp_path, capsys):
+    """``mtlirt fit --checks`` records run_checks' summary of the fit on the data fitted in fit.json (the same
+    numbers as run_checks in Python), prints one line, and ``mtlirt report`` without the data shows the record."""
+    from mtlirt.cli import main
+    from mtlirt.io.fitdir import read_fit
+
+    data = tmp_path / "sim.csv"
+    assert main(["simulate", "--n-llms", "150", "--domain-sizes", "10,10,12,14", "--seed", "3",
+                 "--out", str(data)]) == 0
+    out = tmp_path / "mtl"
+    assert main(["fit", str(data), "--checks", "--check-replicates", "5", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "model checks (in fit.json): correlation: " in printed and "loo_llm not run (a point estimate" in printed
+    rec = json.loads((out / "fit.json").read_text())["diagnostics"]["checks"]
+    assert rec["correlation"]["replicates"] == 5 and rec["correlation"]["pairs"] == 6
+    assert rec["item_fit"]["items"] == 46 and set(rec["skipped"]) == {"loo_llm"}
+    r = Responses.read(data)
+    est = read_fit(out)
+    direct = run_checks(mtlirt.fit(r, "mtl", seed=0), r, n_replicates=5, seed=0, max_draws=200).summary()
+    assert _without_seconds(direct) == _without_seconds(rec)
+    assert est.info["diagnostics"]["checks"]["correlation"]["global_p"] == rec["correlation"]["global_p"]
+    assert main(["report", str(out), "--out", str(tmp_path / "r.html")]) == 0
+    assert "Recorded in the fit" in (tmp_path / "r.html").read_text()
+    # without --checks nothing is run or recorded; too few replicates: one line, exit 2
+    assert main(["fit", str(data), "--method", "stl", "--out", str(tmp_path / "stl")]) == 0
+    assert "checks" not in json.loads((tmp_path / "stl" / "fit.json").read_text()).get("diagnostics", {})
+    capsys.readouterr()
+    assert main(["fit", str(data), "--checks", "--check-replicates", "1", "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == "mtlirt: error: --check-replicates must be at least 2, got 1"
+    assert not (tmp_path / "x").exists()

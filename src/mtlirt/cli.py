@@ -153,6 +153,8 @@ def cmd_fit(args) -> int:
         raise InputError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {args.bootstrap}")
     if args.rank is not None and args.rank < 1:
         raise InputError(f"--rank must be at least 1, got {args.rank}")
+    if args.checks and args.check_replicates < 2:
+        raise InputError(f"--check-replicates must be at least 2, got {args.check_replicates}")
     responses = _read(args)
     if args.rank is not None and args.rank > responses.n_domains:
         raise InputError(f"--rank {args.rank} exceeds the number of domains ({responses.n_domains})")
@@ -180,6 +182,12 @@ def cmd_fit(args) -> int:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     if heldout is not None:
         est.update_info(heldout={"share": args.heldout, **heldout_loglik(est, responses, heldout)})
+    checks = None
+    if args.checks:
+        from .checks import run_checks
+
+        checks = run_checks(est, data, n_replicates=args.check_replicates, seed=args.seed, max_draws=200)
+        checks.record(est)
     out = write_fit(est, args.out, interval=args.interval)
     info = est.info
     diag = info.get("diagnostics", {})
@@ -192,6 +200,19 @@ def cmd_fit(args) -> int:
     if "heldout" in info:
         print(f"held-out mean log-likelihood: {info['heldout']['mean_loglik']:.4f} "
               f"on {info['heldout']['n']:,} responses")
+    if checks is not None:
+        s = checks.summary()
+        parts = []
+        if "correlation" in s:
+            parts.append(f"correlation: {s['correlation']['misfit_pairs']} of {s['correlation']['pairs']} pairs "
+                         f"misfit, global p {s['correlation']['global_p']:.3f}")
+        if "item_fit" in s:
+            parts.append(f"S-X2: {s['item_fit']['misfit_items']} of {s['item_fit']['tested']} tested items misfit")
+        if "loo_llm" in s:
+            parts.append(f"leave-one-LLM-out: elpd {s['loo_llm']['elpd_loo']:.1f}, "
+                         f"{s['loo_llm']['high_k']} LLMs with high Pareto k")
+        parts += [f"{k} not run ({v})" for k, v in s.get("skipped", {}).items()]
+        print("model checks (in fit.json): " + "; ".join(parts))
     if diag and diag.get("converged") is False:  # None: no convergence check (map)
         bad = ", ".join(f"{k}={v}" for k, v in diag.items() if k != "converged")
         advice = ("sample longer (--draws/--tune) or simplify the model" if args.method == "bayes" else
@@ -453,6 +474,13 @@ def _add_fit(sub) -> None:
                    help="bayes: store the pointwise log-likelihood (per LLM and domain) in posterior.nc for "
                    "loo/compare; by default only when it holds at most 1e8 values (0.8 GB)")
     p.add_argument("--strict", action="store_true", help="exit with status 3 when the fit did not converge")
+    p.add_argument("--checks", action="store_true",
+                   help="run the model checks that apply (cross-domain correlation predictive check, S-X2 item "
+                   "fit, leave-one-LLM-out for a posterior) on the data fitted and record them in fit.json's "
+                   "diagnostics; mtlirt report shows the record")
+    p.add_argument("--check-replicates", type=int, default=20, metavar="R",
+                   help="--checks: replicated data sets of the correlation check, one single-domain fit each "
+                   "(default 20, the report's)")
     p.add_argument("--out", required=True, metavar="DIR", help="the fit folder to write")
     _data_options(p)
     p.set_defaults(func=cmd_fit)
