@@ -180,9 +180,14 @@ def test_report_from_fit_folders_with_responses(tmp_path, fits):
     observed = rng.random((n, j)) < 0.9
     responses = Responses((rng.random((n, j)) < 0.6) & observed, observed, list(mtl.llms), list(mtl.items),
                           list(mtl.domains), item_domain)
-    out = write_report(dirs, tmp_path / "sub" / "report.html", responses=responses, full_table=True, top=5, dpi=40)
+    # with the data the report runs the model checks itself (2 replicates: their numbers are tested in test_checks.py)
+    out = write_report(dirs, tmp_path / "sub" / "report.html", responses=responses, full_table=True, top=5, dpi=40,
+                       check_replicates=2)
     text = out.read_text()
     assert "fit_mtl" in text and "fit_bayes" in text
+    for name in ("fit_mtl", "fit_bayes"):
+        block = text.split(f'id="fit-{name}-checks"')[1].split("<h2")[0]
+        assert "over 2 replicated data sets" in block and "Item fit (S-X2)" in block and "checks not run" not in block
     assert "observed share of the LLM x item matrix" in text
     assert "All 30 LLMs" in text  # the full table
     assert _external_refs(text) == []
