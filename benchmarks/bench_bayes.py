@@ -210,8 +210,8 @@ def bench_joint_warmup(seed: int = 0, tune: int = 1000, draws: int = 100, chains
 
     resp, _, _ = _simulated(300, preset="mmlu", scale=0.08, seed=seed)
     _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
-    model = build(resp, "factor-2pl", items="joint", init=init)
-    compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=model.mtlirt_initvals)
+    built = build(resp, "factor-2pl", items="joint", init=init)
+    compiled = nutpie.compile_pymc_model(built.model, backend="numba", initial_points=built.initvals)
     t = time.perf_counter()
     idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
                           save_warmup=True, progress_bar=False, target_accept=0.9)
@@ -384,8 +384,8 @@ def bench_marginal_cost(seed: int = 0, n_llms: int = 4272, repeat: int = 20) -> 
 
     resp, _, _ = _simulated(n_llms, preset="mmlu", seed=seed)
     _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
-    model = build(resp, "factor-2pl", items="fixed", init=init)
-    q = model.mtlirt_marginal
+    built = build(resp, "factor-2pl", items="fixed", init=init)
+    model, q = built.model, built.marginal
     Q = q["weight"].shape[-1]
 
     def timed(m):
@@ -405,8 +405,7 @@ def bench_marginal_cost(seed: int = 0, n_llms: int = 4272, repeat: int = 20) -> 
         nodes = q["start"][..., None] + q["step"][..., None] * np.arange(Q)
         with np.errstate(divide="ignore"):
             logw = np.log(q["weight"])
-        eta, lam, psi = add_factor_block(model.mtlirt_spec, resp.n_llms, resp.n_domains,
-                                         model.mtlirt_anchors)
+        eta, lam, psi = add_factor_block(built.spec, resp.n_llms, resp.n_domains, built.anchors)
         e = pm.Data("logw", logw) - pt.sqr(pm.Data("nodes", nodes) - pt.dot(eta, lam.T)[:, :, None]) / (
             2 * pt.sqr(psi))[None, :, None]
         pm.Potential("loglik", pt.logsumexp(e, axis=2).sum() - resp.n_llms * pt.log(psi).sum()
@@ -426,7 +425,7 @@ def _joint_grad_ms(seed: int, repeat: int, ready=None, likelihood: str = "auto",
     from mtlirt.bayes.model import build_model
 
     resp, _, _ = _simulated(300, preset="mmlu", scale=0.08, seed=seed)
-    m = build_model(resp, spec, likelihood=likelihood)
+    m = build_model(resp, spec, likelihood=likelihood).model
     fn = m.compile_fn([m.logp(), pt.concatenate([g.ravel() for g in pt.grad(m.logp(), m.value_vars)])],
                       mode="NUMBA")
     ip = m.initial_point()

@@ -137,7 +137,8 @@ def test_spec_validation(tmp_path, monkeypatch):
 
 def test_build_model_structure(data):
     arr, _ = data
-    m = build_model(arr, "factor-2pl")
+    b = build_model(arr, "factor-2pl")
+    m = b.model
     names = {rv.name for rv in m.free_RVs}
     assert {"eta_raw", "loading_diag", "beta", "tau", "alpha", "sigma_log_a"} <= names
     assert "z" in names  # 8 items per domain -> non-centred traits
@@ -147,42 +148,45 @@ def test_build_model_structure(data):
     assert m.named_vars_to_dims["eta_raw"] == ("llm", "factor")
     assert m["y_obs"].get_value().shape == (int(arr.observed.sum()),)  # observed cells only
     # 2PL: the likelihood is the fused potential; elementwise: the observed y
-    assert m.mtlirt_likelihood == "fused" and not m.observed_RVs
+    assert b.likelihood == "fused" and b.kind == "joint" and not m.observed_RVs
     assert [p.name for p in m.potentials] == ["loglik"]
     assert {"obs_item", "obs_cell", "y_obs", "cell_ptr"} <= set(m.named_vars)
-    me = build_model(arr, "factor-2pl", likelihood="elementwise")
+    me = build_model(arr, "factor-2pl", likelihood="elementwise").model
     assert "y" in {rv.name for rv in me.observed_RVs} and not me.potentials
-    assert build_model(arr, "factor-3pl-mcq").mtlirt_likelihood == "fused"
+    assert build_model(arr, "factor-3pl-mcq").likelihood == "fused"
     with pytest.raises(InputError, match="likelihood must be one of"):
         build_model(arr, "factor-2pl", likelihood="fast")
     # parameterisation choices
     m2 = build_model(arr, load_spec("factor-2pl").with_changes(
-        trait_parameterization="centered", item_parameterization="centered"))
+        trait_parameterization="centered", item_parameterization="centered")).model
     names2 = {rv.name for rv in m2.free_RVs}
     assert {"theta_raw", "b", "log_a"} <= names2 and "z" not in names2
-    m3 = build_model(arr, "factor-3pl-estimate")
+    m3 = build_model(arr, "factor-3pl-estimate").model
     assert "c" in {rv.name for rv in m3.free_RVs}
-    m4 = build_model(arr, "correlated-2pl")
+    m4 = build_model(arr, "correlated-2pl").model
     assert "corr_chol" in {rv.name for rv in m4.free_RVs}
     # log-discrimination spread: per domain partially pooled (default), independent, or one
     assert m["sigma_log_a"].eval().shape == () and m.named_vars_to_dims["sigma_log_a_dev"] == ("domain",)
-    md = build_model(arr, load_spec("factor-2pl").with_changes(discrimination_spread="domain"))
+    bd = build_model(arr, load_spec("factor-2pl").with_changes(discrimination_spread="domain"))
+    md = bd.model
     assert md.named_vars_to_dims["sigma_log_a"] == ("domain",)
-    ms = build_model(arr, load_spec("factor-2pl").with_changes(discrimination_spread="shared"))
+    bs = build_model(arr, load_spec("factor-2pl").with_changes(discrimination_spread="shared"))
+    ms = bs.model
     assert ms["sigma_log_a"].eval().shape == () and "sigma_log_a_dev" not in ms.named_vars
-    for mm in (m, md, ms):  # initial values exist for every free variable
-        assert set(mm.mtlirt_initvals) == {rv.name for rv in mm.free_RVs}
-    m5 = build_model(arr, "factor-1pl")
+    for bb in (b, bd, bs):  # initial values exist for every free variable
+        assert set(bb.initvals) == {rv.name for rv in bb.model.free_RVs}
+    m5 = build_model(arr, "factor-1pl").model
     assert "sigma_log_a" not in {rv.name for rv in m5.free_RVs}
-    m6 = build_model(arr, "factor2-2pl")
+    m6 = build_model(arr, "factor2-2pl").model
     assert m6["loading_free"].eval().shape == (3,)  # 6 entries - 2 diagonal - 1 structural zero
     assert len(m6.coords["factor"]) == 2
 
 
-def _point_tree(model, arr, spec, *, fixed=None, tables=None):
+def _point_tree(built, arr, spec, *, fixed=None, tables=None):
     """A one-draw posterior at the model's initial point (free RVs, constrained)."""
     import pytensor
 
+    model = built.model
     ip = model.initial_point()
     rng = np.random.default_rng(0)
     ip = {k: v + 0.3 * rng.normal(size=np.shape(v)) for k, v in ip.items()}  # not all zero
@@ -191,7 +195,7 @@ def _point_tree(model, arr, spec, *, fixed=None, tables=None):
     vals = fn(*[ip[v.name] for v in model.value_vars])
     draws = {rv.name: np.asarray(v)[None, None] for rv, v in zip(model.free_RVs, vals)}
     post = _dataset_from_draws(model, draws)
-    post = add_derived(post, arr, spec, model.mtlirt_anchors, fixed_items=fixed, tables=tables)
+    post = add_derived(post, arr, spec, built.anchors, fixed_items=fixed, tables=tables)
     return ip, xr.DataTree.from_dict({"posterior": post})
 
 
@@ -206,9 +210,9 @@ def test_numpy_derived_matches_model_logp(name, changes):
     """theta and item parameters computed in numpy reproduce the model's likelihood."""
     arr, _ = toy(20, (6, 45, 7), missing=0.15, seed=2)  # mixed centring under "auto"
     spec = load_spec(name).with_changes(**changes) if changes else load_spec(name)
-    m = build_model(arr, spec, likelihood="elementwise")
-    ip, tree = _point_tree(m, arr, spec)
-    ll_model = m.compile_logp(vars=[m["y"]], sum=True, mode="FAST_COMPILE")(ip)
+    b = build_model(arr, spec, likelihood="elementwise")
+    ip, tree = _point_tree(b, arr, spec)
+    ll_model = b.model.compile_logp(vars=[b.model["y"]], sum=True, mode="FAST_COMPILE")(ip)
     ll_np = pointwise_loglik(tree, arr).sum()
     assert np.isclose(ll_model, ll_np, rtol=1e-8, atol=1e-6)
 
@@ -226,9 +230,9 @@ def test_fused_likelihood_matches_elementwise(name, missing):
     with complete data (contiguous runs) and missing responses (gathered),
     including a domain of more than 512 items (split runs)."""
     arr, _ = toy(12, (6, 530, 3), missing=missing, seed=4)
-    mf = build_model(arr, name)
-    me = build_model(arr, name, likelihood="elementwise")
-    assert mf.mtlirt_likelihood == "fused"
+    bf = build_model(arr, name)
+    mf, me = bf.model, build_model(arr, name, likelihood="elementwise").model
+    assert bf.likelihood == "fused"
     rng = np.random.default_rng(5)
     ip = {k: v + 0.7 * rng.normal(size=np.shape(v)) for k, v in mf.initial_point().items()}
     for mode in ("NUMBA", "FAST_COMPILE"):  # the numba kernel and Op.perform
@@ -243,9 +247,10 @@ def test_fixed_model_potential_matches_tables():
     # the sampled-traits form (the default integrates them out: test_bayes_marginal.py)
     spec = load_spec("factor-2pl").with_changes(trait_parameterization="centered")
     items = {"a": truth["a"], "d": truth["d"]}
-    m = build_fixed_model(arr, spec, item_values=items)
-    tables = m.mtlirt_tables
-    ip, tree = _point_tree(m, arr, spec, fixed=m.mtlirt_items, tables=tables)
+    b = build_fixed_model(arr, spec, item_values=items)
+    assert b.kind == "fixed" and b.marginal is None
+    m, tables = b.model, b.tables
+    ip, tree = _point_tree(b, arr, spec, fixed=b.items, tables=tables)
     import pytensor
 
     pot_expr = m.replace_rvs_by_values([m.potentials[0]])[0]
@@ -724,7 +729,7 @@ def test_accepts_lead_responses(data):
 
     arr, _ = data
     r = Responses(arr.correct, arr.observed, arr.llms, arr.items, arr.domains, arr.item_domain)
-    m = build_model(r, "factor-2pl")
+    m = build_model(r, "factor-2pl").model
     assert list(m.coords["item"]) == arr.items
 
 

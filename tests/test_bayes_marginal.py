@@ -101,9 +101,10 @@ def test_marginal_model_potential(setup):
     """The default fixed-items factor model samples only the overall traits and
     loadings, and its potential is the quadrature's marginal log-likelihood."""
     arr, truth, tables, m0, psi, _ = setup
-    model = build_fixed_model(arr, "factor-2pl", item_values={"a": truth["a"], "d": truth["d"]})
+    built = build_fixed_model(arr, "factor-2pl", item_values={"a": truth["a"], "d": truth["d"]})
+    model = built.model
     assert {rv.name for rv in model.free_RVs} == {"eta_raw", "loading_free", "loading_diag"}
-    quad = model.mtlirt_marginal
+    quad = built.marginal
     import pytensor
 
     from mtlirt.bayes.derived import factor_parts
@@ -113,7 +114,7 @@ def test_marginal_model_potential(setup):
     fn = pytensor.function(model.value_vars, pot, on_unused_input="ignore", mode="FAST_COMPILE")
     got = float(fn(*[ip[v.name] for v in model.value_vars]))
     eta, lam, ps = factor_parts(ip["eta_raw"], ip["loading_free"], np.exp(ip["loading_diag_log__"]),
-                                arr.n_domains, model.mtlirt_anchors)
+                                arr.n_domains, built.anchors)
     want = marginal_loglik_np(quad, eta @ lam.T, ps).sum()
     assert np.isclose(got, want, rtol=1e-9)
 

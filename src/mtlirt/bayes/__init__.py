@@ -4,8 +4,9 @@ Public API
 ----------
 load_spec, list_specs, models_dir, ModelSpec
     Named model specs (TOML files in ``mtlirt/models/``).
-build_model
-    The joint PyMC model over items and LLMs.
+build_model, build, BuiltModel
+    The joint PyMC model over items and LLMs; the builders return a
+    ``BuiltModel`` (the ``pymc.Model`` with its spec, anchors, initial values).
 build_fixed_model, calibrate_items
     Calibrate, then score: items fixed, LLM side sampled with tabulated
     per-(LLM, domain) likelihoods.
@@ -19,6 +20,7 @@ ResponseArrays, default_init
     A minimal Responses-like container, and a quick accuracy-based init.
 """
 
+from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes.diagnostics import (
     add_llm_marginal_log_likelihood,
@@ -36,6 +38,7 @@ from mtlirt.bayes.sample import NotConvergedWarning, build, fit_bayes
 from mtlirt.bayes.spec import ModelSpec, list_specs, load_spec, models_dir
 
 __all__ = [
+    "BuiltModel",
     "ModelSpec",
     "NotConvergedWarning",
     "ResponseArrays",

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.errors import InputError
@@ -580,15 +581,15 @@ def build_fixed_model(
 
     Returns
     -------
-    pymc.Model
-        With the potential ``loglik`` and attributes ``mtlirt_tables``,
-        ``mtlirt_items`` (dict a, d, c), ``mtlirt_spec``, ``mtlirt_anchors``,
-        ``mtlirt_initvals``, ``mtlirt_kind = "fixed"``. Factor models with
-        ``trait_parameterization`` ``"auto"``/``"marginal"`` integrate the
-        domain-specific traits out (free variables ``eta_raw``, ``loading_*``
-        only; attribute ``mtlirt_marginal`` holds the quadrature, see
-        :mod:`mtlirt.bayes.marginal`); :func:`mtlirt.bayes.fit_bayes` then
-        draws the domain scores from their conditional posterior.
+    BuiltModel
+        ``kind="fixed"``: its ``model`` has the potential ``loglik``; also
+        ``tables``, ``items`` (dict a, d, c), ``spec``, ``anchors``,
+        ``initvals``. Factor models with ``trait_parameterization``
+        ``"auto"``/``"marginal"`` integrate the domain-specific traits out
+        (free variables ``eta_raw``, ``loading_*`` only; ``marginal`` holds
+        the quadrature, see :mod:`mtlirt.bayes.marginal`);
+        :func:`mtlirt.bayes.fit_bayes` then draws the domain scores from
+        their conditional posterior.
     """
     import pymc as pm
 
@@ -615,23 +616,9 @@ def build_fixed_model(
         theta = add_traits(spec, n, K, anchors, tc)
         g = hermite_pt(Ff, dFf, rows, theta, tables.lo, tables.h, G)
         pm.Potential("loglik", (s * theta - g).sum())
-    return _tag(model, spec, anchors, tables, items, tc,
-                initial_values(arr, spec, anchors, init, include_items=False, trait_centered=tc))
-
-
-def _tag(model, spec: ModelSpec, anchors: list[int], tables: LikelihoodTables, items: dict,
-         centered: np.ndarray, initvals: dict, marginal: dict | None = None):
-    """Attach what :func:`mtlirt.bayes.fit_bayes` reads from a fixed-items model."""
-    model.mtlirt_spec = spec
-    model.mtlirt_anchors = anchors
-    model.mtlirt_kind = "fixed"
-    model.mtlirt_tables = tables
-    model.mtlirt_items = items
-    model.mtlirt_trait_centered = centered
-    model.mtlirt_initvals = initvals
-    if marginal is not None:
-        model.mtlirt_marginal = marginal
-    return model
+    iv = initial_values(arr, spec, anchors, init, include_items=False, trait_centered=tc)
+    return BuiltModel(model=model, spec=spec, anchors=anchors, kind="fixed", initvals=iv, trait_centered=tc,
+                      tables=tables, items=items)
 
 
 def use_marginal(spec: ModelSpec) -> bool:
@@ -672,7 +659,8 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
         pm.Potential("loglik", marginal_loglik_pt(*data, pt.dot(lam, eta.T), psi))
         if n >= 3:
             pin_standardisation(model["eta_raw"], overall_sd_guess(quad, lam0, psi0))
-    return _tag(model, spec, anchors, tables, items, allc, iv, marginal=quad)
+    return BuiltModel(model=model, spec=spec, anchors=anchors, kind="fixed", initvals=iv, trait_centered=allc,
+                      tables=tables, items=items, marginal=quad)
 
 
 def resolve_item_values(arr: ResponseArrays, spec: ModelSpec, item_values: dict | None,

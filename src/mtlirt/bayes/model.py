@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._loglik import bernoulli_logit_cells, cell_layout
 from mtlirt.bayes.spec import ModelSpec, load_spec
@@ -376,8 +377,8 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
         Model spec name/path (default ``"factor-2pl"``).
     init : dict, optional
         Point estimate (``theta``, ``overall``, ``loadings``, ``a``, ``d``,
-        optional ``c``); converted to initial values stored on the model as
-        ``model.mtlirt_initvals`` (a dict usable as ``initvals``).
+        optional ``c``); converted to initial values (``BuiltModel.initvals``,
+        a dict usable as ``initvals``).
     likelihood : {"auto", "fused", "elementwise"}
         How the likelihood enters the model. ``"fused"`` (``"auto"``): the
         potential ``loglik``, one numba Op for the value and the gradient
@@ -388,13 +389,13 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
 
     Returns
     -------
-    pymc.Model
-        With coords ``llm``, ``item``, ``domain``, ``factor``, ``domain_a``,
-        ``domain_b``, ``obs``; data ``obs_item``, ``obs_cell`` (= llm * K +
-        domain), ``y_obs`` (the responses ordered by cell, then item) and,
-        fused, ``cell_ptr``. Extra attributes: ``mtlirt_spec``,
-        ``mtlirt_anchors``, ``mtlirt_initvals``, ``mtlirt_kind = "joint"``,
-        ``mtlirt_likelihood`` (``"fused"`` or ``"elementwise"``).
+    BuiltModel
+        ``kind="joint"``; its ``model`` (a ``pymc.Model``) has coords ``llm``,
+        ``item``, ``domain``, ``factor``, ``domain_a``, ``domain_b``, ``obs``;
+        data ``obs_item``, ``obs_cell`` (= llm * K + domain), ``y_obs`` (the
+        responses ordered by cell, then item) and, fused, ``cell_ptr``. Also
+        ``spec``, ``anchors``, ``initvals``, ``trait_centered``,
+        ``item_centered`` and ``likelihood`` (``"fused"`` or ``"elementwise"``).
     """
     import pymc as pm
     import pytensor.tensor as pt
@@ -448,14 +449,8 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
                 # logp (two branches and parameter checks)
                 pm.CustomDist("y", logit, logp=_logp_2pl, random=_random_2pl,
                               observed=y_data, dims="obs", dtype="int64")
-    model.mtlirt_spec = spec
-    model.mtlirt_anchors = anchors
-    model.mtlirt_kind = "joint"
-    model.mtlirt_likelihood = likelihood
     from mtlirt.bayes.init import initial_values
 
-    model.mtlirt_trait_centered = tc
-    model.mtlirt_item_centered = ic
-    model.mtlirt_initvals = initial_values(arr, spec, anchors, init, include_items=True,
-                                           trait_centered=tc, item_centered=ic)
-    return model
+    iv = initial_values(arr, spec, anchors, init, include_items=True, trait_centered=tc, item_centered=ic)
+    return BuiltModel(model=model, spec=spec, anchors=anchors, kind="joint", initvals=iv, trait_centered=tc,
+                      likelihood=likelihood, item_centered=ic)

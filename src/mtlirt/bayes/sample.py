@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import as_arrays
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
@@ -39,7 +40,7 @@ class NotConvergedWarning(UserWarning):
 
 
 def build(responses: Any, spec: str | ModelSpec | None = None, *, items: str = "joint",
-          init: dict | None = None, item_values: dict | None = None, likelihood: str = "auto"):
+          init: dict | None = None, item_values: dict | None = None, likelihood: str = "auto") -> BuiltModel:
     """Build the PyMC model for ``items="joint"`` or ``"fixed"``.
 
     Parameters
@@ -56,7 +57,9 @@ def build(responses: Any, spec: str | ModelSpec | None = None, *, items: str = "
 
     Returns
     -------
-    pymc.Model
+    BuiltModel
+        The ``pymc.Model`` (``.model``) with its spec, anchors, initial values
+        and, items fixed, the likelihood tables and item values.
     """
     if items == "joint":
         from mtlirt.bayes.model import build_model
@@ -263,35 +266,37 @@ def fit_bayes(
     # the fused likelihood Op has no JAX implementation
     likelihood = "elementwise" if method == "nuts" and sampler == "numpyro" else "auto"
     stage(f"building the {spec.name} model ({arr.n_llms:,} LLMs x {arr.n_items:,} items, items {items})")
-    model = build(arr, spec, items=items, init=init, item_values=item_values, likelihood=likelihood)
+    built = build(arr, spec, items=items, init=init, item_values=item_values, likelihood=likelihood)
+    model = built.model
     stages = {"build": time.perf_counter() - t0}
     free = _free_names(model)
     t1 = time.perf_counter()
     sample_stats = None
     if method == "nuts":
         if target_accept is None:
-            target_accept = 0.8 if getattr(model, "mtlirt_marginal", None) is not None else 0.9
-        post, sample_stats, target_accept = _run_nuts(model, free, sampler=sampler, draws=draws, tune=tune,
-                                                      chains=chains, cores=cores, seed=seed, progress=progress,
-                                                      target_accept=target_accept, nuts_kwargs=nuts_kwargs,
-                                                      trace_dir=trace_dir)
+            target_accept = 0.8 if built.marginal is not None else 0.9
+        post, sample_stats, target_accept = _run_nuts(model, built.initvals, free, sampler=sampler, draws=draws,
+                                                      tune=tune, chains=chains, cores=cores, seed=seed,
+                                                      progress=progress, target_accept=target_accept,
+                                                      nuts_kwargs=nuts_kwargs, trace_dir=trace_dir)
     elif method == "advi":
-        post = _run_advi(model, free, draws=draws, seed=seed, progress=progress, iterations=advi_iterations)
+        post = _run_advi(model, built.initvals, free, draws=draws, seed=seed, progress=progress,
+                         iterations=advi_iterations)
     else:
-        post = _run_map(model, free, seed=seed, progress=progress, maxiter=map_maxiter)
+        post = _run_map(model, built.initvals, free, seed=seed, progress=progress, maxiter=map_maxiter)
     stages[method] = time.perf_counter() - t1
-    anchors = list(model.mtlirt_anchors)
-    quad = getattr(model, "mtlirt_marginal", None)
+    anchors = list(built.anchors)
+    quad = built.marginal
     if quad is not None:  # domain traits integrated out: draw them back
         from mtlirt.bayes.marginal import add_domain_scores
 
         t2 = time.perf_counter()
         post = post.assign_coords(llm=list(arr.llms), domain=list(arr.domains))
-        post = add_domain_scores(post, model.mtlirt_tables, quad, anchors, seed=seed,
+        post = add_domain_scores(post, built.tables, quad, anchors, seed=seed,
                                  point=method == "map", progress=progress)
         stages["domain_score_draws"] = time.perf_counter() - t2
-    fixed = model.mtlirt_items if items == "fixed" else None
-    tables = model.mtlirt_tables if items == "fixed" else None
+    fixed = built.items if items == "fixed" else None
+    tables = built.tables if items == "fixed" else None
     return _finish(post, sample_stats, arr, spec, anchors, t0=t0, t_sample=time.perf_counter() - t1,
                    stages=stages, method=method, sampler=sampler, items=items, seed=seed, draws=draws,
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
@@ -328,7 +333,7 @@ def _integrated(spec: ModelSpec, method: str, items: str, llm_side: str) -> bool
     return llm_side == "auto" and applies and spec.trait_parameterization == "auto"
 
 
-def _run_nuts(model, free, *, sampler, draws, tune, chains, cores, seed, progress, target_accept,
+def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, seed, progress, target_accept,
               nuts_kwargs, trace_dir):
     """NUTS on a PyMC model: (posterior of the free variables, sample stats,
     target acceptance used)."""
@@ -353,14 +358,14 @@ def _run_nuts(model, free, *, sampler, draws, tune, chains, cores, seed, progres
     sample_stats = None
     try:
         if sampler == "nutpie":
-            idata = _sample_nutpie(model, model.mtlirt_initvals, draws=draws, tune=tune, chains=chains,
+            idata = _sample_nutpie(model, initvals, draws=draws, tune=tune, chains=chains,
                                    cores=cores, seed=seed, progress=progress, kw=kw)
         else:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*idata_kwargs.*")
                 idata = pm.sample(
                     draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
-                    nuts_sampler=sampler, initvals=model.mtlirt_initvals, progressbar=progress,
+                    nuts_sampler=sampler, initvals=initvals, progressbar=progress,
                     compute_convergence_checks=False, model=model, nuts=kw,
                 )
         post = idata["posterior"].to_dataset()
@@ -379,11 +384,11 @@ def _run_nuts(model, free, *, sampler, draws, tune, chains, cores, seed, progres
     return post, sample_stats, target_accept
 
 
-def _run_advi(model, free, *, draws, seed, progress, iterations):
+def _run_advi(model, initvals, free, *, draws, seed, progress, iterations):
     import pymc as pm
 
     with model:
-        approx = pm.fit(n=iterations, method="advi", random_seed=seed, start=model.mtlirt_initvals,
+        approx = pm.fit(n=iterations, method="advi", random_seed=seed, start=initvals,
                         progressbar=progress)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -395,12 +400,12 @@ def _run_advi(model, free, *, draws, seed, progress, iterations):
     return post
 
 
-def _run_map(model, free, *, seed, progress, maxiter):
+def _run_map(model, initvals, free, *, seed, progress, maxiter):
     import pymc as pm
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        point = pm.find_MAP(initvals=model.mtlirt_initvals, model=model, progressbar=progress,
+        point = pm.find_MAP(initvals=initvals, model=model, progressbar=progress,
                             random_seed=seed, jitter=False, maxiter=maxiter)
     msgs = [str(w.message) for w in caught if "did not converge" in str(w.message)]
     post = _dataset_from_draws(model, {v: np.asarray(point[v])[None, None] for v in free})
