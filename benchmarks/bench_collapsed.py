@@ -107,7 +107,7 @@ def _structure_diagnostics(post, fit) -> dict:
     from mtlirt.bayes.diagnostics import diagnostics
 
     p = post.copy()
-    p.attrs = {"mtlirt_method": "nuts"}
+    p.attrs = {"mtlirt_algorithm": "nuts"}
     tree = xr.DataTree.from_dict({"posterior": p, "sample_stats": fit.sample_stats})
     names = [v for v in ("loading_free", "loading_diag", "loadings") if v in p]
     d = diagnostics(tree, var_names=names, recompute=True)

@@ -370,7 +370,7 @@ def _synthetic_tree(C=2, D=100, seed=0, diverging=0):
             "discrimination": (("chain", "draw", "item"), np.ones((C, D, 3))),  # constant
         },
         coords={"chain": np.arange(C), "draw": np.arange(D)},
-        attrs={"mtlirt_method": "nuts", "mtlirt_sampled_vars": json.dumps(["z"])},
+        attrs={"mtlirt_algorithm": "nuts", "mtlirt_sampled_vars": json.dumps(["z"])},
     )
     div = np.zeros((C, D), bool)
     div.flat[:diverging] = True
@@ -388,7 +388,10 @@ def test_diagnostics_dict():
     d = diagnostics(_synthetic_tree(C=4, D=400, diverging=3))
     assert d["divergences"] == 3 and d["converged"] is False
     tree = _synthetic_tree(C=2, D=100)
-    tree["posterior"].attrs["mtlirt_method"] = "map"
+    tree["posterior"].attrs["mtlirt_algorithm"] = "map"
+    assert diagnostics(tree)["converged"] is None and diagnostics(tree)["algorithm"] == "map"
+    del tree["posterior"].attrs["mtlirt_algorithm"]
+    tree["posterior"].attrs["mtlirt_method"] = "map"  # a fit written before the rename
     assert diagnostics(tree)["converged"] is None
 
 
@@ -420,8 +423,10 @@ def test_diagnostics_check_eta_not_its_unidentified_raw_version():
 
 def test_fit_bayes_argument_errors(data):
     arr, _ = data
-    with pytest.raises(InputError, match="method"):
-        fit_bayes(arr, method="gibbs")
+    with pytest.raises(InputError, match="algorithm must be one of"):
+        fit_bayes(arr, algorithm="gibbs")
+    with pytest.raises(TypeError, match="method='map' is now algorithm='map'"):
+        fit_bayes(arr, method="map")
     with pytest.raises(InputError, match="sampler"):
         fit_bayes(arr, sampler="stan")
     with pytest.raises(InputError, match="items"):
@@ -429,7 +434,7 @@ def test_fit_bayes_argument_errors(data):
     with pytest.raises(InputError, match="draws"):
         fit_bayes(arr, draws=0)
     with pytest.raises(InputError, match="init"):
-        fit_bayes(arr, init={"theta": np.zeros((2, 2))}, method="map")
+        fit_bayes(arr, init={"theta": np.zeros((2, 2))}, algorithm="map")
 
 
 def test_numpyro_missing_is_clear(data):
@@ -549,9 +554,9 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
     # log-likelihood group, per LLM x domain
     ll = tree["log_likelihood"]["y"]
     assert ll.dims == ("chain", "draw", "llm", "domain")
-    assert "mtlirt_diagnostics" in post.attrs and post.attrs["mtlirt_method"] == "nuts"
+    assert "mtlirt_diagnostics" in post.attrs and post.attrs["mtlirt_algorithm"] == "nuts"
     info = json.loads(tree.attrs["mtlirt_info"])
-    assert info["method"] == "bayes" and info["inference"] == "nuts" and info["spec"] == "factor-2pl"
+    assert info["method"] == "bayes" and info["algorithm"] == "nuts" and info["spec"] == "factor-2pl"
 
 
 @pytest.mark.filterwarnings("ignore:NUTS FIT DID NOT CONVERGE")
@@ -621,10 +626,10 @@ def test_map_and_advi(data):
     arr, _ = data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tm = fit_bayes(arr, "factor-2pl", method="map", seed=0, progress=False, map_maxiter=200)
-        ta = fit_bayes(arr, "factor-2pl", method="advi", draws=20, seed=0, progress=False,
+        tm = fit_bayes(arr, "factor-2pl", algorithm="map", seed=0, progress=False, map_maxiter=200)
+        ta = fit_bayes(arr, "factor-2pl", algorithm="advi", draws=20, seed=0, progress=False,
                        advi_iterations=300)
-        ta2 = fit_bayes(arr, "factor-2pl", method="advi", draws=20, seed=0, progress=False,
+        ta2 = fit_bayes(arr, "factor-2pl", algorithm="advi", draws=20, seed=0, progress=False,
                         advi_iterations=300, log_likelihood=False)
     _check_layout(tm, arr, 1, 1)
     _check_layout(ta, arr, 1, 20)

@@ -154,7 +154,7 @@ def test_map_gives_conditional_means(setup):
     arr, truth, *_ = setup
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tree = fit_bayes(arr, "factor-2pl", method="map", items="fixed", progress=False,
+        tree = fit_bayes(arr, "factor-2pl", algorithm="map", items="fixed", progress=False,
                          item_values={"a": truth["a"], "d": truth["d"]}, map_maxiter=300)
     post = tree["posterior"]
     assert post.sizes["draw"] == 1

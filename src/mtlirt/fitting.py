@@ -454,7 +454,7 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
         mtl_info = {"mtl_rank": res.rank, "mtl_C": res.C}
     t1 = time.perf_counter()
     stage(f"fitting the Bayesian model ({algorithm})")
-    tree = fit_bayes(responses, spec or "factor-2pl", method=algorithm, seed=seed, init=init, **options)
+    tree = fit_bayes(responses, spec or "factor-2pl", algorithm=algorithm, seed=seed, init=init, **options)
     timings["bayes"] = time.perf_counter() - t1
     est = Estimate(tree)
     est.attach_cells(_cell_counts(responses.mask, responses.domain_slices, responses.n_llms))

@@ -100,13 +100,14 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
         have no MCMC diagnostics), ``worst_rhat`` (variable of the largest
         R-hat), ``n_parameters`` (scalars checked), ``share_rhat_above``
         (share of them with R-hat > 1.01), ``ess_threshold``, ``n_chains``,
-        ``n_draws``, ``method``.
+        ``n_draws``, ``algorithm``.
     """
     post = _post(tree)
     attrs = _attrs(tree)
     if var_names is None and not recompute and isinstance(attrs.get("mtlirt_diagnostics"), str):
         return json.loads(attrs["mtlirt_diagnostics"])  # computed by fit_bayes
-    method = attrs.get("mtlirt_method", "nuts")
+    # mtlirt_method: fits written before the name became algorithm
+    algorithm = attrs.get("mtlirt_algorithm", attrs.get("mtlirt_method", "nuts"))
     C = post.sizes.get("chain", 1)
     D = post.sizes.get("draw", 1)
     thr = min(ESS_MIN, ESS_MIN_PER_CHAIN * C)
@@ -123,9 +124,9 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
         "ess_threshold": thr,
         "n_chains": int(C),
         "n_draws": int(D),
-        "method": method,
+        "algorithm": algorithm,
     }
-    if method != "nuts" or D < 4:
+    if algorithm != "nuts" or D < 4:
         return out
     if var_names is None:
         sampled = attrs.get("mtlirt_sampled_vars")

@@ -24,7 +24,7 @@ from mtlirt.progress import stage
 
 __all__ = ["fit_bayes", "build"]
 
-_METHODS = ("nuts", "advi", "map")
+_ALGORITHMS = ("nuts", "advi", "map")
 _SAMPLERS = ("nutpie", "pymc", "numpyro")
 _ITEMS = ("joint", "fixed")
 
@@ -128,7 +128,8 @@ def fit_bayes(
     responses: Any,
     spec: str | ModelSpec | None = "factor-2pl",
     *,
-    method: str = "nuts",
+    algorithm: str = "nuts",
+    method: str | None = None,
     sampler: str = "nutpie",
     draws: int = 1000,
     tune: int = 1000,
@@ -159,9 +160,13 @@ def fit_bayes(
     spec : str, path, dict or ModelSpec
         Model spec (name in ``models/``, e.g. ``"factor-2pl"``,
         ``"factor-3pl-mcq"``, ``"correlated-2pl"``).
-    method : {"nuts", "advi", "map"}
+    algorithm : {"nuts", "advi", "map"}
         NUTS sampling; mean-field ADVI (``draws`` draws from the
         approximation, one chain); MAP (one chain, one draw).
+    method : None
+        Renamed ``algorithm`` (as in :func:`mtlirt.fit` and the CLI's
+        ``--algorithm``, where ``method`` is the estimator); passing it raises
+        ``TypeError``.
     sampler : {"nutpie", "pymc", "numpyro"}
         NUTS implementation. numpyro needs the optional ``jax`` extra.
     draws, tune, chains : int
@@ -200,7 +205,7 @@ def fit_bayes(
     advi_iterations : int
         ADVI optimisation steps.
     map_maxiter : int
-        L-BFGS-B iterations at most for ``method="map"``.
+        L-BFGS-B iterations at most for ``algorithm="map"``.
     nuts_kwargs : dict, optional
         Extra keyword arguments for the NUTS sampler.
     trace_dir : str, optional
@@ -232,7 +237,7 @@ def fit_bayes(
         coords ``llm``, ``domain``, ``item``, ``factor``, ``domain_a``,
         ``domain_b`` and ``item_domain`` on ``item``), ``sample_stats`` (NUTS),
         ``log_likelihood`` (optional). Attributes ``mtlirt_*`` on the
-        posterior record the spec, method, seed and diagnostics.
+        posterior record the spec, algorithm, seed and diagnostics.
 
     Raises
     ------
@@ -246,9 +251,12 @@ def fit_bayes(
     NotConvergedWarning
         A NUTS fit with R-hat > 1.01, low ESS, divergences or low BFMI.
     """
-    spec, arr = _checked(responses, spec, method, sampler, items, draws, chains, tune)
-    integrated = _integrated(spec, method, items, llm_side)
-    if method == "nuts" and sampler == "numpyro":
+    if method is not None:
+        raise TypeError(f"fit_bayes: method={method!r} is now algorithm={method!r} (one of "
+                        f"{', '.join(_ALGORITHMS)}), as in mtlirt.fit and the CLI's --algorithm")
+    spec, arr = _checked(responses, spec, algorithm, sampler, items, draws, chains, tune)
+    integrated = _integrated(spec, algorithm, items, llm_side)
+    if algorithm == "nuts" and sampler == "numpyro":
         from mtlirt.bayes.fixed_items import use_marginal
 
         if not integrated and items == "fixed" and use_marginal(spec):
@@ -264,7 +272,7 @@ def fit_bayes(
                                nuts_kwargs=nuts_kwargs, warn=warn)
     t0 = time.perf_counter()
     # the fused likelihood Op has no JAX implementation
-    likelihood = "elementwise" if method == "nuts" and sampler == "numpyro" else "auto"
+    likelihood = "elementwise" if algorithm == "nuts" and sampler == "numpyro" else "auto"
     stage(f"building the {spec.name} model ({arr.n_llms:,} LLMs x {arr.n_items:,} items, items {items})")
     built = build(arr, spec, items=items, init=init, item_values=item_values, likelihood=likelihood)
     model = built.model
@@ -272,19 +280,19 @@ def fit_bayes(
     free = _free_names(model)
     t1 = time.perf_counter()
     sample_stats = None
-    if method == "nuts":
+    if algorithm == "nuts":
         if target_accept is None:
             target_accept = 0.8 if built.marginal is not None else 0.9
         post, sample_stats, target_accept = _run_nuts(model, built.initvals, free, sampler=sampler, draws=draws,
                                                       tune=tune, chains=chains, cores=cores, seed=seed,
                                                       progress=progress, target_accept=target_accept,
                                                       nuts_kwargs=nuts_kwargs, trace_dir=trace_dir)
-    elif method == "advi":
+    elif algorithm == "advi":
         post = _run_advi(model, built.initvals, free, draws=draws, seed=seed, progress=progress,
                          iterations=advi_iterations)
     else:
         post = _run_map(model, built.initvals, free, seed=seed, progress=progress, maxiter=map_maxiter)
-    stages[method] = time.perf_counter() - t1
+    stages[algorithm] = time.perf_counter() - t1
     anchors = list(built.anchors)
     quad = built.marginal
     if quad is not None:  # domain traits integrated out: draw them back
@@ -293,20 +301,20 @@ def fit_bayes(
         t2 = time.perf_counter()
         post = post.assign_coords(llm=list(arr.llms), domain=list(arr.domains))
         post = add_domain_scores(post, built.tables, quad, anchors, seed=seed,
-                                 point=method == "map", progress=progress)
+                                 point=algorithm == "map", progress=progress)
         stages["domain_score_draws"] = time.perf_counter() - t2
     fixed = built.items if items == "fixed" else None
     tables = built.tables if items == "fixed" else None
     return _finish(post, sample_stats, arr, spec, anchors, t0=t0, t_sample=time.perf_counter() - t1,
-                   stages=stages, method=method, sampler=sampler, items=items, seed=seed, draws=draws,
+                   stages=stages, algorithm=algorithm, sampler=sampler, items=items, seed=seed, draws=draws,
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn)
 
 
-def _checked(responses, spec, method, sampler, items, draws, chains, tune):
+def _checked(responses, spec, algorithm, sampler, items, draws, chains, tune):
     """The arguments checked; returns the spec and the response arrays."""
-    if method not in _METHODS:
-        raise InputError(f"method must be one of {', '.join(_METHODS)}; got {method!r}")
+    if algorithm not in _ALGORITHMS:
+        raise InputError(f"algorithm must be one of {', '.join(_ALGORITHMS)}; got {algorithm!r}")
     if sampler not in _SAMPLERS:
         raise InputError(f"sampler must be one of {', '.join(_SAMPLERS)}; got {sampler!r}")
     if items not in _ITEMS:
@@ -320,14 +328,14 @@ def _checked(responses, spec, method, sampler, items, draws, chains, tune):
 _LLM_SIDES = ("auto", "integrated", "sampled")
 
 
-def _integrated(spec: ModelSpec, method: str, items: str, llm_side: str) -> bool:
+def _integrated(spec: ModelSpec, algorithm: str, items: str, llm_side: str) -> bool:
     """Whether the fit takes the route with the whole LLM side integrated out."""
     if llm_side not in _LLM_SIDES:
         raise InputError(f"llm_side must be one of {', '.join(_LLM_SIDES)}; got {llm_side!r}")
-    applies = method == "nuts" and items == "fixed" and spec.traits == "factor" and spec.rank in (1, 2)
+    applies = algorithm == "nuts" and items == "fixed" and spec.traits == "factor" and spec.rank in (1, 2)
     if llm_side == "integrated":
         if not applies:
-            raise InputError("llm_side='integrated' needs method='nuts', items='fixed' and factor traits of "
+            raise InputError("llm_side='integrated' needs algorithm='nuts', items='fixed' and factor traits of "
                              "rank 1 or 2")
         return True
     return llm_side == "auto" and applies and spec.trait_parameterization == "auto"
@@ -448,7 +456,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
     post.attrs["mtlirt_structure_mode"] = json.dumps(fit.info["mode_refit"], default=str)
     free = [v for v in ("loading_free", "loading_diag") if v in post]
     return _finish(post, fit.sample_stats, arr, spec, anchors, t0=t0, t_sample=time.perf_counter() - t1,
-                   stages=stages, method="nuts", sampler=sampler, items="fixed", seed=seed, draws=draws,
+                   stages=stages, algorithm="nuts", sampler=sampler, items="fixed", seed=seed, draws=draws,
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn,
                    check_vars=free + ["loadings"], extra_info={"llm_side": "integrated",
@@ -457,7 +465,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                                                                "outer_nodes": fit.info["n_outer_nodes"]})
 
 
-def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, stages, method, sampler, items,
+def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, stages, algorithm, sampler, items,
             seed, draws, tune, target_accept, free, fixed, tables, log_likelihood, keep_raw, warn,
             check_vars=None, extra_info=None):
     """Derived quantities, attributes, pointwise log-likelihood, diagnostics
@@ -470,15 +478,15 @@ def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, 
     post.attrs.update({
         "mtlirt_spec": spec.name,
         "mtlirt_spec_json": json.dumps(spec_d, default=str),
-        "mtlirt_method": method,
-        "mtlirt_sampler": sampler if method == "nuts" else "",
+        "mtlirt_algorithm": algorithm,
+        "mtlirt_sampler": sampler if algorithm == "nuts" else "",
         "mtlirt_items": items,
         "mtlirt_anchors": json.dumps(anchors),
         "mtlirt_sampled_vars": json.dumps(free),
         "mtlirt_seed": int(seed),
         "mtlirt_draws": int(draws),
-        "mtlirt_tune": int(tune) if method == "nuts" else 0,
-        "mtlirt_target_accept": float(target_accept) if method == "nuts" else float("nan"),
+        "mtlirt_tune": int(tune) if algorithm == "nuts" else 0,
+        "mtlirt_target_accept": float(target_accept) if algorithm == "nuts" else float("nan"),
         "mtlirt_chains": int(post.sizes["chain"]),
         "mtlirt_build_seconds": float(stages.get("build", 0.0)),
         "mtlirt_sampling_seconds": float(t_sample),
@@ -501,7 +509,7 @@ def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, 
         t2 = time.perf_counter()
         add_log_likelihood(tree, arr, tables=tables)
         stages["log_likelihood"] = time.perf_counter() - t2
-    if method == "nuts":
+    if algorithm == "nuts":
         t2 = time.perf_counter()
         diag = diagnostics(tree, var_names=check_vars, recompute=True)
         stages["diagnostics"] = time.perf_counter() - t2
@@ -530,14 +538,14 @@ def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, 
         "method": "bayes",
         "spec": spec.name,
         "spec_settings": spec_d,
-        "inference": method,
-        "sampler": sampler if method == "nuts" else None,
+        "algorithm": algorithm,
+        "sampler": sampler if algorithm == "nuts" else None,
         "items": items,
         "seed": int(seed),
         "chains": int(pattrs["mtlirt_chains"]),
         "draws": int(draws),
-        "tune": int(tune) if method == "nuts" else 0,
-        "target_accept": float(target_accept) if method == "nuts" else None,
+        "tune": int(tune) if algorithm == "nuts" else 0,
+        "target_accept": float(target_accept) if algorithm == "nuts" else None,
         "anchors": [arr.domains[k] for k in anchors],
         "seconds": total,
         "sampling_seconds": float(t_sample),
