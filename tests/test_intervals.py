@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from mtlirt.estimators.bootstrap import deviation_spread
+from mtlirt.estimators.mtl import fit_mtl
 from mtlirt.fitting import fit
 from mtlirt.io.fitdir import write_fit
 from mtlirt.io.responses import Responses
@@ -58,11 +59,15 @@ def test_predicted_cells_are_flagged_and_get_a_real_spread(blocky, tmp_path):
     # a deviation from the centre is unknown: never a near-zero sd, wider than measured cells
     assert sd[empty].min() > 0.2
     assert np.median(sd[empty]) > np.median(sd[~empty])
-    # the domain scale comes from the LLMs with responses
+    # the domain centre comes from the LLMs with responses, and over them the domain keeps the fit's own
+    # spread (the spread of posterior means, at most 1), not re-standardised to 1
     theta = est.point("theta")
+    own = fit_mtl(resp.correct, resp.mask, resp.domain_slices).theta
     for k in range(theta.shape[1]):
         seen = theta[~empty[:, k], k]
-        assert abs(seen.mean()) < 1e-9 and abs(seen.std() - 1) < 1e-9
+        assert abs(seen.mean()) < 1e-9
+        np.testing.assert_allclose(seen.std(), own[:, k].std(), rtol=1e-6)
+        assert 0.5 < seen.std() <= 1 + 1e-9
     # same seed, same intervals
     again = fit(resp, "mtl", bootstrap=16, seed=0, n_jobs=1).domain_scores()
     pd.testing.assert_frame_equal(ds, again)
@@ -70,6 +75,27 @@ def test_predicted_cells_are_flagged_and_get_a_real_spread(blocky, tmp_path):
     write_fit(est, tmp_path / "fit")
     csv = pd.read_csv(tmp_path / "fit" / "domain_scores.csv")
     assert csv["predicted"].dtype == bool and csv["predicted"].sum() == empty.sum()
+
+
+def test_mtl_keeps_its_posterior_mean_spread_over_the_llms_with_responses():
+    """A shrunk fit (0 < C < inf) reports domains with the spread of posterior means (< 1); filling the
+    empty cells and re-centring over the LLMs with responses keeps that spread, items following."""
+    sim = simulate(200, [15] * 6, similarity=0.2, block_missing=0.3, seed=1)
+    resp = Responses.from_frame(sim.responses)
+    own = fit_mtl(resp.correct, resp.mask, resp.domain_slices)
+    assert 0 < own.C < np.inf and own.theta.std(axis=0).max() < 0.99
+    est = fit(resp, "mtl")
+    empty = _empty(sim)
+    theta = est.point("theta")
+    for k in range(theta.shape[1]):
+        seen = theta[~empty[:, k], k]
+        assert abs(seen.mean()) < 1e-9
+        np.testing.assert_allclose(seen.std(), own.theta[:, k].std(), rtol=1e-6)
+    # the linear predictor of every answered cell is unchanged by the shift
+    a, d = est.point("discrimination"), est.point("intercept")
+    lin = theta[:, resp.item_domain] * a + d
+    lin_own = own.theta[:, resp.item_domain] * own.a + own.d
+    np.testing.assert_allclose(lin[resp.mask], lin_own[resp.mask], atol=1e-6)
 
 
 def test_stl_predicts_the_population_where_it_knows_nothing(blocky):

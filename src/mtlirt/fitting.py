@@ -126,9 +126,13 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     """Scores of cells without responses, and domain scales from the LLMs with responses.
 
     MTL: an empty cell gets its centre (the model's prediction from the
-    LLM's other domains); STL: the population mean 0.  Every domain is then
-    re-standardised over the LLMs that have responses in it (the items
-    follow, so ``a theta + d`` is unchanged).  Other methods are left alone.
+    LLM's other domains) and each domain is re-centred over the LLMs that
+    have responses in it and given, over them, the fit's own spread of the
+    domain (MTL's scores have the spread of posterior means, below 1:
+    docs/model.md "The estimand"); STL:
+    the population mean 0, and each domain re-standardised over the LLMs
+    with responses.  The items follow, so ``a theta + d`` is unchanged.
+    Other methods are left alone.
     """
     if method not in ("mtl", "stl") or not empty.any():
         return arr
@@ -141,6 +145,9 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     m = np.where(seen, theta, 0.0).sum(axis=0) / cnt
     sd = np.sqrt(np.where(seen, (theta - m) ** 2, 0.0).sum(axis=0) / cnt)
     sd = np.where(sd > 1e-12, sd, 1.0)
+    if method == "mtl":  # keep the fit's own spread of the domain, now over the LLMs with responses
+        own = arr["theta"].std(axis=0)
+        sd = sd / np.where(own > 1e-12, own, 1.0)
     theta = (theta - m) / sd
     if method == "stl":
         theta[empty] = 0.0
