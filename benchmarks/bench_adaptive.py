@@ -49,12 +49,13 @@ Usage::
         [--budgets 25,50,100,200] [--methods random,stratified,anchors,adaptive]
         [--target accuracy] [--seed 0] [--jobs 1] [--shared ../shared]
 
-Cost: the adaptive replay dominates, about 7-9 ms per item asked on one core
+Cost: the adaptive replay dominates, 3-10 ms per item asked on one core
 (``n-new x`` the largest budget items per set).  The defaults (100 new LLMs,
-budgets to 200) take about 10 minutes for both sets on 2 free cores (the
-results page's full run, ``--n-new 200 --budgets 25,50,100,200,400 --jobs 2``,
-about 30 minutes; ``--methods random,adaptive`` skips the clustering and two
-of the four scorings per budget).
+budgets to 200, all methods, both sets) took 4 min 42 s on the shared 2-core
+machine at load 7 (2026-12-01; sim 3.4 min, oll 1.2 min); expect up to about
+10 minutes under heavy load.  The results page's full run (``--n-new 200
+--budgets 25,50,100,200,400 --jobs 2``) takes about 30 minutes; ``--methods
+random,adaptive`` skips the clustering and two of the four scorings per budget.
 """
 
 from __future__ import annotations
