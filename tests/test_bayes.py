@@ -729,6 +729,33 @@ def test_loo_and_compare(data, monkeypatch):
     assert set(cmp.index) == {"2pl", "1pl"}
 
 
+def test_bayes_modules_import_each_other_at_module_level():
+    """No import cycle inside mtlirt.bayes is hidden in a function body: every
+    mtlirt.bayes module imports its siblings at the top (the shared pieces live
+    in the leaf modules _factor and _hermite), except the optional JAX module,
+    the numba kernels' helpers and the listed diagnostics imports."""
+    import ast
+    from pathlib import Path
+
+    import mtlirt.bayes
+
+    allowed = {("collapsed", "mtlirt.bayes._jax"), ("marginal", "mtlirt.bayes._vecmath"),
+               ("diagnostics", "mtlirt.bayes._data"), ("diagnostics", "mtlirt.bayes.fixed_items")}
+    local = set()
+    for path in Path(mtlirt.bayes.__file__).parent.glob("*.py"):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mtlirt.bayes"):
+                        local.add((path.stem, node.module))
+    assert local <= allowed, sorted(local - allowed)
+    import subprocess
+    import sys
+
+    for name in ("init", "model", "derived", "marginal", "fixed_items", "collapsed", "sample"):
+        subprocess.run([sys.executable, "-c", f"import mtlirt.bayes.{name}"], check=True)
+
+
 def test_accepts_lead_responses(data):
     from mtlirt.io.responses import Responses
 

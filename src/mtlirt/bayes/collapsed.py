@@ -79,7 +79,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from mtlirt.bayes._factor import factor_parts, loading_layout
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
+from mtlirt.bayes.marginal import _likelihood_gaussian, loglik_at, quadrature_nodes
 
 __all__ = [
     "CollapsedGrid",
@@ -414,8 +416,6 @@ def _offsets(rank: int, n_axis: int, half_width: float) -> tuple[np.ndarray, flo
 
 
 def _inner(tables, mean: np.ndarray, half: np.ndarray, n_inner: int):
-    from mtlirt.bayes.marginal import loglik_at
-
     step = 2.0 * half / (int(n_inner) - 1)
     start = mean - half
     nodes = start[..., None] + step[..., None] * np.arange(int(n_inner))
@@ -442,8 +442,6 @@ def _outer(mu: np.ndarray, cov: np.ndarray, n_axis: int, half_width: float):
 def _gaussian_start(tables, quad: dict, lam: np.ndarray, psi: np.ndarray):
     """Gaussian approximation of each LLM's posterior of ``eta_i`` and of each
     cell's posterior of ``theta_ik`` from the cells' own Gaussian likelihoods."""
-    from mtlirt.bayes.marginal import _likelihood_gaussian
-
     info, that = _likelihood_gaussian(quad)
     r = lam.shape[1]
     # that_ik ~ N(Lambda_k eta, psi_k^2 + 1 / I_ik)
@@ -486,8 +484,6 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
     n_outer = N_OUTER.get(r, 7) if n_outer is None else int(n_outer)
     outer_half_width = OUTER_HALF_WIDTH.get(r, 4.2) if outer_half_width is None else float(outer_half_width)
     if info is None or mu is None or cov is None or theta_mean is None:
-        from mtlirt.bayes.marginal import _likelihood_gaussian, quadrature_nodes
-
         if quad is None:
             quad = quadrature_nodes(tables, np.zeros(tables.s.shape), psi)
         info, that = _likelihood_gaussian(quad)
@@ -926,10 +922,6 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     CollapsedFit
     """
     import xarray as xr
-
-    from mtlirt.bayes.derived import factor_parts
-    from mtlirt.bayes.marginal import quadrature_nodes
-    from mtlirt.bayes.model import loading_layout
 
     r = spec.rank
     if r not in (1, 2):

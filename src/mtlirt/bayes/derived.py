@@ -24,7 +24,7 @@ import xarray as xr
 
 from mtlirt import schema
 from mtlirt.bayes._data import ResponseArrays
-from mtlirt.bayes.model import loading_layout, standardize_eta
+from mtlirt.bayes._factor import factor_parts
 from mtlirt.bayes.spec import ModelSpec
 from mtlirt.estimate import expected_accuracy
 
@@ -46,36 +46,6 @@ def _positions(post: xr.Dataset, name: str, domains: list) -> np.ndarray:
     dim = post[name].dims[-1]
     pos = {d: i for i, d in enumerate(domains)}
     return np.array([pos[str(x)] for x in post[dim].values], dtype=np.int64)
-
-
-def factor_parts(eta_raw: np.ndarray, loading_free: np.ndarray | None, loading_diag: np.ndarray,
-                 n_domains: int, anchors: list[int]):
-    """Overall traits, loadings and residual scales from the factor model's free
-    variables, as the model computes them (any leading dims, e.g. chain, draw).
-
-    Parameters
-    ----------
-    eta_raw : ndarray (..., N, r)
-    loading_free : ndarray (..., F) or None
-    loading_diag : ndarray (..., r)
-    n_domains : int
-    anchors : list of int
-
-    Returns
-    -------
-    eta (..., N, r) standardised over the LLMs (when N >= 3), lam (..., K, r),
-    psi (..., K) with ``psi_k = sqrt(1 - |lam_k|^2)``.
-    """
-    r = eta_raw.shape[-1]
-    lead = loading_diag.shape[:-1]
-    eta = standardize_eta(eta_raw, np, axis=-2) if eta_raw.shape[-2] >= 3 else eta_raw
-    V = np.zeros(lead + (n_domains, r))
-    rows, cols, drows = loading_layout(n_domains, r, anchors)
-    if len(rows):
-        V[..., rows, cols] = loading_free
-    V[..., drows, np.arange(r)] = loading_diag
-    psi = 1.0 / np.sqrt(1.0 + (V**2).sum(-1))
-    return eta, V * psi[..., None], psi
 
 
 def overall_score(eta: np.ndarray, lam: np.ndarray) -> np.ndarray:

@@ -47,6 +47,17 @@ from scipy.special import expit
 
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
+from mtlirt.bayes._factor import anchor_domains, factor_parts, model_coords
+from mtlirt.bayes._hermite import hermite_np, hermite_pt
+from mtlirt.bayes.init import default_init, initial_values
+from mtlirt.bayes.marginal import (
+    kernel_inputs,
+    marginal_loglik_pt,
+    overall_sd_guess,
+    pin_standardisation,
+    quadrature_nodes,
+)
+from mtlirt.bayes.model import add_coords_for_centering, add_factor_block, add_traits, trait_centering
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.errors import InputError
 
@@ -138,8 +149,6 @@ def calibrate_items(
         a_all = np.clip(np.asarray(init["a"], float), 0.2, 8.0).copy()
         d_all = np.clip(np.asarray(init["d"], float), -8.0, 8.0).copy()
     else:
-        from mtlirt.bayes.init import default_init
-
         di = default_init(arr, spec)
         a_all = np.full(J, 1.0)
         d_all = di["d"] / np.sqrt(1 + np.pi * 1.5**2 / 8) * np.sqrt(1 + np.pi / 8)
@@ -482,70 +491,6 @@ def build_tables(
                             lo=float(grid[0]), h=float(h), kind="cell" if use_cells else "pattern")
 
 
-def hermite_np(F: np.ndarray, dF: np.ndarray, rows: np.ndarray, x: np.ndarray, lo: float, h: float) -> np.ndarray:
-    """Evaluate tabulated functions by cubic Hermite interpolation (numpy).
-
-    Parameters
-    ----------
-    F, dF : ndarray (P, G)
-        Values and derivatives on the grid ``lo + h * arange(G)``.
-    rows : ndarray of int
-        Table row for each element of ``x`` (broadcastable to ``x``).
-    x : ndarray
-        Points; outside the grid the function continues linearly.
-    lo, h : float
-
-    Returns
-    -------
-    ndarray like ``x``.
-    """
-    G = F.shape[1]
-    hi = lo + h * (G - 1)
-    rows = np.broadcast_to(rows, x.shape)
-    xc = np.clip(x, lo, hi)
-    u = (xc - lo) / h
-    i0 = np.clip(np.floor(u).astype(np.int64), 0, G - 2)
-    t = u - i0
-    Ff = F.reshape(-1)
-    dFf = dF.reshape(-1)
-    base = rows * G + i0
-    t2 = t * t
-    t3 = t2 * t
-    val = ((2 * t3 - 3 * t2 + 1) * Ff[base] + (t3 - 2 * t2 + t) * h * dFf[base]
-           + (-2 * t3 + 3 * t2) * Ff[base + 1] + (t3 - t2) * h * dFf[base + 1])
-    out_lo = x < lo
-    out_hi = x > hi
-    if out_lo.any() or out_hi.any():
-        slope = np.where(out_hi, dFf[rows * G + G - 1], dFf[rows * G])
-        val = val + (x - xc) * slope
-    return val
-
-
-def hermite_pt(Ff, dFf, rows, x, lo: float, h: float, G: int):
-    """PyTensor version of :func:`hermite_np` (flat tables ``Ff``, ``dFf``)."""
-    import pytensor.tensor as pt
-
-    hi = lo + h * (G - 1)
-    xc = pt.clip(x, lo, hi)
-    u = (xc - lo) / h
-    i0 = pt.clip(pt.cast(pt.floor(u), "int64"), 0, G - 2)
-    i0 = pt.cast(pytensor_disconnected(i0), "int64")
-    t = u - i0
-    base = rows * G + i0
-    t2 = t * t
-    t3 = t2 * t
-    val = ((2 * t3 - 3 * t2 + 1) * Ff[base] + (t3 - 2 * t2 + t) * h * dFf[base]
-           + (-2 * t3 + 3 * t2) * Ff[base + 1] + (t3 - t2) * h * dFf[base + 1])
-    slope = pt.switch(pt.gt(x, hi), dFf[rows * G + (G - 1)], dFf[rows * G])
-    return val + (x - xc) * slope
-
-
-def pytensor_disconnected(v):
-    from pytensor.gradient import disconnected_grad
-
-    return disconnected_grad(v)
-
-
 # ---------------------------------------------------------------------------
 # the model
 # ---------------------------------------------------------------------------
@@ -590,9 +535,6 @@ def build_fixed_model(
     """
     import pymc as pm
 
-    from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.model import add_coords_for_centering, add_traits, anchor_domains, model_coords, trait_centering
-
     arr = as_arrays(responses)
     spec = load_spec(spec)
     items = resolve_item_values(arr, spec, item_values, init)
@@ -631,17 +573,6 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
     ``loading_free``, ``loading_diag`` only."""
     import pymc as pm
     import pytensor.tensor as pt
-
-    from mtlirt.bayes.derived import factor_parts
-    from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.marginal import (
-        kernel_inputs,
-        marginal_loglik_pt,
-        overall_sd_guess,
-        pin_standardisation,
-        quadrature_nodes,
-    )
-    from mtlirt.bayes.model import add_factor_block, model_coords
 
     n, K = arr.n_llms, arr.n_domains
     allc = np.ones(K, dtype=bool)

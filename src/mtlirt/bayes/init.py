@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mtlirt.bayes._data import ResponseArrays, as_arrays
+from mtlirt.bayes._factor import loading_layout
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.errors import InputError
 
@@ -177,8 +178,6 @@ def initial_values(
     dict
         RV name -> value (constrained space), usable as ``initvals``.
     """
-    from mtlirt.bayes.model import loading_layout
-
     n, K = arr.n_llms, arr.n_domains
     if trait_centered is None:
         trait_centered = np.full(K, spec.trait_parameterization == "centered")

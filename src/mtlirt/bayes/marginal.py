@@ -68,6 +68,10 @@ from functools import cache
 
 import numpy as np
 
+from mtlirt.bayes._factor import factor_parts
+from mtlirt.bayes._hermite import hermite_np
+from mtlirt.progress import progress_bar
+
 __all__ = [
     "N_NODES",
     "add_domain_scores",
@@ -99,8 +103,6 @@ def _loglik_grid(tables, rows: slice) -> np.ndarray:
 def loglik_at(tables, x: np.ndarray, llms: slice | None = None) -> np.ndarray:
     """``l_ik(x)`` by the tables' cubic Hermite interpolation; ``x`` is
     (n, K, ...) for the LLMs ``llms`` (default all)."""
-    from mtlirt.bayes.fixed_items import hermite_np
-
     llms = slice(None) if llms is None else llms
     extra = (None,) * (x.ndim - 2)
     rows = tables.table[llms][(...,) + extra]
@@ -597,9 +599,6 @@ def add_domain_scores(post, tables, quad: dict, anchors: list[int], *, seed: int
         ``mtlirt_theta_acceptance``.
     """
     import xarray as xr
-
-    from mtlirt.bayes.derived import factor_parts
-    from mtlirt.progress import progress_bar
 
     K = tables.s.shape[1]
     free = post["loading_free"].values if "loading_free" in post else None

@@ -60,70 +60,15 @@ import numpy as np
 
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
+from mtlirt.bayes._factor import anchor_domains, loading_layout, model_coords, standardize_eta
 from mtlirt.bayes._loglik import bernoulli_logit_cells, cell_layout
+from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.errors import InputError
 
-__all__ = ["build_model", "model_coords", "anchor_domains", "loading_layout"]
-
-
-def anchor_domains(arr: ResponseArrays, rank: int) -> list[int]:
-    """The ``rank`` anchor domains: most observed responses first.
-
-    Parameters
-    ----------
-    arr : ResponseArrays
-    rank : int
-
-    Returns
-    -------
-    list of int
-        Domain indices.
-    """
-    counts = []
-    for s in arr.domain_slices:
-        if arr.observed is None:
-            counts.append(arr.n_llms * (s.stop - s.start))
-        else:
-            counts.append(int(arr.observed[:, s].sum()))
-    order = np.argsort(-np.asarray(counts), kind="stable")
-    if rank > len(order):
-        raise InputError(f"rank {rank} exceeds the number of domains {len(order)}")
-    return [int(k) for k in order[:rank]]
-
-
-def loading_layout(n_domains: int, rank: int, anchors: list[int]):
-    """Positions of the free and the positive (diagonal) loading entries.
-
-    Parameters
-    ----------
-    n_domains, rank : int
-    anchors : list of int
-        Anchor domains, one per factor.
-
-    Returns
-    -------
-    free_rows, free_cols, diag_rows : ndarray of int
-        ``V[free_rows, free_cols] = loading_free``;
-        ``V[diag_rows, arange(rank)] = loading_diag``; other entries 0.
-    """
-    fixed = np.zeros((n_domains, rank), dtype=bool)
-    for l, a in enumerate(anchors):
-        fixed[a, l:] = True
-    rows, cols = np.nonzero(~fixed)
-    return rows.astype(np.int64), cols.astype(np.int64), np.asarray(anchors, dtype=np.int64)
-
-
-def model_coords(arr: ResponseArrays, spec: ModelSpec) -> dict:
-    """Coordinates shared by every model and result."""
-    return {
-        "llm": list(arr.llms),
-        "item": list(arr.items),
-        "domain": list(arr.domains),
-        "factor": list(range(spec.rank)),
-        "domain_a": list(arr.domains),
-        "domain_b": list(arr.domains),
-    }
+# anchor_domains, loading_layout, model_coords, standardize_eta live in the leaf
+# module mtlirt.bayes._factor and are re-exported here
+__all__ = ["build_model", "model_coords", "anchor_domains", "loading_layout", "standardize_eta"]
 
 
 AUTO_CENTER_ITEMS_PER_LLM = 40
@@ -249,22 +194,6 @@ def add_factor_block(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list
     V = pt.set_subtensor(parts[drows, np.arange(r)], diag)
     psi = 1.0 / pt.sqrt(1.0 + pt.sum(V**2, axis=1))
     return eta, V * psi[:, None], psi
-
-
-def standardize_eta(eta_raw, xp=np, axis: int = 0):
-    """Overall traits standardised over the sample of LLMs (per factor).
-
-    ``eta = (eta_raw - mean) / sd`` over the LLMs: the sample mean and scale
-    of ``eta_raw`` are left to its N(0, 1) prior (directions the likelihood
-    never sees, cheap for NUTS), which removes the slow collective mode in
-    which all overall traits shrink while all loadings grow. The model's
-    overall traits therefore have sample mean 0 and variance 1 exactly (the
-    MTL convention), instead of population moments 0 and 1 up to
-    ``O(1/sqrt(N))`` sampling noise.
-    """
-    m = eta_raw.mean(axis=axis, keepdims=True)
-    c = eta_raw - m
-    return c / xp.sqrt((c**2).mean(axis=axis, keepdims=True) + 1e-12)  # finite at eta_raw = 0
 
 
 def add_coords_for_centering(coords: dict, domains: list, centered: np.ndarray) -> dict:
@@ -449,8 +378,6 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
                 # logp (two branches and parameter checks)
                 pm.CustomDist("y", logit, logp=_logp_2pl, random=_random_2pl,
                               observed=y_data, dims="obs", dtype="int64")
-    from mtlirt.bayes.init import initial_values
-
     iv = initial_values(arr, spec, anchors, init, include_items=True, trait_centered=tc, item_centered=ic)
     return BuiltModel(model=model, spec=spec, anchors=anchors, kind="joint", initvals=iv, trait_centered=tc,
                       likelihood=likelihood, item_centered=ic)

@@ -16,8 +16,14 @@ import xarray as xr
 
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import as_arrays
+from mtlirt.bayes._factor import anchor_domains, model_coords
+from mtlirt.bayes.collapsed import sample_structure
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
+from mtlirt.bayes.fixed_items import build_fixed_model, build_tables, resolve_item_values, use_marginal
+from mtlirt.bayes.init import initial_values
+from mtlirt.bayes.marginal import add_domain_scores
+from mtlirt.bayes.model import build_model
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.errors import InputError
 from mtlirt.progress import stage
@@ -62,14 +68,10 @@ def build(responses: Any, spec: str | ModelSpec | None = None, *, items: str = "
         and, items fixed, the likelihood tables and item values.
     """
     if items == "joint":
-        from mtlirt.bayes.model import build_model
-
         if item_values is not None:
             raise InputError("item_values is only used with items='fixed'")
         return build_model(responses, spec, init=init, likelihood=likelihood)
     if items == "fixed":
-        from mtlirt.bayes.fixed_items import build_fixed_model
-
         return build_fixed_model(responses, spec, item_values=item_values, init=init)
     raise InputError(f"items must be one of {', '.join(_ITEMS)}; got {items!r}")
 
@@ -257,8 +259,6 @@ def fit_bayes(
     spec, arr = _checked(responses, spec, algorithm, sampler, items, draws, chains, tune)
     integrated = _integrated(spec, algorithm, items, llm_side)
     if algorithm == "nuts" and sampler == "numpyro":
-        from mtlirt.bayes.fixed_items import use_marginal
-
         if not integrated and items == "fixed" and use_marginal(spec):
             raise InputError(
                 "sampler='numpyro' cannot sample the fixed-items factor model with sampled overall "
@@ -296,8 +296,6 @@ def fit_bayes(
     anchors = list(built.anchors)
     quad = built.marginal
     if quad is not None:  # domain traits integrated out: draw them back
-        from mtlirt.bayes.marginal import add_domain_scores
-
         t2 = time.perf_counter()
         post = post.assign_coords(llm=list(arr.llms), domain=list(arr.domains))
         post = add_domain_scores(post, built.tables, quad, anchors, seed=seed,
@@ -427,11 +425,6 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                     cores, target_accept, log_likelihood, keep_raw, nuts_kwargs, warn):
     """The fixed-items factor model with the whole LLM side integrated out
     (:mod:`mtlirt.bayes.collapsed`)."""
-    from mtlirt.bayes.collapsed import sample_structure
-    from mtlirt.bayes.fixed_items import build_tables, resolve_item_values
-    from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.model import anchor_domains, model_coords
-
     t0 = time.perf_counter()
     stage(f"building the {spec.name} structure model ({arr.n_llms:,} LLMs x {arr.n_items:,} items, items fixed, "
           "LLM side integrated out)")
