@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import expit
 
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
@@ -74,10 +75,6 @@ GRID_HI = 6.0
 
 def _softplus(x):
     return np.logaddexp(0.0, x)
-
-
-def _sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
 # ---------------------------------------------------------------------------
@@ -250,7 +247,7 @@ def _em_sufficient(y, a, d, n_quad, max_iter, tol, pri, one_pl):
         for _ in range(2):
             aa = np.exp(la)
             X = aa[:, None] * x[None, :] + dd[:, None]
-            sg = _sigmoid(X)
+            sg = expit(X)
             w = nq[None, :] * sg * (1 - sg)
             u = aa[:, None] * x[None, :]
             g_d = T0 - (nq[None, :] * sg).sum(1) - dd / sd_d**2
@@ -287,7 +284,7 @@ def _em_general(y, O, a, d, c, n_quad, max_iter, tol, pri, one_pl):
             sp = _softplus(X)
             L = L - (sp.sum(0)[None, :] if Of is None else Of @ sp.astype(np.float32))
         else:
-            P = c[:, None] + (1 - c[:, None]) * _sigmoid(X)
+            P = c[:, None] + (1 - c[:, None]) * expit(X)
             lp, l1p = np.log(P), np.log1p(-P)
             L = Y @ (lp - l1p).astype(np.float32)
             L = L + (l1p.sum(0)[None, :] if Of is None else Of @ l1p.astype(np.float32))
@@ -307,7 +304,7 @@ def _m_step(a, d, c, x, r, n, mu_la, sd_la, sd_d, one_pl, n_newton: int = 2):
     for _ in range(n_newton):
         aa = np.exp(la)
         X = aa[:, None] * x[None, :] + d[:, None]
-        sg = _sigmoid(X)
+        sg = expit(X)
         P = c[:, None] + (1 - c[:, None]) * sg
         P = np.clip(P, 1e-10, 1 - 1e-10)
         dP = (1 - c[:, None]) * sg * (1 - sg)
@@ -458,7 +455,7 @@ def build_tables(
     for k, s in enumerate(arr.domain_slices):
         ak, dk, ck = a[s], d[s], c[s]
         X = ak[:, None] * grid[None, :] + dk[:, None]  # J_k x G
-        sg = _sigmoid(X)
+        sg = expit(X)
         P = ck[:, None] + (1 - ck[:, None]) * sg
         dP = (1 - ck[:, None]) * sg * (1 - sg) * ak[:, None]
         A[k] = P.sum(0)
