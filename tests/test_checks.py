@@ -10,7 +10,6 @@ import mtlirt
 from mtlirt import simulate
 from mtlirt.checks import (
     correlation_check,
-    factor_loadings,
     item_fit,
     item_fit_ppc,
     llm_marginal_loglik,
@@ -19,6 +18,7 @@ from mtlirt.checks import (
     sx2_expected,
 )
 from mtlirt.errors import InputError
+from mtlirt.estimators.correlation import principal_axes
 from mtlirt.io.responses import Responses
 
 
@@ -114,11 +114,11 @@ def test_item_fit_with_missing_answers():
 # ---------------------------------------------------------------- correlations
 
 
-def test_factor_loadings_recover_a_factor_structure():
+def test_principal_axes_recover_a_factor_structure():
     lam = np.array([[0.9, 0.0], [0.8, 0.3], [0.7, -0.4], [0.6, 0.5], [0.9, 0.1], [0.5, -0.5]])
     R = lam @ lam.T
     np.fill_diagonal(R, 1.0)
-    L = factor_loadings(R, 2)
+    L = principal_axes(R, 2)
     fit = L @ L.T
     off = ~np.eye(6, dtype=bool)
     assert np.abs(fit[off] - R[off]).max() < 1e-3

@@ -74,6 +74,7 @@ import pandas as pd
 from scipy.special import expit
 
 from .errors import InputError
+from .estimators.correlation import principal_axes
 from .estimators.heldout import bernoulli_loglik
 
 __all__ = [
@@ -292,29 +293,6 @@ class CorrelationCheck:
                 "seconds": self.seconds}
 
 
-def factor_loadings(corr: np.ndarray, rank: int, *, n_iter: int = 200, tol: float = 1e-6) -> np.ndarray:
-    """Principal-axis factoring of a correlation matrix: ``K x rank`` loadings with
-    ``corr ~ L L^T`` off the diagonal (communalities iterated, kept below 0.999)."""
-    R = np.array(corr, dtype=float)
-    K = R.shape[0]
-    off = np.abs(R - np.eye(K))
-    h2 = np.clip(off.max(1), 0.05, 0.999)
-    L = np.zeros((K, rank))
-    for _ in range(n_iter):
-        Rr = R.copy()
-        Rr[np.diag_indices(K)] = h2
-        w, v = np.linalg.eigh(Rr)
-        w, v = w[::-1][:rank], v[:, ::-1][:, :rank]
-        L = v * np.sqrt(np.clip(w, 0.0, None))
-        new = np.clip((L**2).sum(1), 0.0, 0.999)
-        if np.abs(new - h2).max() < tol:
-            h2 = new
-            break
-        h2 = new
-    L *= np.where(L.sum(0) < 0, -1.0, 1.0)
-    return L
-
-
 def _worlds(est, responses, n: int, rng: np.random.Generator, _observed: np.ndarray, world: str):
     """``(description, generator of (theta, a, d, c))`` of replicate worlds, or ``(reason, None)``."""
     method = est.method
@@ -361,7 +339,7 @@ def _worlds(est, responses, n: int, rng: np.random.Generator, _observed: np.ndar
         theta = est.point("theta")
         X = np.column_stack([np.ones(len(eta)), eta])
         W = np.linalg.lstsq(X, theta, rcond=None)[0][1:].T  # K x r: the scores' slopes on the overall traits
-        lam = factor_loadings(_observed, r)
+        lam = principal_axes(_observed, r)
         u, _, vt = np.linalg.svd(lam.T @ W)  # rotate the loadings onto the fit's overall traits
         lam = lam @ (u @ vt)
         psi = np.clip(1.0 - (lam**2).sum(1), 0.0, 1.0)

@@ -71,9 +71,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 
 from .errors import InputError
 from .estimate import Estimate
+from .estimators.correlation import principal_axes
 
 __all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
 
@@ -107,26 +109,12 @@ def factor_loadings(R: np.ndarray, rank: int = 1, n_iter: int = 200, tol: float 
     ndarray (K,)
         Correlation of each domain score with the overall score.
     """
-    R = np.nan_to_num(np.asarray(R, dtype=np.float64))
-    K = R.shape[0]
+    K = np.shape(R)[0]
     if K == 1:
         return np.ones(1)
     rank = max(1, min(int(rank), K - 1))
-    off = R - np.diag(np.diag(R))
-    h = np.clip(np.abs(off).max(axis=1), 0.05, 0.995)
-    lam = None
-    for _ in range(n_iter):
-        Rr = off + np.diag(h)
-        w, v = np.linalg.eigh(Rr)
-        lam = v[:, -rank:][:, ::-1] * np.sqrt(np.clip(w[-rank:][::-1], 0.0, None))
-        h_new = np.clip((lam**2).sum(axis=1), 0.005, 0.995)
-        if np.max(np.abs(h_new - h)) < tol:
-            h = h_new
-            break
-        h = h_new
-    m = lam.mean(axis=0)
-    norm = np.linalg.norm(m)
-    out = lam @ (m / norm) if norm > 1e-12 else lam[:, 0]
+    lam = principal_axes(R, rank, communality=(0.005, 0.995), n_iter=n_iter, tol=tol)
+    out = overall_loadings(lam)
     return out if out.sum() >= 0 else -out
 
 
@@ -172,8 +160,7 @@ def _tabulate(a, d, c, item_domain, lam, n_domains) -> _Structure:
                   np.sqrt(1 - PSI_MIN**2))
     psi = np.sqrt(1.0 - lam**2)
     z = a[:, None] * T_GRID[None, :] + d[:, None]
-    s = 1.0 / (1.0 + np.exp(-z))
-    p = c[:, None] + (1.0 - c[:, None]) * s
+    p = c[:, None] + (1.0 - c[:, None]) * expit(z)
     p = np.clip(p, 1e-12, 1 - 1e-12)
     acc = np.zeros((n_domains, len(T_GRID)))
     np.add.at(acc, item_domain, p / len(a))

@@ -68,3 +68,33 @@ def corr_draws(point_basis: np.ndarray, replicate_basis: np.ndarray, rel: np.nda
     idx = np.arange(draws.shape[-1])
     draws[..., idx, idx] = 1.0
     return point, draws
+
+
+def principal_axes(corr: np.ndarray, rank: int, *, communality: tuple[float, float] = (0.0, 0.999),
+                   n_iter: int = 200, tol: float = 1e-6) -> np.ndarray:
+    """Principal-axis factoring of a correlation matrix: ``K x rank`` loadings with
+    ``corr ~ L L^T`` off the diagonal.
+
+    The communalities start at each domain's largest absolute correlation
+    (at least 0.05) and are iterated, kept within ``communality``; NaN
+    entries read as 0. Each column's sign makes its sum non-negative.
+    """
+    R = np.nan_to_num(np.array(corr, dtype=float))
+    K = R.shape[0]
+    lo, hi = communality
+    off = np.abs(R - np.diag(np.diag(R)))
+    h2 = np.clip(off.max(1), 0.05, hi)
+    L = np.zeros((K, rank))
+    for _ in range(n_iter):
+        Rr = R.copy()
+        Rr[np.diag_indices(K)] = h2
+        w, v = np.linalg.eigh(Rr)
+        w, v = w[::-1][:rank], v[:, ::-1][:, :rank]
+        L = v * np.sqrt(np.clip(w, 0.0, None))
+        new = np.clip((L**2).sum(1), lo, hi)
+        if np.abs(new - h2).max() < tol:
+            h2 = new
+            break
+        h2 = new
+    L *= np.where(L.sum(0) < 0, -1.0, 1.0)
+    return L
