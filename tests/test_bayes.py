@@ -27,11 +27,12 @@ from mtlirt.bayes import (
     posterior_predictive_checks,
 )
 from mtlirt.bayes.derived import add_derived
-from mtlirt.bayes.diagnostics import _cell_loglik, pointwise_loglik
+from mtlirt.bayes.diagnostics import pointwise_loglik
 from mtlirt.bayes.fixed_items import hermite_np, hermite_pt
 from mtlirt.bayes.sample import _dataset_from_draws
 from mtlirt.errors import InputError
 from mtlirt.estimate import Estimate
+from mtlirt.estimators.heldout import bernoulli_loglik
 from mtlirt.mcmc_stats import ess_bulk, ess_tail, rhat_rank
 
 # ---------------------------------------------------------------------------
@@ -274,7 +275,7 @@ def _exact_ik(arr, a, d, c, theta):
     obs = np.ones(arr.correct.shape, bool) if arr.observed is None else arr.observed
     for k, s in enumerate(arr.domain_slices):
         x = a[s] * theta[:, [k]] + d[s]
-        ll = _cell_loglik(x, arr.correct[:, s], c[s])
+        ll = bernoulli_loglik(x, arr.correct[:, s], c[s])
         out[:, k] = np.where(obs[:, s], ll, 0).sum(1)
     return out
 

@@ -364,7 +364,6 @@ def _add_validate(sub) -> None:
     p.set_defaults(func=cmd_validate)
 
 
-
 def _add_simulate(sub) -> None:
     p = sub.add_parser("simulate", help="simulate a leaderboard with known truth",
                        description="Simulate item-level results from the multi-domain IRT model "
@@ -415,7 +414,6 @@ def _add_simulate(sub) -> None:
     p.set_defaults(func=cmd_simulate)
 
 
-
 def _add_convert(sub) -> None:
     from .io.importers import IMPORTERS, add_convert_arguments
 
@@ -425,7 +423,6 @@ def _add_convert(sub) -> None:
                        f"{kinds}. Each option says which kinds take it.")
     add_convert_arguments(p)
     p.set_defaults(func=cmd_convert)
-
 
 
 def _add_fit(sub) -> None:
@@ -486,7 +483,6 @@ def _add_fit(sub) -> None:
     p.set_defaults(func=cmd_fit)
 
 
-
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="write a self-contained HTML report of one or several fits",
                        description="Write one self-contained HTML file (figures embedded): data summary, "
@@ -504,7 +500,6 @@ def _add_report(sub) -> None:
     p.set_defaults(func=cmd_report)
 
 
-
 def _add_compare(sub) -> None:
     p = sub.add_parser("compare", help="print the agreement of two or more fits",
                        description="Print the comparison table of fits: correlation of overall and domain "
@@ -512,7 +507,6 @@ def _add_compare(sub) -> None:
     p.add_argument("fits", nargs="+", metavar="DIR", help="two or more fit folders")
     p.add_argument("--interval", type=float, default=0.9, help="probability of the intervals compared (default 0.9)")
     p.set_defaults(func=cmd_compare)
-
 
 
 def _add_demo(sub) -> None:
@@ -528,7 +522,6 @@ def _add_demo(sub) -> None:
     p.add_argument("--bootstrap", type=int, default=40, help="bootstrap replicates of the MTL fit (default 40)")
     p.add_argument("--no-bayes", action="store_true", help="skip the Bayesian fit")
     p.set_defaults(func=cmd_demo)
-
 
 
 def build_parser() -> argparse.ArgumentParser:

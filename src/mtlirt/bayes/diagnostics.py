@@ -195,9 +195,6 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
 # ---------------------------------------------------------------------------
 
 
-_cell_loglik = bernoulli_loglik  # the name tests/test_bayes.py imports
-
-
 def _draw_arrays(tree):
     post = _post(tree)
     th = post["theta"].transpose("chain", "draw", "llm", "domain").values
