@@ -35,6 +35,8 @@ import numpy as np
 import xarray as xr
 from scipy.special import expit
 
+from mtlirt.bayes._data import as_arrays
+from mtlirt.bayes._hermite import hermite_np
 from mtlirt.estimators.heldout import bernoulli_loglik, log_predictive
 from mtlirt.mcmc_stats import summary_stats
 
@@ -226,14 +228,12 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
     -------
     ndarray (chain, draw, llm, domain)
     """
-    from mtlirt.bayes._data import as_arrays
 
     arr = as_arrays(responses)
     th, a, d, c, item_domain = _draw_arrays(tree)
     C, D, N, K = th.shape
     out = np.empty((C, D, N, K))
     if tables is not None:
-        from mtlirt.bayes.fixed_items import hermite_np
 
         per = max(1, int(max_elems // max(N * K, 1)))
         for ch in range(C):
@@ -403,7 +403,6 @@ def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, see
     """
     import pandas as pd
 
-    from mtlirt.bayes._data import as_arrays
 
     arr = as_arrays(responses)
     th, a, d, c, item_domain = _draw_arrays(tree)
