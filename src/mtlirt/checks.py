@@ -74,7 +74,7 @@ import pandas as pd
 from scipy.special import expit
 
 from .errors import InputError
-from .estimators.correlation import principal_axes
+from .estimators.correlation import error_corrected_corr, principal_axes
 from .estimators.heldout import bernoulli_loglik
 
 __all__ = [
@@ -205,43 +205,20 @@ def correlation_statistic(correct, observed, domain_slices, *, model: str = "2pl
     """The package's cross-domain correlation of a data set (``K x K``): single-domain fits
     (:func:`~mtlirt.estimators.irt.fit_stl`), their correlations corrected for measurement error.
 
-    With complete data it is ``domain_correlation.csv``'s statistic. An LLM
-    without responses in a domain (a leaderboard whose LLMs ran only some of
-    its domains) has no score there, only the prior's 0 with the prior's
-    standard error; here each pair is correlated over the LLMs with responses
-    in both domains and each domain's reliability, ``var / (var + mean se^2)``
-    of the scores, taken over the LLMs with responses in it (the fit's
-    statistic uses every row: on MMLU x 0.1 with
-    40% of the LLMs running half the domains, its mean over the pairs is 0.987
-    where the truth is 0.9, ``docs/model.md``, "Model checks")."""
-    from .estimators.correlation import corrected_corr, reliability_from_se
+    It is ``domain_correlation.csv``'s statistic. An LLM without responses
+    in a domain (a leaderboard whose LLMs ran only some of its domains) has
+    no score there, only the prior's 0 with the prior's standard error; each
+    pair is correlated over the LLMs with responses in both domains and each
+    domain's reliability, ``var / (var + mean se^2)`` of the scores, taken
+    over the LLMs with responses in it (the same function as the fit's
+    ``domain_correlation.csv``, :func:`~mtlirt.estimators.correlation.error_corrected_corr`).
+    A pair with fewer than 3 LLMs in both domains reads 0."""
     from .estimators.irt import fit_stl
 
     res = fit_stl(correct, observed, domain_slices, model=model, guessing=guessing)
-    theta = np.nan_to_num(res.theta)
-    if observed is None:
-        return corrected_corr(theta, reliability_from_se(res.theta_se))
-    seen = np.column_stack([observed[:, s].any(1) for s in domain_slices])
-    if seen.all():
-        return corrected_corr(theta, reliability_from_se(res.theta_se))
-    # reliability over the LLMs seen: var / (var + mean se^2) of their scores (the fit's formula
-    # 1 / (1 + mean se^2) is this with var 1, the variance over all LLMs, empty cells included)
-    cnt = np.maximum(seen.sum(0), 1)
-    mean = np.where(seen, theta, 0.0).sum(0) / cnt
-    var = np.where(seen, (theta - mean) ** 2, 0.0).sum(0) / cnt
-    se2 = np.where(seen, res.theta_se**2, 0.0).sum(0) / cnt
-    rel = np.clip(var / np.maximum(var + se2, 1e-12), 0.05, 1.0)
-    M = seen.astype(float)
-    X = np.where(seen, theta, 0.0)
-    n = np.maximum(M.T @ M, 1.0)
-    s1 = (X.T @ M) / n  # [k, l]: mean of domain k over the LLMs seen in k and l
-    s2 = ((X * X).T @ M) / n
-    cov = (X.T @ X) / n - s1 * s1.T
-    with np.errstate(invalid="ignore", divide="ignore"):
-        raw = cov / np.sqrt((s2 - s1**2) * (s2 - s1**2).T)
-    out = np.clip(np.nan_to_num(raw) / np.sqrt(np.multiply.outer(rel, rel)), -1.0, 1.0)
-    np.fill_diagonal(out, 1.0)
-    return out
+    seen = None if observed is None else np.column_stack([observed[:, s].any(1) for s in domain_slices])
+    corr, _ = error_corrected_corr(res.theta, res.theta_se, seen)
+    return np.nan_to_num(corr)
 
 
 @dataclass

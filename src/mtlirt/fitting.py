@@ -41,7 +41,7 @@ import numpy as np
 from .errors import InputError
 from .estimate import Estimate
 from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstrap
-from .estimators.correlation import corr_draws, corrected_corr, reliability_from_se
+from .estimators.correlation import corr_draws, error_corrected_corr
 from .io.responses import Responses
 from .progress import stage
 
@@ -160,13 +160,13 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     return arr
 
 
-def _reliability(res, method: str) -> np.ndarray:
-    """Per-domain reliability of the correlation basis (see :mod:`mtlirt.estimators.correlation`)."""
+def _basis_se(res, method: str) -> np.ndarray | None:
+    """Standard errors of the correlation basis (None: reliability 1, see
+    :mod:`mtlirt.estimators.correlation`)."""
     if method == "accuracy":  # the naive baseline: plain correlations
-        return np.ones(res.theta.shape[1])
+        return None
     basis = getattr(res, "stl", None) or res
-    se = getattr(basis, "theta_se", None)
-    return np.ones(res.theta.shape[1]) if se is None else reliability_from_se(se)
+    return getattr(basis, "theta_se", None)
 
 
 def _replicate(correct, observed, *, method, slices, settings):
@@ -191,7 +191,7 @@ def fit(
     rank: int | None = None,
     gamma: float | None = None,
     model: str = "2pl",
-    guessing: float | None = None,
+    guessing: float | str | None = None,
     bootstrap: int = 0,
     seed: int = 0,
     n_jobs: int | None = None,
@@ -214,7 +214,12 @@ def fit(
     model
         ``2pl`` or ``1pl`` item model of the frequentist methods.
     guessing
-        Fixed guessing floor ``c`` of every item (e.g. 0.25 for four options).
+        Fixed guessing floor ``c`` of every item (e.g. 0.25 for four options),
+        or ``"estimate"``: one floor per domain, estimated with the items
+        (weak ``Beta(2, 4)`` prior, mode 0.25; ``guessing`` in the fit's
+        items). MTL estimates it in its single-domain calibration and keeps it
+        for the pooled fit and the tuning; the bootstrap's replicates
+        re-estimate it.
     bootstrap
         Number of bootstrap replicates for intervals (0: none).
     seed
@@ -240,7 +245,10 @@ def fit(
         return _fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options)
     if bayes_options:
         raise TypeError(f"options for method='bayes' only: {', '.join(bayes_options)}")
-    if guessing is not None and not 0 <= guessing < 1:
+    if isinstance(guessing, str):
+        if guessing != "estimate":
+            raise InputError(f"guessing must be a number in [0, 1) or 'estimate', got {guessing!r}")
+    elif guessing is not None and not 0 <= guessing < 1:
         raise InputError(f"guessing must be in [0, 1), got {guessing}")
     settings = dict(model=model, guessing=guessing, rank=rank, gamma=gamma, seed=seed)
     if method == "mtl":
@@ -308,14 +316,14 @@ def fit(
     secs = getattr(res, "seconds", None)
     info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
 
-    rel = _reliability(res, method)
+    # pairs over the LLMs with responses in both domains, reliabilities over those with responses
+    corr, rel = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)
     info["reliability"] = rel.tolist()
-    corr = corrected_corr(arr["corr_basis"], rel)
     if boot is not None:
         info["intervals"] = ("estimate minus quantiles of the bootstrap error (world: centre plus deviations)"
                              if method == "mtl" else "bootstrap percentile")
     if boot is not None:
-        corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel)
+        corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
     est = Estimate.from_point(
         method=method,
         theta=arr["theta"],
@@ -408,17 +416,19 @@ def init_from(est: Estimate) -> dict:
     return init
 
 
-def _spec_item_model(spec) -> tuple[str, float | None]:
+def _spec_item_model(spec) -> tuple[str, float | str | None]:
     """The frequentist item model that matches a Bayesian spec: ``(model, guessing)``.
 
     The spec declares the item model; the MTL fit that initialises (and, with
     fixed items, calibrates) the Bayesian model follows it: a 1PL spec gets a
     1PL fit (one discrimination per domain), a 3PL spec a fit with the spec's
-    guessing floor (its prior mean when guessing is estimated)."""
+    guessing floor, or, when the spec estimates the guessing, MTL's estimated
+    floor per domain (``guessing="estimate"``), which the fixed-items route
+    then keeps."""
     if spec.item_model == "1pl":
         return "1pl", None
     if spec.item_model == "3pl":
-        return "2pl", float(spec.priors.guessing_mean if spec.estimate_guessing else spec.fixed_guessing)
+        return "2pl", ("estimate" if spec.estimate_guessing else float(spec.fixed_guessing))
     return "2pl", None
 
 

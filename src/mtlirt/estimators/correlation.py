@@ -24,15 +24,30 @@ from __future__ import annotations
 import numpy as np
 
 
-def reliability_from_se(theta_se: np.ndarray) -> np.ndarray:
+def reliability_from_se(theta_se: np.ndarray, theta: np.ndarray | None = None,
+                        seen: np.ndarray | None = None) -> np.ndarray:
     """Reliability of MAP scores standardised to unit variance, from their standard errors.
 
     A MAP score under a ``N(0, 1)`` prior has variance ``v = 1 - mean(pv)``
     (``pv`` the posterior variances); standardised by ``sqrt(v)`` its squared
     standard errors are ``pv / v``, so ``v = 1 / (1 + mean(se^2))``.
+
+    With ``seen`` (``N x K``, False where an LLM has no responses in a
+    domain) and some cell unseen, each domain's reliability is taken over
+    the LLMs seen in it, ``var / (var + mean se^2)`` of their ``theta``
+    (the formula above is this with ``var = 1``, the variance over all LLMs,
+    whose unseen cells hold the prior's 0 with the prior's standard error).
     """
-    se2 = np.nanmean(np.asarray(theta_se, dtype=np.float64) ** 2, axis=0)
-    return np.clip(1.0 / (1.0 + se2), 0.05, 1.0)
+    se = np.asarray(theta_se, dtype=np.float64)
+    if seen is None or np.all(seen):
+        se2 = np.nanmean(se**2, axis=0)
+        return np.clip(1.0 / (1.0 + se2), 0.05, 1.0)
+    theta = np.asarray(theta, dtype=np.float64)
+    cnt = np.maximum(seen.sum(0), 1)
+    mean = np.where(seen, theta, 0.0).sum(0) / cnt
+    var = np.where(seen, (theta - mean) ** 2, 0.0).sum(0) / cnt
+    se2 = np.where(seen, np.nan_to_num(se) ** 2, 0.0).sum(0) / cnt
+    return np.clip(var / np.maximum(var + se2, 1e-12), 0.05, 1.0)
 
 
 def column_corr(theta: np.ndarray) -> np.ndarray:
@@ -44,9 +59,30 @@ def column_corr(theta: np.ndarray) -> np.ndarray:
         return cov / sd[..., :, None] / sd[..., None, :]
 
 
-def corrected_corr(theta: np.ndarray, rel: np.ndarray) -> np.ndarray:
-    """Measurement-error-corrected correlation, clipped to [-1, 1], unit diagonal."""
-    raw = column_corr(theta)
+def pairwise_corr(theta: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Correlation of the columns of ``theta`` (``... x N x K``), each pair over the rows seen
+    in both columns (``seen``: ``N x K``, shared by the leading axes); NaN for a pair with fewer
+    than 3 such rows."""
+    M = np.asarray(seen, dtype=np.float64)
+    X = np.where(seen, theta, 0.0)
+    both = M.T @ M
+    n = np.maximum(both, 1.0)
+    s1 = np.einsum("...nk,nl->...kl", X, M) / n  # [k, l]: mean of column k over the rows seen in k and l
+    s2 = np.einsum("...nk,nl->...kl", X * X, M) / n
+    cov = np.einsum("...nk,...nl->...kl", X, X) / n - s1 * np.swapaxes(s1, -1, -2)
+    v = s2 - s1**2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = cov / np.sqrt(v * np.swapaxes(v, -1, -2))
+    return np.where(both >= 3, out, np.nan)
+
+
+def corrected_corr(theta: np.ndarray, rel: np.ndarray, seen: np.ndarray | None = None) -> np.ndarray:
+    """Measurement-error-corrected correlation, clipped to [-1, 1], unit diagonal.
+
+    With ``seen`` (``N x K``) and some cell unseen, each pair is correlated
+    over the LLMs seen in both domains (:func:`pairwise_corr`; NaN where
+    fewer than 3 are); otherwise over all rows."""
+    raw = column_corr(theta) if seen is None or np.all(seen) else pairwise_corr(theta, seen)
     out = raw / np.sqrt(np.multiply.outer(rel, rel))
     out = np.clip(out, -1.0, 1.0)
     idx = np.arange(out.shape[-1])
@@ -54,16 +90,43 @@ def corrected_corr(theta: np.ndarray, rel: np.ndarray) -> np.ndarray:
     return out
 
 
-def corr_draws(point_basis: np.ndarray, replicate_basis: np.ndarray, rel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def error_corrected_corr(theta: np.ndarray, theta_se: np.ndarray | None = None,
+                         seen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The package's cross-domain correlation of single-domain scores: ``(K x K corr, K reliabilities)``.
+
+    ``theta`` and ``theta_se`` are the single-domain (MAP) scores and their
+    standard errors (``theta_se`` None: reliability 1, plain correlations);
+    ``seen`` (``N x K``, optional) is False where an LLM has no responses
+    in a domain. With every cell seen this is the classical correction over
+    all LLMs. When LLMs ran only some domains, an unseen cell holds the
+    prior's 0, not a score: each pair is then correlated over the LLMs with
+    responses in both domains and each domain's reliability taken over the
+    LLMs with responses in it (:func:`reliability_from_se`). Over all rows
+    the prior's zeros, read as scores, inflate the correlations (MMLU x 0.1,
+    40% of the LLMs running half the domains: mean 0.987 where the truth is
+    0.90; ``benchmarks/bench_checks.py corr``).
+    """
+    theta = np.nan_to_num(np.asarray(theta, dtype=np.float64))
+    if theta_se is None:
+        rel = np.ones(theta.shape[-1])
+    else:
+        rel = reliability_from_se(theta_se, theta, seen)
+    return corrected_corr(theta, rel, seen), rel
+
+
+def corr_draws(point_basis: np.ndarray, replicate_basis: np.ndarray, rel: np.ndarray,
+               seen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The corrected point correlation and bootstrap draws centred on it, clipped to [-1, 1].
 
     The replicates' spread measures the sampling variability of the
     correlation; their centre does not estimate its bias (the bootstrap
     world's traits are the fitted ones, smoother than the real ones), so the
     draws are the replicates shifted to have the point estimate as their mean.
+    ``seen`` as in :func:`corrected_corr` (the replicates share the data's
+    observation pattern).
     """
-    point = corrected_corr(point_basis, rel)
-    reps = corrected_corr(replicate_basis, rel)
+    point = corrected_corr(point_basis, rel, seen)
+    reps = corrected_corr(replicate_basis, rel, seen)
     draws = np.clip(reps - reps.mean(axis=0) + point, -1.0, 1.0)
     idx = np.arange(draws.shape[-1])
     draws[..., idx, idx] = 1.0
