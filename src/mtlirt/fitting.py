@@ -191,7 +191,7 @@ def fit(
     rank: int | None = None,
     gamma: float | None = None,
     model: str = "2pl",
-    guessing: float | str | None = None,
+    guessing: float | None = None,
     bootstrap: int = 0,
     seed: int = 0,
     n_jobs: int | None = None,
@@ -214,12 +214,7 @@ def fit(
     model
         ``2pl`` or ``1pl`` item model of the frequentist methods.
     guessing
-        Fixed guessing floor ``c`` of every item (e.g. 0.25 for four options),
-        or ``"estimate"``: one floor per domain, estimated with the items
-        (weak ``Beta(2, 4)`` prior, mode 0.25; ``guessing`` in the fit's
-        items). MTL estimates it in its single-domain calibration and keeps it
-        for the pooled fit and the tuning; the bootstrap's replicates
-        re-estimate it.
+        Fixed guessing floor ``c`` of every item (e.g. 0.25 for four options).
     bootstrap
         Number of bootstrap replicates for intervals (0: none).
     seed
@@ -245,10 +240,7 @@ def fit(
         return _fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options)
     if bayes_options:
         raise TypeError(f"options for method='bayes' only: {', '.join(bayes_options)}")
-    if isinstance(guessing, str):
-        if guessing != "estimate":
-            raise InputError(f"guessing must be a number in [0, 1) or 'estimate', got {guessing!r}")
-    elif guessing is not None and not 0 <= guessing < 1:
+    if guessing is not None and not 0 <= guessing < 1:
         raise InputError(f"guessing must be in [0, 1), got {guessing}")
     settings = dict(model=model, guessing=guessing, rank=rank, gamma=gamma, seed=seed)
     if method == "mtl":
@@ -416,19 +408,17 @@ def init_from(est: Estimate) -> dict:
     return init
 
 
-def _spec_item_model(spec) -> tuple[str, float | str | None]:
+def _spec_item_model(spec) -> tuple[str, float | None]:
     """The frequentist item model that matches a Bayesian spec: ``(model, guessing)``.
 
     The spec declares the item model; the MTL fit that initialises (and, with
     fixed items, calibrates) the Bayesian model follows it: a 1PL spec gets a
     1PL fit (one discrimination per domain), a 3PL spec a fit with the spec's
-    guessing floor, or, when the spec estimates the guessing, MTL's estimated
-    floor per domain (``guessing="estimate"``), which the fixed-items route
-    then keeps."""
+    guessing floor (its prior mean when guessing is estimated)."""
     if spec.item_model == "1pl":
         return "1pl", None
     if spec.item_model == "3pl":
-        return "2pl", ("estimate" if spec.estimate_guessing else float(spec.fixed_guessing))
+        return "2pl", float(spec.priors.guessing_mean if spec.estimate_guessing else spec.fixed_guessing)
     return "2pl", None
 
 
