@@ -137,3 +137,22 @@ def test_mtl_intervals_cover_the_truth():
     cover = np.mean(inside)
     assert 0.7 < cover < 0.93, cover
     assert 0.72 < np.mean(inside_overall) < 0.97
+
+
+def test_deviation_spread_of_a_fitted_centre_counts_its_leverage():
+    """MTL's centre is fitted to the same data: short domains' moments without the leverage
+    correction came out near the floor (0.001-0.04 where the truth is 0.1)."""
+    from mtlirt.fitting import _POINT, _arrays
+
+    sim = simulate(400, [10] * 6, similarity=0.1, seed=5)
+    r = Responses.from_frame(sim.responses)
+    arr = _arrays(_POINT["mtl"](r.correct, r.mask, r.domain_slices, model="2pl", guessing=None, rank=None,
+                                gamma=None, seed=5))
+    eta = arr["overall"][:, None]
+    W = np.linalg.lstsq(eta - eta.mean(0), arr["centre"] - arr["centre"].mean(0), rcond=None)[0].T
+    naive = deviation_spread(r.correct, None, r.domain_slices, arr["centre"], arr["a"], arr["d"])
+    psi = deviation_spread(r.correct, None, r.domain_slices, arr["centre"], arr["a"], arr["d"], loadings=W)
+    assert naive.mean() < 0.05
+    assert 0.06 < psi.mean() < 0.16 and psi.min() > 0.03
+    est = fit(r, "mtl", bootstrap=2, seed=5, n_jobs=1)  # the error bootstrap's world uses it
+    np.testing.assert_allclose(est.info["deviation_spread"], psi, rtol=1e-6)

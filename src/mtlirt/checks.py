@@ -343,7 +343,7 @@ def _mtl_world(est, responses, n, rng, a, d, c):
     centre = X @ coef
     W = coef[1:].T
     psi, info = deviation_spread(responses.correct, responses.mask, responses.domain_slices, centre, a, d,
-                                 c if np.any(c > 0) else None, return_info=True)
+                                 c if np.any(c > 0) else None, return_info=True, loadings=W)
     eta_var = overall_spread(info, psi, W)
 
     def gen():

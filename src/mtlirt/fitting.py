@@ -279,12 +279,14 @@ def fit(
         kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric"}.get(method, "parametric")
         point = arr if kind == "parametric" else None
         if kind == "world":
-            psi, cell_info = deviation_spread(responses.correct, responses.mask, responses.domain_slices,
-                                              arr["centre"], arr["a"], arr["d"], arr["c"], return_info=True)
-            info["deviation_spread"] = psi.tolist()
             eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
             eta_c = eta - eta.mean(axis=0)  # the centre's slopes on the shared traits (its loadings)
             W = np.linalg.lstsq(eta_c, arr["centre"] - arr["centre"].mean(axis=0), rcond=None)[0].T
+            # the centre is fitted to these data: moments with its leverage (bootstrap.deviation_spread)
+            psi, cell_info = deviation_spread(responses.correct, responses.mask, responses.domain_slices,
+                                              arr["centre"], arr["a"], arr["d"], arr["c"], return_info=True,
+                                              loadings=W)
+            info["deviation_spread"] = psi.tolist()
             point = dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
                          loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
         boot = run_bootstrap(
