@@ -165,10 +165,10 @@ def decompose(seed, *, n, scale, similarity, guessing=None, cases=None):
         secs = time.perf_counter() - t0
         empty = _cell_counts(r.mask, r.domain_slices, r.n_llms) == 0
         arr = _predict_cells(_arrays(res), "mtl", empty, r.item_domain)
-        psi, info = deviation_spread(r.correct, r.mask, r.domain_slices, arr["centre"], arr["a"], arr["d"],
-                                     arr["c"], return_info=True)
         eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
         W = np.linalg.lstsq(eta - eta.mean(0), arr["centre"] - arr["centre"].mean(0), rcond=None)[0].T
+        psi, info = deviation_spread(r.correct, r.mask, r.domain_slices, arr["centre"], arr["a"], arr["d"],
+                                     arr["c"], return_info=True, loadings=W)  # as fit's error bootstrap
         pred_sd = np.sqrt(overall_spread(info, psi, W)[:, 0]) / eta[:, 0].std()
         true = _std(sim.overall["score"].to_numpy())
         err = arr["overall"] - true
