@@ -36,6 +36,15 @@ def _share(text: str) -> float:
     return v
 
 
+def _floor(text: str) -> float | str:
+    if text.strip().lower() == "estimate":
+        return "estimate"
+    try:
+        return _share(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1) or 'estimate', got {text}") from None
+
+
 def _range(text: str) -> tuple[float, float]:
     try:
         lo, hi = (float(v) for v in text.split(","))
@@ -444,8 +453,9 @@ def _add_fit(sub) -> None:
                    "by its 5-fold cross-validation; --gamma fixes its C), paper-global or paper-local (its baselines)")
     p.add_argument("--item-model", default="2pl", choices=["2pl", "1pl"],
                    help="item model of the frequentist methods (default 2pl)")
-    p.add_argument("--guessing", type=_share, default=None, metavar="C",
-                   help="fixed guessing floor of every item for the frequentist methods (e.g. 0.25 for four options)")
+    p.add_argument("--guessing", type=_floor, default=None, metavar="C",
+                   help="guessing floor of the frequentist methods: a fixed c for every item (e.g. 0.25 for "
+                   "four options), or 'estimate' (one floor per domain, estimated with the items)")
     p.add_argument("--bootstrap", type=int, default=0, metavar="B",
                    help="bootstrap replicates for intervals of point estimates (mtl: intervals of the "
                    "estimation error; default 0: none)")

@@ -28,12 +28,12 @@ PyTensor graph by cubic Hermite interpolation (C1, analytic derivative, error
 O(h^4)); outside the grid the function is continued linearly. Each gradient
 then costs O(N K) gathers instead of O(N J).
 
-Items are calibrated by marginal maximum likelihood (Bock-Aitkin EM over a
-41-point quadrature of theta ~ N(0, 1), one domain at a time, with weak
-normal priors on log a and d: a MAP-EM), unless given
-(:func:`calibrate_items`). Their uncertainty is not propagated: the fixed-items
-posterior is conditional on the calibrated values (fine when N is in the
-thousands, optimistic when N is small).
+Items are calibrated by penalised marginal maximum likelihood with the
+frequentist fits' EM (:func:`mtlirt.estimators.irt.calibrate_items`; the
+spec's item model and priors), unless given (:func:`calibrate_items`).
+Their uncertainty is not propagated: the fixed-items posterior is
+conditional on the calibrated values (fine when N is in the thousands,
+optimistic when N is small).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import anchor_domains, factor_parts, model_coords
 from mtlirt.bayes._hermite import hermite_np, hermite_pt
-from mtlirt.bayes.init import default_init, initial_values
+from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import (
     kernel_inputs,
     marginal_loglik_pt,
@@ -60,9 +60,12 @@ from mtlirt.bayes.marginal import (
 from mtlirt.bayes.model import add_coords_for_centering, add_factor_block, add_traits, trait_centering
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.errors import InputError
+from mtlirt.estimators.irt import Penalties, ResponseData, blas_threads
+from mtlirt.estimators.irt import calibrate_items as _calibrate
 
 __all__ = [
     "calibrate_items",
+    "item_penalties",
     "build_fixed_model",
     "LikelihoodTables",
     "build_tables",
@@ -78,261 +81,81 @@ def _softplus(x):
 
 
 # ---------------------------------------------------------------------------
-# calibration (MML-EM)
+# calibration: the frequentist fits' EM (one item calibration in the package)
 # ---------------------------------------------------------------------------
+
+
+def item_penalties(spec: ModelSpec) -> Penalties:
+    """The EM's penalties for a spec's item priors: ``log a ~ N(m, sqrt(s1^2 + s2^2))``,
+    ``d ~ N(0, sqrt(t1^2 + t2^2))`` (the hierarchical priors' mean and spread scales
+    combined), and an estimated floor's ``Beta(m kappa, (1 - m) kappa)``."""
+    p = spec.priors
+    m, kap = p.guessing_mean, p.guessing_concentration
+    return Penalties(log_a_mean=float(p.log_discrimination_mean),
+                     log_a_sd=float(np.hypot(p.log_discrimination_mean_scale, p.log_discrimination_sd_scale)),
+                     d_sd=float(np.hypot(p.difficulty_mean_scale, p.difficulty_sd_scale)),
+                     guessing_alpha=float(m * kap), guessing_beta=float((1 - m) * kap))
 
 
 def calibrate_items(
     responses: Any,
     spec: str | ModelSpec | None = None,
     *,
-    n_quad: int = 61,
-    n_quad_fine: int = 481,
     max_iter: int = 500,
-    tol: float = 1e-5,
+    tol: float = 1e-4,
     init: dict | None = None,
     verbose: bool = False,
 ) -> dict:
-    """Calibrate item parameters by marginal maximum likelihood (MAP-EM).
+    """Calibrate item parameters by penalised marginal maximum likelihood.
 
-    Each domain is fitted on its own with ``theta ~ N(0, 1)`` integrated out
-    on a uniform quadrature over [-6, 6] (Bock-Aitkin EM); the M-step is
-    Fisher scoring on ``(log a_j, d_j)`` with weak priors ``log a ~ N(m,
-    sqrt(s1^2 + s2^2))`` and ``d ~ N(0, sqrt(t1^2 + t2^2))`` taken from the
-    spec's item priors. 1PL: one ``a`` per domain. 3PL: ``c`` fixed at the
-    spec's guessing (its prior mean when ``guessing = "estimate"``).
-
-    For 1PL/2PL items of a completely observed domain the EM runs on
-    sufficient statistics: the E-step needs only ``s_i = sum_j a_j y_ij`` and
-    the tabulated ``g(theta) = sum_j log(1 + exp(a_j theta + d_j))``, the
-    M-step only ``sum_i y_ij E[theta_i]`` (one matrix-vector product), so a
-    fine grid (``n_quad_fine`` points) costs little; this matters for long
-    domains, whose sharp posteriors a coarse grid rounds (a few % bias in
-    ``a``). Otherwise (missing responses or guessing) the E- and M-steps use
-    ``N x J_k`` by ``J_k x Q`` matrix products on ``n_quad`` points.
+    The EM of the frequentist fits, :func:`mtlirt.estimators.irt.calibrate_items`
+    (every domain at once, ``theta ~ N(0, 1)`` integrated out on a grid that
+    is finer for long domains, PX-EM and SQUAREM), with the spec's item model
+    and priors (:func:`item_penalties`): 1PL one ``a`` per domain; 3PL with
+    ``c`` fixed at the spec's guessing, or, with ``guessing = "estimate"``, one
+    floor per domain estimated under ``Beta(m kappa, (1 - m) kappa)`` (the
+    joint model's per-item prior, here on the domain's shared floor).
 
     Parameters
     ----------
     responses : Responses-like
     spec : str or ModelSpec, optional
-    n_quad : int
-        Quadrature points of the general path.
-    n_quad_fine : int
-        Quadrature points of the sufficient-statistics path for domains of
-        >= 300 items (half as many from 50 items, a quarter below).
     max_iter : int
-        EM iterations per domain at most.
+        EM sweeps at most.
     tol : float
-        Stop when no ``log a`` or ``d`` moves more than ``tol`` in an iteration.
+        Stop when no ``log a``, ``d`` (or logit floor) moves more than ``tol`` in a sweep.
     init : dict, optional
-        Starting ``a``, ``d``.
+        Starting ``a``, ``d`` (internal scale).
     verbose : bool
-        Print progress.
+        Print a summary line.
 
     Returns
     -------
     dict
-        ``a``, ``d``, ``c`` (arrays of length J), ``iterations`` (per domain),
-        ``seconds``.
+        ``a``, ``d``, ``c`` (arrays of length J), ``iterations`` (EM sweeps),
+        ``converged``, ``nodes`` (quadrature nodes per domain), ``seconds``.
     """
     arr = as_arrays(responses)
     spec = load_spec(spec)
-    p = spec.priors
     t0 = time.perf_counter()
     J = arr.n_items
-    c_val = p.guessing_mean if spec.estimate_guessing else spec.fixed_guessing
-    c_all = np.full(J, float(c_val))
-    pri = (p.log_discrimination_mean,
-           float(np.hypot(p.log_discrimination_mean_scale, p.log_discrimination_sd_scale)),
-           float(np.hypot(p.difficulty_mean_scale, p.difficulty_sd_scale)))
+    guessing = None
+    if spec.item_model == "3pl":
+        guessing = "estimate" if spec.estimate_guessing else spec.fixed_guessing
+    data = ResponseData(arr.correct, arr.observed, arr.domain_slices, guessing=guessing)
+    a0 = d0 = None
     if init is not None and init.get("a") is not None and init.get("d") is not None:
-        a_all = np.clip(np.asarray(init["a"], float), 0.2, 8.0).copy()
-        d_all = np.clip(np.asarray(init["d"], float), -8.0, 8.0).copy()
-    else:
-        di = default_init(arr, spec)
-        a_all = np.full(J, 1.0)
-        d_all = di["d"] / np.sqrt(1 + np.pi * 1.5**2 / 8) * np.sqrt(1 + np.pi / 8)
-    iters = []
-    one_pl = spec.item_model == "1pl"
-    for k, s in enumerate(arr.domain_slices):
-        O = None if arr.observed is None else arr.observed[:, s]
-        if O is not None and O.all():
-            O = None
-        a, d = a_all[s].copy(), d_all[s].copy()
-        if one_pl:
-            a[:] = np.exp(np.mean(np.log(a)))
-        c = c_all[s]
-        if O is None and np.all(c == 0):
-            Jk = s.stop - s.start
-            q = n_quad_fine if Jk >= 300 else (n_quad_fine + 1) // 2 if Jk >= 50 else (n_quad_fine + 3) // 4
-            a, d, it = _em_sufficient(arr.correct[:, s], a, d, q, max_iter, tol, pri, one_pl)
-        else:
-            a, d, it = _em_general(arr.correct[:, s], O, a, d, c, n_quad, max_iter, tol, pri, one_pl)
-        a_all[s], d_all[s] = a, d
-        iters.append(it)
-        if verbose:
-            print(f"calibrate domain {k} ({arr.domains[k]}): {it} EM iterations")
-    return {"a": a_all, "d": d_all, "c": c_all, "iterations": iters,
-            "seconds": time.perf_counter() - t0}
-
-
-def _quadrature(n_quad: int):
-    x = np.linspace(-6.0, 6.0, n_quad)
-    logw = -0.5 * x**2
-    logw -= np.log(np.exp(logw).sum())
-    return x, logw
-
-
-def _posterior(L: np.ndarray, logw: np.ndarray) -> np.ndarray:
-    L = L + logw[None, :]
-    L -= L.max(1, keepdims=True)
-    post = np.exp(L)
-    post /= post.sum(1, keepdims=True)
-    return post
-
-
-def _squarem(step, a, d, max_iter, tol):
-    """Run the EM map ``step(a, d) -> (a, d)`` with SQUAREM acceleration
-    (Varadhan and Roland 2008) on z = (log a, d); returns (a, d, EM steps)."""
-    n = len(a)
-
-    def F(z):
-        a2, d2 = step(np.exp(z[:n]), z[n:])
-        return np.concatenate([np.log(a2), d2])
-
-    z = np.concatenate([np.log(a), d])
-    evals = 0
-    while evals < max_iter:
-        z1 = F(z)
-        z2 = F(z1)
-        evals += 2
-        r = z1 - z
-        v = z2 - z1 - r
-        if np.abs(z2 - z1).max() < tol:
-            z = z2
-            break
-        nv = np.sqrt((v * v).sum())
-        alpha = -np.sqrt((r * r).sum()) / nv if nv > 0 else -1.0
-        alpha = min(-1.0, max(alpha, -50.0))
-        zp = z - 2 * alpha * r + alpha**2 * v
-        zp[:n] = np.clip(zp[:n], np.log(0.05), np.log(20.0))
-        zp[n:] = np.clip(zp[n:], -15, 15)
-        znew = F(zp)  # stabilising EM step
-        evals += 1
-        if not np.all(np.isfinite(znew)):
-            znew = z2
-        if np.abs(znew - z).max() < tol:
-            z = znew
-            break
-        z = znew
-    return np.exp(z[:n]), z[n:], evals
-
-
-def _em_sufficient(y, a, d, n_quad, max_iter, tol, pri, one_pl):
-    """EM on sufficient statistics (complete data, no guessing)."""
-    mu_la, sd_la, sd_d = pri
-    x, logw = _quadrature(n_quad)
-    Y = y.astype(np.float32)
-    T0 = Y.sum(0).astype(np.float64)  # number correct per item
-
-    def step(a, d):
-        X = a[:, None] * x[None, :] + d[:, None]  # J x Q
-        G = _softplus(X).sum(0)  # Q
-        sc = (Y @ a.astype(np.float32)).astype(np.float64)  # s_i
-        post = _posterior(sc[:, None] * x[None, :] - G[None, :], logw)  # N x Q
-        nq = post.sum(0)  # Q
-        m = post @ x  # posterior means
-        T1 = (Y.T @ m.astype(np.float32)).astype(np.float64)  # sum_i y_ij E[theta_i]
-        la, dd = np.log(a), d.copy()
-        for _ in range(2):
-            aa = np.exp(la)
-            X = aa[:, None] * x[None, :] + dd[:, None]
-            sg = expit(X)
-            w = nq[None, :] * sg * (1 - sg)
-            u = aa[:, None] * x[None, :]
-            g_d = T0 - (nq[None, :] * sg).sum(1) - dd / sd_d**2
-            g_la = aa * T1 - (nq[None, :] * sg * u).sum(1) - (la - mu_la) / sd_la**2
-            I22 = w.sum(1) + 1 / sd_d**2
-            I11 = (w * u**2).sum(1) + 1 / sd_la**2
-            I12 = (w * u).sum(1)
-            if one_pl:
-                dd = dd + np.clip(g_d / I22, -1, 1)
-                la = la + np.clip(g_la.sum() / I11.sum(), -0.5, 0.5)
-                continue
-            det = np.maximum(I11 * I22 - I12**2, 1e-12)
-            la = la + np.clip((I22 * g_la - I12 * g_d) / det, -0.5, 0.5)
-            dd = dd + np.clip((I11 * g_d - I12 * g_la) / det, -1.0, 1.0)
-        la = np.clip(la, np.log(0.05), np.log(20.0))
-        return np.exp(la), np.clip(dd, -15, 15)
-
-    return _squarem(step, a, d, max_iter, tol)
-
-
-def _em_general(y, O, a, d, c, n_quad, max_iter, tol, pri, one_pl):
-    """EM with matrix products (missing responses and/or guessing)."""
-    mu_la, sd_la, sd_d = pri
-    x, logw = _quadrature(n_quad)
-    Y = y.astype(np.float32)
-    Of = None if O is None else O.astype(np.float32)
-    if Of is not None:
-        Y *= Of
-
-    def step(a, d):
-        X = a[:, None] * x[None, :] + d[:, None]  # J_k x Q
-        if np.all(c == 0):
-            L = Y @ X.astype(np.float32)
-            sp = _softplus(X)
-            L = L - (sp.sum(0)[None, :] if Of is None else Of @ sp.astype(np.float32))
-        else:
-            P = c[:, None] + (1 - c[:, None]) * expit(X)
-            lp, l1p = np.log(P), np.log1p(-P)
-            L = Y @ (lp - l1p).astype(np.float32)
-            L = L + (l1p.sum(0)[None, :] if Of is None else Of @ l1p.astype(np.float32))
-        post = _posterior(L.astype(np.float64), logw)
-        post32 = post.astype(np.float32)
-        r = (Y.T @ post32).astype(np.float64)  # J_k x Q
-        n = (np.broadcast_to(post.sum(0)[None, :], r.shape) if Of is None
-             else (Of.T @ post32).astype(np.float64))
-        return _m_step(a, d, c, x, r, n, mu_la, sd_la, sd_d, one_pl)
-
-    return _squarem(step, a, d, max_iter, tol)
-
-
-def _m_step(a, d, c, x, r, n, mu_la, sd_la, sd_d, one_pl, n_newton: int = 2):
-    """Fisher scoring on (log a, d) per item given expected counts r, n (J x Q)."""
-    la = np.log(a)
-    for _ in range(n_newton):
-        aa = np.exp(la)
-        X = aa[:, None] * x[None, :] + d[:, None]
-        sg = expit(X)
-        P = c[:, None] + (1 - c[:, None]) * sg
-        P = np.clip(P, 1e-10, 1 - 1e-10)
-        dP = (1 - c[:, None]) * sg * (1 - sg)
-        v = P * (1 - P)
-        sc = dP * (r - n * P) / v  # score wrt x
-        w = n * dP**2 / v  # Fisher info wrt x
-        u = aa[:, None] * x[None, :]  # dx / dlog a
-        g_d = sc.sum(1) - d / sd_d**2
-        I22 = w.sum(1) + 1 / sd_d**2
-        if one_pl:
-            d = d + np.clip(g_d / I22, -1, 1)
-            # common log a: sum over items
-            g_la = (sc * u).sum() - (la[0] - mu_la) / sd_la**2
-            I11 = (w * u**2).sum() + 1 / sd_la**2
-            la = la + np.clip(g_la / I11, -0.5, 0.5)
-            continue
-        g_la = (sc * u).sum(1) - (la - mu_la) / sd_la**2
-        I11 = (w * u**2).sum(1) + 1 / sd_la**2
-        I12 = (w * u).sum(1)
-        det = I11 * I22 - I12**2
-        det = np.where(det > 1e-12, det, 1e-12)
-        step_la = (I22 * g_la - I12 * g_d) / det
-        step_d = (I11 * g_d - I12 * g_la) / det
-        la = la + np.clip(step_la, -0.5, 0.5)
-        d = d + np.clip(step_d, -1.0, 1.0)
-    la = np.clip(la, np.log(0.05), np.log(20.0))
-    d = np.clip(d, -15, 15)
-    return np.exp(la), d
+        a0 = np.clip(np.asarray(init["a"], float), 0.05, 8.0)
+        d0 = np.clip(np.asarray(init["d"], float), -15.0, 15.0)
+    with blas_threads(1):
+        a, d, info = _calibrate(data, a0, d0, priors=item_penalties(spec),
+                                model="1pl" if spec.item_model == "1pl" else "2pl", max_iter=max_iter, tol=tol)
+    c = np.zeros(J) if data.c is None else data.c.copy()
+    if verbose:
+        print(f"calibrate: {info['n_iter']} EM sweeps, converged={info['converged']}, "
+              f"nodes {int(info['nodes'].min())}-{int(info['nodes'].max())}")
+    return {"a": a, "d": d, "c": c, "iterations": info["n_iter"], "converged": info["converged"],
+            "nodes": info["nodes"], "seconds": time.perf_counter() - t0}
 
 
 # ---------------------------------------------------------------------------

@@ -5,13 +5,16 @@ Item model, for item ``j`` of domain ``k``::
     P(y_ij = 1) = c_j + (1 - c_j) * sigmoid(a_j * theta_ik + d_j)
 
 with discrimination ``a_j > 0``, intercept ``d_j`` (difficulty ``-d_j / a_j``)
-and a fixed lower asymptote ``c_j`` (0 unless ``guessing`` is given).
+and a lower asymptote ``c_j`` (0 unless ``guessing`` is given: fixed, or
+``"estimate"``: one floor ``c_k`` per domain, shared by its items, estimated
+with the items under a weak ``Beta(2, 4)`` prior, mode 0.25).
 
 Estimation (a MAP, as the METHOD's pitfalls ask; choices *(ours)*):
 
 * **Items** by penalised *marginal* maximum likelihood: every domain's
   traits follow the population prior ``N(0, 1)`` (the identification of §2),
-  integrated out on a fixed quadrature grid (49 nodes on ``[-6, 6]``) by EM;
+  integrated out on a grid of equally spaced nodes on ``[-6, 6]`` (49 for
+  short domains, finer for long ones: :func:`node_levels`) by EM;
   penalties ``log a_j ~ N(0, 0.5^2)`` and ``d_j ~ N(0, 3^2)`` and box bounds
   keep constant and perfectly separating items finite.  The EM is
   accelerated by parameter expansion (each domain's posterior population is
@@ -73,6 +76,7 @@ __all__ = [
     "fit_stl",
     "heldout_loglik",
     "item_domain_of",
+    "node_levels",
     "score_theta",
     "standardise",
     "theta_step",
@@ -161,7 +165,19 @@ class Penalties:
     theta_max, a_min, a_max, d_max : float
         Box bounds.
     n_nodes, node_max : int, float
-        EM quadrature: ``n_nodes`` equally spaced nodes on ``[-node_max, node_max]``.
+        EM quadrature: ``n_nodes`` equally spaced nodes on ``[-node_max, node_max]``
+        (the coarsest grid).
+    node_sd_ratio, max_nodes : float, int
+        Finer grids for long domains: a domain's node spacing is halved until it
+        is at most ``node_sd_ratio`` times the narrowest posterior sd its items
+        allow, ``1 / sqrt(1 / theta_sd^2 + sum_j a_j^2 / 4)``, with at most
+        ``max_nodes`` nodes (``node_sd_ratio = 0``: ``n_nodes`` everywhere).
+    guessing_alpha, guessing_beta : float
+        ``Beta(alpha, beta)`` prior of an estimated guessing floor (one per
+        domain); the default ``Beta(2, 4)`` has its mode at 0.25 (four options)
+        and is weak: one domain's items outweigh it.
+    guessing_max : float
+        Upper bound of an estimated floor.
     """
 
     theta_sd: float = 1.0
@@ -174,6 +190,11 @@ class Penalties:
     d_max: float = 15.0
     n_nodes: int = 49
     node_max: float = 6.0
+    node_sd_ratio: float = 1.5
+    max_nodes: int = 769
+    guessing_alpha: float = 2.0
+    guessing_beta: float = 4.0
+    guessing_max: float = 0.6
 
 
 DEFAULT_PENALTIES = Penalties()
@@ -306,8 +327,9 @@ class ResponseData:
         Observation mask; ``None`` means complete.
     domain_slices : list of slice
         Contiguous item columns of each domain.
-    guessing : float or ndarray (J,), optional
-        Fixed lower asymptotes.
+    guessing : float or ndarray (J,) or "estimate", optional
+        Fixed lower asymptotes; ``"estimate"``: one floor per domain, estimated
+        by :func:`calibrate_items` (which then sets ``c``).
     exclude : tuple (rows, cols), optional
         Observed cells to treat as unobserved (held-out responses).
 
@@ -322,6 +344,8 @@ class ResponseData:
         Whether LLM ``i`` has any response in domain ``k`` (``None``: all).
     c : ndarray (J,) or None
         Guessing floors (``None`` when all zero).
+    estimate_floor : bool
+        Whether the floors are to be estimated (``guessing="estimate"``).
     """
 
     def __init__(self, correct, observed, domain_slices, *, guessing=None, exclude=None):
@@ -334,7 +358,11 @@ class ResponseData:
         self.K = len(self.slices)
         self.item_domain = item_domain_of(self.slices, J)
         c = None
-        if guessing is not None:
+        self.estimate_floor = isinstance(guessing, str)
+        if self.estimate_floor:
+            if guessing != "estimate":
+                raise ValueError(f"guessing must be a number in [0, 1) or 'estimate', got {guessing!r}")
+        elif guessing is not None:
             c = np.broadcast_to(np.asarray(guessing, dtype=np.float64), (J,)).copy()
             if np.any((c < 0) | (c >= 1)):
                 raise ValueError("guessing must be in [0, 1)")
@@ -399,6 +427,12 @@ class ResponseData:
             self._O = self.obs.astype(np.float32)
         return self._O
 
+    def set_floor(self, c) -> None:
+        """Set the guessing floors (``J``, or ``None``) and drop the cached trait evaluator."""
+        c = None if c is None else np.broadcast_to(np.asarray(c, dtype=np.float64), (self.J,)).copy()
+        self.c = c if c is not None and np.any(c > 0) else None
+        self._theta_lik = None
+
     @property
     def complete(self) -> bool:
         return self.obs is None
@@ -413,15 +447,48 @@ class ResponseData:
 # ---------------------------------------------------------------------------
 # item calibration: penalised marginal ML by EM
 # ---------------------------------------------------------------------------
-def _nodes(priors: Penalties):
-    x = np.linspace(-priors.node_max, priors.node_max, priors.n_nodes)
+def _nodes(priors: Penalties, level: int = 0):
+    """Quadrature of level ``level``: ``(n_nodes - 1) 2^level + 1`` equally spaced nodes
+    on ``[-node_max, node_max]`` (each level halves the spacing and keeps the nodes)."""
+    x = np.linspace(-priors.node_max, priors.node_max, (priors.n_nodes - 1) * 2**int(level) + 1)
     logw = -0.5 * (x / priors.theta_sd) ** 2
     logw -= np.log(np.exp(logw).sum())
     return x, logw
 
 
-def _estep(data: ResponseData, a, d, x, logw):
+def node_levels(a, item_domain, K, priors: Penalties = DEFAULT_PENALTIES) -> np.ndarray:
+    """The quadrature level of every domain (see :class:`Penalties`).
+
+    Equally spaced nodes integrate a smooth posterior of sd ``s`` with a
+    relative error of about ``2 exp(-2 pi^2 s^2 / h^2)`` (the trapezoidal rule
+    on a Gaussian): negligible at spacing ``h = s``, 3e-4 at ``1.5 s``, 0.2 at
+    ``3 s``.  A long domain's posterior of one LLM's trait is narrow (sd
+    about ``1 / sqrt(sum_j a_j^2 p_j (1 - p_j))``): 49 nodes on ``[-6, 6]``
+    (``h = 0.25``) round it, which biases the discriminations (measured with
+    ``benchmarks/bench_calibration.py``).  The bound uses ``p (1 - p) <= 1/4``,
+    so the chosen spacing is finer than needed where the items spread.
+    """
+    K = int(K)
+    if not priors.node_sd_ratio > 0 or K == 0:
+        return np.zeros(K, dtype=np.int64)
+    info = np.bincount(item_domain, np.asarray(a, dtype=np.float64) ** 2, minlength=K) / 4.0
+    sd = 1.0 / np.sqrt(info + 1.0 / priors.theta_sd**2)
+    h0 = 2.0 * priors.node_max / (priors.n_nodes - 1)
+    need = np.ceil(np.log2(np.maximum(h0 / (priors.node_sd_ratio * sd), 1.0)) - 1e-9)
+    top = int(np.floor(np.log2(max(priors.max_nodes - 1, 1) / (priors.n_nodes - 1)) + 1e-9))
+    return np.clip(need, 0, max(top, 0)).astype(np.int64)
+
+
+def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
     """Posterior over the nodes for every (LLM, domain); sufficient statistics for the M-step.
+
+    Parameters
+    ----------
+    c : ndarray (J,), optional
+        Guessing floors (default ``data.c``).
+    domains : sequence of int, optional
+        Only these domains (default all); the item statistics are then over
+        their items, in order.
 
     Returns
     -------
@@ -430,21 +497,31 @@ def _estep(data: ResponseData, a, d, x, logw):
         correct counts; ``Nq`` (J x Q) or ``nq`` (K x Q) expected numbers of
         responses at each node; ``eap`` (N x K); ``ll`` marginal log-likelihood.
     """
-    N, K, Q = data.N, data.K, len(x)
-    c = data.c
-    eap = np.empty((N, K))
+    if c is None:
+        c = data.c
+    ks = list(range(data.K)) if domains is None else [int(k) for k in domains]
+    sizes = [data.slices[k].stop - data.slices[k].start for k in ks]
+    Jg = int(sum(sizes))
+    N, Kg, Q = data.N, len(ks), len(x)
+    eap = np.empty((N, Kg))
     ll = 0.0
-    t = np.empty(data.J) if c is None else None
-    R = None if c is None else np.empty((data.J, Q))
-    Nq_items = None if data.O is None else np.empty((data.J, Q))
-    nq = np.empty((K, Q))
-    mom = np.zeros((K, 3))
+    t = np.empty(Jg) if c is None else None
+    R = None if c is None else np.empty((Jg, Q))
+    Nq_items = None if data.O is None else np.empty((Jg, Q))
+    nq = np.empty((Kg, Q))
+    mom = np.zeros((Kg, 3))
     a32 = a.astype(np.float32)
-    for k, sl in enumerate(data.slices):
+    off = 0
+    n1d = 0.0
+    for g, k in enumerate(ks):
+        sl = data.slices[k]
+        loc = slice(off, off + sizes[g])
+        off = loc.stop
+        if c is None:
+            n1d += float(np.dot(data.n1[sl], d[sl]))
         pat = data.patterns(k)
         if pat is not None:
-            _estep_patterns(data, k, sl, pat, a, d, x, logw, eap, mom, t, R, Nq_items, nq)
-            ll += _estep_patterns.ll
+            ll += _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_items, nq)
             continue
         Yk = data.Y[:, sl]
         Zk = np.multiply.outer(a[sl], x)
@@ -475,33 +552,31 @@ def _estep(data: ResponseData, a, d, x, logw):
         z = P.sum(axis=1, keepdims=True)
         P /= z
         ll += float(np.sum(np.log(z[:, 0]) + m[:, 0]))
-        eap[:, k] = P @ x
+        eap[:, g] = P @ x
         if data.row_obs is None:
-            mom[k] = (float(N), eap[:, k].sum(), float((P @ (x * x)).sum()))
+            mom[g] = (float(N), eap[:, g].sum(), float((P @ (x * x)).sum()))
         else:
             ro = data.row_obs[:, k]
-            mom[k] = (float(ro.sum()), eap[ro, k].sum(), float((P[ro] @ (x * x)).sum()))
+            mom[g] = (float(ro.sum()), eap[ro, g].sum(), float((P[ro] @ (x * x)).sum()))
         P32 = P.astype(np.float32)
         if c is None:
-            t[sl] = eap[:, k].astype(np.float32) @ Yk
+            t[loc] = eap[:, g].astype(np.float32) @ Yk
         else:
-            R[sl] = (P32.T @ Yk).T
+            R[loc] = (P32.T @ Yk).T
         if data.O is None:
-            nq[k] = P.sum(axis=0)
+            nq[g] = P.sum(axis=0)
         else:
-            Nq_items[sl] = (P32.T @ data.O[:, sl]).T
-    if c is None:
-        ll += float(np.dot(data.n1, d))
+            Nq_items[loc] = (P32.T @ data.O[:, sl]).T
+    ll += n1d
     return {"t": t, "R": R, "nq": nq, "Nq": Nq_items, "eap": eap, "ll": ll, "moments": mom}
 
 
-def _estep_patterns(data, k, sl, pat, a, d, x, logw, eap, mom, t, R, Nq_items, nq):
+def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_items, nq):
     """The E-step of one short domain, computed once per distinct response
-    pattern (same statistics as the per-LLM loop of :func:`_estep`).  Its
-    marginal log-likelihood is left in ``_estep_patterns.ll`` (without the
-    ``sum_j n1_j d_j`` term that :func:`_estep` adds for every item)."""
+    pattern (same statistics as the per-LLM loop of :func:`_estep`).  Returns
+    its marginal log-likelihood (without the ``sum_j n1_j d_j`` term that
+    :func:`_estep` adds for every item)."""
     Yu, Ou, cnt, inv = pat
-    c = data.c
     Zk = np.multiply.outer(a[sl], x)
     Zk += d[sl][:, None]
     if c is None:
@@ -517,21 +592,21 @@ def _estep_patterns(data, k, sl, pat, a, d, x, logw, eap, mom, t, R, Nq_items, n
     P = np.exp(L)
     z = P.sum(axis=1, keepdims=True)
     P /= z
-    _estep_patterns.ll = float(cnt @ (np.log(z[:, 0]) + m[:, 0]))
     e_u = P @ x
     e2_u = P @ (x * x)
-    eap[:, k] = e_u[inv]
+    eap[:, g] = e_u[inv]
     ro = Ou.any(axis=1) if data.row_obs is not None else np.ones(len(cnt), dtype=bool)
     w = cnt * ro
-    mom[k] = (w.sum(), w @ e_u, w @ e2_u)
+    mom[g] = (w.sum(), w @ e_u, w @ e2_u)
     if c is None:
-        t[sl] = (cnt * e_u) @ Yu
+        t[loc] = (cnt * e_u) @ Yu
     else:
-        R[sl] = ((cnt[:, None] * P).T @ Yu).T
+        R[loc] = ((cnt[:, None] * P).T @ Yu).T
     if data.O is None:
-        nq[k] = cnt @ P
+        nq[g] = cnt @ P
     else:
-        Nq_items[sl] = ((cnt[:, None] * P).T @ Ou).T
+        Nq_items[loc] = ((cnt[:, None] * P).T @ Ou).T
+    return float(cnt @ (np.log(z[:, 0]) + m[:, 0]))
 
 
 def _mstep_objective(a, d, stats, x, c, Nq, priors):
@@ -625,22 +700,79 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
     return a, d
 
 
-def _initial_items(data: ResponseData, model):
+def _floor_objective(cd, sig, R, Nq, item_domain, K, priors):
+    """Per domain: expected complete-data log-likelihood of the floors ``cd`` (K) plus their Beta prior."""
+    ck = cd[item_domain][:, None]
+    P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
+    f = np.einsum("jq,jq->j", R, np.log(P1)) + np.einsum("jq,jq->j", Nq - R, np.log1p(-P1))
+    f = np.bincount(item_domain, f, minlength=K)
+    return f + (priors.guessing_alpha - 1) * np.log(cd) + (priors.guessing_beta - 1) * np.log1p(-cd)
+
+
+def _mstep_floor(a, d, cd, stats, x, priors, item_domain, n_newton=3, backtrack=8):
+    """Newton steps on every domain's floor ``c_k`` (shared by its items) given the E-step's counts.
+
+    The expected complete-data log-likelihood is concave in ``c_k``
+    (``P = c + (1 - c) sigma`` is linear in it), and so is the log of the
+    Beta prior for ``alpha, beta >= 1``: a safeguarded 1-D Newton per domain."""
+    K = len(cd)
+    Nq = stats["Nq"] if stats["Nq"] is not None else stats["nq"][item_domain]
+    R = stats["R"]
+    Z = np.multiply.outer(a, x)
+    Z += d[:, None]
+    sig = expit(Z)
+    S = 1.0 - sig  # dP / dc
+    NR = (Nq - R).sum(axis=1)
+    al, be = priors.guessing_alpha - 1.0, priors.guessing_beta - 1.0
+    lo, hi = 1e-4, priors.guessing_max
+    cd = np.clip(np.asarray(cd, dtype=np.float64), lo, hi)
+    f0 = _floor_objective(cd, sig, R, Nq, item_domain, K, priors)
+    for _ in range(n_newton):
+        ck = cd[item_domain][:, None]
+        P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
+        q = R * S / P1
+        g = np.bincount(item_domain, q.sum(axis=1) - NR / (1 - cd[item_domain]), minlength=K)
+        H = np.bincount(item_domain, np.einsum("jq,jq->j", q, S / P1) + NR / (1 - cd[item_domain]) ** 2,
+                        minlength=K)
+        g += al / cd - be / (1 - cd)
+        H += al / cd**2 + be / (1 - cd) ** 2
+        step = g / np.maximum(H, 1e-12)
+        # at most half-way to a bound
+        step = np.clip(step, -0.5 * (cd - lo), 0.5 * (hi - cd))
+        t = np.ones(K)
+        for _b in range(backtrack + 1):
+            c1 = cd + t * step
+            f1 = _floor_objective(c1, sig, R, Nq, item_domain, K, priors)
+            bad = f1 < f0 - 1e-10 * (1 + np.abs(f0))
+            if not bad.any():
+                break
+            t = np.where(bad, 0.5 * t, t)
+        cd = np.where(bad, cd, c1)
+        f0 = np.where(bad, f0, f1)
+    return cd
+
+
+def _initial_items(data: ResponseData, model, c=None):
     n = float(data.N) if data.O is None else data.O.sum(axis=0, dtype=np.float64)
     p = (data.n1 + 0.5) / (n + 1.0)
-    if data.c is not None:
-        p = np.clip((p - data.c) / (1 - data.c), 0.02, 0.98)
+    c = data.c if c is None else c
+    if c is not None:
+        p = np.clip((p - c) / (1 - c), 0.02, 0.98)
     d = np.clip(np.log(p / (1 - p)) * 1.2, -8, 8)
     a = np.ones(data.J)
     return a, d
 
 
 def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = DEFAULT_PENALTIES, model="2pl",
-                    max_iter=500, tol=1e-4, px=True, progress: Progress = None, stage="items"):
+                    max_iter=500, tol=1e-4, px=True, c=None, progress: Progress = None, stage="items"):
     """Penalised marginal-ML item calibration by EM (every domain at once).
 
     Each domain's traits are integrated out against the ``N(0, theta_sd^2)``
-    population prior on a fixed grid of ``priors.n_nodes`` nodes.  The EM is
+    population prior on a grid of equally spaced nodes, finer for long
+    domains (:func:`node_levels`: 49 nodes for short domains, up to
+    ``priors.max_nodes`` for long ones; the levels are chosen from the
+    starting discriminations and checked again at convergence, the EM going
+    on with finer grids where the fitted ones need them).  The EM is
     accelerated by SQUAREM-style extrapolation (checked: a step that lowers
     the penalised marginal likelihood falls back to plain EM) and, for the
     2PL, by parameter expansion (PX-EM): after each M-step the items are
@@ -648,6 +780,13 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     variance 1, which removes EM's slow scale/location mode (measured at the
     flagship shape: 13 instead of 90 sweeps).  (With the 1PL the expansion
     cycles, so it is off; the 1PL converges without it.)
+
+    With ``data.estimate_floor`` (``guessing="estimate"``) every domain gets
+    one lower asymptote ``c_k`` shared by its items, with the prior
+    ``Beta(priors.guessing_alpha, priors.guessing_beta)``: after the M-step of
+    the items, a Newton M-step of the floors on the same E-step (an ECM
+    step); the floors join the SQUAREM extrapolation (on the logit scale).
+    At the end ``data.c`` holds the fitted floors.
 
     Parameters
     ----------
@@ -657,116 +796,179 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     priors : Penalties
     model : {"2pl", "1pl"}
     max_iter, tol
-        EM sweeps at most; stop when the largest change of ``log a`` or
-        ``d`` is below ``tol``.
+        EM sweeps at most; stop when the largest change of ``log a``, ``d``
+        (or ``logit c_k``) is below ``tol``.
+    c : ndarray (J,), optional
+        Starting floors when they are estimated (their domain means are used;
+        default the prior's mode).
 
     Returns
     -------
     a, d : ndarray (J,)
         Internal (population-scale) item parameters.
     info : dict
-        ``n_iter``, ``converged``, ``marginal_loglik``, ``history``, ``eap``.
+        ``n_iter``, ``converged``, ``marginal_loglik``, ``history``, ``eap``,
+        ``nodes`` (per domain), ``c`` (floors per item, or None) and
+        ``c_domain`` (per domain when estimated, else None).
     """
-    x, logw = _nodes(priors)
+    J, K = data.J, data.K
+    item_domain = data.item_domain
+    est_c = bool(getattr(data, "estimate_floor", False))
+    cd = None
+    if est_c:
+        al, be = priors.guessing_alpha, priors.guessing_beta
+        mode = (al - 1) / (al + be - 2) if al > 1 and be > 1 else al / (al + be)
+        if c is not None:
+            cd = np.bincount(item_domain, np.broadcast_to(np.asarray(c, float), (J,)), minlength=K)
+            cd = cd / np.maximum(np.bincount(item_domain, minlength=K), 1)
+        else:
+            cd = np.full(K, mode)
+        cd = np.clip(cd, 1e-3, priors.guessing_max - 1e-3)
     if a is None or d is None:
-        a, d = _initial_items(data, model)
+        a, d = _initial_items(data, model, None if cd is None else cd[item_domain])
     a = np.asarray(a, dtype=np.float64).copy()
     d = np.asarray(d, dtype=np.float64).copy()
-    item_domain = data.item_domain
     if model == "1pl":
-        K = data.K
         la = np.bincount(item_domain, np.log(a), minlength=K) / np.maximum(np.bincount(item_domain, minlength=K), 1)
         a = np.exp(la)[item_domain]
 
-    def em(a, d):
-        st = _estep(data, a, d, x, logw)
-        st["n1"] = data.n1
-        a2, d2 = _mstep(a, d, st, x, data.c, priors, model, item_domain)
+    def groups_of(levels):
+        out = []
+        for lev in np.unique(levels):
+            ks = np.flatnonzero(levels == lev)
+            idx = np.concatenate([np.arange(data.slices[k].start, data.slices[k].stop) for k in ks])
+            whole = len(ks) == K
+            local = np.repeat(np.arange(len(ks)), [data.slices[k].stop - data.slices[k].start for k in ks])
+            x, logw = _nodes(priors, int(lev))
+            out.append((None if whole else ks, slice(None) if whole else idx, local, x, logw))
+        return out
+
+    levels = node_levels(a, item_domain, K, priors)
+    groups = groups_of(levels)
+
+    def em(a, d, cd):
+        a2, d2 = a.copy(), d.copy()
+        cd2 = None if cd is None else cd.copy()
+        c_items = data.c if cd is None else cd[item_domain]
+        ll = 0.0
+        eap = np.empty((data.N, K))
+        mom = np.empty((K, 3))
+        for ks, idx, local, x, logw in groups:
+            st = _estep(data, a, d, x, logw, c=c_items, domains=ks)
+            kk = slice(None) if ks is None else ks
+            ll += st["ll"]
+            eap[:, kk] = st["eap"]
+            mom[kk] = st["moments"]
+            st["n1"] = data.n1[idx]
+            cg = None if c_items is None else c_items[idx]
+            ag, dg = _mstep(a[idx], d[idx], st, x, cg, priors, model, local)
+            if cd is not None:
+                cd2[kk] = _mstep_floor(ag, dg, cd[kk], st, x, priors, local)
+            a2[idx], d2[idx] = ag, dg
         if px and model == "2pl":
             # parameter expansion: map the posterior population back to N(0, 1)
-            n, s1, s2 = st["moments"].T
+            n, s1, s2 = mom.T
             n = np.maximum(n, 1.0)
             mu = s1 / n
             sd = np.sqrt(np.maximum(s2 / n - mu * mu, 1e-6)) / priors.theta_sd
-            mu = np.where(st["moments"][:, 0] > 1, mu, 0.0)
-            sd = np.where(st["moments"][:, 0] > 1, sd, 1.0)
+            mu = np.where(mom[:, 0] > 1, mu, 0.0)
+            sd = np.where(mom[:, 0] > 1, sd, 1.0)
             # the rescaling must stay an exact reparametrisation: clipping an
             # item at its bound after it would change the model and make the
             # EM cycle (measured on oll_v1: 30 ARC items at a_max, largest
             # change stuck at ~0.12 for 300 sweeps), so each domain's factor
             # is capped to keep its items inside the box
-            a_top = np.zeros(data.K)
+            a_top = np.zeros(K)
             np.maximum.at(a_top, item_domain, a2)
-            a_bot = np.full(data.K, np.inf)
+            a_bot = np.full(K, np.inf)
             np.minimum.at(a_bot, item_domain, a2)
             sd = np.clip(sd, np.minimum(priors.a_min / a_bot, 1.0), np.maximum(priors.a_max / a_top, 1.0))
             d_new = d2 + a2 * mu[item_domain]
             over = np.abs(d_new) > priors.d_max
-            mu = np.where(np.bincount(item_domain, over, minlength=data.K) > 0, 0.0, mu)
+            mu = np.where(np.bincount(item_domain, over, minlength=K) > 0, 0.0, mu)
             d2 = d2 + a2 * mu[item_domain]
             a2 = a2 * sd[item_domain]
-        return a2, d2, st
+        return a2, d2, cd2, {"ll": ll, "eap": eap}
 
-    def pack(a, d):
-        return np.concatenate([np.log(a), d])
+    c_lo, c_hi = 1e-4, priors.guessing_max
+
+    def pack(a, d, cd):
+        v = [np.log(a), d]
+        if cd is not None:
+            v.append(np.log(cd / (1 - cd)))
+        return np.concatenate(v)
 
     def unpack(v):
-        J = data.J
-        return (np.exp(np.clip(v[:J], np.log(priors.a_min), np.log(priors.a_max))),
-                np.clip(v[J:], -priors.d_max, priors.d_max))
+        a = np.exp(np.clip(v[:J], np.log(priors.a_min), np.log(priors.a_max)))
+        d = np.clip(v[J:2 * J], -priors.d_max, priors.d_max)
+        cd = None if not est_c else np.clip(expit(v[2 * J:]), c_lo, c_hi)
+        return a, d, cd
 
-    def penalised(st, a, d):
-        return st["ll"] - 0.5 * np.sum(((np.log(a) - priors.log_a_mean) / priors.log_a_sd) ** 2) \
+    def penalised(st, a, d, cd):
+        f = st["ll"] - 0.5 * np.sum(((np.log(a) - priors.log_a_mean) / priors.log_a_sd) ** 2) \
             - 0.5 * np.sum((d / priors.d_sd) ** 2)
+        if cd is not None:
+            f += np.sum((priors.guessing_alpha - 1) * np.log(cd) + (priors.guessing_beta - 1) * np.log1p(-cd))
+        return f
 
     history = []
     converged = False
-    it = 0
     st = None
     n_em = 0
-    while n_em < max_iter:
-        it += 1
-        v0 = pack(a, d)
-        a1, d1, st0 = em(a, d)
-        obj0 = penalised(st0, a, d)
-        n_em += 1
-        v1 = pack(a1, d1)
-        change = float(np.max(np.abs(v1 - v0)))
-        if change < tol:
-            a, d, st = a1, d1, st0
-            history.append(change)
-            converged = True
-            break
-        a2, d2, st1 = em(a1, d1)
-        n_em += 1
-        v2 = pack(a2, d2)
-        r = v1 - v0
-        v = v2 - v1 - r
-        rn, vn = np.linalg.norm(r), np.linalg.norm(v)
-        accepted = False
-        if vn > 0:
-            alpha = -max(1.0, rn / vn)
-            alpha = max(alpha, -8.0)
-            vx = v0 - 2 * alpha * r + alpha * alpha * v
-            ax, dx = unpack(vx)
-            # stabilising EM step from the extrapolated point, then check
-            a3, d3, st3 = em(ax, dx)
+    while True:
+        converged = False
+        while n_em < max_iter:
+            v0 = pack(a, d, cd)
+            a1, d1, c1, st0 = em(a, d, cd)
+            obj0 = penalised(st0, a, d, cd)
             n_em += 1
-            obj3 = penalised(st3, ax, dx)
-            if obj3 >= obj0 - 1e-8 * abs(obj0):
-                a, d, st = a3, d3, st3
-                accepted = True
-        if not accepted:
-            a, d, st = a2, d2, st1
-        change = float(np.max(np.abs(pack(a, d) - v0)))
-        history.append(change)
-        if progress is not None:
-            progress(stage, min(1.0, n_em / max_iter))
-        if change < tol:
-            converged = True
+            v1 = pack(a1, d1, c1)
+            change = float(np.max(np.abs(v1 - v0)))
+            if change < tol:
+                a, d, cd, st = a1, d1, c1, st0
+                history.append(change)
+                converged = True
+                break
+            a2, d2, c2, st1 = em(a1, d1, c1)
+            n_em += 1
+            v2 = pack(a2, d2, c2)
+            r = v1 - v0
+            v = v2 - v1 - r
+            rn, vn = np.linalg.norm(r), np.linalg.norm(v)
+            accepted = False
+            if vn > 0:
+                alpha = -max(1.0, rn / vn)
+                alpha = max(alpha, -8.0)
+                vx = v0 - 2 * alpha * r + alpha * alpha * v
+                ax, dx, cx = unpack(vx)
+                # stabilising EM step from the extrapolated point, then check
+                a3, d3, c3, st3 = em(ax, dx, cx)
+                n_em += 1
+                obj3 = penalised(st3, ax, dx, cx)
+                if obj3 >= obj0 - 1e-8 * abs(obj0):
+                    a, d, cd, st = a3, d3, c3, st3
+                    accepted = True
+            if not accepted:
+                a, d, cd, st = a2, d2, c2, st1
+            change = float(np.max(np.abs(pack(a, d, cd) - v0)))
+            history.append(change)
+            if progress is not None:
+                progress(stage, min(1.0, n_em / max_iter))
+            if change < tol:
+                converged = True
+                break
+        # the grids were chosen from the starting discriminations: refine where the fitted ones need it
+        new = np.maximum(node_levels(a, item_domain, K, priors), levels)
+        if not converged or np.array_equal(new, levels):
             break
+        levels = new
+        groups = groups_of(levels)
+    if est_c:
+        data.set_floor(cd[item_domain])
+    nodes = (priors.n_nodes - 1) * 2**levels + 1
     return a, d, {"n_iter": n_em, "converged": converged, "marginal_loglik": st["ll"] if st else float("nan"),
-                  "history": history, "eap": st["eap"] if st else None}
+                  "history": history, "eap": st["eap"] if st else None, "nodes": nodes,
+                  "c": None if data.c is None else data.c.copy(), "c_domain": None if cd is None else cd.copy()}
 
 
 # ---------------------------------------------------------------------------
@@ -1125,8 +1327,10 @@ def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max
         The contiguous item columns of each of the ``K`` domains.
     model : {"2pl", "1pl"}
         1PL: one common discrimination per domain.
-    guessing : float or ndarray (J,), optional
-        Fixed lower asymptotes ``c_j`` (e.g. 0.25 for four options).
+    guessing : float or ndarray (J,) or "estimate", optional
+        Fixed lower asymptotes ``c_j`` (e.g. 0.25 for four options), or
+        ``"estimate"``: one floor per domain, estimated with the items
+        (:func:`calibrate_items`).
     max_iter, tol : int, float
         EM sweeps at most; stop when the largest change of ``log a`` or ``d``
         is below ``tol``.
@@ -1161,13 +1365,14 @@ def _fit_stl(correct, observed, domain_slices, *, model, guessing, max_iter, tol
         raise ValueError("model must be '2pl' or '1pl'")
     if data is None:
         data = ResponseData(correct, observed, domain_slices, guessing=guessing, exclude=exclude)
-    theta0 = a0 = d0 = None
+    theta0 = a0 = d0 = c0 = None
     if isinstance(init, IRTFit):
         theta0, a0, d0 = init.internal()
+        c0 = init.c if data.estimate_floor and np.any(init.c > 0) else None
     elif init is not None:
         theta0, a0, d0 = (np.array(v, dtype=np.float64, copy=True) for v in init)
     a, d, info = calibrate_items(data, a0, d0, priors=priors, model=model, max_iter=max_iter,
-                                 tol=tol, progress=progress)
+                                 tol=tol, c=c0, progress=progress)
     if progress is not None:
         progress("theta", 0.0)
     theta, tinfo = score_theta(data, a, d, theta0 if theta0 is not None else info["eap"], priors=priors)

@@ -606,8 +606,9 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
         Penalty ``gamma``; or give ``C`` (``gamma = C sqrt(N + log K)``).  When
         both are omitted ``C`` is tuned over ``C_grid`` by held-out responses.
     model : {"2pl", "1pl"}
-    guessing : float or ndarray (J,), optional
-        Fixed lower asymptotes.
+    guessing : float or ndarray (J,) or "estimate", optional
+        Fixed lower asymptotes, or one floor per domain estimated by the
+        single-domain calibration (STL) and then kept fixed (pooled fit, tuning).
     seed : int
         Seed of the hold-out draw and of the rank permutations.
     C_grid : sequence of float
@@ -692,6 +693,10 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     if stl is None:
         stl = irt.fit_stl(correct, observed, slices, model=model, guessing=guessing, priors=priors,
                           data=data, max_iter=max_iter, tol=tol)
+    if data.estimate_floor:  # the single-domain calibration's floors, kept from here on
+        data.set_floor(stl.c)
+        data.estimate_floor = False
+        guessing = data.c
     th_stl, a, d = stl.internal()
     lik = data.theta_likelihood()
     lik.set_items(a, d)

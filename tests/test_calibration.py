@@ -1,0 +1,139 @@
+"""One item calibration EM (issue 14): long-domain quadrature, the estimated guessing floor (issue 13).
+
+The Bayesian fixed-items route's calibration is the frequentist fits' EM
+(``estimators.irt.calibrate_items``) with the spec's item model; long
+domains get finer quadrature grids; ``guessing="estimate"`` fits one lower
+asymptote per domain.
+"""
+
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import mtlirt.simulate  # noqa: F401
+from mtlirt.bayes.fixed_items import calibrate_items as fixed_calibrate
+from mtlirt.bayes.fixed_items import item_penalties
+from mtlirt.bayes.spec import load_spec
+from mtlirt.estimators import irt
+from mtlirt.fitting import _mtl_init, _spec_item_model, fit
+from mtlirt.io.responses import Responses
+
+simulate = sys.modules["mtlirt.simulate"].simulate
+
+
+def _slices(sim):
+    out, start = [], 0
+    for n in sim.domains["n_items"]:
+        out.append(slice(start, start + int(n)))
+        start += int(n)
+    return out
+
+
+def test_node_levels_refine_long_domains_only():
+    pen = irt.DEFAULT_PENALTIES
+    sizes = [10, 100, 400, 5000]
+    dom = np.repeat(np.arange(4), sizes)
+    lev = irt.node_levels(np.full(dom.size, 1.3), dom, 4, pen)
+    nodes = (pen.n_nodes - 1) * 2**lev + 1
+    assert nodes[0] == 49 and nodes[1] > 49 and nodes[2] > nodes[1]
+    assert nodes[3] <= pen.max_nodes
+    assert np.all(irt.node_levels(np.full(dom.size, 1.3), dom, 4, irt.Penalties(node_sd_ratio=0)) == 0)
+
+
+def test_long_domain_matches_a_fine_grid_reference():
+    """A 500-item domain: the default grids agree with a 1,537-node reference to 1e-3 in log a
+    and d; the 49-node grid alone misses it by about 0.02 (so the test can fail)."""
+    sim = simulate(200, domain_sizes=[500], seed=4)
+    out = {}
+    for label, pen in [("coarse", irt.Penalties(node_sd_ratio=0)), ("default", irt.DEFAULT_PENALTIES),
+                       ("reference", irt.Penalties(n_nodes=1537, node_sd_ratio=0))]:
+        data = irt.ResponseData(sim.correct, None, [slice(0, 500)])
+        a, d, info = irt.calibrate_items(data, priors=pen)
+        assert info["converged"]
+        out[label] = (np.log(a), d, info["nodes"])
+    ref = out["reference"]
+    assert out["default"][2][0] > 49
+    assert np.abs(out["default"][0] - ref[0]).max() < 1e-3
+    assert np.abs(out["default"][1] - ref[1]).max() < 1e-3
+    assert np.abs(out["coarse"][0] - ref[0]).max() > 5e-3
+
+
+@pytest.fixture(scope="module")
+def floor_fits():
+    fits = {}
+    for g in (0.25, 0.0):
+        sim = simulate(1500, domain_sizes=[40, 60], guessing=g, seed=3)
+        fits[g] = (sim, irt.fit_stl(sim.correct, None, _slices(sim), guessing="estimate"))
+    return fits
+
+
+def test_floor_is_recovered_on_3pl_data(floor_fits):
+    sim, f = floor_fits[0.25]
+    assert np.all(sim.items["guessing"] == 0.25)
+    assert f.converged
+    for s in _slices(sim):
+        assert np.ptp(f.c[s]) == 0  # one floor per domain
+        assert abs(f.c[s][0] - 0.25) < 0.04
+
+
+def test_floor_is_near_zero_on_2pl_data(floor_fits):
+    sim, f = floor_fits[0.0]
+    assert np.all(sim.items["guessing"] == 0)
+    assert f.converged
+    assert np.all(f.c < 0.03) and np.all(f.c > 0)
+
+
+def test_estimated_floor_fits_better_than_none_on_3pl_data(floor_fits):
+    sim, f = floor_fits[0.25]
+    f0 = irt.fit_stl(sim.correct, None, _slices(sim))
+    assert f.marginal_loglik > f0.marginal_loglik + 10
+
+
+def test_fixed_items_calibration_is_the_frequentist_em():
+    sim = simulate(150, domain_sizes=[8, 30], missing=0.1, seed=2)
+    r = Responses.from_frame(sim.responses)
+    for name, model in (("factor-2pl", "2pl"), ("factor-1pl", "1pl")):
+        spec = load_spec(name)
+        cal = fixed_calibrate(r, spec)
+        data = irt.ResponseData(r.correct, r.mask, r.domain_slices)
+        a, d, info = irt.calibrate_items(data, priors=item_penalties(spec), model=model)
+        np.testing.assert_allclose(cal["a"], a, rtol=1e-12)
+        np.testing.assert_allclose(cal["d"], d, rtol=1e-12, atol=1e-12)
+        assert cal["iterations"] == info["n_iter"] and np.all(cal["c"] == 0)
+    cal = fixed_calibrate(r, "factor-3pl-mcq")
+    assert np.all(cal["c"] == 0.25)
+    cal = fixed_calibrate(r, "factor-3pl-estimate")
+    for s in r.domain_slices:
+        assert np.ptp(cal["c"][s]) == 0 and 0 < cal["c"][s][0] < 0.6
+
+
+def test_fixed_items_route_gets_the_calibrated_floor():
+    sim = simulate(200, domain_sizes=[6, 30], guessing=0.25, seed=5)
+    r = Responses.from_frame(sim.responses)
+    assert _spec_item_model(load_spec("factor-3pl-estimate")) == ("2pl", "estimate")
+    res, init = _mtl_init(r, model="2pl", guessing="estimate", seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = fit(r, "bayes", spec="factor-3pl-estimate", items="fixed", algorithm="map", progress=False)
+    c = est.point("guessing")
+    np.testing.assert_allclose(c, init["c"])
+    np.testing.assert_allclose(c, res.stl.c)
+    assert not np.allclose(c, 0.25)  # not the spec's prior mean
+    for s in r.domain_slices:
+        assert np.ptp(c[s]) == 0 and c[s][0] > 0
+
+
+def test_fit_guessing_estimate_reports_the_floors(floor_fits):
+    sim, _ = floor_fits[0.25]
+    r = Responses.from_frame(sim.responses)
+    est = fit(r, "mtl", guessing="estimate", seed=0)
+    c = est.point("guessing")
+    assert est.info["settings"]["guessing"] == "estimate"
+    for s in r.domain_slices:
+        assert np.ptp(c[s]) == 0 and abs(c[s][0] - 0.25) < 0.04
+    pooled = fit(r, "pooled", guessing="estimate")
+    assert np.ptp(pooled.point("guessing")) == 0 and pooled.point("guessing")[0] > 0.15
+    with pytest.raises(Exception, match="estimate"):
+        fit(r, "mtl", guessing="guess")
