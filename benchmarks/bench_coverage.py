@@ -33,6 +33,9 @@ Columns
     both standardised per domain (``bench_core._rmse``).
 ``rmse_overall``
     RMSE of the overall score against the standardised truth.
+``floor``
+    Mean guessing floor of the fit's items (``--guessing``: fixed, or
+    ``estimate``: one per domain).
 ``seconds``
     Wall time of the fit and its bootstrap.
 
@@ -56,8 +59,8 @@ Usage::
 
     .venv/bin/python benchmarks/bench_coverage.py [--scenarios realistic,ideal] [--seeds 0]
         [--n 1000] [--scale 0.1] [--similarity 0.1] [--bootstrap 100] [--methods mtl,stl]
-        [--n-jobs 2] [--guessing C] [--out runs.csv] [--bayes-draws D] [--bayes-chains C]
-    .venv/bin/python benchmarks/bench_coverage.py --decompose [--n 1000] [--seeds 7] [--guessing C]
+        [--n-jobs 2] [--guessing C|estimate] [--out runs.csv] [--bayes-draws D] [--bayes-chains C]
+    .venv/bin/python benchmarks/bench_coverage.py --decompose [--n 1000] [--seeds 7] [--guessing C|estimate]
 """
 
 from __future__ import annotations
@@ -125,6 +128,7 @@ def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, gue
             "rmse_domain": _rmse(score, sim.domain_scores.to_numpy()).mean(),
             "rmse_overall": float(np.sqrt(((ov["score"].to_numpy() - eta) ** 2).mean())),
             "C": est.info.get("C"), "rank_sel": est.info.get("rank"),
+            "floor": float(est.point("guessing").mean()) if "guessing" in est.posterior else 0.0,
             "converged": (not caught) if method != "bayes" else bool(est.info["diagnostics"].get("converged")),
             "seconds": secs,
         })
@@ -178,7 +182,8 @@ def decompose(seed, *, n, scale, similarity, guessing=None, cases=None):
         rows.append({"case": name, "rank": res.rank, "C": res.C, "rmse": float(np.sqrt((err**2).mean())),
                      "predsd": float(np.sqrt((pred_sd**2).mean())), "cov": inside.mean(),
                      "cov_q1": inside[q1].mean(), "cov_lump": inside[lump].mean() if lump.any() else np.nan,
-                     "bias_q1": float(err[q1].mean()), "bias_q5": float(err[q5].mean()), "seconds": secs})
+                     "bias_q1": float(err[q1].mean()), "bias_q5": float(err[q5].mean()),
+                     "floor": float(np.mean(arr["c"])), "converged": bool(res.converged), "seconds": secs})
         print(pd.DataFrame(rows[-1:]).to_string(index=False, float_format=lambda v: f"{v:.3f}"), flush=True)
     return pd.DataFrame(rows)
 
@@ -193,7 +198,8 @@ def main(argv=None):
     p.add_argument("--bootstrap", type=int, default=100)
     p.add_argument("--methods", default="mtl,stl")
     p.add_argument("--n-jobs", type=int, default=2)
-    p.add_argument("--guessing", type=float, default=None, help="fixed guessing of the fits (default none)")
+    p.add_argument("--guessing", type=_floor, default=None,
+                   help="guessing of the fits: a fixed floor, or 'estimate' (one per domain; default none)")
     p.add_argument("--out", default=None, help="also write the rows to this CSV")
     p.add_argument("--bayes-draws", type=int, default=None, help="NUTS draws per chain of --methods bayes")
     p.add_argument("--bayes-chains", type=int, default=None, help="NUTS chains of --methods bayes")
@@ -223,9 +229,13 @@ def main(argv=None):
         table.to_csv(args.out, index=False)
     cols = ["scenario", "seed", "method", "cov_domain", "cov_small", "cov_predicted", "width_domain",
             "cov_overall", "width_overall", "cov_rank", "cov_overall_q1", "cov_overall_lump", "rmse_domain",
-            "rmse_overall", "C", "converged", "seconds"]
+            "rmse_overall", "C", "floor", "converged", "seconds"]
     print()
     print(_markdown(table[cols]))
+
+
+def _floor(text):
+    return "estimate" if text == "estimate" else float(text)
 
 
 def _markdown(df: pd.DataFrame) -> str:
