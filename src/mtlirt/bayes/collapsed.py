@@ -682,7 +682,7 @@ def find_mode(grid: CollapsedGrid, V0: np.ndarray, layout, loading_scale: float,
 # ---------------------------------------------------------------------------
 
 
-@numba.njit(boundscheck=False, cache=True)
+@numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
 def _sample_loglinear(lv, x0, h, u, wbuf):
     # draw from the density exp(lv) interpolated log-linearly between the
     # equally spaced nodes x0 + q h (inverse CDF; lv has n >= 2 entries)
@@ -690,16 +690,19 @@ def _sample_loglinear(lv, x0, h, u, wbuf):
     mx = -np.inf
     for q in range(n):
         mx = max(mx, lv[q])
+    # segment masses (e_{q+1} - e_q) / (lv_{q+1} - lv_q): one exponential per
+    # node (relative error below 1e-11 at |dlt| >= 1e-4; the trapezoid's
+    # below that, dlt^2 / 12)
     tot = 0.0
+    eb = exp_nonpos(lv[0] - mx)
     for q in range(n - 1):
-        a = lv[q] - mx
-        b = lv[q + 1] - mx
-        dlt = b - a
-        ea = math.exp(a)
-        if abs(dlt) < 1e-8:
-            m = ea * (1.0 + 0.5 * dlt)
+        ea = eb
+        eb = exp_nonpos(lv[q + 1] - mx)
+        dlt = lv[q + 1] - lv[q]
+        if abs(dlt) < 1e-4:
+            m = 0.5 * (ea + eb)
         else:
-            m = ea * math.expm1(dlt) / dlt
+            m = (eb - ea) / dlt
         tot += m
         wbuf[q] = tot
     target = u * tot
