@@ -33,7 +33,7 @@ def _slices(sim):
 
 def test_node_levels_refine_long_domains_only():
     pen = irt.DEFAULT_PENALTIES
-    sizes = [10, 100, 400, 5000]
+    sizes = [10, 400, 1500, 5000]
     dom = np.repeat(np.arange(4), sizes)
     lev = irt.node_levels(np.full(dom.size, 1.3), dom, 4, pen)
     nodes = (pen.n_nodes - 1) * 2**lev + 1

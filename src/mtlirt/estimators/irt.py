@@ -190,7 +190,7 @@ class Penalties:
     d_max: float = 15.0
     n_nodes: int = 49
     node_max: float = 6.0
-    node_sd_ratio: float = 1.5
+    node_sd_ratio: float = 2.0
     max_nodes: int = 769
     guessing_alpha: float = 2.0
     guessing_beta: float = 4.0
@@ -770,9 +770,9 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     Each domain's traits are integrated out against the ``N(0, theta_sd^2)``
     population prior on a grid of equally spaced nodes, finer for long
     domains (:func:`node_levels`: 49 nodes for short domains, up to
-    ``priors.max_nodes`` for long ones; the levels are chosen from the
-    starting discriminations and checked again at convergence, the EM going
-    on with finer grids where the fitted ones need them).  The EM is
+    ``priors.max_nodes`` for long ones: the EM converges on 49 nodes first,
+    then goes on with each domain's grid refined for the fitted
+    discriminations, until no grid needs refining).  The EM is
     accelerated by SQUAREM-style extrapolation (checked: a step that lowers
     the penalised marginal likelihood falls back to plain EM) and, for the
     2PL, by parameter expansion (PX-EM): after each M-step the items are
@@ -843,7 +843,9 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
             out.append((None if whole else ks, slice(None) if whole else idx, local, x, logw))
         return out
 
-    levels = node_levels(a, item_domain, K, priors)
+    # the EM first converges on the coarsest grid (cheap sweeps), then goes on with each domain's
+    # grid refined for the fitted discriminations (a few sweeps), until no grid needs refining
+    levels = np.zeros(K, dtype=np.int64)
     groups = groups_of(levels)
 
     def em(a, d, cd):
@@ -957,7 +959,6 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
             if change < tol:
                 converged = True
                 break
-        # the grids were chosen from the starting discriminations: refine where the fitted ones need it
         new = np.maximum(node_levels(a, item_domain, K, priors), levels)
         if not converged or np.array_equal(new, levels):
             break
