@@ -60,9 +60,15 @@ def test_predicted_cells_are_flagged_and_get_a_real_spread(blocky, tmp_path):
     assert sd[empty].min() > 0.2
     assert np.median(sd[empty]) > np.median(sd[~empty])
     # the domain centre comes from the LLMs with responses, and over them the domain keeps the fit's own
-    # spread (the spread of posterior means, at most 1), not re-standardised to 1
+    # spread (the spread of posterior means, at most 1), not re-standardised to 1; at C = 0 (the
+    # single-domain scores) that spread is STL's posterior-mean spread (baselines.posterior_mean_scale)
     theta = est.point("theta")
-    own = fit_mtl(resp.correct, resp.mask, resp.domain_slices).theta
+    own = fit_mtl(resp.correct, resp.mask, resp.domain_slices)
+    if own.C == 0:
+        from mtlirt.estimators.baselines import posterior_mean_scale
+
+        own = posterior_mean_scale(own, ~empty)
+    own = own.theta
     for k in range(theta.shape[1]):
         seen = theta[~empty[:, k], k]
         assert abs(seen.mean()) < 1e-9

@@ -56,9 +56,12 @@ class ConvergenceWarning(UserWarning):
 
 
 def _point_stl(correct, observed, slices, *, model, guessing, **_):
+    from .estimators.baselines import posterior_mean_scale
     from .estimators.irt import fit_stl
 
-    return fit_stl(correct, observed, slices, model=model, guessing=guessing)
+    res = fit_stl(correct, observed, slices, model=model, guessing=guessing)
+    # reported on the estimand's scale (spread of posterior means), not standardised to 1
+    return posterior_mean_scale(res, _cell_counts(observed, slices, correct.shape[0]) > 0)
 
 
 def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default", **_):
@@ -71,7 +74,12 @@ def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed,
         return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C, seed=seed)
     from .estimators.mtl import fit_mtl
 
-    return fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
+    res = fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
+    if res.C == 0:  # the single-domain scores: on the estimand's scale as STL's (MTL's own C > 0 scale is its own)
+        from .estimators.baselines import posterior_mean_scale
+
+        res = posterior_mean_scale(res, _cell_counts(observed, slices, correct.shape[0]) > 0)
+    return res
 
 
 def _point_pooled(correct, observed, slices, *, model, guessing, **_):
@@ -126,12 +134,12 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     """Scores of cells without responses, and domain scales from the LLMs with responses.
 
     MTL: an empty cell gets its centre (the model's prediction from the
-    LLM's other domains) and each domain is re-centred over the LLMs that
-    have responses in it and given, over them, the fit's own spread of the
-    domain (MTL's scores have the spread of posterior means, below 1:
-    docs/model.md "The estimand"); STL:
-    the population mean 0, and each domain re-standardised over the LLMs
-    with responses.  The items follow, so ``a theta + d`` is unchanged.
+    LLM's other domains); STL: the population mean 0. Each domain is
+    re-centred over the LLMs that have responses in it and given, over them,
+    the fit's own spread of the domain (the spread of posterior means, below
+    1: docs/model.md "The estimand"; STL's by
+    :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).  The items
+    follow, so ``a theta + d`` is unchanged.
     Other methods are left alone.
     """
     if method not in ("mtl", "stl") or not empty.any():
@@ -145,9 +153,8 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     m = np.where(seen, theta, 0.0).sum(axis=0) / cnt
     sd = np.sqrt(np.where(seen, (theta - m) ** 2, 0.0).sum(axis=0) / cnt)
     sd = np.where(sd > 1e-12, sd, 1.0)
-    if method == "mtl":  # keep the fit's own spread of the domain, now over the LLMs with responses
-        own = arr["theta"].std(axis=0)
-        sd = sd / np.where(own > 1e-12, own, 1.0)
+    own = arr["theta"].std(axis=0)  # keep the fit's own spread of the domain, now over the LLMs with responses
+    sd = sd / np.where(own > 1e-12, own, 1.0)
     theta = (theta - m) / sd
     if method == "stl":
         theta[empty] = 0.0
@@ -284,9 +291,12 @@ def fit(
         if method == "mtl":
             fixed.update(rank=res.rank, C=res.C, gamma=None)
         t1 = time.perf_counter()
-        kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric"}.get(method, "parametric")
+        kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric",
+                "stl": "world"}.get(method, "parametric")
         point = arr if kind == "parametric" else None
-        if kind == "world":
+        if method == "stl":
+            point = _stl_world(arr, pop, error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0])
+        elif kind == "world":
             eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
             eta_c = eta - eta.mean(axis=0)  # the centre's slopes on the shared traits (its loadings)
             W = np.linalg.lstsq(eta_c, arr["centre"] - arr["centre"].mean(axis=0), rcond=None)[0].T
@@ -309,11 +319,8 @@ def fit(
             n_jobs=n_jobs,
             desc=f"{method} bootstrap",
         )
-        if kind == "world":
+        if kind == "world":  # STL's cells without responses: 0 minus an error of a N(0, 1) truth
             _error_draws(boot, arr, empty)
-        elif method == "stl" and empty.any():  # nothing known there: the population N(0, 1)
-            rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(bootstrap + 1)[-1])
-            boot["theta"][:, empty] = rng.standard_normal((bootstrap, int(empty.sum())))
         timings["bootstrap"] = time.perf_counter() - t1
     secs = getattr(res, "seconds", None)
     info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
@@ -322,8 +329,9 @@ def fit(
     corr, rel = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)
     info["reliability"] = rel.tolist()
     if boot is not None:
-        info["intervals"] = ("estimate minus quantiles of the bootstrap error (world: centre plus deviations)"
-                             if method == "mtl" else "bootstrap percentile")
+        info["intervals"] = {"mtl": "estimate minus quantiles of the bootstrap error (world: centre plus deviations)",
+                             "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
+                             }.get(method, "bootstrap percentile")
     if boot is not None:
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
     est = Estimate.from_point(
@@ -346,6 +354,24 @@ def fit(
         n_responses=n_resp,
     )
     return est
+
+
+def _stl_world(arr: dict, pop: dict, corr: np.ndarray) -> dict:
+    """The error bootstrap's world of STL (``bootstrap.run_bootstrap``, ``kind="world"``).
+
+    New traits from the population, ``N(0, R)`` on the population scale
+    (unit variances, ``R`` the estimated cross-domain correlations: STL
+    fits each domain alone, so ``R`` changes no domain's error, only the
+    correlations' replicates), mapped to the reported scale
+    (``population = theta * scale + loc``); the items are the fit's.
+    """
+    loc, scale = np.asarray(pop["loc"]), np.asarray(pop["scale"])
+    N, K = arr["theta"].shape
+    w, v = np.linalg.eigh(np.nan_to_num(corr))
+    L = v * np.sqrt(np.clip(w, 0.0, None))
+    L /= np.maximum(np.linalg.norm(L, axis=1, keepdims=True), 1e-12)  # unit variances
+    return dict(centre=np.tile(-loc / scale, (N, 1)), psi=np.zeros(K), eta=np.zeros((N, K)),
+                eta_var=np.ones((N, K)), loadings=L / scale[:, None], a=arr["a"], d=arr["d"], c=arr["c"])
 
 
 def _error_draws(boot: dict, arr: dict, empty: np.ndarray) -> None:

@@ -5,21 +5,53 @@
   (:func:`mtlirt.estimators.irt.fit_stl` with a single domain spanning all items).
 * :func:`fit_accuracy` -- per-domain proportion correct and its macro average.
 
-The single-domain baseline (STL) is :func:`mtlirt.estimators.irt.fit_stl` itself.
+The single-domain baseline (STL) is :func:`mtlirt.estimators.irt.fit_stl` itself;
+:func:`posterior_mean_scale` puts its scores on the package's estimand scale
+(``docs/model.md``, "The estimand") for reporting.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from . import irt
 from .irt import IRTFit, Penalties, ResponseData, blas_threads
 
-__all__ = ["AccuracyFit", "fit_accuracy", "fit_pooled"]
+__all__ = ["AccuracyFit", "fit_accuracy", "fit_pooled", "posterior_mean_scale"]
+
+
+def posterior_mean_scale(res, seen=None):
+    """Single-domain scores on the estimand's scale: each domain spread like posterior means.
+
+    ``fit_stl`` reports its MAP scores standardised over the LLMs (spread 1).
+    The package's domain score is a posterior-mean-like estimate of the trait
+    on the population scale (``docs/model.md``, "The estimand"), whose spread
+    over the LLMs is ``sqrt(1 - mean_i v_ik)``, ``v_ik`` the posterior
+    variance (for a single-domain MAP under ``N(0, 1)``, ``(theta_se_ik *
+    theta_scale_k)^2``, the inverse of the information plus 1), as MTL's
+    scores are (:func:`mtlirt.estimators.mtl.posterior_mean_sd`). Each domain
+    is multiplied by that spread, taken over the LLMs with responses in it
+    (``seen``, ``N x K``; all when None); the items, standard errors,
+    ``theta_scale`` and an MTL fit's ``centre`` follow, so ``a theta + d``
+    and the population-scale traits ``theta * theta_scale + theta_loc`` are
+    unchanged. Returns a copy of ``res`` (an :class:`~mtlirt.estimators.irt.IRTFit`,
+    or an MTL fit at ``C = 0``, which reports the single-domain scores).
+    """
+    theta = np.asarray(res.theta, dtype=np.float64)
+    pv = (np.asarray(res.theta_se, dtype=np.float64) * res.theta_scale) ** 2
+    seen = np.ones(theta.shape, dtype=bool) if seen is None else np.asarray(seen, dtype=bool)
+    cnt = np.maximum(seen.sum(axis=0), 1)
+    sd = np.sqrt(np.clip(1.0 - np.where(seen, pv, 0.0).sum(axis=0) / cnt, 0.05, 1.0))
+    item_domain = res.item_domain
+    out = dict(theta=theta * sd, a=res.a / sd[item_domain], theta_se=res.theta_se * sd,
+               theta_scale=res.theta_scale / sd)
+    if getattr(res, "centre", None) is not None:
+        out["centre"] = res.centre * sd
+    return replace(res, **out)
 
 
 def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, max_iter=500,
