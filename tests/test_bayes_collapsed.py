@@ -158,6 +158,34 @@ def test_structure_logp_gradient(case):
         assert g[i] == pytest.approx((f(up)[0] - f(dn)[0]) / (2 * eps), rel=1e-4, abs=1e-3)
 
 
+def test_laplace_whitening_recovers_a_gaussian():
+    """On a Gaussian log density the whitening finds the mean (one Newton
+    step from elsewhere) and a square root of the covariance; where the
+    Hessian is not negative definite it falls back to a diagonal."""
+    rng = np.random.default_rng(0)
+    n = 4
+    A = rng.normal(size=(n, n))
+    S = A @ A.T + n * np.eye(n)
+    P = np.linalg.inv(S)
+    m = rng.normal(size=n)
+
+    def logp(x):
+        d = x - m
+        return -0.5 * d @ P @ d, -P @ d
+
+    xc, T, info = cl.laplace_whitening(logp, m + 0.3)
+    np.testing.assert_allclose(xc, m, atol=1e-6)
+    np.testing.assert_allclose(T @ T.T, S, rtol=1e-5)
+    assert info["kind"] == "full"
+
+    def saddle(x):
+        return -0.5 * x[0] ** 2 + 0.5 * x[1] ** 2, np.array([-x[0], x[1]])
+
+    xc, T, info = cl.laplace_whitening(saddle, np.zeros(2))
+    assert info["kind"] == "diagonal"
+    np.testing.assert_allclose(T, np.eye(2), atol=1e-6)
+
+
 def test_sample_structure_end_to_end():
     """A tiny fit: the loadings' chains converge, every LLM gets draws of its
     overall trait and domain scores, which track the truth."""

@@ -958,9 +958,49 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float):
     return logp
 
 
-def _nutpie_model(grid: CollapsedGrid, layout, loading_scale: float, V0: np.ndarray, coords: dict, r: int):
+def laplace_whitening(logp, x0: np.ndarray, *, eps: float = 1e-4) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The Laplace approximation of a log density at (near) its mode: centre
+    ``xc`` (one Newton step from ``x0``) and a square root ``T`` of its
+    covariance (``T T' = (-H)^-1``, ``H`` the Hessian by central differences
+    of the gradient, ``2 n`` evaluations). In ``z = T^-1 (x - xc)`` the
+    posterior is close to ``N(0, I)``: NUTS starts with the right scales and
+    correlations instead of learning them in the warm-up. Where ``-H`` is not
+    positive definite, ``T`` is diagonal (or the identity)."""
+    x0 = np.asarray(x0, dtype=np.float64)
+    n = len(x0)
+    H = np.empty((n, n))
+    for j in range(n):
+        e = np.zeros(n)
+        e[j] = eps
+        H[:, j] = (logp(x0 + e)[1] - logp(x0 - e)[1]) / (2 * eps)
+    H = 0.5 * (H + H.T)
+    g0 = logp(x0)[1]
+    try:
+        L = np.linalg.cholesky(-H)
+        T = np.linalg.solve(L, np.eye(n)).T
+        step = T @ (T.T @ g0)
+        kind = "full"
+    except np.linalg.LinAlgError:
+        d = -np.diagonal(H)
+        T = np.diag(np.where(d > 0, 1.0 / np.sqrt(np.where(d > 0, d, 1.0)), 1.0))
+        step = np.zeros(n)
+        kind = "diagonal"
+    # one Newton step, kept only if it does not lower the density (x0 is the
+    # mode on a slightly different scale: the log transform's Jacobian)
+    xc = x0 + step
+    if not logp(xc)[0] >= logp(x0)[0]:
+        xc = x0
+    sd = np.sqrt((T**2).sum(1))
+    return xc, T, {"kind": kind, "sd_min": float(sd.min()), "sd_max": float(sd.max()),
+                   "newton_step_max": float(np.abs(xc - x0).max())}
+
+
+def _nutpie_model(grid: CollapsedGrid, layout, loading_scale: float, V0: np.ndarray, coords: dict, r: int,
+                  whiten: bool = True, info: dict | None = None):
     """nutpie's model of the structure from a Python log density (no graph to
-    compile; the kernel releases the GIL, so chains run in parallel)."""
+    compile; the kernel releases the GIL, so chains run in parallel). With
+    ``whiten``, NUTS samples ``z`` with ``x = xc + T z``
+    (:func:`laplace_whitening`), chains started at draws of ``N(0, I)``."""
     from nutpie.compiled_pyfunc import from_pyfunc
 
     rows, cols, drows = layout
@@ -968,20 +1008,39 @@ def _nutpie_model(grid: CollapsedGrid, layout, loading_scale: float, V0: np.ndar
     x0 = np.concatenate([V0[rows, cols], np.log(np.maximum(V0[drows, np.arange(r)], 1e-3))])
     names, shapes = (["loading_free"], [(n_free,)]) if n_free else ([], [])
     names, shapes = names + ["loading_diag"], shapes + [(r,)]
+    if whiten:
+        t0 = time.perf_counter()
+        xc, T, winfo = laplace_whitening(structure_logp(grid, layout, loading_scale), x0)
+        winfo["seconds"] = time.perf_counter() - t0
+        if info is not None:
+            info["whitening"] = winfo
+    else:
+        xc, T = x0, np.eye(len(x0))
 
     def make_logp():
-        return structure_logp(grid, layout, loading_scale)
+        f = structure_logp(grid, layout, loading_scale)
+        if not whiten:
+            return f
+
+        def logp(z):
+            v, g = f(xc + T @ z)
+            return v, T.T @ g
+
+        return logp
 
     def make_expand(seed1, seed2, chain):
-        def expand(x):
-            out = {"loading_free": np.asarray(x[:n_free], dtype=np.float64).copy()} if n_free else {}
-            out["loading_diag"] = np.exp(np.asarray(x[n_free:], dtype=np.float64))
+        def expand(z):
+            x = xc + T @ np.asarray(z, dtype=np.float64) if whiten else np.asarray(z, dtype=np.float64)
+            out = {"loading_free": x[:n_free].copy()} if n_free else {}
+            out["loading_diag"] = np.exp(x[n_free:])
             return out
 
         return expand
 
     def init_point(seed):
         rng = np.random.default_rng(seed)
+        if whiten:
+            return rng.standard_normal(x0.shape)
         return x0 + 1e-3 * rng.standard_normal(x0.shape)
 
     return from_pyfunc(len(x0), make_logp, make_expand, [np.dtype("float64")] * len(names), shapes, names,
@@ -992,7 +1051,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
                      tune: int = 1000, chains: int = 4, cores: int = 1, seed: int = 0,
                      target_accept: float = 0.8, progress: bool = False, nuts_kwargs: dict | None = None,
                      check: bool = True, grid_options: dict | None = None,
-                     sampler: str = "nutpie") -> CollapsedFit:
+                     sampler: str = "nutpie", whiten: bool = True) -> CollapsedFit:
     """The fixed-items factor model with the LLM side integrated out: the
     structure's posterior mode, the grid placed there, NUTS on the loadings
     (nutpie), then exact draws of every LLM's overall trait and domain scores.
@@ -1017,6 +1076,9 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     sampler : {"nutpie", "numpyro"}
         numpyro samples the JAX version of the likelihood
         (:mod:`mtlirt.bayes._jax`; optional ``jax`` extra).
+    whiten : bool
+        nutpie samples the loadings whitened by the Laplace approximation
+        at the mode (:func:`laplace_whitening`).
 
     Returns
     -------
@@ -1051,6 +1113,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     if "max_treedepth" in kw:
         kw["maxdepth"] = kw.pop("max_treedepth")
     kw.setdefault("target_accept", target_accept)
+    wi = {}
     if sampler == "numpyro":
         from mtlirt.bayes._jax import sample_structure_numpyro
 
@@ -1064,7 +1127,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     else:
         import nutpie
 
-        compiled = _nutpie_model(grid, layout, spec.priors.loading_scale, V2, coords, r)
+        compiled = _nutpie_model(grid, layout, spec.priors.loading_scale, V2, coords, r, whiten=whiten, info=wi)
         stages["compile"] = time.perf_counter() - t2
         idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
                               seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)
@@ -1088,6 +1151,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
                               factor=list(coords.get("factor", range(r))))
     stages["llm_side_draws"] = time.perf_counter() - t3
     info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]),
+            **wi,
             "n_inner_nodes": int(grid.logw.shape[1]), "stage_seconds": stages}
     if check:
         C, D = psi.shape[:2]
