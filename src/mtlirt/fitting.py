@@ -2,21 +2,23 @@
 
 Point estimates get intervals from a bootstrap (``bootstrap=B``), the
 estimator refit with its tuned settings fixed (:mod:`mtlirt.estimators.bootstrap`).
-For ``stl`` and ``pooled`` it is parametric (answers redrawn from the fitted
-model on the observed cells), with percentile intervals of the replicates;
-for ``accuracy`` items are resampled within domains.  For ``mtl`` the
-intervals are intervals of the estimation error: the point fit is a shrunk
-world, so each replicate draws a new truth (shared traits around the fitted
-ones, the fit's centre, deviations with each domain's estimated spread), and
-the refit's error against that truth is taken off the point estimate
-(``/bootstrap`` holds ``estimate - error``; the interval is the estimate
-minus the error's quantiles), for domain scores, overall scores and ranks.
+For ``pooled`` it is parametric (answers redrawn from the fitted model on
+the observed cells), with percentile intervals of the replicates; for
+``accuracy`` items are resampled within domains.  For ``mtl`` and ``stl``
+the intervals are intervals of the estimation error: their scores are
+shrunk (posterior-mean-like, docs/model.md "The estimand"), so each
+replicate draws a new truth (MTL: shared traits around the fitted ones, the
+fit's centre, deviations with each domain's estimated spread; STL: traits
+from the population ``N(0, R)``), and the refit's error against that truth
+is taken off the point estimate (``/bootstrap`` holds ``estimate -
+error``; the interval is the estimate minus the error's quantiles), for
+domain scores, overall scores and ranks.
 
 Cells without responses (an LLM that did not run a domain) are *predicted*:
 MTL puts them at their centre (the model's prediction from the LLM's other
 domains) and its error replicates give them the spread of a deviation
 (prior predictive); STL, which knows nothing there, gives the population
-mean 0 and draws from the population ``N(0, 1)``.  Domain standardisation
+mean 0 and its replicates the spread of the population's ``N(0, 1)``.  Domain standardisation
 uses the LLMs with responses only.  Measured coverage: ``docs/results.md``
 ("Intervals").
 
