@@ -48,7 +48,7 @@ def test_long_domain_matches_a_fine_grid_reference():
     sim = simulate(200, domain_sizes=[500], seed=4)
     out = {}
     for label, pen in [("coarse", irt.Penalties(node_sd_ratio=0)), ("default", irt.DEFAULT_PENALTIES),
-                       ("reference", irt.Penalties(n_nodes=1537, node_sd_ratio=0))]:
+                       ("reference", irt.Penalties(n_nodes=1537, node_sd_ratio=0, mstep_stride=False))]:
         data = irt.ResponseData(sim.correct, None, [slice(0, 500)])
         a, d, info = irt.calibrate_items(data, priors=pen)
         assert info["converged"]

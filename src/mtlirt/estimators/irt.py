@@ -172,6 +172,9 @@ class Penalties:
         is at most ``node_sd_ratio`` times the narrowest posterior sd its items
         allow, ``1 / sqrt(1 / theta_sd^2 + sum_j a_j^2 / 4)``, with at most
         ``max_nodes`` nodes (``node_sd_ratio = 0``: ``n_nodes`` everywhere).
+    mstep_stride : bool
+        Let the M-step of a complete domain without guessing use every m-th
+        node where that integrates alike (:func:`_mstep_stride`).
     guessing_alpha, guessing_beta : float
         ``Beta(alpha, beta)`` prior of an estimated guessing floor (one per
         domain); the default ``Beta(2, 4)`` has its mode at 0.25 (four options)
@@ -192,6 +195,7 @@ class Penalties:
     node_max: float = 6.0
     node_sd_ratio: float = 2.0
     max_nodes: int = 769
+    mstep_stride: bool = True
     guessing_alpha: float = 2.0
     guessing_beta: float = 4.0
     guessing_max: float = 0.6
@@ -700,6 +704,32 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
     return a, d
 
 
+def _mstep_stride(nq, x, tol=1e-7):
+    """The largest stride ``m`` (a power of 2) at which every m-th node integrates the M-step.
+
+    A fine grid is needed for one LLM's narrow posterior (the E-step), not
+    for the M-step of a complete domain without guessing: that integrates
+    smooth item curves against ``nq``, the posterior mass summed over the
+    LLMs (``t`` is exact), which is smooth wherever many LLMs spread; there
+    every m-th node times ``m`` (the trapezoidal rule at spacing ``m h``)
+    gives the same integrals.  The stride is accepted when the moments 0-4 of
+    every domain's ``nq`` agree within ``tol`` times its mass (a few LLMs
+    with sharp posteriors fail it and keep every node)."""
+    Q = nq.shape[1]
+    mass = np.maximum(nq.sum(axis=1), 1e-300)
+    pw = np.vstack([x**p for p in range(5)])  # 5 x Q
+    full = nq @ pw.T
+    bound = tol * np.maximum(mass[:, None], np.abs(full))
+    m = 1
+    while (Q - 1) % (2 * m) == 0 and (Q - 1) // (2 * m) >= 48:
+        mm = 2 * m
+        sub = (nq[:, ::mm] * mm) @ pw[:, ::mm].T
+        if np.any(np.abs(sub - full) > bound):
+            break
+        m = mm
+    return m
+
+
 def _floor_objective(cd, sig, R, Nq, item_domain, K, priors):
     """Per domain: expected complete-data log-likelihood of the floors ``cd`` (K) plus their Beta prior."""
     ck = cd[item_domain][:, None]
@@ -862,6 +892,11 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
             eap[:, kk] = st["eap"]
             mom[kk] = st["moments"]
             st["n1"] = data.n1[idx]
+            if priors.mstep_stride and st["Nq"] is None and st["R"] is None:
+                m = _mstep_stride(st["nq"], x)
+                if m > 1:  # the M-step on every m-th node: same integrals, J x Q / m work
+                    st["nq"] = st["nq"][:, ::m] * m
+                    x = x[::m]
             cg = None if c_items is None else c_items[idx]
             ag, dg = _mstep(a[idx], d[idx], st, x, cg, priors, model, local)
             if cd is not None:

@@ -856,6 +856,8 @@ def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled,
           ranks, sizes, C_grid, holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall,
           centre_prior, seed, max_iter, tol, prog, max_extend):
     """Held-out choice of the rank and of ``C`` (see :func:`fit_mtl`)."""
+    from .baselines import pooled_penalties
+
     N, J = correct.shape
     K = len(slices)
     rng = np.random.default_rng(seed)
@@ -869,7 +871,7 @@ def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled,
     if refit:
         a_tr, d_tr, _ = irt.calibrate_items(train, a, d, priors=priors, model=model,
                                             max_iter=max_iter, tol=tol)
-        a_ptr, d_ptr, _ = irt.calibrate_items(one, a_p, d_p, priors=priors, model=model,
+        a_ptr, d_ptr, _ = irt.calibrate_items(one, a_p, d_p, priors=pooled_penalties(priors), model=model,
                                               max_iter=max_iter, tol=tol)
     else:
         a_tr, d_tr = a, d
