@@ -10,7 +10,9 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	@PYBIN=$$(sh scripts/find-python.sh) && echo "using $$PYBIN" && "$$PYBIN" -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-compile -e ".[dev]"
+	@# pip byte-compiles the packages one file after another; compileall does it on every core
+	$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 	@touch $(STAMP)
 
 env: $(STAMP)
@@ -19,15 +21,16 @@ demo: $(STAMP)
 	$(VENV)/bin/mtlirt demo
 
 # The full suite on every core (pytest-xdist: tests spread one by one; those sharing
-# an expensive fixture are grouped with xdist_group), the headless-browser test included:
+# an expensive fixture are grouped with xdist_group; tests/conftest.py puts the longest
+# first and --no-loadscope-reorder keeps that order), the headless-browser test included:
 # scripts/ensure-chromium.sh installs Debian's chromium when run as root.
 test: $(STAMP)
 	@sh scripts/ensure-chromium.sh
-	$(PY) -m pytest -n auto --dist loadgroup
+	$(PY) -m pytest -n auto --dist loadgroup --no-loadscope-reorder
 
 # Development: everything but the tests marked slow.
 test-fast: $(STAMP)
-	$(PY) -m pytest -n auto --dist loadgroup -m "not slow"
+	$(PY) -m pytest -n auto --dist loadgroup --no-loadscope-reorder -m "not slow"
 
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict

@@ -16,3 +16,31 @@ def shared_data():
     if not path.exists():
         pytest.skip("../shared/data is not present")
     return path
+
+
+# Tests that run for a minute or more on CI's two cores (``--durations`` of a cold `make test`), longest first.
+# They start before everything else so that no long test is left running alone at the end of the run.
+LONGEST_FIRST = (
+    "tests/test_notebooks.py::test_notebook_runs[03-",
+    "tests/test_notebooks.py::test_notebook_runs[01-",
+    "tests/test_notebooks.py::test_notebook_runs[04-",
+    "tests/test_demo.py::",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Order the run for two workers: the longest tests first, then the other ``slow`` tests, then the rest.
+
+    ``make test`` passes ``--dist loadgroup --no-loadscope-reorder`` so that pytest-xdist hands out the tests
+    in this order (its default reorders by the size of the ``xdist_group`` groups instead). The order within
+    each tier is the collection order; the set of tests run is unchanged.
+    """
+
+    def tier(item):
+        for rank, prefix in enumerate(LONGEST_FIRST):
+            if item.nodeid.startswith(prefix):
+                return rank
+        return len(LONGEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
+
+    items.sort(key=tier)

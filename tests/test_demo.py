@@ -9,7 +9,9 @@ from mtlirt.demo import run_demo
 @pytest.mark.filterwarnings("ignore::mtlirt.bayes.sample.NotConvergedWarning")  # 2 x 60 draws: not meant to
 def test_tiny_demo_writes_everything_and_shows_progress(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("MTLIRT_PROGRESS", "1")
-    res = run_demo(tmp_path / "demo", seed=3, n_llms=40, scale=0.02, bootstrap=2, draws=60, tune=60, chains=2)
+    # 4 replicates of the report's correlation check, not the default 20: each is one STL fit
+    res = run_demo(tmp_path / "demo", seed=3, n_llms=40, scale=0.02, bootstrap=2, draws=60, tune=60, chains=2,
+                   check_replicates=4)
     out = res["out"]
     for path in ("leaderboard.parquet", "truth", "mtl/overall.csv", "bayes/overall.csv", "report.html"):
         assert (out / path).exists(), path
