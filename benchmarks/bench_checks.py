@@ -19,7 +19,9 @@
 ``world``
     Rank-1 truth (400 LLMs, six 10-item domains, similarity 0.1, seed 5), MTL
     fit: the deviation variances of MTL's error-bootstrap world (moments,
-    ``fit(bootstrap=2)``'s ``deviation_spread``) against the truth's 0.1, and
+    ``fit(bootstrap=B)``'s ``deviation_spread``, B the second argument,
+    default 2) against the truth's 0.1; with ``B > 2`` the coverage of the
+    90% intervals of the domain and overall scores (truth standardised); and
     the correlation check with replicates from that world
     (``world="estimate"``) and from the default (30 replicates).
 ``block``
@@ -40,7 +42,8 @@
     the leave-one-LLM-out check: time, Pareto k, p_loo, with the overall trait
     integrated out and given.
 
-Usage: ``python benchmarks/bench_checks.py {calibration,scenarios,world,block,corr,loo} [B]``.
+Usage: ``python benchmarks/bench_checks.py {calibration,scenarios,world,block,corr,loo} [B]``
+(``B``: replicates, for ``world`` and ``corr``).
 """
 
 from __future__ import annotations
@@ -118,9 +121,20 @@ def scenarios() -> None:
 
 
 def world() -> None:
-    _, r = _r(n_llms=400, domain_sizes=[10] * 6, rank=1, similarity=0.1, seed=5)
-    est = mtlirt.fit(r, "mtl", bootstrap=2, n_jobs=1)
+    B = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    sim, r = _r(n_llms=400, domain_sizes=[10] * 6, rank=1, similarity=0.1, seed=5)
+    est = mtlirt.fit(r, "mtl", bootstrap=B, n_jobs=2 if B > 2 else 1)
     print(f"MTL world's deviation variances {np.round(est.info['deviation_spread'], 3).tolist()} (truth 0.1)")
+    if B > 2:  # the error bootstrap's 90% intervals against the standardised truth
+        truth = sim.domain_scores.to_numpy()
+        truth = (truth - truth.mean(0)) / truth.std(0)
+        ds = est.domain_scores(0.9)
+        lo, hi = (ds[c].to_numpy().reshape(truth.shape) for c in ("lower", "upper"))
+        eta = sim.overall["score"].to_numpy()
+        ov = est.overall_scores(0.9).set_index("llm").loc[sim.llm_names]
+        eta = (eta - eta.mean()) / eta.std()
+        print(f"  {B} replicates: domain coverage {((truth >= lo) & (truth <= hi)).mean():.3f} (width "
+              f"{(hi - lo).mean():.3f}), overall {((eta >= ov['lower']) & (eta <= ov['upper'])).mean():.3f}")
     for w in ("estimate", "structure"):
         c = correlation_check(est, r, n_replicates=30, seed=1, world=w)
         print(f"  world={w}: observed {c.table['observed'].min():.2f}-{c.table['observed'].max():.2f}, replicated "
