@@ -5,12 +5,18 @@ Usage::
 
     .venv/bin/python benchmarks/bench_collapsed.py flagship [--draws 250 --tune 200 --rank 1]
     .venv/bin/python benchmarks/bench_collapsed.py compare [--seeds 3]
+    .venv/bin/python benchmarks/bench_collapsed.py kernel [--baseline COMMIT]
 
 flagship: 4,272 LLMs x MMLU's 57 subjects (14,042 items), the MTL fit (as
 ``mtlirt fit --method bayes --items fixed`` runs it: MTL first, its item values
 fixed), then the collapsed posterior: wall of each stage, the ratio of the
 whole to the MTL fit's wall, R-hat and ESS of the sampled loadings, the
 quadrature check, and the 90% coverage of the true domain and overall scores.
+
+kernel: at the flagship shape, one log density + gradient and the exact
+draws of one structure draw timed alone (CPU ms), and the quadrature check
+at 8 structures 3% from the mode; ``--baseline`` adds the module as it was at
+a commit (its own default grid, same centres).
 
 compare: the calibration design (150 LLMs, domains of 10-60 items) fitted by
 the collapsed route and by the sampled route (overall traits sampled, domain
@@ -24,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import sys
 import time
 import warnings
 
@@ -120,11 +127,13 @@ def bench_flagship(seed: int = 0, draws: int = 250, tune: int = 200, chains: int
     from mtlirt.fitting import _mtl_init
 
     resp, truth, truth_ov = _simulated(n_llms, preset="mmlu", seed=seed, rank=rank)
+    load0 = os.getloadavg()[0]
     print(f"flagship: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains, rank {rank}; "
-          f"load average {os.getloadavg()[0]:.1f} before the fit", flush=True)
-    t0 = time.perf_counter()
+          f"load average {load0:.1f} before the fit", flush=True)
+    t0, c0 = time.perf_counter(), time.process_time()
     _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
     t_mtl = time.perf_counter() - t0
+    c_mtl = time.process_time() - c0
     spec = "factor-2pl" if rank == 1 else "factor2-2pl"
     post, fit, stages = collapsed_fit(resp, spec, init, draws=draws, tune=tune, chains=chains, seed=seed)
     wall = time.perf_counter() - t0
@@ -134,18 +143,127 @@ def bench_flagship(seed: int = 0, draws: int = 250, tune: int = 200, chains: int
         "mtl_seconds": round(t_mtl, 1),
         "bayes_seconds_after_mtl": round(wall - t_mtl, 1),
         "wall_seconds": round(wall, 1),
+        "cpu_seconds": {"mtl": round(c_mtl, 1), "after_mtl": round(time.process_time() - c0 - c_mtl, 1)},
         "ratio_to_this_mtl": round(wall / t_mtl, 2),
         f"ratio_to_mtl_{mtl_reference:g}s": round(wall / mtl_reference, 2),
+        "load_average_before": round(load0, 1),
         "load_average_after": round(os.getloadavg()[0], 1),
         "peak_rss_gb": round(_peak_rss_gb(), 2),
         "stage_seconds": {k: round(v, 1) for k, v in stages.items()},
         "leapfrog_steps_per_draw": round(float(fit.sample_stats["n_steps"].mean()), 2),
         "inner_nodes": fit.info["n_inner_nodes"], "outer_nodes": fit.info["n_outer_nodes"],
+        "whitening": fit.info.get("whitening"),
         "quadrature_check": {k: v for k, v in fit.info["quadrature_check"].items() if k != "fine_grid"},
         "diagnostics_structure": _structure_diagnostics(post, fit),
         "theta": _coverage(post, "theta", truth),
         "overall": _coverage(post, "overall", truth_ov),
     }
+    print(json.dumps(out, indent=1, default=float), flush=True)
+    return out
+
+
+def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272):
+    """The flagship's tables and the structure's mode on the default grid, as
+    sample_structure finds them."""
+    from mtlirt.bayes import collapsed as cl
+    from mtlirt.bayes._data import as_arrays
+    from mtlirt.bayes._factor import factor_parts, loading_layout
+    from mtlirt.bayes.fixed_items import build_tables, resolve_item_values
+    from mtlirt.bayes.init import initial_values
+    from mtlirt.bayes.marginal import quadrature_nodes
+    from mtlirt.bayes.model import anchor_domains
+    from mtlirt.bayes.spec import load_spec
+    from mtlirt.fitting import _mtl_init
+
+    resp, _, _ = _simulated(n_llms, preset="mmlu", seed=seed, rank=rank)
+    _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
+    arr = as_arrays(resp)
+    spec = load_spec("factor-2pl" if rank == 1 else "factor2-2pl")
+    items = resolve_item_values(arr, spec, None, init)
+    tables = build_tables(arr, items["a"], items["d"], items["c"])
+    anchors = anchor_domains(arr, rank)
+    iv = initial_values(arr, spec, anchors, init, include_items=False,
+                        trait_centered=np.ones(arr.n_domains, dtype=bool))
+    K = arr.n_domains
+    layout = loading_layout(K, rank, anchors)
+    eta0, lam0, psi0 = factor_parts(np.asarray(iv["eta_raw"], float), iv.get("loading_free"),
+                                    np.asarray(iv["loading_diag"], float), K, anchors)
+    grid = cl.build_grid(tables, lam0, psi0, quad=quadrature_nodes(tables, eta0 @ lam0.T, psi0))
+    V0 = cl._v_of(iv.get("loading_free"), np.asarray(iv["loading_diag"], float), K, layout)
+    V1, _ = cl.find_mode(grid, V0, layout, spec.priors.loading_scale)
+    lam, psi = cl.structure_from_v(V1)
+    return tables, cl.regrid(grid, tables, lam, psi), V1
+
+
+def _cpu_ms(f, repeat: int) -> dict:
+    f()
+    cpu, wall = [], []
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        f()
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    return {"cpu_ms_min": round(1e3 * min(cpu), 1), "cpu_ms_median": round(1e3 * float(np.median(cpu)), 1),
+            "wall_ms_median": round(1e3 * float(np.median(wall)), 1)}
+
+
+def _module_at(commit: str):
+    """mtlirt.bayes.collapsed as it was at a commit (numba's cache off)."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    src = subprocess.run(["git", "show", f"{commit}:src/mtlirt/bayes/collapsed.py"], capture_output=True,
+                         text=True, check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout
+    path = os.path.join(tempfile.mkdtemp(), "collapsed_at_commit.py")
+    with open(path, "w") as fh:
+        fh.write(src.replace("cache=True", "cache=False"))
+    spec = importlib.util.spec_from_file_location("collapsed_at_commit", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | None = None,
+                 n_draws: int = 8) -> dict:
+    """The log density + gradient and the exact draws at the flagship shape,
+    timed alone (no sampling), and the quadrature against a fine grid at 8
+    structures 3% from the mode; with ``baseline`` the same for the module
+    at that commit, on its own default grid around the same centres."""
+    from mtlirt.bayes import collapsed as cl
+
+    load0 = os.getloadavg()[0]
+    tables, grid, V = _flagship_structure(seed, rank)
+    lam, psi = cl.structure_from_v(V)
+    rng = np.random.default_rng(0)
+    Vs = V[None] * (1 + 0.03 * rng.standard_normal((8,) + V.shape))
+    lams, psis = cl.structure_from_v(Vs)
+    N, K = grid.shape
+
+    def summary(mod, g):
+        out = {"inner_nodes": int(g.logw.shape[1]), "outer_nodes": int(g.offsets.shape[0]),
+               "logp_and_gradient": _cpu_ms(lambda: mod._call(g, lam, psi, mode=1), repeat)}
+        L = np.broadcast_to(lam, (1, n_draws) + lam.shape).copy()
+        P = np.broadcast_to(psi, (1, n_draws) + psi.shape).copy()
+        t, c = time.perf_counter(), time.process_time()
+        mod.draw_llm_side(g, L, P)
+        out["llm_side_draws_per_structure_draw"] = {
+            "cpu_ms": round(1e3 * (time.process_time() - c) / n_draws, 1),
+            "wall_ms": round(1e3 * (time.perf_counter() - t) / n_draws, 1)}
+        q = mod.quadrature_check(g, tables, lams, psis)
+        out["quadrature_check"] = {k: v for k, v in q.items() if k not in ("fine_grid", "seconds")}
+        return out
+
+    out = {"benchmark": f"flagship kernel, rank {rank}: {N} LLMs x {K} domains", "load_average_before": load0,
+           "current": summary(cl, grid)}
+    if baseline:
+        old = _module_at(baseline)
+        mu, cov, tm, _ = cl.posterior_moments(grid, lam, psi)
+        g_old = old.build_grid(tables, lam, psi, mu=mu, cov=cov + 1e-10 * np.eye(rank)[None], theta_mean=tm,
+                               info=grid.info)
+        out[f"at {baseline}"] = summary(old, g_old)
+    out["load_average_after"] = round(os.getloadavg()[0], 1)
     print(json.dumps(out, indent=1, default=float), flush=True)
     return out
 
@@ -196,7 +314,8 @@ def bench_compare(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: in
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["flagship", "compare"])
+    ap.add_argument("which", choices=["flagship", "compare", "kernel"])
+    ap.add_argument("--baseline", default=None, help="kernel: also time the module at this commit")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--tune", type=int, default=None)
@@ -204,7 +323,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rank", type=int, default=1)
     ap.add_argument("--n-llms", type=int, default=4272)
     args = ap.parse_args(argv)
-    if args.which == "flagship":
+    if args.which == "kernel":
+        bench_kernel(rank=args.rank, baseline=args.baseline)
+    elif args.which == "flagship":
         for s in args.seeds or [0]:
             bench_flagship(s, draws=args.draws or 250, tune=args.tune or 200, chains=args.chains,
                            rank=args.rank, n_llms=args.n_llms)
