@@ -46,6 +46,7 @@ from scipy.stats import spearmanr
 
 from mtlirt.estimators import irt, mtl
 from mtlirt.estimators.baselines import fit_accuracy, fit_pooled
+from mtlirt.estimators.heldout import cell_loglik
 from mtlirt.simulate import simulate
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -177,7 +178,7 @@ def flagship_section(repeat=1):
 
 
 def _logloss(correct, rows, cols, fit, item_domain):
-    return float(-irt.cell_loglik(correct, rows, cols, fit.theta, fit.a, fit.d, None, item_domain).mean())
+    return float(-cell_loglik(correct, rows, cols, fit.theta, fit.a, fit.d, None, item_domain).mean())
 
 
 def real_section():

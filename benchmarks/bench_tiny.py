@@ -47,7 +47,7 @@ import pandas as pd
 from scipy.special import expit
 from scipy.stats import spearmanr
 
-from mtlirt.estimators.heldout import heldout_loglik
+from mtlirt.estimators.heldout import cell_loglik, heldout_loglik
 from mtlirt.fitting import fit
 from mtlirt.io.responses import Responses
 from mtlirt.io.validate import DataWarning
@@ -123,7 +123,7 @@ def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=
     centre = A @ W.T
     one = irt.ResponseData(Y, O, [slice(0, J)], exclude=(rows, cols))
     eta_tr, _ = irt.score_theta(one, a_p, d_p, eta)
-    ll_pooled = irt.cell_loglik(Y, rows, cols, eta_tr, a_p, d_p, None, np.zeros(J, dtype=np.int64)).mean()
+    ll_pooled = cell_loglik(Y, rows, cols, eta_tr, a_p, d_p, None, np.zeros(J, dtype=np.int64)).mean()
     print(f"\n### {name}: held-out log-likelihood per cell, rank one; pooled fit {ll_pooled:.5f}")
     print("| C | domains on the centre | STL items | " + " | ".join(f"recalibrated x{k + 1}" for k in range(sweeps))
           + " |")
@@ -132,14 +132,14 @@ def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=
     for C in grid:
         lam, _ = mtl._lambda(C, N, len(sl), sizes)
         th, _, on = mtl.prox_step(lik, th, centre, lam, tol=1e-5, psi_tol=1e-3)
-        cells = [irt.cell_loglik(Y, rows, cols, th, a, d, None, idom).mean()]
+        cells = [cell_loglik(Y, rows, cols, th, a, d, None, idom).mean()]
         a2, d2, th2 = a, d, th
         for _ in range(sweeps):
             a2, d2 = _items_given_traits(Y, obs, th2, a2, d2, idom, priors)
             lik2 = tr.theta_likelihood()
             lik2.set_items(a2, d2)
             th2, _, _ = mtl.prox_step(lik2, th2, centre, lam, tol=1e-5, psi_tol=1e-3)
-            cells.append(irt.cell_loglik(Y, rows, cols, th2, a2, d2, None, idom).mean())
+            cells.append(cell_loglik(Y, rows, cols, th2, a2, d2, None, idom).mean())
         print(f"| {C:g} | {int(on.sum())}/{len(sl)} | " + " | ".join(f"{v:.5f}" for v in cells) + " |", flush=True)
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from mtlirt.estimators import irt
+from mtlirt.estimators.heldout import cell_loglik
 from mtlirt.simulate import simulate
 
 
@@ -149,9 +150,14 @@ def test_heldout_loglik_matches_manual(small_sim, small_fit):
     z = f.a[cols] * f.theta[rows, f.item_domain[cols]] + f.d[cols]
     y = small_sim.correct[rows, cols]
     manual = np.mean(y * z - np.logaddexp(0, z))
-    got = irt.heldout_loglik(small_sim.correct, (rows, cols), f.theta, f.a, f.d, None,
-                             item_domain=f.item_domain)
+    got = cell_loglik(small_sim.correct, rows, cols, f.theta, f.a, f.d, None, f.item_domain).mean()
     assert got == pytest.approx(manual, rel=1e-10)
+    # with a guessing floor: p = c + (1 - c) expit(z)
+    c = np.full(len(f.a), 0.2)
+    p = c[cols] + (1 - c[cols]) / (1 + np.exp(-z))
+    manual_c = np.log(np.where(y > 0, p, 1 - p))
+    got_c = cell_loglik(small_sim.correct, rows, cols, f.theta, f.a, f.d, c, f.item_domain)
+    np.testing.assert_allclose(got_c, manual_c, rtol=1e-10)
 
 
 def test_exclude_equals_mask():

@@ -4,18 +4,22 @@ One computation serves every fit: :func:`log_predictive`, the log of the
 mean over draws of ``p(y | draw)`` of each cell (a point estimate is one
 draw). :func:`heldout_loglik` and :func:`cell_probabilities` apply it to any
 :class:`~mtlirt.estimate.Estimate`; :func:`mtlirt.bayes.heldout_loglik` to a
-Bayesian fit's tree; :func:`bernoulli_loglik` is the per-draw term, also the
-Bayesian pointwise log-likelihood's.
+Bayesian fit's tree; :func:`cell_loglik` to one set of arrays (the MTL
+tuning's cross-validation); :func:`bernoulli_loglik` is the per-draw term,
+also the Bayesian pointwise log-likelihood's.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from scipy.special import expit, log_expit
 
-from ..estimate import Estimate
+if TYPE_CHECKING:
+    from ..estimate import Estimate
 
-__all__ = ["bernoulli_loglik", "cell_probabilities", "heldout_loglik", "log_predictive"]
+__all__ = ["bernoulli_loglik", "cell_loglik", "cell_probabilities", "heldout_loglik", "log_predictive"]
 
 _TINY = 1e-280  # below this mean probability the log is taken as a log-mean-exp of the draws' logs
 
@@ -83,6 +87,32 @@ def log_predictive(theta, a, d, c, item_domain, rows, cols, y, *, max_elems: flo
             mx = ll.max(0)
             out[s + low] = mx + np.log(np.exp(ll - mx).mean(0))
     return out
+
+
+def cell_loglik(correct, rows, cols, theta, a, d, c=None, item_domain=None) -> np.ndarray:
+    """``log p(y_m)`` of the cells ``(rows[m], cols[m])`` under one set of arrays
+    (:func:`log_predictive` with one draw).
+
+    Parameters
+    ----------
+    correct : ndarray (N, J)
+        Answers (the values at the cells are used).
+    rows, cols : ndarray of int
+        Cell coordinates.
+    theta : ndarray (N, K)
+        Traits on the same scale as the items.
+    a, d : ndarray (J,)
+        Item parameters.
+    c : ndarray (J,) or None
+        Guessing floors.
+    item_domain : ndarray (J,)
+        Domain code of every item.
+    """
+    rows = np.asarray(rows)
+    cols = np.asarray(cols)
+    c1 = None if c is None or not np.any(c) else np.asarray(c, dtype=np.float64)[None]
+    return log_predictive(np.asarray(theta)[None], np.asarray(a)[None], np.asarray(d)[None], c1, item_domain,
+                          rows, cols, correct[rows, cols])
 
 
 def _draws(est: Estimate, max_draws: int):

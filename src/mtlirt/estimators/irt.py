@@ -72,9 +72,7 @@ __all__ = [
     "TabulatedThetaLik",
     "blas_threads",
     "calibrate_items",
-    "cell_loglik",
     "fit_stl",
-    "heldout_loglik",
     "item_domain_of",
     "node_levels",
     "score_theta",
@@ -1437,73 +1435,3 @@ def _finish(data, theta, a, d, tinfo, *, priors, model, info, t0, extra_precisio
         seconds=time.perf_counter() - t0, model=model, theta_loc=loc, theta_scale=scale,
         theta_se=se, history=list(info.get("history", [])), item_domain=data.item_domain,
     )
-
-
-# ---------------------------------------------------------------------------
-# held-out evaluation
-# ---------------------------------------------------------------------------
-def cell_loglik(correct, rows, cols, theta, a, d, c=None, item_domain=None, chunk=2_000_000):
-    """Log-likelihood of individual cells ``(rows[m], cols[m])``.
-
-    Parameters
-    ----------
-    correct : ndarray (N, J)
-        Answers (the values at the cells are used).
-    rows, cols : ndarray of int
-        Cell coordinates.
-    theta : ndarray (N, K)
-        Traits on the same scale as the items.
-    a, d : ndarray (J,)
-        Item parameters.
-    c : ndarray (J,) or None
-        Guessing floors.
-    item_domain : ndarray (J,)
-        Domain code of every item.
-
-    Returns
-    -------
-    ndarray
-        One log-probability per cell.
-    """
-    rows = np.asarray(rows)
-    cols = np.asarray(cols)
-    out = np.empty(len(rows))
-    has_c = c is not None and np.any(np.asarray(c) > 0)
-    for s in range(0, len(rows), chunk):
-        r = rows[s:s + chunk]
-        j = cols[s:s + chunk]
-        z = a[j] * theta[r, item_domain[j]] + d[j]
-        y = correct[r, j].astype(np.float64)
-        if not has_c:
-            out[s:s + chunk] = y * z - _softplus(z)
-        else:
-            cj = np.asarray(c)[j]
-            P = np.clip(cj + (1 - cj) * expit(z), 1e-12, 1 - 1e-12)
-            out[s:s + chunk] = y * np.log(P) + (1 - y) * np.log1p(-P)
-    return out
-
-
-def heldout_loglik(correct, heldout, theta, a, d, c=None, domain_slices=None, item_domain=None):
-    """Mean log-likelihood (the negative log-loss) of held-out cells.
-
-    Parameters
-    ----------
-    correct : ndarray (N, J)
-    heldout : ndarray (N, J) of bool, or tuple (rows, cols)
-    theta, a, d, c
-        An estimate fitted without those cells (same scale).
-    domain_slices or item_domain
-        The item-to-domain map.
-
-    Returns
-    -------
-    float
-        Mean log-probability of the held-out answers (higher is better).
-    """
-    if item_domain is None:
-        item_domain = item_domain_of(domain_slices, correct.shape[1])
-    if isinstance(heldout, tuple):
-        rows, cols = heldout
-    else:
-        rows, cols = np.nonzero(heldout)
-    return float(cell_loglik(correct, rows, cols, theta, a, d, c, item_domain).mean())

@@ -92,6 +92,7 @@ import numpy as np
 
 from . import irt
 from .correlation import reliability_from_se
+from .heldout import cell_loglik
 from .irt import DEFAULT_PENALTIES, IRTFit, Penalties, ResponseData, blas_threads
 
 __all__ = [
@@ -519,7 +520,7 @@ def _centre_for_rank(lik, r, eta, U, refine_overall, **kw):
 def _pooled_cells(pooled_internal, correct, rows, cols):
     """Held-out log-likelihood of the cells under a pooled fit ``(eta, a, d, c)`` (internal scale)."""
     eta, a, d, c = pooled_internal
-    return irt.cell_loglik(correct, rows, cols, eta[:, None], a, d, c, np.zeros(len(a), dtype=np.int64))
+    return cell_loglik(correct, rows, cols, eta[:, None], a, d, c, np.zeros(len(a), dtype=np.int64))
 
 
 def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info) -> np.ndarray:
@@ -885,7 +886,7 @@ def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled,
     c = data.c
     pooled_cells = _pooled_cells((eta_tr, a_ptr, d_ptr, None if c is None else c), correct, rows, cols)
     item_domain = data.item_domain
-    base = irt.cell_loglik(correct, rows, cols, th0, a_tr, d_tr, c, item_domain)
+    base = cell_loglik(correct, rows, cols, th0, a_tr, d_tr, c, item_domain)
 
     def se_of(x):
         return x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else np.inf
@@ -909,7 +910,7 @@ def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled,
                 continue
             lam, _ = _lambda(Cv, N, K, sizes)
             th, _, _ = prox_step(lik, th, centre, lam, priors=priors, tol=1e-5, psi_tol=1e-3)
-            cells[Cv] = irt.cell_loglik(correct, rows, cols, th, a_tr, d_tr, c, item_domain)
+            cells[Cv] = cell_loglik(correct, rows, cols, th, a_tr, d_tr, c, item_domain)
         return cells, (lik, centre, th)
 
     def choose(grid, cells):
