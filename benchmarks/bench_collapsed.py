@@ -118,8 +118,18 @@ def _structure_diagnostics(post, fit) -> dict:
     tree = xr.DataTree.from_dict({"posterior": p, "sample_stats": fit.sample_stats})
     names = [v for v in ("loading_free", "loading_diag", "loadings") if v in p]
     d = diagnostics(tree, var_names=names, recompute=True)
-    return {k: d[k] for k in ("max_rhat", "worst_rhat", "min_ess_bulk", "min_ess_tail", "divergences",
-                              "min_bfmi", "converged", "n_parameters")}
+    out = {k: d[k] for k in ("max_rhat", "worst_rhat", "min_ess_bulk", "min_ess_tail", "divergences",
+                             "min_bfmi", "converged", "n_parameters")}
+    # the rank R-hat is the larger of the bulk (rank-normalised split) and the
+    # folded (spread) statistic: which one fails says whether the chains'
+    # centres or their spreads disagree
+    import arviz as az
+
+    sampled = p[[v for v in ("loading_free", "loading_diag") if v in p]]
+    for method, key in (("z_scale", "max_rhat_bulk"), ("folded", "max_rhat_folded")):
+        r = az.rhat(sampled, method=method)
+        out[key] = round(max(float(r[v].max()) for v in r.data_vars), 4)
+    return out
 
 
 def bench_flagship(seed: int = 0, draws: int = 250, tune: int = 200, chains: int = 4, rank: int = 1,
