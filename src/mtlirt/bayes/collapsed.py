@@ -45,6 +45,9 @@ Both use nodes fixed before sampling:
 
 The nodes are placed at the posterior mode of the structure (found first by
 L-BFGS), where the conditionals move little over the structure's posterior.
+NUTS (nutpie) then samples the loadings whitened by the Laplace
+approximation there (:func:`laplace_whitening`), chains started at draws
+from it.
 
 Cost (:func:`collapsed_kernel`)
 -------------------------------
@@ -61,13 +64,17 @@ not depend on ``g``: one Horner scheme per (cell, outer node) instead of
 ``Q`` exponentials. The same scheme with coefficients ``q exp(E_q)`` and
 ``q^2 exp(E_q)`` gives the first two moments of ``t - m`` and with them the
 gradient. All terms are positive (no cancellation). A cell whose terms could
-overflow (``|2 a h v| (Q - 1) > 650``: loadings far from the grid's, warm-up
-territory) is summed in the log domain instead.
+overflow or underflow (``|2 a h v| (Q - 1) > 650``, a Gaussian factor
+beyond ``exp(-600)`` across the nodes, or a sum below ``1e-250``: loadings far
+from the grid's, warm-up territory) is summed in the log domain instead. The coefficients themselves
+cost three exponentials per cell, not ``Q``: ``exp(E_q)`` is ``w_q`` (kept
+with the grid) times a Gaussian factor whose ratios between neighbouring
+nodes form a geometric sequence.
 
 The draws (:func:`draw_llm_side`)
 ---------------------------------
-Per structure draw and LLM: the outer nodes' exact log posterior (the
-kernel's per-node totals) defines a density that is log-linear between
+Per structure draw and LLM: the exact log posterior at the nodes of the
+equally spaced grid :func:`draw_grid` (the kernel's per-node totals) defines a density that is log-linear between
 neighbouring nodes; ``eta_i`` is drawn from it by inverse CDF (rank 2: the
 first axis from its marginal, the second from its conditional). Then each
 ``theta_ik`` is drawn the same way from ``exp(l_ik(t) - (t - Lambda_k .
