@@ -733,8 +733,12 @@ def _floor_objective(cd, sig, R, Nq, item_domain, K, priors):
     ck = cd[item_domain][:, None]
     P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
     f = np.einsum("jq,jq->j", R, np.log(P1)) + np.einsum("jq,jq->j", Nq - R, np.log1p(-P1))
-    f = np.bincount(item_domain, f, minlength=K)
-    return f + (priors.guessing_alpha - 1) * np.log(cd) + (priors.guessing_beta - 1) * np.log1p(-cd)
+    return np.bincount(item_domain, f, minlength=K) + _floor_logprior(cd, priors)
+
+
+def _floor_logprior(cd, priors):
+    """The floors' ``Beta(guessing_alpha, guessing_beta)`` log-density, per domain (up to a constant)."""
+    return (priors.guessing_alpha - 1) * np.log(cd) + (priors.guessing_beta - 1) * np.log1p(-cd)
 
 
 def _mstep_floor(a, d, cd, stats, x, priors, item_domain, n_newton=3, backtrack=8):
@@ -943,7 +947,7 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
         f = st["ll"] - 0.5 * np.sum(((np.log(a) - priors.log_a_mean) / priors.log_a_sd) ** 2) \
             - 0.5 * np.sum((d / priors.d_sd) ** 2)
         if cd is not None:
-            f += np.sum((priors.guessing_alpha - 1) * np.log(cd) + (priors.guessing_beta - 1) * np.log1p(-cd))
+            f += np.sum(_floor_logprior(cd, priors))
         return f
 
     history = []
