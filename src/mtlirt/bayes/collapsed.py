@@ -981,7 +981,7 @@ def laplace_whitening(logp, x0: np.ndarray, *, eps: float = 1e-4) -> tuple[np.nd
         e[j] = eps
         H[:, j] = (logp(x0 + e)[1] - logp(x0 - e)[1]) / (2 * eps)
     H = 0.5 * (H + H.T)
-    g0 = logp(x0)[1]
+    f0, g0 = logp(x0)[:2]
     try:
         L = np.linalg.cholesky(-H)
         T = np.linalg.solve(L, np.eye(n)).T
@@ -995,7 +995,7 @@ def laplace_whitening(logp, x0: np.ndarray, *, eps: float = 1e-4) -> tuple[np.nd
     # one Newton step, kept only if it does not lower the density (x0 is the
     # mode on a slightly different scale: the log transform's Jacobian)
     xc = x0 + step
-    if not logp(xc)[0] >= logp(x0)[0]:
+    if not logp(xc)[0] >= f0:
         xc = x0
     sd = np.sqrt((T**2).sum(1))
     return xc, T, {"kind": kind, "sd_min": float(sd.min()), "sd_max": float(sd.max()),
