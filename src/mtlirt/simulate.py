@@ -630,17 +630,17 @@ def _names(n_llms, domain_names, sizes) -> tuple[list[str], list[str]]:
 
 
 def _check_item_settings(discrimination_median, discrimination_sd, difficulty_mean, difficulty_sd, domain_shift_sd):
-    """The item distribution's settings, checked."""
+    """The item distribution's settings, checked, by name (the keywords of :func:`_draw_items`)."""
     inf = math.inf
     median = _check_number("discrimination_median", discrimination_median, 0.0, inf, hi_open=True)
     if median <= 0:
         raise InputError("discrimination_median must be positive")
-    return (
-        median,
-        _check_number("discrimination_sd", discrimination_sd, 0.0, inf, hi_open=True),
-        _check_number("difficulty_mean", difficulty_mean, -inf, inf, hi_open=True),
-        _check_number("difficulty_sd", difficulty_sd, 0.0, inf, hi_open=True),
-        _check_number("domain_shift_sd", domain_shift_sd, 0.0, inf, hi_open=True),
+    return dict(
+        discrimination_median=median,
+        discrimination_sd=_check_number("discrimination_sd", discrimination_sd, 0.0, inf, hi_open=True),
+        difficulty_mean=_check_number("difficulty_mean", difficulty_mean, -inf, inf, hi_open=True),
+        difficulty_sd=_check_number("difficulty_sd", difficulty_sd, 0.0, inf, hi_open=True),
+        domain_shift_sd=_check_number("domain_shift_sd", domain_shift_sd, 0.0, inf, hi_open=True),
     )
 
 
@@ -854,16 +854,12 @@ def simulate(
     outlier_share = _check_number("outlier_share", outlier_share, 0.0, 1.0, hi_open=False)
     if scenario not in SCENARIOS:
         raise InputError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
-    level = SCENARIOS[scenario]
     given = dict(loading_range=loading_range, skew=skew, chance_cluster=chance_cluster, guessing=guessing,
                  guessing_sd=guessing_sd, mc_share=mc_share, flawed_share=flawed_share,
                  specialist_share=specialist_share, block_missing=block_missing, missing=missing)
-    dep = _check_departures(level, given)
-    guessing, missing, skew, chance_cluster, guessing_sd, mc_share, flawed_share, specialist_share, block_missing = (
-        dep[k] for k in ("guessing", "missing", "skew", "chance_cluster", "guessing_sd", "mc_share", "flawed_share",
-                         "specialist_share", "block_missing"))
-    discrimination_median, discrimination_sd, difficulty_mean, difficulty_sd, domain_shift_sd = _check_item_settings(
-        discrimination_median, discrimination_sd, difficulty_mean, difficulty_sd, domain_shift_sd)
+    dep = _check_departures(SCENARIOS[scenario], given)
+    item_settings = _check_item_settings(discrimination_median, discrimination_sd, difficulty_mean, difficulty_sd,
+                                         domain_shift_sd)
     if seed is None:
         seed = int(np.random.SeedSequence().entropy)
     else:
@@ -872,7 +868,6 @@ def simulate(
     sizes_by_name = _resolve_domains(domain_sizes, preset, scale)
     domain_names = list(sizes_by_name)
     sizes = np.array([sizes_by_name[d] for d in domain_names], dtype=np.int64)
-    n_domains = len(domain_names)
     starts = np.concatenate([[0], np.cumsum(sizes)])
 
     rng = np.random.default_rng(seed)
@@ -881,63 +876,26 @@ def simulate(
     load_rng, pop_rng, spec_rng, guess_rng, flaw_rng, block_rng = rng.spawn(6)
 
     # -- truth --------------------------------------------------------------
-    norms = None
-    if dep["loading_range"] is not None:
-        norms = load_rng.uniform(*dep["loading_range"], size=n_domains)
-    population = _population(skew, chance_cluster, pop_rng) if (skew or chance_cluster) else None
-    theta, eta, loadings, outlier = _draw_traits(
-        n_llms, n_domains, rank, similarity, outlier_share, trait_rng, norms=norms, population=population
-    )
-    in_cluster = np.zeros(n_llms, bool) if population is None else population.member
-    deviation = np.zeros_like(theta)
-    if specialist_share > 0:
-        theta, deviation, spec_scale = _specialists(theta, specialist_share, spec_rng)
-        loadings = loadings / spec_scale[:, None]
+    theta, eta, loadings, outlier, in_cluster, deviation = _draw_llm_side(
+        n_llms, sizes.size, rank, similarity, outlier_share, dep, trait_rng, load_rng, pop_rng, spec_rng)
     shift, item_domain, difficulty, discrimination, guess, upper, intercept = _draw_items(
-        sizes, item_rng, guess_rng, flaw_rng, guessing=guessing, guessing_sd=guessing_sd, mc_share=mc_share,
-        flawed_share=flawed_share, difficulty_mean=difficulty_mean, difficulty_sd=difficulty_sd,
-        domain_shift_sd=domain_shift_sd, discrimination_median=discrimination_median,
-        discrimination_sd=discrimination_sd)
+        sizes, item_rng, guess_rng, flaw_rng, guessing=dep["guessing"], guessing_sd=dep["guessing_sd"],
+        mc_share=dep["mc_share"], flawed_share=dep["flawed_share"], **item_settings)
     # -- responses, one domain block at a time --------------------------------
     correct = _draw_responses(theta, discrimination, intercept, guess, upper, starts, response_rng)
-    observed = _mask_responses(correct, starts, missing, block_missing, missing_rng, block_rng)
+    observed = _mask_responses(correct, starts, dep["missing"], dep["block_missing"], missing_rng, block_rng)
 
-    # -- names ------------------------------------------------------------------
+    # -- names and tables --------------------------------------------------------
     llm_names, item_names = _names(n_llms, domain_names, sizes)
-
-    responses = _long_table(
-        correct, observed, missing > 0 or block_missing > 0, llm_names, item_names, domain_names, item_domain
-    )
-
+    responses = _long_table(correct, observed, dep["missing"] > 0 or dep["block_missing"] > 0, llm_names,
+                            item_names, domain_names, item_domain)
     domain_scores, overall, loadings_df, items, domains = _truth_frames(
         llm_names, item_names, domain_names, item_domain, theta, eta, loadings, sizes, shift, outlier,
         discrimination=discrimination, intercept=intercept, difficulty=difficulty, guess=guess, upper=upper)
-    settings = {
-        "n_llms": n_llms,
-        "preset": None if domain_sizes is not None else str(preset or "mmlu").lower(),
-        "scale": float(scale),
-        "domain_sizes": {d: int(s) for d, s in zip(domain_names, sizes)},
-        "rank": rank,
-        "similarity": similarity,
-        "outlier_share": outlier_share,
-        "guessing": guessing,
-        "missing": missing,
-        "scenario": scenario,
-        "loading_range": None if dep["loading_range"] is None else list(dep["loading_range"]),
-        "skew": skew,
-        "chance_cluster": chance_cluster,
-        "guessing_sd": guessing_sd,
-        "mc_share": mc_share,
-        "flawed_share": flawed_share,
-        "specialist_share": specialist_share,
-        "block_missing": block_missing,
-        "discrimination_median": discrimination_median,
-        "discrimination_sd": discrimination_sd,
-        "difficulty_mean": difficulty_mean,
-        "difficulty_sd": difficulty_sd,
-        "domain_shift_sd": domain_shift_sd,
-        "seed": seed,
-    }
+    settings = _settings_record(
+        n_llms=n_llms, preset=None if domain_sizes is not None else str(preset or "mmlu").lower(), scale=scale,
+        domain_names=domain_names, sizes=sizes, rank=rank, similarity=similarity, outlier_share=outlier_share,
+        scenario=scenario, dep=dep, item_settings=item_settings, seed=seed)
     return Simulation(
         responses=responses,
         correct=correct,
@@ -949,16 +907,63 @@ def simulate(
         items=items,
         domains=domains,
         settings=settings,
-        llms=pd.DataFrame(
-            {
-                "llm": llm_names,
-                "chance_cluster": in_cluster,
-                "specialist_domains": [
-                    ";".join(np.asarray(domain_names, dtype=object)[np.flatnonzero(row)]) for row in deviation != 0
-                ],
-                "domains_run": _domains_run(observed, starts),
-            }
-        ),
+        llms=_llm_table(llm_names, in_cluster, deviation, domain_names, observed, starts),
+    )
+
+
+def _draw_llm_side(n_llms, n_domains, rank, similarity, outlier_share, dep, trait_rng, load_rng, pop_rng, spec_rng):
+    """The true traits with the LLM-side departures (unequal loadings, skewed or clustered population,
+    specialists), each from its own stream: ``theta`` (N, K), ``eta`` (N, r), loadings (K, r), the outlier
+    domains (K,), the chance cluster's members (N,) and the specialists' deviations (N, K)."""
+    norms = None
+    if dep["loading_range"] is not None:
+        norms = load_rng.uniform(*dep["loading_range"], size=n_domains)
+    skew, chance_cluster = dep["skew"], dep["chance_cluster"]
+    population = _population(skew, chance_cluster, pop_rng) if (skew or chance_cluster) else None
+    theta, eta, loadings, outlier = _draw_traits(
+        n_llms, n_domains, rank, similarity, outlier_share, trait_rng, norms=norms, population=population
+    )
+    in_cluster = np.zeros(n_llms, bool) if population is None else population.member
+    deviation = np.zeros_like(theta)
+    if dep["specialist_share"] > 0:
+        theta, deviation, spec_scale = _specialists(theta, dep["specialist_share"], spec_rng)
+        loadings = loadings / spec_scale[:, None]
+    return theta, eta, loadings, outlier, in_cluster, deviation
+
+
+def _settings_record(*, n_llms, preset, scale, domain_names, sizes, rank, similarity, outlier_share, scenario, dep,
+                     item_settings, seed) -> dict:
+    """``Simulation.settings``: every setting as used (the scenario's levels filled in), JSON-ready."""
+    return {
+        "n_llms": n_llms,
+        "preset": preset,
+        "scale": float(scale),
+        "domain_sizes": {d: int(s) for d, s in zip(domain_names, sizes)},
+        "rank": rank,
+        "similarity": similarity,
+        "outlier_share": outlier_share,
+        "guessing": dep["guessing"],
+        "missing": dep["missing"],
+        "scenario": scenario,
+        "loading_range": None if dep["loading_range"] is None else list(dep["loading_range"]),
+        **{k: dep[k] for k in ("skew", "chance_cluster", "guessing_sd", "mc_share", "flawed_share",
+                               "specialist_share", "block_missing")},
+        **item_settings,
+        "seed": seed,
+    }
+
+
+def _llm_table(llm_names, in_cluster, deviation, domain_names, observed, starts) -> pd.DataFrame:
+    """``Simulation.llms``: per LLM, chance-cluster membership, specialist domains and domains run."""
+    return pd.DataFrame(
+        {
+            "llm": llm_names,
+            "chance_cluster": in_cluster,
+            "specialist_domains": [
+                ";".join(np.asarray(domain_names, dtype=object)[np.flatnonzero(row)]) for row in deviation != 0
+            ],
+            "domains_run": _domains_run(observed, starts),
+        }
     )
 
 
