@@ -98,6 +98,74 @@ def test_tabulated_matches_dense_evaluator():
     np.testing.assert_allclose(dense.theta_loglik(th).sum(), ll.sum(), rtol=1e-10)
 
 
+def _floor_case():
+    """Three domains (floors 0.2, none, 0.35), 10% missing cells and an unobserved block."""
+    sim = simulate(150, domain_sizes=[15, 40, 7], missing=0.1, seed=2)
+    sl = _slices(sim)
+    obs = sim.observed.copy()
+    Y = sim.correct.copy()
+    obs[:10, sl[1]] = False
+    Y[~obs] = 0
+    c = np.repeat([0.2, 0.0, 0.35], [15, 40, 7])
+    data = irt.ResponseData(Y, obs, sl, guessing=c)
+    rng = np.random.default_rng(0)
+    a = np.exp(0.3 * rng.standard_normal(data.J))
+    d = rng.standard_normal(data.J)
+    th = np.clip(rng.standard_normal((data.N, data.K)) * 1.5, -5, 5)
+    return data, obs, a, d, th
+
+
+def test_tabulated_floor_matches_dense_evaluator():
+    """The tabulated evaluator with one floor per domain: the dense numbers (gradient,
+    Fisher information, log-likelihood) to 1e-8 on a fine grid, 1e-5 on the default one;
+    a subset of rows gives those rows' values; floors that differ inside a domain go dense."""
+    data, obs, a, d, th = _floor_case()
+    tab = data.theta_likelihood()
+    assert tab.kind == "tabulated" and tab.n_cells > 0 and len(tab.yj) > 0
+    dense = irt.DenseThetaLik(data)
+    dense.set_items(a, d)
+    g2, i2 = dense.theta_derivs(th)
+    ll2 = dense.theta_loglik(th)
+    fine = irt.TabulatedThetaLik(data, np.nonzero(~obs & data.row_obs[:, data.item_domain]), grid_step=0.002)
+    assert fine.n_cells == tab.n_cells
+    for lik, tol in ((fine, 1e-8), (tab, 1e-5)):
+        lik.set_items(a, d)
+        g1, i1 = lik.theta_derivs(th)
+        np.testing.assert_allclose(g1, g2, rtol=0, atol=tol)
+        np.testing.assert_allclose(i1, i2, rtol=0, atol=tol)
+        np.testing.assert_allclose(lik.theta_loglik(th), ll2, rtol=0, atol=tol)
+    # the exact log-likelihood, from the item model
+    z = a * th[:, data.item_domain] + d
+    P = data.c + (1 - data.c) / (1 + np.exp(-z))
+    Y = data.Y.astype(bool)
+    ll = np.where(obs, np.where(Y, np.log(P), np.log1p(-P)), 0.0)
+    np.testing.assert_allclose(fine.theta_loglik(th).sum(), ll.sum(), rtol=1e-12)
+    rows = np.array([0, 7, 20, 149])
+    g3, i3 = tab.theta_derivs(th[rows], rows=rows)
+    np.testing.assert_array_equal(g3, tab.theta_derivs(th)[0][rows])
+    np.testing.assert_array_equal(i3, tab.theta_derivs(th)[1][rows])
+    g4, _ = dense.theta_derivs(th[rows], rows=rows)
+    np.testing.assert_allclose(g4, g2[rows], rtol=0, atol=1e-12)
+    c = data.c.copy()
+    c[0] = 0.1
+    data.set_floor(c)
+    assert data.theta_likelihood().kind == "dense"
+
+
+def test_trait_step_with_floor_reaches_the_maximum():
+    """MAP traits with floors (tabulated evaluator, only the unfinished LLMs iterated):
+    the MAP objective's gradient vanishes and the dense evaluator's step gives the same traits."""
+    data, _, a, d, th = _floor_case()
+    out = []
+    for lik in (data.theta_likelihood(), irt.DenseThetaLik(data)):
+        lik.set_items(a, d)
+        t = irt.theta_step(lik, th, tol=1e-10)
+        g, _ = lik.theta_derivs(t)
+        assert np.abs(g - t).max() < 1e-7
+        out.append(t)
+    np.testing.assert_allclose(out[0], out[1], atol=1e-5)
+
+
 def test_trait_newton_converges_on_steep_items():
     """Steep items (a = 8, the bound): plain Newton cycled between two points with
     steps of +-1 (measured: |gradient| 7.1 after 50 steps); the safeguarded one converges."""

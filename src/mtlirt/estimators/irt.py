@@ -1031,23 +1031,29 @@ def _tab_derivs(*args):
 _tab_derivs_jit = None
 
 
-def _tab_derivs_py(theta, g0, h, T1, T2, T3, rw, cflat, ca, cd):
-    """``G_ik'(theta_ik)`` and ``max(G_ik''(theta_ik), 0)`` (see :class:`TabulatedThetaLik`).
+def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, I1, I2, rw, a, d, cdom, item_domain, uptr, uj, yptr, yj):
+    """Gradient and Fisher information of every block's log-likelihood (see :class:`TabulatedThetaLik`).
 
-    Cubic Hermite interpolation of the tables (``M x K``, raveled), times
-    ``rw`` (N x K) unless it is empty, less the unobserved cells ``cflat``
-    (flat ``i K + k``, with their items' ``a``, ``d``): the arithmetic of
-    :meth:`TabulatedThetaLik._basis`, ``_interp`` and the sparse correction
-    fused in one pass (the trait step's hot loop; 34 ms -> 10 ms per call on
-    4,000 x 57 blocks with 10% missing, under load)."""
-    N, K = theta.shape
+    ``theta`` (n x K) holds the traits of the LLMs ``rows`` (all ``N`` when
+    ``rows`` is empty).  Per block: ``s - r G'(theta)`` by cubic Hermite
+    interpolation of the tables (``M x K``, raveled: ``T1 = G'`` with
+    derivative ``T2``, the information ``I1`` with derivative ``I2``), times
+    ``rw`` (N x K) unless it is empty; the unobserved cells of observed blocks
+    (CSR by LLM: ``uptr``, items ``uj``) subtracted exactly; and, in domains
+    with a floor ``cdom[k] > 0``, the correct cells (CSR ``yptr``, ``yj``) add
+    ``a_j / (1 + c_k exp(-z))`` (their ``a_j`` is not in ``s``).  The trait
+    step's hot loop, fused in one pass (34 ms -> 10 ms per call on 4,000 x 57
+    blocks with 10% missing, under load, before the floor was added)."""
+    n, K = theta.shape
     M = T1.shape[0] // K
-    G1 = np.empty((N, K))
-    G2 = np.empty((N, K))
+    G1 = np.empty((n, K))
+    G2 = np.empty((n, K))
     weighted = rw.shape[0] > 0
-    for i in range(N):
+    all_rows = rows.shape[0] == 0
+    for r in range(n):
+        i = r if all_rows else rows[r]
         for k in range(K):
-            pos = (theta[i, k] - g0) / h
+            pos = (theta[r, k] - g0) / h
             g = min(max(np.floor(pos), 0.0), M - 2.0)
             u = min(max(pos - g, 0.0), 1.0)
             i0 = int(g) * K + k
@@ -1058,35 +1064,65 @@ def _tab_derivs_py(theta, g0, h, T1, T2, T3, rw, cflat, ca, cd):
             h01 = 1 - h00
             h10 = (u3 - 2 * u2 + u) * h
             h11 = (u3 - u2) * h
-            a = h00 * T1[i0] + h01 * T1[i1] + h10 * T2[i0] + h11 * T2[i1]
-            b = h00 * T2[i0] + h01 * T2[i1] + h10 * T3[i0] + h11 * T3[i1]
+            v1 = h00 * T1[i0] + h01 * T1[i1] + h10 * T2[i0] + h11 * T2[i1]
+            v2 = h00 * I1[i0] + h01 * I1[i1] + h10 * I2[i0] + h11 * I2[i1]
             if weighted:
-                a *= rw[i, k]
-                b *= rw[i, k]
-            G1[i, k] = a
-            G2[i, k] = b
-    if cflat.shape[0]:
-        C1 = np.zeros(N * K)
-        C2 = np.zeros(N * K)
-        th = theta.ravel()
-        for c in range(cflat.shape[0]):
-            f = cflat[c]
-            sig = 1.0 / (1.0 + np.exp(-(ca[c] * th[f] + cd[c])))
-            C1[f] += ca[c] * sig
-            C2[f] += ca[c] * ca[c] * sig * (1 - sig)
-        G1 -= C1.reshape(N, K)
-        G2 -= C2.reshape(N, K)
+                v1 *= rw[i, k]
+                v2 *= rw[i, k]
+            G1[r, k] = s[i, k] - v1
+            G2[r, k] = v2
+        for p in range(uptr[i], uptr[i + 1]):
+            j = uj[p]
+            k = item_domain[j]
+            sig = 1.0 / (1.0 + np.exp(-(a[j] * theta[r, k] + d[j])))
+            c = cdom[k]
+            G1[r, k] += a[j] * sig
+            G2[r, k] -= a[j] * a[j] * (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
+        for p in range(yptr[i], yptr[i + 1]):
+            j = yj[p]
+            k = item_domain[j]
+            G1[r, k] += a[j] / (1.0 + cdom[k] * np.exp(-(a[j] * theta[r, k] + d[j])))
     return G1, np.maximum(G2, 0.0)
 
 
-class TabulatedThetaLik:
-    """Trait log-likelihood of every (LLM, domain) block, no guessing, by tabulation.
+def _floor_weight(sig, c):
+    """Fisher information of one cell in ``z`` with floor ``c``: ``(1 - c) s^2 (1 - s) / (c + (1 - c) s)``."""
+    return (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
 
-    ``loglik_ik(theta) = theta * s_ik + sum_j y_ij d_j - G_ik(theta)`` with
-    ``G_ik(t) = r_ik G_k(t) - sum_{j unobserved} log(1 + exp(a_j t + d_j))``:
-    ``G_k`` and three derivatives are tabulated on a grid and interpolated by
-    cubic Hermite polynomials; unobserved cells of observed blocks are
-    subtracted exactly.  Use :meth:`set_items` first.
+
+def _log_c_plus_exp(z, c):
+    """``log(c + exp(z))``, stable for ``c >= 0`` (``z`` where ``c = 0``)."""
+    e = np.exp(-np.abs(z))
+    return np.where(z > 0, z + np.log1p(c * e), np.log(c + e))
+
+
+def _csr(rows, cols, n):
+    """Row pointer and columns, grouped by row (stable), of the cells ``(rows, cols)``."""
+    order = np.argsort(rows, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=ptr[1:])
+    return ptr, np.ascontiguousarray(cols[order], dtype=np.int64)
+
+
+class TabulatedThetaLik:
+    """Trait log-likelihood of every (LLM, domain) block by tabulation; a floor shared by each domain allowed.
+
+    With ``P_ij = c_k + (1 - c_k) sigmoid(z_ij)``, ``z_ij = a_j theta_ik + d_j``
+    and ``log(1 - P) = log(1 - c_k) - softplus(z)``::
+
+        loglik_ik(theta) = n0_ik log(1 - c_k) - G_ik(theta) + sum_{j correct} log(c_k + exp(z_ij))
+
+    (``n0_ik`` the wrong answers), with ``G_ik(t) = r_ik G_k(t) - sum_{j
+    unobserved} softplus(a_j t + d_j)``: ``G_k = sum_j softplus`` over the
+    domain's items and its derivatives are tabulated on a grid and interpolated
+    by cubic Hermite polynomials; unobserved cells of observed blocks are
+    subtracted exactly.  Without a floor the correct cells' sum is ``theta s_ik
+    + sum_j y_ij d_j`` (``s_ik = sum_j a_j y_ij``), so a Newton step costs
+    ``O(N K)``; with one, each correct cell adds ``a_j / (1 + c_k exp(-z))`` to
+    the gradient (one exponential per correct cell, none per wrong one).  The
+    Fisher information ``sum_j a_j^2 (1 - c_k) s^2 (1 - s) / P`` (observed
+    information without a floor) depends on the answers only through which
+    cells are observed: tabulated too.  Use :meth:`set_items` first.
     """
 
     kind = "tabulated"
@@ -1097,26 +1133,57 @@ class TabulatedThetaLik:
         self.item_domain = data.item_domain
         self.rw = None if data.row_obs is None else data.row_obs.astype(np.float64)
         if cells is not None and len(cells[0]):
-            self.cj = np.asarray(cells[1], dtype=np.int64)
-            self.cflat = np.asarray(cells[0], dtype=np.int64) * self.K + self.item_domain[self.cj]
-            self.n_cells = len(self.cj)
+            self.uptr, self.uj = _csr(np.asarray(cells[0], dtype=np.int64), np.asarray(cells[1]), self.N)
+            self.n_cells = len(self.uj)
         else:
-            self.cj = self.cflat = None
+            self.uptr = np.zeros(self.N + 1, dtype=np.int64)
+            self.uj = _NO_CELLS
             self.n_cells = 0
+        # one floor per domain (the dense evaluator takes floors that differ within a domain)
+        cdom = np.zeros(self.K)
+        if data.c is not None:
+            for k, sl in enumerate(data.slices):
+                ck = data.c[sl]
+                if len(ck) and np.ptp(ck) > 0:
+                    raise ValueError("the tabulated trait likelihood needs one floor per domain")
+                cdom[k] = ck[0] if len(ck) else 0.0
+        self.cdom = cdom
+        self.floored = cdom > 0
+        if self.floored.any():
+            self.yptr, self.yj = self._correct_cells()
+        else:
+            self.yptr = np.zeros(self.N + 1, dtype=np.int64)
+            self.yj = _NO_CELLS
         self.grid = np.arange(-theta_max, theta_max + 1e-9, grid_step)
         self.h = float(self.grid[1] - self.grid[0])
 
+    def _correct_cells(self):
+        """CSR (by LLM) of the correct answers in domains with a floor (``Y`` is 0 where unobserved)."""
+        data = self.data
+        cols = np.flatnonzero(self.floored[self.item_domain])
+        ptr = np.zeros(self.N + 1, dtype=np.int64)
+        parts = []
+        step = max(1, 2**22 // max(len(cols), 1))
+        for i0 in range(0, self.N, step):
+            Yc = data.Y[i0:i0 + step]
+            if len(cols) < self.J:
+                Yc = Yc[:, cols]
+            i, j = np.nonzero(Yc)
+            ptr[i0 + 1:i0 + step + 1] = np.bincount(i, minlength=len(Yc))
+            parts.append(cols[j] if len(cols) < self.J else j)
+        np.cumsum(ptr, out=ptr)
+        yj = np.concatenate(parts).astype(np.int64) if parts else _NO_CELLS
+        return ptr, yj
+
     def set_items(self, a, d):
-        """Tabulate ``G_k`` (and derivatives) and compute ``s_ik``, ``sum_j y_ij d_j``."""
+        """Tabulate ``G_k``, its derivatives and the information; compute ``s_ik`` and the constant terms."""
         data = self.data
         a = np.asarray(a, dtype=np.float64)
         d = np.asarray(d, dtype=np.float64)
         M, K = len(self.grid), self.K
-        T = np.empty((4, M, K))
-        s = np.empty((self.N, K))
-        yd = np.empty((self.N, K))
-        a32 = a.astype(np.float32)
-        d32 = d.astype(np.float32)
+        T = np.empty((6, M, K))
+        s = np.zeros((self.N, K))
+        const = np.zeros((self.N, K))
         for k, sl in enumerate(data.slices):
             ak, dk = a[sl], d[sl]
             Z = np.multiply.outer(self.grid, ak)
@@ -1127,19 +1194,31 @@ class TabulatedThetaLik:
             T[2, :, k] = w @ (ak * ak)
             w *= 1.0 - 2.0 * sig
             T[3, :, k] = w @ (ak * ak * ak)
+            c = self.cdom[k]
+            if c > 0:
+                wc = _floor_weight(sig, c)
+                T[4, :, k] = wc @ (ak * ak)
+                P = c + (1.0 - c) * sig
+                wc *= (2.0 - 3.0 * sig) - (1.0 - c) * sig * (1.0 - sig) / P
+                T[5, :, k] = wc @ (ak * ak * ak)
+            else:
+                T[4, :, k] = T[2, :, k]
+                T[5, :, k] = T[3, :, k]
             T[0, :, k] = _softplus(Z, out=Z).sum(axis=1)
             Yk = data.Y[:, sl]
-            s[:, k] = Yk @ a32[sl]
-            yd[:, k] = Yk @ d32[sl]
-        self.T0 = T[0].ravel()
-        self.T1 = T[1].ravel()
-        self.T2 = T[2].ravel()
-        self.T3 = T[3].ravel()
+            if c > 0:
+                n_obs = np.full(self.N, float(sl.stop - sl.start)) if data.obs is None else \
+                    data.obs[:, sl].sum(axis=1, dtype=np.float64)
+                const[:, k] = (n_obs - Yk.sum(axis=1, dtype=np.float64)) * np.log1p(-c)
+            else:  # float64 sums (float32 ones were off by 4e-6 in s on 40-item domains)
+                Yk = Yk.astype(np.float64)
+                s[:, k] = Yk @ ak
+                const[:, k] = Yk @ dk
+        self.T = [np.ascontiguousarray(T[m]).ravel() for m in range(6)]
         self.s = s
-        self.yd = yd
-        if self.n_cells:
-            self.ca = a[self.cj]
-            self.cd = d[self.cj]
+        self.const = const
+        self.a = a
+        self.d = d
 
     def _basis(self, theta):  # numpy form of _tab_derivs' basis (used by theta_loglik)
         M = len(self.grid)
@@ -1160,27 +1239,35 @@ class TabulatedThetaLik:
         idx2 = idx + self.K
         return h00 * f[idx] + h01 * f[idx2] + h10 * df[idx] + h11 * df[idx2]
 
-    def theta_derivs(self, theta):
-        """Gradient and (Fisher = observed) information of the log-likelihood in every ``theta_ik``."""
+    def theta_derivs(self, theta, rows=None):
+        """Gradient and Fisher information (observed information without a floor) of the
+        log-likelihood in every ``theta_ik``; with ``rows``, ``theta`` holds those LLMs' traits only."""
         theta = np.ascontiguousarray(theta, dtype=np.float64)
-        if self.n_cells:
-            cells = (self.cflat, self.ca, self.cd)
-        else:
-            cells = (_NO_CELLS, _NO_VALUES, _NO_VALUES)
-        G1, G2 = _tab_derivs(theta, self.grid[0], self.h, self.T1, self.T2, self.T3,
-                             self.rw if self.rw is not None else _NO_ROWS, *cells)
-        return self.s - G1, G2
+        rows = _NO_CELLS if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
+        T = self.T
+        return _tab_derivs(theta, rows, self.s, self.grid[0], self.h, T[1], T[2], T[4], T[5],
+                           self.rw if self.rw is not None else _NO_ROWS, self.a, self.d, self.cdom,
+                           self.item_domain, self.uptr, self.uj, self.yptr, self.yj)
+
+    def _cell_sum(self, theta, ptr, cols, f):
+        """``sum f(z_ij, c_k)`` over the CSR cells of every block (N x K)."""
+        i = np.repeat(np.arange(self.N), np.diff(ptr))
+        k = self.item_domain[cols]
+        z = self.a[cols] * theta[i, k] + self.d[cols]
+        return np.bincount(i * self.K + k, f(z, self.cdom[k]), minlength=self.N * self.K).reshape(self.N, self.K)
 
     def theta_loglik(self, theta):
         """Log-likelihood of every (LLM, domain) block at ``theta`` (N x K)."""
-        b = self._basis(theta)
-        G0 = self._interp(b, self.T0, self.T1)
+        theta = np.asarray(theta, dtype=np.float64)
+        G0 = self._interp(self._basis(theta), self.T[0], self.T[1])
         if self.rw is not None:
             G0 *= self.rw
         if self.n_cells:
-            z = self.ca * theta.ravel()[self.cflat] + self.cd
-            G0 -= np.bincount(self.cflat, _softplus(z), minlength=self.N * self.K).reshape(self.N, self.K)
-        return theta * self.s + self.yd - G0
+            G0 -= self._cell_sum(theta, self.uptr, self.uj, lambda z, c: _softplus(z))
+        out = theta * self.s + self.const - G0
+        if len(self.yj):
+            out += self._cell_sum(theta, self.yptr, self.yj, _log_c_plus_exp)
+        return out
 
 
 class DenseThetaLik:
@@ -1199,15 +1286,16 @@ class DenseThetaLik:
         self._a = np.asarray(a, dtype=np.float64)
         self._d = np.asarray(d, dtype=np.float64)
 
-    def _block(self, k, theta_col, want_ll=False):
+    def _block(self, k, theta_col, want_ll=False, rows=None):
         """Residual ``r = dl/dz``, weight ``w`` (Fisher information in ``z``) and,
-        optionally, the log-likelihood of every cell of domain ``k`` (float64)."""
+        optionally, the log-likelihood of every cell of domain ``k`` (float64)
+        (of the LLMs ``rows`` only, if given)."""
         data = self.data
         sl = data.slices[k]
         Z = np.multiply.outer(theta_col, self._a[sl])
         Z += self._d[sl]
         sig = expit(Z)
-        y = data.Y[:, sl]
+        y = data.Y[:, sl] if rows is None else data.Y[rows, sl]
         ll = None
         if data.c is None:
             r = y - sig
@@ -1224,18 +1312,19 @@ class DenseThetaLik:
             if want_ll:
                 ll = y * np.log(P) + (1 - y) * np.log1p(-P)
         if data.obs is not None:
-            m = data.obs[:, sl]
+            m = data.obs[:, sl] if rows is None else data.obs[rows, sl]
             r *= m
             w *= m
             if want_ll:
                 ll *= m
         return r, w, ll
 
-    def theta_derivs(self, theta):
-        g = np.empty((self.N, self.K))
-        info = np.empty((self.N, self.K))
+    def theta_derivs(self, theta, rows=None):
+        n = theta.shape[0]
+        g = np.empty((n, self.K))
+        info = np.empty((n, self.K))
         for k, sl in enumerate(self.data.slices):
-            r, w, _ = self._block(k, theta[:, k])
+            r, w, _ = self._block(k, theta[:, k], rows=rows)
             ak = self._a[sl]
             g[:, k] = r @ ak
             info[:, k] = w @ (ak * ak)
@@ -1249,8 +1338,8 @@ class DenseThetaLik:
 
 
 def _make_theta_lik(data: ResponseData, max_sparse_share=0.25):
-    if data.c is not None:
-        return DenseThetaLik(data)
+    if data.c is not None and any(np.ptp(data.c[sl]) > 0 for sl in data.slices if sl.stop > sl.start):
+        return DenseThetaLik(data)  # floors that differ within a domain: not tabulable
     if data.obs is None:
         return TabulatedThetaLik(data)
     ci_list, cj_list = [], []
@@ -1306,23 +1395,38 @@ def theta_step(lik, theta, *, priors: Penalties = DEFAULT_PENALTIES, centre=None
     # Newton (steps capped at +-1) cycled between two points on one oll_v1
     # cell (a steep item: curvature 3 at the iterate, far more at the root),
     # so every call there ran to max_newton.
+    # Only the LLMs whose step is still above ``tol`` in some domain are iterated
+    # (their traits are independent given the items); a finished LLM keeps its
+    # last iterate and the information there.
     lo = np.full_like(th, -B)
     hi = np.full_like(th, B)
+    penal = centre is not None and weight is not None
+    if penal:
+        centre = np.broadcast_to(centre, th.shape)
+        weight = np.broadcast_to(np.asarray(weight, dtype=np.float64), th.shape)
+    info = np.zeros_like(th)
+    act = np.arange(th.shape[0])
     for _ in range(max_newton):
-        g, info = lik.theta_derivs(th)
-        g -= prec * th
-        tot = info + prec
-        if centre is not None and weight is not None:
-            g -= weight * (th - centre)
-            tot += weight
-        np.copyto(lo, th, where=g > 0)
-        np.copyto(hi, th, where=g < 0)
-        cap = np.minimum(0.5 * (hi - lo), 1.0)
-        new = th + np.clip(g / tot, -cap, cap)
+        full = len(act) == th.shape[0]
+        x = th if full else th[act]
+        g, inf = lik.theta_derivs(x) if full else lik.theta_derivs(x, rows=act)
+        info[act] = inf
+        g -= prec * x
+        tot = inf + prec
+        if penal:
+            g -= weight[act] * (x - centre[act])
+            tot += weight[act]
+        lo_a, hi_a = lo[act], hi[act]
+        np.copyto(lo_a, x, where=g > 0)
+        np.copyto(hi_a, x, where=g < 0)
+        lo[act], hi[act] = lo_a, hi_a
+        cap = np.minimum(0.5 * (hi_a - lo_a), 1.0)
+        new = x + np.clip(g / tot, -cap, cap)
         np.clip(new, -B, B, out=new)
-        step = np.max(np.abs(new - th))
-        th = new
-        if step < tol:
+        step = np.max(np.abs(new - x), axis=1)
+        th[act] = new
+        act = act[step >= tol]
+        if not len(act):
             break
     if return_info:
         return th, info
