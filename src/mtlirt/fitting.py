@@ -244,21 +244,12 @@ def fit(
         For ``method="bayes"``: passed to :func:`mtlirt.bayes.fit_bayes`
         (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
     """
-    if method not in METHODS:
-        raise InputError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
-    if variant not in MTL_VARIANTS:
-        raise InputError(f"unknown variant {variant!r}: expected one of {', '.join(MTL_VARIANTS)}")
-    if variant != "default" and method != "mtl":
-        raise InputError(f"variant {variant!r} applies to method 'mtl' only, not {method!r}")
+    _check_method(method, variant)
     if method == "bayes":
         return _fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options)
     if bayes_options:
         raise TypeError(f"options for method='bayes' only: {', '.join(bayes_options)}")
-    if isinstance(guessing, str):
-        if guessing != "estimate":
-            raise InputError(f"guessing must be a number in [0, 1) or 'estimate', got {guessing!r}")
-    elif guessing is not None and not 0 <= guessing < 1:
-        raise InputError(f"guessing must be in [0, 1), got {guessing}")
+    _check_guessing(guessing)
     settings = dict(model=model, guessing=guessing, rank=rank, gamma=gamma, seed=seed)
     if method == "mtl":
         settings["variant"] = variant
@@ -276,11 +267,8 @@ def fit(
     pop = _population_scale(res, arr["theta"], ~empty)
     if pop is not None:
         info["population_scale"] = pop
-    converged = bool(getattr(res, "converged", True))
-    info["diagnostics"] = {"converged": converged, "iterations": getattr(res, "n_iter", None)}
-    if getattr(res, "convergence", None) is not None:  # MTL: each calibration it ran
-        info["diagnostics"]["calibrations"] = dict(res.convergence)
-    if not converged:
+    info["diagnostics"] = _fit_diagnostics(res)
+    if not info["diagnostics"]["converged"]:
         warnings.warn(f"the {method} fit's item calibration (EM) did not converge within "
                       f"{getattr(res, 'n_iter', '?')} sweeps: its numbers are not to be trusted; "
                       "look for degenerate items and LLMs (mtlirt validate) or fit --item-model 1pl",
@@ -288,41 +276,9 @@ def fit(
 
     boot = None
     if bootstrap:
-        # replicates keep the tuned settings fixed: the selected rank and shrinkage
-        fixed = dict(settings)
-        if method == "mtl":
-            fixed.update(rank=res.rank, C=res.C, gamma=None)
         t1 = time.perf_counter()
-        kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric",
-                "stl": "world"}.get(method, "parametric")
-        point = arr if kind == "parametric" else None
-        if method == "stl":
-            point = _stl_world(arr, pop, error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0])
-        elif kind == "world":
-            eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
-            eta_c = eta - eta.mean(axis=0)  # the centre's slopes on the shared traits (its loadings)
-            W = np.linalg.lstsq(eta_c, arr["centre"] - arr["centre"].mean(axis=0), rcond=None)[0].T
-            # the centre is fitted to these data: moments with its leverage (bootstrap.deviation_spread)
-            psi, cell_info = deviation_spread(responses.correct, responses.mask, responses.domain_slices,
-                                              arr["centre"], arr["a"], arr["d"], arr["c"], return_info=True,
-                                              loadings=W)
-            info["deviation_spread"] = psi.tolist()
-            point = dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
-                         loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
-        boot = run_bootstrap(
-            partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed),
-            n=bootstrap,
-            seed=seed,
-            domain_slices=responses.domain_slices,
-            observed=responses.mask,
-            point=point,
-            correct=responses.correct if kind == "items" else None,
-            kind=kind,
-            n_jobs=n_jobs,
-            desc=f"{method} bootstrap",
-        )
-        if kind == "world":  # STL's cells without responses: 0 minus an error of a N(0, 1) truth
-            _error_draws(boot, arr, empty)
+        boot = _bootstrap(responses, res, arr, empty, pop, info, method=method, variant=variant, settings=settings,
+                          bootstrap=bootstrap, seed=seed, n_jobs=n_jobs)
         timings["bootstrap"] = time.perf_counter() - t1
     secs = getattr(res, "seconds", None)
     info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
@@ -334,9 +290,8 @@ def fit(
         info["intervals"] = {"mtl": "estimate minus quantiles of the bootstrap error (world: centre plus deviations)",
                              "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
                              }.get(method, "bootstrap percentile")
-    if boot is not None:
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
-    est = Estimate.from_point(
+    return Estimate.from_point(
         method=method,
         theta=arr["theta"],
         overall=arr.get("overall"),
@@ -355,7 +310,82 @@ def fit(
         bootstrap=boot,
         n_responses=n_resp,
     )
-    return est
+
+
+def _check_method(method: str, variant: str) -> None:
+    """``method`` and ``variant`` known, and ``variant`` given to MTL only."""
+    if method not in METHODS:
+        raise InputError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
+    if variant not in MTL_VARIANTS:
+        raise InputError(f"unknown variant {variant!r}: expected one of {', '.join(MTL_VARIANTS)}")
+    if variant != "default" and method != "mtl":
+        raise InputError(f"variant {variant!r} applies to method 'mtl' only, not {method!r}")
+
+
+def _check_guessing(guessing) -> None:
+    """The frequentist methods' ``guessing``: None, a number in [0, 1) or ``"estimate"``."""
+    if isinstance(guessing, str):
+        if guessing != "estimate":
+            raise InputError(f"guessing must be a number in [0, 1) or 'estimate', got {guessing!r}")
+    elif guessing is not None and not 0 <= guessing < 1:
+        raise InputError(f"guessing must be in [0, 1), got {guessing}")
+
+
+def _fit_diagnostics(res) -> dict:
+    """The point fit's convergence record: converged, iterations, and MTL's calibrations."""
+    diagnostics = {"converged": bool(getattr(res, "converged", True)), "iterations": getattr(res, "n_iter", None)}
+    if getattr(res, "convergence", None) is not None:  # MTL: each calibration it ran
+        diagnostics["calibrations"] = dict(res.convergence)
+    return diagnostics
+
+
+def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, info: dict, *, method: str,
+               variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None) -> dict:
+    """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's and STL's
+    error bootstrap draw a new truth from the fit's world, the others are parametric or resample items.
+    MTL's world records its deviations' spread in ``info["deviation_spread"]``."""
+    # replicates keep the tuned settings fixed: the selected rank and shrinkage
+    fixed = dict(settings)
+    if method == "mtl":
+        fixed.update(rank=res.rank, C=res.C, gamma=None)
+    kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric",
+            "stl": "world"}.get(method, "parametric")
+    point = arr if kind == "parametric" else None
+    if method == "stl":
+        point = _stl_world(arr, pop, error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0])
+    elif kind == "world":
+        point = _mtl_world(responses, arr, info)
+    boot = run_bootstrap(
+        partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed),
+        n=bootstrap,
+        seed=seed,
+        domain_slices=responses.domain_slices,
+        observed=responses.mask,
+        point=point,
+        correct=responses.correct if kind == "items" else None,
+        kind=kind,
+        n_jobs=n_jobs,
+        desc=f"{method} bootstrap",
+    )
+    if kind == "world":  # STL's cells without responses: 0 minus an error of a N(0, 1) truth
+        _error_draws(boot, arr, empty)
+    return boot
+
+
+def _mtl_world(responses, arr: dict, info: dict) -> dict:
+    """The error bootstrap's world of MTL (``bootstrap.run_bootstrap``, ``kind="world"``): shared traits
+    around the fitted ones, the fit's centre, deviations with each domain's estimated spread (recorded in
+    ``info["deviation_spread"]``)."""
+    eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
+    eta_c = eta - eta.mean(axis=0)  # the centre's slopes on the shared traits (its loadings)
+    W = np.linalg.lstsq(eta_c, arr["centre"] - arr["centre"].mean(axis=0), rcond=None)[0].T
+    # the centre is fitted to these data: moments with its leverage (bootstrap.deviation_spread)
+    psi, cell_info = deviation_spread(responses.correct, responses.mask, responses.domain_slices,
+                                      arr["centre"], arr["a"], arr["d"], arr["c"], return_info=True,
+                                      loadings=W)
+    info["deviation_spread"] = psi.tolist()
+    return dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
+                loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
 
 
 def _stl_world(arr: dict, pop: dict, corr: np.ndarray) -> dict:
