@@ -259,12 +259,7 @@ def fit_bayes(
     spec, arr = _checked(responses, spec, algorithm, sampler, items, draws, chains, tune)
     integrated = _integrated(spec, algorithm, items, llm_side)
     if algorithm == "nuts" and sampler == "numpyro":
-        if not integrated and items == "fixed" and use_marginal(spec):
-            raise InputError(
-                "sampler='numpyro' cannot sample the fixed-items factor model with sampled overall "
-                "traits: its domain traits are integrated out by a numba kernel that has no JAX version; "
-                "use llm_side='integrated' (rank 1 or 2) or sampler='nutpie' (the default)")
-        _check_numpyro()
+        _check_numpyro_route(spec, items, integrated)
     if integrated:
         return _fit_integrated(arr, spec, sampler=sampler, draws=draws, tune=tune, chains=chains, seed=seed,
                                init=init, item_values=item_values, progress=progress, cores=cores,
@@ -275,23 +270,13 @@ def fit_bayes(
     likelihood = "elementwise" if algorithm == "nuts" and sampler == "numpyro" else "auto"
     stage(f"building the {spec.name} model ({arr.n_llms:,} LLMs x {arr.n_items:,} items, items {items})")
     built = build(arr, spec, items=items, init=init, item_values=item_values, likelihood=likelihood)
-    model = built.model
     stages = {"build": time.perf_counter() - t0}
-    free = _free_names(model)
+    free = _free_names(built.model)
     t1 = time.perf_counter()
-    sample_stats = None
-    if algorithm == "nuts":
-        if target_accept is None:
-            target_accept = 0.8 if built.marginal is not None else 0.9
-        post, sample_stats, target_accept = _run_nuts(model, built.initvals, free, sampler=sampler, draws=draws,
-                                                      tune=tune, chains=chains, cores=cores, seed=seed,
-                                                      progress=progress, target_accept=target_accept,
-                                                      nuts_kwargs=nuts_kwargs, trace_dir=trace_dir)
-    elif algorithm == "advi":
-        post = _run_advi(model, built.initvals, free, draws=draws, seed=seed, progress=progress,
-                         iterations=advi_iterations)
-    else:
-        post = _run_map(model, built.initvals, free, seed=seed, progress=progress, maxiter=map_maxiter)
+    post, sample_stats, target_accept = _run_algorithm(
+        built, free, algorithm=algorithm, sampler=sampler, draws=draws, tune=tune, chains=chains, cores=cores,
+        seed=seed, progress=progress, target_accept=target_accept, nuts_kwargs=nuts_kwargs, trace_dir=trace_dir,
+        advi_iterations=advi_iterations, map_maxiter=map_maxiter)
     stages[algorithm] = time.perf_counter() - t1
     anchors = list(built.anchors)
     quad = built.marginal
@@ -307,6 +292,36 @@ def fit_bayes(
                    stages=stages, algorithm=algorithm, sampler=sampler, items=items, seed=seed, draws=draws,
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn)
+
+
+def _check_numpyro_route(spec: ModelSpec, items: str, integrated: bool) -> None:
+    """NUTS by numpyro: jax and numpyro installed, and a model with a JAX likelihood."""
+    if not integrated and items == "fixed" and use_marginal(spec):
+        raise InputError(
+            "sampler='numpyro' cannot sample the fixed-items factor model with sampled overall "
+            "traits: its domain traits are integrated out by a numba kernel that has no JAX version; "
+            "use llm_side='integrated' (rank 1 or 2) or sampler='nutpie' (the default)")
+    _check_numpyro()
+
+
+def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, cores, seed, progress, target_accept,
+                   nuts_kwargs, trace_dir, advi_iterations, map_maxiter):
+    """NUTS, ADVI or MAP on the built model: ``(posterior, sample_stats or None, target_accept)``.
+
+    NUTS's default target acceptance: 0.8 with the domain traits integrated out
+    (``built.marginal``), else 0.9."""
+    if algorithm == "nuts":
+        if target_accept is None:
+            target_accept = 0.8 if built.marginal is not None else 0.9
+        return _run_nuts(built.model, built.initvals, free, sampler=sampler, draws=draws, tune=tune, chains=chains,
+                         cores=cores, seed=seed, progress=progress, target_accept=target_accept,
+                         nuts_kwargs=nuts_kwargs, trace_dir=trace_dir)
+    if algorithm == "advi":
+        post = _run_advi(built.model, built.initvals, free, draws=draws, seed=seed, progress=progress,
+                         iterations=advi_iterations)
+    else:
+        post = _run_map(built.model, built.initvals, free, seed=seed, progress=progress, maxiter=map_maxiter)
+    return post, None, target_accept
 
 
 def _checked(responses, spec, algorithm, sampler, items, draws, chains, tune):
