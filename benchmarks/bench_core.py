@@ -18,6 +18,13 @@ Sections (``--only`` picks some, comma-separated):
     a fresh process ``Responses.read`` + ``fit_mtl`` (end to end), and in
     another fresh process ``fit_mtl`` alone on the dense matrix; wall time
     and peak RSS (``ru_maxrss``) of each.
+``floor``
+    The cost of the guessing floor: ``simulate(N, preset="mmlu", scale=S,
+    scenario="realistic", seed=7)`` (``--floor-shape N,S``, default
+    1000,0.1); ``fit_mtl`` without a floor and with ``guessing="estimate"``
+    (the tabulated trait step; with ``--floor-dense`` also the dense one it
+    replaced), CPU seconds of the whole fit and of one trait step from 0
+    given the fitted items, load average beside.
 ``real``
     ``../shared/data``: MMLU-Pro by ``domain`` (14) and by ``subject`` (56),
     ChemBench (9); 20% of the responses held out at random (seed 0); held-out
@@ -177,6 +184,44 @@ def flagship_section(repeat=1):
         return results
 
 
+def floor_section(n, scale, dense=False, seed=7):
+    """CPU seconds of MTL fits and trait steps with and without the guessing floor (see the docstring)."""
+    import os
+
+    sim = simulate(n, preset="mmlu", scale=scale, scenario="realistic", seed=seed)
+    sl = _slices(sim)
+    Y, obs = sim.correct, sim.observed
+    truth = sim.domain_scores.to_numpy()
+    make = irt._make_theta_lik
+    cases = [("none", None, "tabulated"), ("estimate", "estimate", "tabulated")]
+    if dense:
+        cases.append(("estimate", "estimate", "dense"))
+    out = []
+    for label, guessing, kind in cases:
+        if kind == "dense":
+            irt._make_theta_lik = lambda data, share=0.25: irt.DenseThetaLik(data)
+        try:
+            load0 = os.getloadavg()[0]
+            c0 = time.process_time()
+            f = mtl.fit_mtl(Y, obs, sl, guessing=guessing, seed=0)
+            cpu_fit = time.process_time() - c0
+            data = irt.ResponseData(Y, obs, sl, guessing=f.c if np.any(f.c > 0) else None)
+            th, a, d = f.stl.internal()
+            lik = data.theta_likelihood()
+            lik.set_items(a, d)
+            c0 = time.process_time()
+            irt.theta_step(lik, np.zeros((data.N, data.K)))
+            cpu_step = time.process_time() - c0
+        finally:
+            irt._make_theta_lik = make
+        out.append({"floor": label, "trait_step": lik.kind, "shape": f"{Y.shape[0]}x{Y.shape[1]}",
+                    "cpu_fit_s": cpu_fit, "cpu_trait_step_s": cpu_step, "stages_wall_s": f.seconds,
+                    "rmse_domain": float(_rmse(f.theta, truth).mean()), "mean_floor": float(np.mean(f.c)),
+                    "stl_converged": bool(f.stl.converged), "load_before": load0,
+                    "load_after": os.getloadavg()[0]})
+    return out
+
+
 def _logloss(correct, rows, cols, fit, item_domain):
     return float(-cell_loglik(correct, rows, cols, fit.theta, fit.a, fit.d, None, item_domain).mean())
 
@@ -221,9 +266,11 @@ def real_section():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="sim,outliers,rank2,flagship,real")
+    ap.add_argument("--only", default="sim,outliers,rank2,flagship,real", help="sections, or floor")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--repeat", type=int, default=1, help="flagship repetitions")
+    ap.add_argument("--floor-shape", default="1000,0.1", help="floor section: N LLMs, MMLU scale")
+    ap.add_argument("--floor-dense", action="store_true", help="floor section: also the dense trait step")
     args = ap.parse_args(argv)
     which = set(args.only.split(","))
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -248,6 +295,12 @@ def main(argv=None):
                   f"{s['hwm_gib']:.2f} GiB (before fit {s['hwm_before_fit_gib']:.2f}); ru_maxrss "
                   f"{s['peak_gib']:.2f} (before {s['before_fit_gib']:.2f}); stages "
                   + ", ".join(f"{k} {v:.1f}" for k, v in s["stages"].items()) + f"; rank {s['rank']}, C {s['C']}",
+                  flush=True)
+    if "floor" in which:
+        n, scale = args.floor_shape.split(",")
+        print(f"== floor: simulate({n}, preset='mmlu', scale={scale}, scenario='realistic', seed=7), fit_mtl")
+        for res in floor_section(int(n), float(scale), dense=args.floor_dense):
+            print("  " + ", ".join(f"{k}={fmt(v) if k != 'stages_wall_s' else v}" for k, v in res.items()),
                   flush=True)
     if "real" in which:
         print("== real data, 20% of responses held out (seed 0): held-out mean log-loss")

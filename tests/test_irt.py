@@ -134,6 +134,13 @@ def test_tabulated_floor_matches_dense_evaluator():
         np.testing.assert_allclose(g1, g2, rtol=0, atol=tol)
         np.testing.assert_allclose(i1, i2, rtol=0, atol=tol)
         np.testing.assert_allclose(lik.theta_loglik(th), ll2, rtol=0, atol=tol)
+    # the observed information: the dense one, and the gradient's numerical derivative
+    o1 = fine.theta_derivs(th, observed=True)[1]
+    np.testing.assert_allclose(o1, dense.theta_derivs(th, observed=True)[1], rtol=0, atol=1e-8)
+    eps = 1e-5
+    num = (dense.theta_derivs(th - eps)[0] - dense.theta_derivs(th + eps)[0]) / (2 * eps)
+    np.testing.assert_allclose(o1, num, rtol=0, atol=1e-5)
+    assert np.abs(o1 - i2).max() > 1e-3  # with a floor it is not the Fisher information
     # the exact log-likelihood, from the item model
     z = a * th[:, data.item_domain] + d
     P = data.c + (1 - data.c) / (1 + np.exp(-z))

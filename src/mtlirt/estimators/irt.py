@@ -1031,23 +1031,27 @@ def _tab_derivs(*args):
 _tab_derivs_jit = None
 
 
-def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, I1, I2, rw, a, d, cdom, item_domain, uptr, uj, yptr, yj):
-    """Gradient and Fisher information of every block's log-likelihood (see :class:`TabulatedThetaLik`).
+def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, cdom, item_domain, uptr, uj, yptr, yj):
+    """Gradient, Fisher and observed information of every block's log-likelihood (see :class:`TabulatedThetaLik`).
 
     ``theta`` (n x K) holds the traits of the LLMs ``rows`` (all ``N`` when
     ``rows`` is empty).  Per block: ``s - r G'(theta)`` by cubic Hermite
     interpolation of the tables (``M x K``, raveled: ``T1 = G'`` with
-    derivative ``T2``, the information ``I1`` with derivative ``I2``), times
+    derivative ``T2 = G''`` (derivative ``T3``), the Fisher information ``I1``
+    with derivative ``I2``), times
     ``rw`` (N x K) unless it is empty; the unobserved cells of observed blocks
     (CSR by LLM: ``uptr``, items ``uj``) subtracted exactly; and, in domains
     with a floor ``cdom[k] > 0``, the correct cells (CSR ``yptr``, ``yj``) add
-    ``a_j / (1 + c_k exp(-z))`` (their ``a_j`` is not in ``s``).  The trait
+    ``a_j / (1 + u)`` to the gradient (their ``a_j`` is not in ``s``) and
+    ``-a_j^2 u / (1 + u)^2`` to the observed information ``G''``, ``u = c_k
+    exp(-z)``.  The trait
     step's hot loop, fused in one pass (34 ms -> 10 ms per call on 4,000 x 57
     blocks with 10% missing, under load, before the floor was added)."""
     n, K = theta.shape
     M = T1.shape[0] // K
     G1 = np.empty((n, K))
     G2 = np.empty((n, K))
+    G3 = np.empty((n, K))
     weighted = rw.shape[0] > 0
     all_rows = rows.shape[0] == 0
     for r in range(n):
@@ -1066,11 +1070,14 @@ def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, I1, I2, rw, a, d, cdom, item_d
             h11 = (u3 - u2) * h
             v1 = h00 * T1[i0] + h01 * T1[i1] + h10 * T2[i0] + h11 * T2[i1]
             v2 = h00 * I1[i0] + h01 * I1[i1] + h10 * I2[i0] + h11 * I2[i1]
+            v3 = h00 * T2[i0] + h01 * T2[i1] + h10 * T3[i0] + h11 * T3[i1]
             if weighted:
                 v1 *= rw[i, k]
                 v2 *= rw[i, k]
+                v3 *= rw[i, k]
             G1[r, k] = s[i, k] - v1
             G2[r, k] = v2
+            G3[r, k] = v3
         for p in range(uptr[i], uptr[i + 1]):
             j = uj[p]
             k = item_domain[j]
@@ -1078,11 +1085,14 @@ def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, I1, I2, rw, a, d, cdom, item_d
             c = cdom[k]
             G1[r, k] += a[j] * sig
             G2[r, k] -= a[j] * a[j] * (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
+            G3[r, k] -= a[j] * a[j] * sig * (1.0 - sig)
         for p in range(yptr[i], yptr[i + 1]):
             j = yj[p]
             k = item_domain[j]
-            G1[r, k] += a[j] / (1.0 + cdom[k] * np.exp(-(a[j] * theta[r, k] + d[j])))
-    return G1, np.maximum(G2, 0.0)
+            u = cdom[k] * np.exp(-min(max(a[j] * theta[r, k] + d[j], -700.0), 700.0))
+            G1[r, k] += a[j] / (1.0 + u)
+            G3[r, k] -= a[j] * a[j] * u / ((1.0 + u) * (1.0 + u))
+    return G1, np.maximum(G2, 0.0), G3
 
 
 def _floor_weight(sig, c):
@@ -1239,15 +1249,17 @@ class TabulatedThetaLik:
         idx2 = idx + self.K
         return h00 * f[idx] + h01 * f[idx2] + h10 * df[idx] + h11 * df[idx2]
 
-    def theta_derivs(self, theta, rows=None):
-        """Gradient and Fisher information (observed information without a floor) of the
-        log-likelihood in every ``theta_ik``; with ``rows``, ``theta`` holds those LLMs' traits only."""
+    def theta_derivs(self, theta, rows=None, observed=False):
+        """Gradient and Fisher information of the log-likelihood in every ``theta_ik``
+        (``observed``: the observed information instead, the same without a floor; it
+        may be negative with one); with ``rows``, ``theta`` holds those LLMs' traits only."""
         theta = np.ascontiguousarray(theta, dtype=np.float64)
         rows = _NO_CELLS if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
         T = self.T
-        return _tab_derivs(theta, rows, self.s, self.grid[0], self.h, T[1], T[2], T[4], T[5],
-                           self.rw if self.rw is not None else _NO_ROWS, self.a, self.d, self.cdom,
-                           self.item_domain, self.uptr, self.uj, self.yptr, self.yj)
+        g, fisher, obs = _tab_derivs(theta, rows, self.s, self.grid[0], self.h, T[1], T[2], T[3], T[4], T[5],
+                                     self.rw if self.rw is not None else _NO_ROWS, self.a, self.d, self.cdom,
+                                     self.item_domain, self.uptr, self.uj, self.yptr, self.yj)
+        return g, (obs if observed else fisher)
 
     def _cell_sum(self, theta, ptr, cols, f):
         """``sum f(z_ij, c_k)`` over the CSR cells of every block (N x K)."""
@@ -1286,9 +1298,9 @@ class DenseThetaLik:
         self._a = np.asarray(a, dtype=np.float64)
         self._d = np.asarray(d, dtype=np.float64)
 
-    def _block(self, k, theta_col, want_ll=False, rows=None):
-        """Residual ``r = dl/dz``, weight ``w`` (Fisher information in ``z``) and,
-        optionally, the log-likelihood of every cell of domain ``k`` (float64)
+    def _block(self, k, theta_col, want_ll=False, rows=None, observed=False):
+        """Residual ``r = dl/dz``, weight ``w`` (Fisher information in ``z``, or the observed
+        one) and, optionally, the log-likelihood of every cell of domain ``k`` (float64)
         (of the LLMs ``rows`` only, if given)."""
         data = self.data
         sl = data.slices[k]
@@ -1308,7 +1320,11 @@ class DenseThetaLik:
             dP = (1 - c) * sig * (1 - sig)
             q = dP / (P * (1 - P))
             r = (y - P) * q
-            w = dP * q
+            if observed:  # -d2 log P / dz2 = s (1 - s) - u / (1 + u)^2 with u = c exp(-z) where correct
+                u = c * np.exp(-np.clip(Z, -700.0, 700.0))
+                w = sig * (1 - sig) - y * u / ((1 + u) * (1 + u))
+            else:
+                w = dP * q
             if want_ll:
                 ll = y * np.log(P) + (1 - y) * np.log1p(-P)
         if data.obs is not None:
@@ -1319,12 +1335,12 @@ class DenseThetaLik:
                 ll *= m
         return r, w, ll
 
-    def theta_derivs(self, theta, rows=None):
+    def theta_derivs(self, theta, rows=None, observed=False):
         n = theta.shape[0]
         g = np.empty((n, self.K))
         info = np.empty((n, self.K))
         for k, sl in enumerate(self.data.slices):
-            r, w, _ = self._block(k, theta[:, k], rows=rows)
+            r, w, _ = self._block(k, theta[:, k], rows=rows, observed=observed)
             ak = self._a[sl]
             g[:, k] = r @ ak
             info[:, k] = w @ (ak * ak)
@@ -1409,7 +1425,12 @@ def theta_step(lik, theta, *, priors: Penalties = DEFAULT_PENALTIES, centre=None
     for _ in range(max_newton):
         full = len(act) == th.shape[0]
         x = th if full else th[act]
-        g, inf = lik.theta_derivs(x) if full else lik.theta_derivs(x, rows=act)
+        # Newton on the observed information (quadratic convergence; with a floor Fisher
+        # scoring converged linearly: 27 evaluations instead of 8 from 0 on the realistic
+        # scenario, 1,000 x 1,405), kept >= 0: where the log-likelihood is convex the
+        # bracket bounds the step
+        g, inf = lik.theta_derivs(x, rows=None if full else act, observed=True)
+        np.maximum(inf, 0.0, out=inf)
         info[act] = inf
         g -= prec * x
         tot = inf + prec
