@@ -212,6 +212,195 @@ def _direct(logw_k, i, t0, h, m, a):
     return mx + np.log(S), S1 / S, S2 / S
 
 
+# The kernel's steps, inlined into it by numba (``inline="always"``: the same
+# machine code as one long function). Each works on one block of ``nb`` LLMs
+# starting at ``b0``, with the block's scratch arrays passed in.
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _centres(k, b0, nb, st, hh, Qc, lam, mu, chol, c, e):
+    # c: the middle of domain k's inner nodes minus the prior mean lam_k . mu at
+    # the outer centre; e = chol' lam_k, the shift per unit of outer offset
+    r = mu.shape[0]
+    for i in range(nb):
+        c[i] = st[i] + Qc * hh[i]
+    for j in range(r):
+        lkj = lam[k, j]
+        for i in range(nb):
+            c[i] -= lkj * mu[j, b0 + i]
+    for j in range(r):
+        for i in range(nb):
+            e[j, i] = 0.0
+        for l in range(r):
+            lkl = lam[k, l]
+            for i in range(nb):
+                e[j, i] += lkl * chol[l, j, b0 + i]
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, M, bad, gq, rq, kq, A):
+    # A_q = w_q exp(-a (d_q^2 - D)), d_q = c + (q - Qc) h, D the least d^2
+    # over the nodes' span (so A_q <= 1): three exponentials per cell,
+    # the rest by the recurrence of the Gaussian's ratios
+    for i in range(nb):
+        h = hh[i]
+        d0 = c[i] - Qc * h
+        d1 = c[i] + Qc * h
+        D = 0.0 if d0 * d1 <= 0.0 else min(d0 * d0, d1 * d1)
+        t0 = a * (d0 * d0 - D)
+        t1 = a * (d1 * d1 - D)
+        r0 = a * (2.0 * d0 * h + h * h)
+        M[i] = -a * D
+        bad[i] = (t0 > _T_MAX) | (t1 > _T_MAX) | (abs(r0) > _T_MAX)
+        gq[i] = exp_nonpos(-min(t0, _T_MAX))
+        rq[i] = exp_nonpos(min(max(-r0, -_T_MAX), _T_MAX))
+        kq[i] = exp_nonpos(-2.0 * a * h * h)
+    for q in range(Q):
+        wq = expw[k, q, b0:b0 + nb]
+        for i in range(nb):
+            x = wq[i] * gq[i]
+            A[q, i] = x if x > _A_MIN else 0.0
+            gq[i] *= rq[i]
+            rq[i] *= kq[i]
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw, A, M, bad,
+                 v, Y, P0, P1, P2, LF, D1, D2, acc):
+    # domain k at every outer node g: the inner sum (Horner in the node ratio Y)
+    # added to acc[g]; with store, E[d] and E[d^2] over the inner nodes in D1, D2
+    G, r = offsets.shape
+    for g in range(G):
+        for i in range(nb):
+            v[i] = 0.0
+        for j in range(r):
+            ogj = offsets[g, j]
+            for i in range(nb):
+                v[i] += ogj * e[j, i]
+        for i in range(nb):
+            z = 2.0 * a * hh[i] * v[i]
+            Y[i] = exp_nonpos(min(max(z, -zmax), zmax))
+            P0[i] = A[Q - 1, i]
+        if store:
+            for i in range(nb):
+                P1[i] = (Q - 1) * A[Q - 1, i]
+                P2[i] = (Q - 1) * (Q - 1) * A[Q - 1, i]
+            for q in range(Q - 2, -1, -1):
+                fq = float(q)
+                for i in range(nb):
+                    y = Y[i]
+                    aq = A[q, i]
+                    P0[i] = P0[i] * y + aq
+                    P1[i] = P1[i] * y + fq * aq
+                    P2[i] = P2[i] * y + fq * fq * aq
+        else:
+            for q in range(Q - 2, -1, -1):
+                for i in range(nb):
+                    P0[i] = P0[i] * Y[i] + A[q, i]
+        # the log domain where the scaled sums could leave the float range
+        n_bad = 0
+        for i in range(nb):
+            n_bad += bad[i] | (abs(2.0 * a * hh[i] * v[i]) > zmax) | (P0[i] < _P_MIN)
+        for i in range(nb):
+            if n_bad:
+                P0[i] = max(P0[i], _P_MIN)
+            z = 2.0 * a * hh[i] * v[i]
+            LF[i] = ls[i] + M[i] + log_pos(P0[i]) - Qc * z + a * v[i] * (2.0 * c[i] - v[i]) - lp
+        if store:
+            for i in range(nb):
+                inv = 1.0 / P0[i]
+                r1 = P1[i] * inv
+                Eq = r1 - Qc
+                Eq2 = P2[i] * inv - 2.0 * Qc * r1 + Qc * Qc
+                u = c[i] - v[i]
+                h = hh[i]
+                D1[k, g, i] = u + h * Eq
+                D2[k, g, i] = u * u + 2.0 * u * h * Eq + h * h * Eq2
+        if n_bad:
+            for i in range(nb):
+                if bad[i] | (abs(2.0 * a * hh[i] * v[i]) > zmax) | (P0[i] <= _P_MIN):
+                    mc = st[i] + Qc * hh[i] - c[i]
+                    lsum, Ed, Ed2 = _direct(logw[k], b0 + i, st[i], hh[i], mc + v[i], a)
+                    LF[i] = ls[i] + lsum - lp
+                    D1[k, g, i] = Ed
+                    D2[k, g, i] = Ed2
+        for i in range(nb):
+            acc[g, i] += LF[i]
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _outer_sum(acc, pi, nb, total):
+    # per LLM: the outer sum of exp(acc) (added to total, LLM by LLM) and the
+    # nodes' posterior weights pi
+    G = acc.shape[0]
+    for i in range(nb):
+        mx = -np.inf
+        for g in range(G):
+            mx = max(mx, acc[g, i])
+        s = 0.0
+        for g in range(G):
+            w = np.exp(acc[g, i] - mx)
+            pi[g, i] = w
+            s += w
+        for g in range(G):
+            pi[g, i] /= s
+        total += mx + np.log(s)
+    return total
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam, dpsi):
+    # the block's share of d/dlambda_k and d/dpsi_k (D1, D2 already scaled to
+    # the derivatives of log f per outer node)
+    G, r = offsets.shape
+    for i in range(nb):
+        s1v[i] = 0.0
+        s2v[i] = 0.0
+    for g in range(G):
+        for i in range(nb):
+            s1v[i] += pi[g, i] * D1[k, g, i]
+            s2v[i] += pi[g, i] * D2[k, g, i]
+    for i in range(nb):
+        dpsi[k] += s2v[i]
+    for l in range(r):
+        for i in range(nb):
+            so[l, i] = 0.0
+        for g in range(G):
+            ogl = offsets[g, l]
+            for i in range(nb):
+                so[l, i] += pi[g, i] * D1[k, g, i] * ogl
+    for j in range(r):
+        sj = 0.0
+        for i in range(nb):
+            sg = mu[j, b0 + i] * s1v[i]
+            for l in range(r):
+                sg += chol[j, l, b0 + i] * so[l, i]
+            sj += sg
+        dlam[k, j] += sj
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1, mom2):
+    # theta = m_g + d: mean and mean square over the nodes
+    G, r = offsets.shape
+    for i in range(nb):
+        t1v[i] = 0.0
+        t2v[i] = 0.0
+    for g in range(G):
+        for i in range(nb):
+            m = 0.0
+            for j in range(r):
+                ej = mu[j, b0 + i]
+                for l in range(r):
+                    ej += chol[j, l, b0 + i] * offsets[g, l]
+                m += lam[k, j] * ej
+            t1v[i] += pi[g, i] * (m + D1[k, g, i])
+            t2v[i] += pi[g, i] * (m * m + 2.0 * m * D1[k, g, i] + D2[k, g, i])
+    for i in range(nb):
+        mom1[k, b0 + i] = t1v[i]
+        mom2[k, b0 + i] = t2v[i]
+
+
 @numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, nogil=True, cache=True)
 def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam, psi, mode,
             node_out, mom1, mom2):
@@ -247,6 +436,7 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam,
     dpsi = np.zeros(K)
     total = 0.0
     store = mode != 0
+    zmax = _Z_MAX / max(Q - 1, 1)
     for b0 in range(0, N, B):
         b1 = min(N, b0 + B)
         nb = b1 - b0
@@ -260,117 +450,16 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam,
             st = start[k, b0:b1]
             hh = step[k, b0:b1]
             ls = logscale[k, b0:b1]
-            for i in range(nb):
-                c[i] = st[i] + Qc * hh[i]
-            for j in range(r):
-                lkj = lam[k, j]
-                for i in range(nb):
-                    c[i] -= lkj * mu[j, b0 + i]
-            for j in range(r):
-                for i in range(nb):
-                    e[j, i] = 0.0
-                for l in range(r):
-                    lkl = lam[k, l]
-                    for i in range(nb):
-                        e[j, i] += lkl * chol[l, j, b0 + i]
-            # A_q = w_q exp(-a (d_q^2 - D)), d_q = c + (q - Qc) h, D the least d^2
-            # over the nodes' span (so A_q <= 1): three exponentials per cell,
-            # the rest by the recurrence of the Gaussian's ratios
-            for i in range(nb):
-                h = hh[i]
-                d0 = c[i] - Qc * h
-                d1 = c[i] + Qc * h
-                D = 0.0 if d0 * d1 <= 0.0 else min(d0 * d0, d1 * d1)
-                t0 = a * (d0 * d0 - D)
-                t1 = a * (d1 * d1 - D)
-                r0 = a * (2.0 * d0 * h + h * h)
-                M[i] = -a * D
-                bad[i] = (t0 > _T_MAX) | (t1 > _T_MAX) | (abs(r0) > _T_MAX)
-                gq[i] = exp_nonpos(-min(t0, _T_MAX))
-                rq[i] = exp_nonpos(min(max(-r0, -_T_MAX), _T_MAX))
-                kq[i] = exp_nonpos(-2.0 * a * h * h)
-            for q in range(Q):
-                wq = expw[k, q, b0:b1]
-                for i in range(nb):
-                    x = wq[i] * gq[i]
-                    A[q, i] = x if x > _A_MIN else 0.0
-                    gq[i] *= rq[i]
-                    rq[i] *= kq[i]
-            zmax = _Z_MAX / max(Q - 1, 1)
-            for g in range(G):
-                for i in range(nb):
-                    v[i] = 0.0
-                for j in range(r):
-                    ogj = offsets[g, j]
-                    for i in range(nb):
-                        v[i] += ogj * e[j, i]
-                for i in range(nb):
-                    z = 2.0 * a * hh[i] * v[i]
-                    Y[i] = exp_nonpos(min(max(z, -zmax), zmax))
-                    P0[i] = A[Q - 1, i]
-                if store:
-                    for i in range(nb):
-                        P1[i] = (Q - 1) * A[Q - 1, i]
-                        P2[i] = (Q - 1) * (Q - 1) * A[Q - 1, i]
-                    for q in range(Q - 2, -1, -1):
-                        fq = float(q)
-                        for i in range(nb):
-                            y = Y[i]
-                            aq = A[q, i]
-                            P0[i] = P0[i] * y + aq
-                            P1[i] = P1[i] * y + fq * aq
-                            P2[i] = P2[i] * y + fq * fq * aq
-                else:
-                    for q in range(Q - 2, -1, -1):
-                        for i in range(nb):
-                            P0[i] = P0[i] * Y[i] + A[q, i]
-                # the log domain where the scaled sums could leave the float range
-                n_bad = 0
-                for i in range(nb):
-                    n_bad += bad[i] | (abs(2.0 * a * hh[i] * v[i]) > zmax) | (P0[i] < _P_MIN)
-                for i in range(nb):
-                    if n_bad:
-                        P0[i] = max(P0[i], _P_MIN)
-                    z = 2.0 * a * hh[i] * v[i]
-                    LF[i] = ls[i] + M[i] + log_pos(P0[i]) - Qc * z + a * v[i] * (2.0 * c[i] - v[i]) - lp
-                if store:
-                    for i in range(nb):
-                        inv = 1.0 / P0[i]
-                        r1 = P1[i] * inv
-                        Eq = r1 - Qc
-                        Eq2 = P2[i] * inv - 2.0 * Qc * r1 + Qc * Qc
-                        u = c[i] - v[i]
-                        h = hh[i]
-                        D1[k, g, i] = u + h * Eq
-                        D2[k, g, i] = u * u + 2.0 * u * h * Eq + h * h * Eq2
-                if n_bad:
-                    for i in range(nb):
-                        if bad[i] | (abs(2.0 * a * hh[i] * v[i]) > zmax) | (P0[i] <= _P_MIN):
-                            mc = st[i] + Qc * hh[i] - c[i]
-                            lsum, Ed, Ed2 = _direct(logw[k], b0 + i, st[i], hh[i], mc + v[i], a)
-                            LF[i] = ls[i] + lsum - lp
-                            D1[k, g, i] = Ed
-                            D2[k, g, i] = Ed2
-                for i in range(nb):
-                    acc[g, i] += LF[i]
+            _centres(k, b0, nb, st, hh, Qc, lam, mu, chol, c, e)
+            _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, M, bad, gq, rq, kq, A)
+            _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw, A, M, bad,
+                         v, Y, P0, P1, P2, LF, D1, D2, acc)
             if mode == 1:
                 for g in range(G):
                     for i in range(nb):
                         D1[k, g, i] = 2.0 * a * D1[k, g, i]
                         D2[k, g, i] = D2[k, g, i] / (p * p * p) - 1.0 / p
-        # per LLM: the outer sum
-        for i in range(nb):
-            mx = -np.inf
-            for g in range(G):
-                mx = max(mx, acc[g, i])
-            s = 0.0
-            for g in range(G):
-                w = np.exp(acc[g, i] - mx)
-                pi[g, i] = w
-                s += w
-            for g in range(G):
-                pi[g, i] /= s
-            total += mx + np.log(s)
+        total = _outer_sum(acc, pi, nb, total)
         if node_out.shape[0]:
             for g in range(G):
                 for i in range(nb):
@@ -378,49 +467,10 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam,
         if not store:
             continue
         for k in range(K):
-            for i in range(nb):
-                s1v[i] = 0.0
-                s2v[i] = 0.0
-            for g in range(G):
-                for i in range(nb):
-                    s1v[i] += pi[g, i] * D1[k, g, i]
-                    s2v[i] += pi[g, i] * D2[k, g, i]
             if mode == 1:
-                for i in range(nb):
-                    dpsi[k] += s2v[i]
-                for l in range(r):
-                    for i in range(nb):
-                        so[l, i] = 0.0
-                    for g in range(G):
-                        ogl = offsets[g, l]
-                        for i in range(nb):
-                            so[l, i] += pi[g, i] * D1[k, g, i] * ogl
-                for j in range(r):
-                    sj = 0.0
-                    for i in range(nb):
-                        sg = mu[j, b0 + i] * s1v[i]
-                        for l in range(r):
-                            sg += chol[j, l, b0 + i] * so[l, i]
-                        sj += sg
-                    dlam[k, j] += sj
+                _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam, dpsi)
             else:
-                # theta = m_g + d: mean and mean square over the nodes
-                for i in range(nb):
-                    t1v[i] = 0.0
-                    t2v[i] = 0.0
-                for g in range(G):
-                    for i in range(nb):
-                        m = 0.0
-                        for j in range(r):
-                            ej = mu[j, b0 + i]
-                            for l in range(r):
-                                ej += chol[j, l, b0 + i] * offsets[g, l]
-                            m += lam[k, j] * ej
-                        t1v[i] += pi[g, i] * (m + D1[k, g, i])
-                        t2v[i] += pi[g, i] * (m * m + 2.0 * m * D1[k, g, i] + D2[k, g, i])
-                for i in range(nb):
-                    mom1[k, b0 + i] = t1v[i]
-                    mom2[k, b0 + i] = t2v[i]
+                _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1, mom2)
     return total, dlam, dpsi
 
 
