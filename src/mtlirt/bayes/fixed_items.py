@@ -199,6 +199,62 @@ def _grid(step: float) -> tuple[np.ndarray, float]:
     return g, g[1] - g[0]
 
 
+def _response_patterns(arr) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The observation patterns of every domain: each LLM's pattern id (n, K),
+    numbered across domains, and per domain the patterns as a P_k x J_k bool mask."""
+    n, K = arr.n_llms, arr.n_domains
+    obs = arr.observed
+    pat_ids = np.zeros((n, K), dtype=np.int64)
+    pat_masks: list[np.ndarray] = []
+    total = 0
+    for k, s in enumerate(arr.domain_slices):
+        if obs is None:
+            masks = np.ones((1, s.stop - s.start), dtype=bool)
+            inv = np.zeros(n, dtype=np.int64)
+        else:
+            packed = np.packbits(obs[:, s], axis=1)
+            _, first, inv = np.unique(packed, axis=0, return_index=True, return_inverse=True)
+            masks = obs[first][:, s]
+            inv = inv.reshape(-1)
+        pat_ids[:, k] = total + inv
+        total += len(masks)
+        pat_masks.append(masks)
+    return pat_ids, pat_masks
+
+
+def _table_step(step: float | None, use_cells: bool, n_cells: int, max_cell_bytes: float) -> float:
+    """The grid step: the one given, else 0.025 for pattern tables and 0.05 for
+    per-cell tables, made coarser (up to 0.2) until they fit ``max_cell_bytes``."""
+    if step is not None:
+        return step
+    if not use_cells:
+        return 0.025
+    step = 0.05
+    while n_cells * (int(12 / step) + 1) * 16 > max_cell_bytes and step < 0.2:
+        step *= 1.25
+    return step
+
+
+def _cell_tables(Y, O, P, dP) -> tuple[np.ndarray, np.ndarray]:
+    """One domain's per-cell tables: minus the log-likelihood of each LLM's
+    responses ``Y`` (n x J_k, 0 where unobserved; ``O`` the observed mask or None)
+    at every grid point, and its derivative, from ``P`` and ``dP`` (J_k x G)."""
+    Pc = np.clip(P, 1e-300, None)
+    lp = np.log(Pc)
+    l1p = np.log1p(-np.minimum(P, 1 - 1e-16))
+    dlp = dP / Pc
+    dl1p = -dP / np.clip(1 - P, 1e-300, None)
+    ll = Y @ (lp - l1p)
+    dll = Y @ (dlp - dl1p)
+    if O is None:
+        ll += l1p.sum(0)[None, :]
+        dll += dl1p.sum(0)[None, :]
+    else:
+        ll += O @ l1p
+        dll += O @ dl1p
+    return -ll, -dll
+
+
 def build_tables(
     responses: Any,
     a: np.ndarray,
@@ -235,33 +291,11 @@ def build_tables(
     n, K = arr.n_llms, arr.n_domains
     obs = arr.observed
     use_cells = bool(np.any(c > 0))
-    # counting patterns
-    pat_ids = np.zeros((n, K), dtype=np.int64)
-    pat_masks: list[np.ndarray] = []  # per domain: P_k x J_k bool
     if not use_cells:
-        total = 0
-        for k, s in enumerate(arr.domain_slices):
-            if obs is None:
-                masks = np.ones((1, s.stop - s.start), dtype=bool)
-                inv = np.zeros(n, dtype=np.int64)
-            else:
-                packed = np.packbits(obs[:, s], axis=1)
-                _, first, inv = np.unique(packed, axis=0, return_index=True, return_inverse=True)
-                masks = obs[first][:, s]
-                inv = inv.reshape(-1)
-            pat_ids[:, k] = total + inv
-            total += len(masks)
-            pat_masks.append(masks)
-        if total > 0.5 * n * K:
+        pat_ids, pat_masks = _response_patterns(arr)
+        if sum(len(m) for m in pat_masks) > 0.5 * n * K:
             use_cells = True
-    if use_cells:
-        if step is None:
-            step = 0.05
-            while n * K * (int(12 / step) + 1) * 16 > max_cell_bytes and step < 0.2:
-                step *= 1.25
-    elif step is None:
-        step = 0.025
-    grid, h = _grid(step)
+    grid, h = _grid(_table_step(step, use_cells, n * K, max_cell_bytes))
     G = len(grid)
     s_stat = np.zeros((n, K))
     const = np.zeros((n, K))
@@ -295,21 +329,7 @@ def build_tables(
             F[rows] = masks @ _softplus(X)
             dF[rows] = masks @ (sg * ak[:, None])
         else:
-            Pc = np.clip(P, 1e-300, None)
-            lp = np.log(Pc)
-            l1p = np.log1p(-np.minimum(P, 1 - 1e-16))
-            dlp = dP / Pc
-            dl1p = -dP / np.clip(1 - P, 1e-300, None)
-            ll = Y @ (lp - l1p)
-            dll = Y @ (dlp - dl1p)
-            if O is None:
-                ll += l1p.sum(0)[None, :]
-                dll += dl1p.sum(0)[None, :]
-            else:
-                ll += O @ l1p
-                dll += O @ dl1p
-            F[table[:, k]] = -ll
-            dF[table[:, k]] = -dll
+            F[table[:, k]], dF[table[:, k]] = _cell_tables(Y, O, P, dP)
     return LikelihoodTables(s=s_stat, const=const, table=table, F=F, dF=dF, A=A, dA=dA,
                             lo=float(grid[0]), h=float(h), kind="cell" if use_cells else "pattern")
 
