@@ -130,6 +130,22 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
     }
     if algorithm != "nuts" or D < 4:
         return out
+    out.update(_rhat_and_ess(post, _checked_vars(post, attrs, var_names), C, D))
+    out.update(_sampler_checks(tree))
+    ok = (
+        np.isfinite(out["max_rhat"]) and out["max_rhat"] <= RHAT_MAX
+        and out["min_ess_bulk"] >= thr and out["min_ess_tail"] >= thr
+        and out["divergences"] == 0
+        and (not np.isfinite(out["min_bfmi"]) or out["min_bfmi"] >= BFMI_MIN)
+    )
+    out["converged"] = bool(ok)
+    return out
+
+
+def _checked_vars(post, attrs: dict, var_names: list[str] | None) -> list[str]:
+    """The posterior's variables to check, each once: ``var_names``, or the sampled
+    ones (``eta_raw`` replaced by ``eta``) and the derived quantities of interest,
+    or else every variable."""
     if var_names is None:
         sampled = attrs.get("mtlirt_sampled_vars")
         sampled = json.loads(sampled) if isinstance(sampled, str) else list(sampled or [])
@@ -141,9 +157,16 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
     for v in var_names:
         if v not in seen and v in post:
             seen.append(v)
+    return seen
+
+
+def _rhat_and_ess(post, names: list[str], C: int, D: int) -> dict:
+    """Largest R-hat (and its variable), smallest bulk and tail ESS, number of
+    scalars checked and share above ``RHAT_MAX``, over the non-constant scalars of
+    ``names``, in chunks of bounded memory."""
     max_r, worst, min_b, min_t = -np.inf, None, np.inf, np.inf
     n_par, n_above = 0, 0
-    for v in seen:
+    for v in names:
         da = post[v]
         if "chain" not in da.dims or "draw" not in da.dims:
             continue
@@ -165,12 +188,20 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
             n_above += int(np.sum(r > RHAT_MAX))
             min_b = min(min_b, float(np.nanmin(b)))
             min_t = min(min_t, float(np.nanmin(t)))
-    out["n_parameters"] = n_par
-    out["share_rhat_above"] = n_above / n_par if n_par else float("nan")
-    out["max_rhat"] = max_r if np.isfinite(max_r) else float("nan")
-    out["worst_rhat"] = worst
-    out["min_ess_bulk"] = min_b if np.isfinite(min_b) else float("nan")
-    out["min_ess_tail"] = min_t if np.isfinite(min_t) else float("nan")
+    return {
+        "n_parameters": n_par,
+        "share_rhat_above": n_above / n_par if n_par else float("nan"),
+        "max_rhat": max_r if np.isfinite(max_r) else float("nan"),
+        "worst_rhat": worst,
+        "min_ess_bulk": min_b if np.isfinite(min_b) else float("nan"),
+        "min_ess_tail": min_t if np.isfinite(min_t) else float("nan"),
+    }
+
+
+def _sampler_checks(tree) -> dict:
+    """From NUTS's sample stats, where recorded: the number of divergences and the
+    smallest E-BFMI over the chains."""
+    out = {}
     ss = tree["sample_stats"] if "sample_stats" in tree.children else None
     if ss is not None:
         ss = ss.to_dataset() if hasattr(ss, "to_dataset") else ss
@@ -182,13 +213,6 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
             den = np.square(e - e.mean(1, keepdims=True)).sum(1)
             with np.errstate(divide="ignore", invalid="ignore"):
                 out["min_bfmi"] = float(np.min(num / den))
-    ok = (
-        np.isfinite(out["max_rhat"]) and out["max_rhat"] <= RHAT_MAX
-        and out["min_ess_bulk"] >= thr and out["min_ess_tail"] >= thr
-        and out["divergences"] == 0
-        and (not np.isfinite(out["min_bfmi"]) or out["min_bfmi"] >= BFMI_MIN)
-    )
-    out["converged"] = bool(ok)
     return out
 
 
