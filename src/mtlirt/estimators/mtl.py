@@ -523,7 +523,7 @@ def _pooled_cells(pooled_internal, correct, rows, cols):
     return cell_loglik(correct, rows, cols, eta[:, None], a, d, c, np.zeros(len(a), dtype=np.int64))
 
 
-def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info) -> np.ndarray:
+def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info, loadings=None) -> np.ndarray:
     """Per domain, the spread over LLMs that posterior means of unit-variance traits have.
 
     With each domain trait its centre plus a deviation ``N(0, psi_k)``
@@ -546,10 +546,14 @@ def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info) -> np.nd
         Items on that scale (``c`` the lower asymptotes).
     info : numpy.ndarray
         ``N x K`` information of each cell at the estimate.
+    loadings : numpy.ndarray, optional
+        ``K x r`` slopes of the centre on its shared traits (standardised over
+        the LLMs): the centre is fitted to these data, and the moments take its
+        leverage into account as the error bootstrap's do.
     """
     from .bootstrap import deviation_spread
 
-    psi = deviation_spread(correct, observed, slices, centre, a, d, c)
+    psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=loadings)
     pv = 1.0 / (info + 1.0 / psi)
     return np.sqrt(np.clip(1.0 - pv.mean(axis=0), 0.05, 1.0))
 
@@ -818,7 +822,7 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     if not fused and C_use != 0:
         # the shrunk scores on the scale of the truth: each domain scaled to the spread of a posterior
         # mean, sqrt(1 - mean posterior variance), not to 1 (which over-disperses short domains)
-        sd = posterior_mean_sd(correct, observed, domain_slices, A @ W.T, a, d, stl.c, info)
+        sd = posterior_mean_sd(correct, observed, domain_slices, A @ W.T, a, d, stl.c, info, loadings=W)
         th_s *= sd
         centre_s *= sd
         a_s = a_s / sd[item_domain]
