@@ -1104,6 +1104,50 @@ def _nutpie_model(grid: CollapsedGrid, layout, loading_scale: float, V0: np.ndar
                        make_initial_point_fn=init_point)
 
 
+def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.ndarray, coords: dict, r: int, *,
+                     sampler, draws, tune, chains, cores, seed, target_accept, progress, nuts_kwargs, whiten,
+                     stages: dict, whitening_info: dict):
+    """NUTS on the loadings from the mode ``V2``, by nutpie (whitened by the
+    Laplace approximation when ``whiten``: its record in ``whitening_info``) or
+    numpyro: ``(posterior, sample_stats)``, the free loadings and the per-draw
+    stats, with integer chain and draw coordinates; the compile time in
+    ``stages["compile"]``."""
+    import xarray as xr
+
+    t2 = time.perf_counter()
+    kw = dict(nuts_kwargs or {})
+    if "max_treedepth" in kw:
+        kw["maxdepth"] = kw.pop("max_treedepth")
+    kw.setdefault("target_accept", target_accept)
+    if sampler == "numpyro":
+        from mtlirt.bayes._jax import sample_structure_numpyro
+
+        stages["compile"] = 0.0
+        pd, sd = sample_structure_numpyro(grid, layout, loading_scale, V2, draws=draws, tune=tune,
+                                          chains=chains, seed=seed, target_accept=kw["target_accept"],
+                                          progress=progress)
+        post = xr.Dataset({k: (("chain", "draw") + tuple(f"{k}_dim_{i}" for i in range(v.ndim - 2)), v)
+                           for k, v in pd.items()})
+        ss = xr.Dataset({k: (("chain", "draw"), v) for k, v in sd.items()})
+    else:
+        import nutpie
+
+        compiled = _nutpie_model(grid, layout, loading_scale, V2, coords, r, whiten=whiten, info=whitening_info)
+        stages["compile"] = time.perf_counter() - t2
+        idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
+                              seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)
+        post = idata["posterior"].to_dataset()
+        ss = idata["sample_stats"].to_dataset()
+        del idata
+    rows = layout[0]
+    free_names = ["loading_free", "loading_diag"] if len(rows) else ["loading_diag"]
+    post = post[free_names].load()
+    post = post.assign_coords(chain=np.arange(post.sizes["chain"]), draw=np.arange(post.sizes["draw"]))
+    ss = ss[[v for v in ss.data_vars if set(ss[v].dims) <= {"chain", "draw"}]].load()
+    ss = ss.assign_coords(chain=np.arange(ss.sizes["chain"]), draw=np.arange(ss.sizes["draw"]))
+    return post, ss
+
+
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *, draws: int = 1000,
                      tune: int = 1000, chains: int = 4, cores: int = 1, seed: int = 0,
                      target_accept: float = 0.8, progress: bool = False, nuts_kwargs: dict | None = None,
@@ -1164,38 +1208,12 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     grid = regrid(grid, tables, lam1, psi1, **go)
     V2, mode2 = find_mode(grid, V1, layout, spec.priors.loading_scale, maxiter=50)
     stages["mode"] = time.perf_counter() - t1
-    rows, cols, drows = layout
     t2 = time.perf_counter()
-    kw = dict(nuts_kwargs or {})
-    if "max_treedepth" in kw:
-        kw["maxdepth"] = kw.pop("max_treedepth")
-    kw.setdefault("target_accept", target_accept)
     wi = {}
-    if sampler == "numpyro":
-        from mtlirt.bayes._jax import sample_structure_numpyro
-
-        stages["compile"] = 0.0
-        pd, sd = sample_structure_numpyro(grid, layout, spec.priors.loading_scale, V2, draws=draws, tune=tune,
-                                          chains=chains, seed=seed, target_accept=kw["target_accept"],
-                                          progress=progress)
-        post = xr.Dataset({k: (("chain", "draw") + tuple(f"{k}_dim_{i}" for i in range(v.ndim - 2)), v)
-                           for k, v in pd.items()})
-        ss = xr.Dataset({k: (("chain", "draw"), v) for k, v in sd.items()})
-    else:
-        import nutpie
-
-        compiled = _nutpie_model(grid, layout, spec.priors.loading_scale, V2, coords, r, whiten=whiten, info=wi)
-        stages["compile"] = time.perf_counter() - t2
-        idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
-                              seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)
-        post = idata["posterior"].to_dataset()
-        ss = idata["sample_stats"].to_dataset()
-        del idata
-    free_names = ["loading_free", "loading_diag"] if len(rows) else ["loading_diag"]
-    post = post[free_names].load()
-    post = post.assign_coords(chain=np.arange(post.sizes["chain"]), draw=np.arange(post.sizes["draw"]))
-    ss = ss[[v for v in ss.data_vars if set(ss[v].dims) <= {"chain", "draw"}]].load()
-    ss = ss.assign_coords(chain=np.arange(ss.sizes["chain"]), draw=np.arange(ss.sizes["draw"]))
+    post, ss = _sample_loadings(grid, layout, spec.priors.loading_scale, V2, coords, r, sampler=sampler,
+                                draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
+                                target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
+                                whiten=whiten, stages=stages, whitening_info=wi)
     stages["nuts"] = time.perf_counter() - t2
     t3 = time.perf_counter()
     free = post["loading_free"].values if "loading_free" in post else None
