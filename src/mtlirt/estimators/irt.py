@@ -996,6 +996,12 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
             if change < tol:
                 converged = True
                 break
+            if change < 10 * tol and np.any(node_levels(a, item_domain, K, priors) > levels):
+                # near a fixed point on a grid too coarse for the fitted items: refine now (on
+                # oll_v1 the 49-node phase never reached 1e-4, its steep items creeping along
+                # their ridges, so the grids they need were never used)
+                converged = True
+                break
         new = np.maximum(node_levels(a, item_domain, K, priors), levels)
         if not converged or np.array_equal(new, levels):
             break
