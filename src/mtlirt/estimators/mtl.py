@@ -673,74 +673,31 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
 def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessing, seed, C_grid,
              holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall, centre_prior,
              max_rank, max_extend, priors, stl, pooled, max_iter, tol, progress, verbose):
-    from .baselines import fit_pooled
-
     t_start = time.perf_counter()
     seconds = {}
     prog = progress or (lambda stage, frac: None)
-    correct = np.asarray(correct)
-    if correct.dtype != np.int8:
-        correct = correct.astype(np.int8)
-    N, J = correct.shape
-    if observed is not None:
-        observed = np.asarray(observed, dtype=bool)
-        if observed.all():
-            observed = None
-    slices = [slice(int(s.start), int(s.stop)) for s in domain_slices]
-    K = len(slices)
+    correct, observed, slices = _inputs(correct, observed, domain_slices)
+    N, K = correct.shape[0], len(slices)
     sizes = np.array([s.stop - s.start for s in slices], dtype=np.float64)
     data = ResponseData(correct, observed, slices, guessing=guessing)
     item_domain = data.item_domain
 
     # 1. STL and pooled --------------------------------------------------------
-    t0 = time.perf_counter()
-    prog("stl", 0.0)
-    if stl is None:
-        stl = irt.fit_stl(correct, observed, slices, model=model, guessing=guessing, priors=priors,
-                          data=data, max_iter=max_iter, tol=tol)
-    if data.estimate_floor:  # the single-domain calibration's floors, kept from here on
-        data.set_floor(stl.c)
-        data.estimate_floor = False
-        guessing = data.c
+    stl, pooled, guessing, lik = _start_fits(correct, observed, slices, data, stl, pooled, model=model,
+                                             guessing=guessing, priors=priors, max_iter=max_iter, tol=tol,
+                                             seconds=seconds, prog=prog, verbose=verbose)
     th_stl, a, d = stl.internal()
-    lik = data.theta_likelihood()
-    lik.set_items(a, d)
-    seconds["stl"] = time.perf_counter() - t0
-    _say(verbose, f"mtl: stl {seconds['stl']:.2f} s ({stl.n_iter} EM sweeps)")
-    t0 = time.perf_counter()
-    if pooled is None:
-        pooled = fit_pooled(correct, observed, slices, model=model, guessing=guessing, priors=priors,
-                            max_iter=max_iter, tol=tol)
-    eta_p, a_p, d_p = pooled.internal()
-    eta_p = eta_p[:, 0]
-    seconds["pooled"] = time.perf_counter() - t0
-    _say(verbose, f"mtl: pooled {seconds['pooled']:.2f} s ({pooled.n_iter} EM sweeps)")
-    prog("stl", 1.0)
+    eta_p = pooled.internal()[0][:, 0]
 
     # 3. rank bound by parallel analysis ---------------------------------------
     t0 = time.perf_counter()
-    pa_rank, evidence = select_rank(stl.theta, seed=seed)
-    sv = np.sqrt(np.maximum(evidence["eigenvalues"], 0) / K)
-    U, _, _ = np.linalg.svd(stl.theta / math.sqrt(N * K), full_matrices=False)
-    if rank is not None:
-        rank = int(rank)
-        if not 1 <= rank <= K:
-            raise ValueError(f"rank must be in 1..{K}")
-        ranks = [rank]
-        evidence = dict(evidence, method="given", parallel_analysis=pa_rank)
-    else:
-        ranks = list(range(1, max(1, min(pa_rank, max_rank, K)) + 1))
-        evidence = dict(evidence, method="held-out", parallel_analysis=pa_rank)
+    ranks, evidence, sv, U = _rank_search(stl.theta, rank, max_rank, seed)
     seconds["rank"] = time.perf_counter() - t0
 
     # 6. tuning of rank and C on held-out responses ----------------------------
     cv = None
     t0 = time.perf_counter()
-    fixed_C = None
-    if gamma is not None:
-        fixed_C = float(gamma) / math.sqrt(N + math.log(max(K, 1)))
-    elif C is not None:
-        fixed_C = float(C)
+    fixed_C = _given_C(gamma, C, N, K)
     if fixed_C is None or len(ranks) > 1:
         prog("cv", 0.0)
         cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, a, d, th_stl,
@@ -764,11 +721,7 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     t0 = time.perf_counter()
     prog("centre", 0.0)
     fused = (not np.isfinite(C_use)) and rank == 1
-    if fused:  # the pooled fit is the estimate: its trait is the centre
-        A, W, cinfo = eta_p[:, None], np.ones((K, 1)), {"converged": True}
-    else:
-        A, W_lik, cinfo = _centre_for_rank(lik, rank, eta_p, U, refine_overall, max_iter=200)
-        W = _map_centre(lik, A, W_lik, priors) if centre_prior else W_lik
+    A, W, cinfo = _centre_at(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors)
     centre = A @ W.T
     seconds["centre"] = time.perf_counter() - t0
     prog("centre", 1.0)
@@ -778,72 +731,26 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     prog("final", 0.0)
     lam, gamma_use = _lambda(C_use, N, K, sizes)
     convergence = {"stl": bool(stl.converged), "pooled": bool(pooled.converged), "centre": bool(cinfo["converged"])}
-    if C_use == 0:
-        theta = th_stl.copy()
-        mu = np.zeros(K)
-        on = np.zeros(K, dtype=bool)
-        used = ("stl",)
-    elif fused:  # rank one, C = inf: the pooled fit itself
-        mu = np.full(K, np.inf)
-        on = np.ones(K, dtype=bool)
-        used = ("pooled",)
-    else:
-        theta, mu, on = prox_step(lik, th_stl, centre, lam, priors=priors)
-        used = ("stl", "centre")
+    theta, mu, on, used = _final_fit(lik, th_stl, centre, lam, C_use, fused, priors)
     seconds["final"] = time.perf_counter() - t0
     prog("final", 1.0)
 
-    # outputs -------------------------------------------------------------------
+    # outputs on the reported scale ---------------------------------------------
     if C_use == 0:
-        th_s, a_s, d_s = stl.theta.copy(), stl.a.copy(), stl.d.copy()
-        loc, scale = stl.theta_loc.copy(), stl.theta_scale.copy()
-        ll = stl.loglik
-        se = stl.theta_se.copy()
+        th_s, a_s, d_s, loc, scale, ll, se = _own_outputs(stl)
+        centre_s = (centre - loc) / scale
     elif fused:
-        th_s, a_s, d_s = pooled.theta.copy(), pooled.a.copy(), pooled.d.copy()
-        loc, scale = pooled.theta_loc.copy(), pooled.theta_scale.copy()
-        ll = pooled.loglik
-        se = pooled.theta_se.copy()
+        th_s, a_s, d_s, loc, scale, ll, se = _own_outputs(pooled)
+        centre_s = th_s.copy()
         A = ((eta_p - eta_p.mean()) / eta_p.std())[:, None]
         W = np.full((K, 1), float(eta_p.std()))  # A w_k = eta - mean(eta), internal scale
     else:
-        th_s, a_s, d_s, loc, scale = irt.standardise(theta, a, d, item_domain)
-        ll = float(lik.theta_loglik(theta).sum())
-        info = lik.theta_derivs(theta)[1]
-        prec = info + 1.0 / priors.theta_sd**2 + np.where(np.isfinite(mu), mu, 1e6)
-        se = 1.0 / np.sqrt(prec) / scale
-    if fused:
-        centre_s = th_s.copy()
-    else:
-        centre_s = ((A @ W.T) - loc) / scale
+        th_s, a_s, d_s, loc, scale, ll, se, centre_s = _shrunk_outputs(
+            lik, theta, mu, a, d, stl.c, centre, W, (correct, observed, slices), item_domain, priors)
     # the overall score weighs the domains' centres on the population scale (unit-variance traits,
     # as the Bayesian lbar = mean_k Lambda_k), not on the sample scale of the shrunk scores
     A_rot, W_rot = _overall_axes(A, W, loc, np.ones(K))
-    if not fused and C_use != 0:
-        # the shrunk scores on the scale of the truth: each domain scaled to the spread of a posterior
-        # mean, sqrt(1 - mean posterior variance), not to 1 (which over-disperses short domains)
-        sd = posterior_mean_sd(correct, observed, domain_slices, A @ W.T, a, d, stl.c, info, loadings=W)
-        th_s *= sd
-        centre_s *= sd
-        a_s = a_s / sd[item_domain]
-        scale = scale / sd
-        se = se * sd
-    overall = A_rot - A_rot.mean(axis=0)
-    overall /= overall.std(axis=0)
-    # loadings: correlations of the domain traits with the overall traits, corrected for the
-    # measurement error of the single-domain scores exactly as domain_correlation.csv is
-    # (estimators.correlation), so that loadings_k . loadings_l matches it and they estimate the
-    # Bayesian Lambda_k; the shrunk scores' own correlations would be 1 for every domain set onto
-    # its centre (the centre's slopes are attenuated by the deviations the centre's fit ignores)
-    basis = np.nan_to_num(stl.theta)
-    basis = (basis - basis.mean(axis=0)) / np.where(basis.std(axis=0) > 1e-12, basis.std(axis=0), 1.0)
-    loadings = basis.T @ overall / N / np.sqrt(reliability_from_se(stl.theta_se))[:, None]
-    norm = np.sqrt((loadings**2).sum(axis=1, keepdims=True))
-    loadings /= np.maximum(norm, 1.0)  # a correlation cannot exceed 1
-    sign = np.where(loadings.sum(axis=0) >= 0, 1.0, -1.0)
-    overall *= sign
-    loadings *= sign
-    W_out = W_rot * sign
+    overall, loadings, W_out = _overall_and_loadings(stl, A_rot, W_rot)
     seconds["total"] = time.perf_counter() - t_start
     _say(verbose, f"mtl: done in {seconds['total']:.2f} s; rank {rank}, C={C_use:g}, "
          f"{int(on.sum())}/{K} domains on the centre")
@@ -855,6 +762,149 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
         converged=all(convergence[u] for u in used), n_iter=stl.n_iter if "stl" in used else pooled.n_iter,
         pooled=pooled, convergence=convergence,
     )
+
+
+def _inputs(correct, observed, domain_slices):
+    """The answers as int8, the mask (``None`` when every cell is observed) and the domains as plain slices."""
+    correct = np.asarray(correct)
+    if correct.dtype != np.int8:
+        correct = correct.astype(np.int8)
+    if observed is not None:
+        observed = np.asarray(observed, dtype=bool)
+        if observed.all():
+            observed = None
+    return correct, observed, [slice(int(s.start), int(s.stop)) for s in domain_slices]
+
+
+def _start_fits(correct, observed, slices, data, stl, pooled, *, model, guessing, priors, max_iter, tol,
+                seconds, prog, verbose):
+    """Step 1: the single-domain (STL) and the pooled fit, unless given.
+
+    With ``guessing="estimate"`` the STL calibration's floors are set on ``data`` and kept from here
+    on (the pooled fit, the tuning). Returns the two fits, the guessing to use from here on and the
+    trait likelihood of ``data`` at the STL items (internal scale); records ``seconds["stl"]``,
+    ``seconds["pooled"]``.
+    """
+    from .baselines import fit_pooled
+
+    t0 = time.perf_counter()
+    prog("stl", 0.0)
+    if stl is None:
+        stl = irt.fit_stl(correct, observed, slices, model=model, guessing=guessing, priors=priors,
+                          data=data, max_iter=max_iter, tol=tol)
+    if data.estimate_floor:  # the single-domain calibration's floors, kept from here on
+        data.set_floor(stl.c)
+        data.estimate_floor = False
+        guessing = data.c
+    _, a, d = stl.internal()
+    lik = data.theta_likelihood()
+    lik.set_items(a, d)
+    seconds["stl"] = time.perf_counter() - t0
+    _say(verbose, f"mtl: stl {seconds['stl']:.2f} s ({stl.n_iter} EM sweeps)")
+    t0 = time.perf_counter()
+    if pooled is None:
+        pooled = fit_pooled(correct, observed, slices, model=model, guessing=guessing, priors=priors,
+                            max_iter=max_iter, tol=tol)
+    seconds["pooled"] = time.perf_counter() - t0
+    _say(verbose, f"mtl: pooled {seconds['pooled']:.2f} s ({pooled.n_iter} EM sweeps)")
+    prog("stl", 1.0)
+    return stl, pooled, guessing, lik
+
+
+def _rank_search(theta_stl, rank, max_rank, seed):
+    """Step 3: the ranks to try (``[rank]`` when given, else ``1 ..`` the parallel-analysis bound,
+    at most ``max_rank``), the rank evidence, the singular values and the left singular vectors of the
+    standardised STL matrix ``theta_stl`` (``N x K``)."""
+    N, K = theta_stl.shape
+    pa_rank, evidence = select_rank(theta_stl, seed=seed)
+    sv = np.sqrt(np.maximum(evidence["eigenvalues"], 0) / K)
+    U, _, _ = np.linalg.svd(theta_stl / math.sqrt(N * K), full_matrices=False)
+    if rank is not None:
+        rank = int(rank)
+        if not 1 <= rank <= K:
+            raise ValueError(f"rank must be in 1..{K}")
+        return [rank], dict(evidence, method="given", parallel_analysis=pa_rank), sv, U
+    ranks = list(range(1, max(1, min(pa_rank, max_rank, K)) + 1))
+    return ranks, dict(evidence, method="held-out", parallel_analysis=pa_rank), sv, U
+
+
+def _given_C(gamma, C, N, K):
+    """``C`` as given (``gamma`` first, as ``gamma / sqrt(N + log K)``), or ``None`` to tune it."""
+    if gamma is not None:
+        return float(gamma) / math.sqrt(N + math.log(max(K, 1)))
+    if C is not None:
+        return float(C)
+    return None
+
+
+def _centre_at(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors):
+    """Step 4: shared traits ``A``, coefficients ``W`` (``K x rank``) and the fit's record of the centre at
+    the chosen rank; when ``fused`` (rank one, ``C = inf``) the pooled trait ``eta_p`` itself."""
+    if fused:  # the pooled fit is the estimate: its trait is the centre
+        return eta_p[:, None], np.ones((K, 1)), {"converged": True}
+    A, W_lik, cinfo = _centre_for_rank(lik, rank, eta_p, U, refine_overall, max_iter=200)
+    W = _map_centre(lik, A, W_lik, priors) if centre_prior else W_lik
+    return A, W, cinfo
+
+
+def _final_fit(lik, th_stl, centre, lam, C_use, fused, priors):
+    """Step 5: the domain traits (internal scale; ``None`` when fused), the ridge weights ``mu``, the
+    domains on their centre and the fits the estimate rests on: the STL traits at ``C = 0``, the pooled
+    fit when fused, else the proximal step from the STL traits toward ``centre``."""
+    K = centre.shape[1]
+    if C_use == 0:
+        return th_stl.copy(), np.zeros(K), np.zeros(K, dtype=bool), ("stl",)
+    if fused:  # rank one, C = inf: the pooled fit itself
+        return None, np.full(K, np.inf), np.ones(K, dtype=bool), ("pooled",)
+    theta, mu, on = prox_step(lik, th_stl, centre, lam, priors=priors)
+    return theta, mu, on, ("stl", "centre")
+
+
+def _own_outputs(f):
+    """A fit's own reported traits, items, trait location and scale, log-likelihood and standard errors (copies)."""
+    return (f.theta.copy(), f.a.copy(), f.d.copy(), f.theta_loc.copy(), f.theta_scale.copy(), f.loglik,
+            f.theta_se.copy())
+
+
+def _shrunk_outputs(lik, theta, mu, a, d, c, centre, W, data, item_domain, priors):
+    """The shrunk estimate (internal ``theta``, items ``a``, ``d``, ``c``) on the reported scale.
+
+    Returns traits, items, location and scale, log-likelihood, standard errors (inverse penalised
+    information, the ridge ``mu`` included) and the centres. Each domain is standardised and then
+    scaled to the spread of a posterior mean, ``sqrt(1 - mean posterior variance)``
+    (:func:`posterior_mean_sd`, ``data`` = ``(correct, observed, slices)``), not to 1 (which
+    over-disperses short domains): the shrunk scores on the scale of the truth.
+    """
+    th_s, a_s, d_s, loc, scale = irt.standardise(theta, a, d, item_domain)
+    ll = float(lik.theta_loglik(theta).sum())
+    info = lik.theta_derivs(theta)[1]
+    prec = info + 1.0 / priors.theta_sd**2 + np.where(np.isfinite(mu), mu, 1e6)
+    se = 1.0 / np.sqrt(prec) / scale
+    centre_s = (centre - loc) / scale
+    sd = posterior_mean_sd(*data, centre, a, d, c, info, loadings=W)
+    return th_s * sd, a_s / sd[item_domain], d_s, loc, scale / sd, ll, se * sd, centre_s * sd
+
+
+def _overall_and_loadings(stl, A_rot, W_rot):
+    """The overall traits (``A_rot`` standardised), the loadings and the centre's coefficients ``W_rot``,
+    each shared trait's sign such that its loadings sum positive.
+
+    Loadings: correlations of the domain traits with the overall traits, corrected for the
+    measurement error of the single-domain scores exactly as domain_correlation.csv is
+    (estimators.correlation), so that loadings_k . loadings_l matches it and they estimate the
+    Bayesian Lambda_k; the shrunk scores' own correlations would be 1 for every domain set onto
+    its centre (the centre's slopes are attenuated by the deviations the centre's fit ignores).
+    """
+    N = A_rot.shape[0]
+    overall = A_rot - A_rot.mean(axis=0)
+    overall /= overall.std(axis=0)
+    basis = np.nan_to_num(stl.theta)
+    basis = (basis - basis.mean(axis=0)) / np.where(basis.std(axis=0) > 1e-12, basis.std(axis=0), 1.0)
+    loadings = basis.T @ overall / N / np.sqrt(reliability_from_se(stl.theta_se))[:, None]
+    norm = np.sqrt((loadings**2).sum(axis=1, keepdims=True))
+    loadings /= np.maximum(norm, 1.0)  # a correlation cannot exceed 1
+    sign = np.where(loadings.sum(axis=0) >= 0, 1.0, -1.0)
+    return overall * sign, loadings * sign, W_rot * sign
 
 
 def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, a, d, th_stl, eta_p, U,
