@@ -59,6 +59,7 @@ import ctypes
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from scipy.special import expit
@@ -843,157 +844,26 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
         ``nodes`` (per domain), ``c`` (floors per item, or None) and
         ``c_domain`` (per domain when estimated, else None).
     """
-    J, K = data.J, data.K
-    item_domain = data.item_domain
-    est_c = bool(getattr(data, "estimate_floor", False))
-    cd = None
-    if est_c:
-        al, be = priors.guessing_alpha, priors.guessing_beta
-        mode = (al - 1) / (al + be - 2) if al > 1 and be > 1 else al / (al + be)
-        if c is not None:
-            cd = np.bincount(item_domain, np.broadcast_to(np.asarray(c, float), (J,)), minlength=K)
-            cd = cd / np.maximum(np.bincount(item_domain, minlength=K), 1)
-        else:
-            cd = np.full(K, mode)
-        cd = np.clip(cd, 1e-3, priors.guessing_max - 1e-3)
-    if a is None or d is None:
-        a, d = _initial_items(data, model, None if cd is None else cd[item_domain])
-    a = np.asarray(a, dtype=np.float64).copy()
-    d = np.asarray(d, dtype=np.float64).copy()
-    if model == "1pl":
-        la = np.bincount(item_domain, np.log(a), minlength=K) / np.maximum(np.bincount(item_domain, minlength=K), 1)
-        a = np.exp(la)[item_domain]
-
-    def groups_of(levels):
-        out = []
-        for lev in np.unique(levels):
-            ks = np.flatnonzero(levels == lev)
-            idx = np.concatenate([np.arange(data.slices[k].start, data.slices[k].stop) for k in ks])
-            whole = len(ks) == K
-            local = np.repeat(np.arange(len(ks)), [data.slices[k].stop - data.slices[k].start for k in ks])
-            x, logw = _nodes(priors, int(lev))
-            out.append((None if whole else ks, slice(None) if whole else idx, local, x, logw))
-        return out
-
+    item_domain, K = data.item_domain, data.K
+    cd = _floor_start(data, c, priors)
+    a, d = _start_items(data, a, d, model, cd)
     # the EM first converges on the coarsest grid (cheap sweeps), then goes on with each domain's
     # grid refined for the fitted discriminations (a few sweeps), until no grid needs refining
     levels = np.zeros(K, dtype=np.int64)
-    groups = groups_of(levels)
-
-    def em(a, d, cd):
-        a2, d2 = a.copy(), d.copy()
-        cd2 = None if cd is None else cd.copy()
-        c_items = data.c if cd is None else cd[item_domain]
-        ll = 0.0
-        eap = np.empty((data.N, K))
-        mom = np.empty((K, 3))
-        for ks, idx, local, x, logw in groups:
-            st = _estep(data, a, d, x, logw, c=c_items, domains=ks)
-            kk = slice(None) if ks is None else ks
-            ll += st["ll"]
-            eap[:, kk] = st["eap"]
-            mom[kk] = st["moments"]
-            st["n1"] = data.n1[idx]
-            if priors.mstep_stride and st["Nq"] is None and st["R"] is None:
-                m = _mstep_stride(st["nq"], x)
-                if m > 1:  # the M-step on every m-th node: same integrals, J x Q / m work
-                    st["nq"] = st["nq"][:, ::m] * m
-                    x = x[::m]
-            cg = None if c_items is None else c_items[idx]
-            ag, dg = _mstep(a[idx], d[idx], st, x, cg, priors, model, local)
-            if cd is not None:
-                cd2[kk] = _mstep_floor(ag, dg, cd[kk], st, x, priors, local)
-            a2[idx], d2[idx] = ag, dg
-        if px and model == "2pl":
-            # parameter expansion: map the posterior population back to N(0, 1)
-            n, s1, s2 = mom.T
-            n = np.maximum(n, 1.0)
-            mu = s1 / n
-            sd = np.sqrt(np.maximum(s2 / n - mu * mu, 1e-6)) / priors.theta_sd
-            mu = np.where(mom[:, 0] > 1, mu, 0.0)
-            sd = np.where(mom[:, 0] > 1, sd, 1.0)
-            # the rescaling must stay an exact reparametrisation: clipping an
-            # item at its bound after it would change the model and make the
-            # EM cycle (measured on oll_v1: 30 ARC items at a_max, largest
-            # change stuck at ~0.12 for 300 sweeps), so each domain's factor
-            # is capped to keep its items inside the box
-            a_top = np.zeros(K)
-            np.maximum.at(a_top, item_domain, a2)
-            a_bot = np.full(K, np.inf)
-            np.minimum.at(a_bot, item_domain, a2)
-            sd = np.clip(sd, np.minimum(priors.a_min / a_bot, 1.0), np.maximum(priors.a_max / a_top, 1.0))
-            d_new = d2 + a2 * mu[item_domain]
-            over = np.abs(d_new) > priors.d_max
-            mu = np.where(np.bincount(item_domain, over, minlength=K) > 0, 0.0, mu)
-            d2 = d2 + a2 * mu[item_domain]
-            a2 = a2 * sd[item_domain]
-        return a2, d2, cd2, {"ll": ll, "eap": eap}
-
-    c_lo, c_hi = 1e-4, priors.guessing_max
-
-    def pack(a, d, cd):
-        v = [np.log(a), d]
-        if cd is not None:
-            v.append(np.log(cd / (1 - cd)))
-        return np.concatenate(v)
-
-    def unpack(v):
-        a = np.exp(np.clip(v[:J], np.log(priors.a_min), np.log(priors.a_max)))
-        d = np.clip(v[J:2 * J], -priors.d_max, priors.d_max)
-        cd = None if not est_c else np.clip(expit(v[2 * J:]), c_lo, c_hi)
-        return a, d, cd
-
-    def penalised(st, a, d, cd):
-        f = st["ll"] - 0.5 * np.sum(((np.log(a) - priors.log_a_mean) / priors.log_a_sd) ** 2) \
-            - 0.5 * np.sum((d / priors.d_sd) ** 2)
-        if cd is not None:
-            f += np.sum(_floor_logprior(cd, priors))
-        return f
-
     history = []
     converged = False
     st = None
     n_em = 0
     while True:
+        sweep = partial(_em_sweep, data, _node_groups(data, priors, levels), priors=priors, model=model, px=px)
         converged = False
         while n_em < max_iter:
-            v0 = pack(a, d, cd)
-            a1, d1, c1, st0 = em(a, d, cd)
-            obj0 = penalised(st0, a, d, cd)
-            n_em += 1
-            v1 = pack(a1, d1, c1)
-            change = float(np.max(np.abs(v1 - v0)))
-            if change < tol:
-                a, d, cd, st = a1, d1, c1, st0
-                history.append(change)
-                converged = True
-                break
-            a2, d2, c2, st1 = em(a1, d1, c1)
-            n_em += 1
-            v2 = pack(a2, d2, c2)
-            r = v1 - v0
-            v = v2 - v1 - r
-            rn, vn = np.linalg.norm(r), np.linalg.norm(v)
-            accepted = False
-            if vn > 0:
-                alpha = -max(1.0, rn / vn)
-                alpha = max(alpha, -8.0)
-                vx = v0 - 2 * alpha * r + alpha * alpha * v
-                ax, dx, cx = unpack(vx)
-                # stabilising EM step from the extrapolated point, then check
-                a3, d3, c3, st3 = em(ax, dx, cx)
-                n_em += 1
-                obj3 = penalised(st3, ax, dx, cx)
-                if obj3 >= obj0 - 1e-8 * abs(obj0):
-                    a, d, cd, st = a3, d3, c3, st3
-                    accepted = True
-            if not accepted:
-                a, d, cd, st = a2, d2, c2, st1
-            change = float(np.max(np.abs(pack(a, d, cd) - v0)))
+            (a, d, cd, st), n, change = _squarem_step(sweep, a, d, cd, priors, tol)
+            n_em += n
             history.append(change)
-            if progress is not None:
+            if n > 1 and progress is not None:
                 progress(stage, min(1.0, n_em / max_iter))
-            if change < tol:
+            if change < tol:  # (always so after a single sweep)
                 converged = True
                 break
             if change < 10 * tol and np.any(node_levels(a, item_domain, K, priors) > levels):
@@ -1006,13 +876,179 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
         if not converged or np.array_equal(new, levels):
             break
         levels = new
-        groups = groups_of(levels)
-    if est_c:
+    if cd is not None:
         data.set_floor(cd[item_domain])
     nodes = (priors.n_nodes - 1) * 2**levels + 1
     return a, d, {"n_iter": n_em, "converged": converged, "marginal_loglik": st["ll"] if st else float("nan"),
                   "history": history, "eap": st["eap"] if st else None, "nodes": nodes,
                   "c": None if data.c is None else data.c.copy(), "c_domain": None if cd is None else cd.copy()}
+
+
+def _floor_start(data: ResponseData, c, priors: Penalties):
+    """Starting floors per domain (K) when they are estimated, else None: the domain means of ``c``,
+    or the mode of their Beta prior, kept inside the bounds."""
+    if not getattr(data, "estimate_floor", False):
+        return None
+    J, K, item_domain = data.J, data.K, data.item_domain
+    al, be = priors.guessing_alpha, priors.guessing_beta
+    mode = (al - 1) / (al + be - 2) if al > 1 and be > 1 else al / (al + be)
+    if c is not None:
+        cd = np.bincount(item_domain, np.broadcast_to(np.asarray(c, float), (J,)), minlength=K)
+        cd = cd / np.maximum(np.bincount(item_domain, minlength=K), 1)
+    else:
+        cd = np.full(K, mode)
+    return np.clip(cd, 1e-3, priors.guessing_max - 1e-3)
+
+
+def _start_items(data: ResponseData, a, d, model, cd):
+    """Starting ``a, d`` (float64 copies): the given ones, else :func:`_initial_items` (above the
+    floors ``cd``); with the 1PL each domain's discriminations set to their geometric mean."""
+    K, item_domain = data.K, data.item_domain
+    if a is None or d is None:
+        a, d = _initial_items(data, model, None if cd is None else cd[item_domain])
+    a = np.asarray(a, dtype=np.float64).copy()
+    d = np.asarray(d, dtype=np.float64).copy()
+    if model == "1pl":
+        la = np.bincount(item_domain, np.log(a), minlength=K) / np.maximum(np.bincount(item_domain, minlength=K), 1)
+        a = np.exp(la)[item_domain]
+    return a, d
+
+
+def _node_groups(data: ResponseData, priors: Penalties, levels):
+    """The domains that share a grid level, one group per level: ``(domains, or None for all,
+    their items, or ``slice(None)``, each item's domain within the group, nodes, log weights)``."""
+    K = data.K
+    out = []
+    for lev in np.unique(levels):
+        ks = np.flatnonzero(levels == lev)
+        idx = np.concatenate([np.arange(data.slices[k].start, data.slices[k].stop) for k in ks])
+        whole = len(ks) == K
+        local = np.repeat(np.arange(len(ks)), [data.slices[k].stop - data.slices[k].start for k in ks])
+        x, logw = _nodes(priors, int(lev))
+        out.append((None if whole else ks, slice(None) if whole else idx, local, x, logw))
+    return out
+
+
+def _em_sweep(data: ResponseData, groups, a, d, cd, *, priors: Penalties, model, px):
+    """One EM sweep from ``a, d`` (and the floors ``cd``, per domain, or None): per node group
+    (:func:`_node_groups`) the E-step, the items' M-step and the floors'; then, for the 2PL with
+    ``px``, the parameter expansion (:func:`_px_rescale`).  Returns the new ``a, d, cd`` and
+    ``{"ll", "eap"}`` of the E-step at the old ones."""
+    K, item_domain = data.K, data.item_domain
+    a2, d2 = a.copy(), d.copy()
+    cd2 = None if cd is None else cd.copy()
+    c_items = data.c if cd is None else cd[item_domain]
+    ll = 0.0
+    eap = np.empty((data.N, K))
+    mom = np.empty((K, 3))
+    for ks, idx, local, x, logw in groups:
+        st = _estep(data, a, d, x, logw, c=c_items, domains=ks)
+        kk = slice(None) if ks is None else ks
+        ll += st["ll"]
+        eap[:, kk] = st["eap"]
+        mom[kk] = st["moments"]
+        st["n1"] = data.n1[idx]
+        if priors.mstep_stride and st["Nq"] is None and st["R"] is None:
+            m = _mstep_stride(st["nq"], x)
+            if m > 1:  # the M-step on every m-th node: same integrals, J x Q / m work
+                st["nq"] = st["nq"][:, ::m] * m
+                x = x[::m]
+        cg = None if c_items is None else c_items[idx]
+        ag, dg = _mstep(a[idx], d[idx], st, x, cg, priors, model, local)
+        if cd is not None:
+            cd2[kk] = _mstep_floor(ag, dg, cd[kk], st, x, priors, local)
+        a2[idx], d2[idx] = ag, dg
+    if px and model == "2pl":
+        a2, d2 = _px_rescale(a2, d2, mom, item_domain, K, priors)
+    return a2, d2, cd2, {"ll": ll, "eap": eap}
+
+
+def _px_rescale(a, d, mom, item_domain, K, priors: Penalties):
+    """Parameter expansion: rescale the items so that each domain's posterior population (moments
+    ``mom``, K x 3: mass, sum, sum of squares) maps back to ``N(0, theta_sd^2)``."""
+    n, s1, s2 = mom.T
+    n = np.maximum(n, 1.0)
+    mu = s1 / n
+    sd = np.sqrt(np.maximum(s2 / n - mu * mu, 1e-6)) / priors.theta_sd
+    mu = np.where(mom[:, 0] > 1, mu, 0.0)
+    sd = np.where(mom[:, 0] > 1, sd, 1.0)
+    # the rescaling must stay an exact reparametrisation: clipping an
+    # item at its bound after it would change the model and make the
+    # EM cycle (measured on oll_v1: 30 ARC items at a_max, largest
+    # change stuck at ~0.12 for 300 sweeps), so each domain's factor
+    # is capped to keep its items inside the box
+    a_top = np.zeros(K)
+    np.maximum.at(a_top, item_domain, a)
+    a_bot = np.full(K, np.inf)
+    np.minimum.at(a_bot, item_domain, a)
+    sd = np.clip(sd, np.minimum(priors.a_min / a_bot, 1.0), np.maximum(priors.a_max / a_top, 1.0))
+    d_new = d + a * mu[item_domain]
+    over = np.abs(d_new) > priors.d_max
+    mu = np.where(np.bincount(item_domain, over, minlength=K) > 0, 0.0, mu)
+    d = d + a * mu[item_domain]
+    a = a * sd[item_domain]
+    return a, d
+
+
+def _pack(a, d, cd):
+    """The EM's parameters as one vector: ``log a``, ``d`` and, when estimated, ``logit c_k``."""
+    v = [np.log(a), d]
+    if cd is not None:
+        v.append(np.log(cd / (1 - cd)))
+    return np.concatenate(v)
+
+
+def _unpack(v, J, priors: Penalties, floors: bool):
+    """``a, d, cd`` from :func:`_pack`'s vector (``cd`` None without ``floors``), clipped to their bounds."""
+    a = np.exp(np.clip(v[:J], np.log(priors.a_min), np.log(priors.a_max)))
+    d = np.clip(v[J:2 * J], -priors.d_max, priors.d_max)
+    cd = None if not floors else np.clip(expit(v[2 * J:]), 1e-4, priors.guessing_max)
+    return a, d, cd
+
+
+def _penalised(st, a, d, cd, priors: Penalties):
+    """The penalised marginal log-likelihood at ``a, d, cd`` from its E-step ``st``."""
+    f = st["ll"] - 0.5 * np.sum(((np.log(a) - priors.log_a_mean) / priors.log_a_sd) ** 2) \
+        - 0.5 * np.sum((d / priors.d_sd) ** 2)
+    if cd is not None:
+        f += np.sum(_floor_logprior(cd, priors))
+    return f
+
+
+def _squarem_step(sweep, a, d, cd, priors: Penalties, tol):
+    """One SQUAREM step from ``a, d, cd`` with the EM sweep ``sweep`` (:func:`_em_sweep`).
+
+    Two sweeps, an extrapolation along them (step length at most 8), and a
+    stabilising sweep from the extrapolated point, kept when the penalised
+    marginal likelihood did not fall below the first sweep's start, else the
+    second sweep's point.  When the first sweep already moves less than
+    ``tol``, its point alone.  Returns ``(a, d, cd, estep)``, the sweeps run
+    and the largest change from the start (in :func:`_pack`'s coordinates)."""
+    v0 = _pack(a, d, cd)
+    a1, d1, c1, st0 = sweep(a, d, cd)
+    obj0 = _penalised(st0, a, d, cd, priors)
+    v1 = _pack(a1, d1, c1)
+    change = float(np.max(np.abs(v1 - v0)))
+    if change < tol:
+        return (a1, d1, c1, st0), 1, change
+    a2, d2, c2, st1 = sweep(a1, d1, c1)
+    n_sweeps = 2
+    out = (a2, d2, c2, st1)
+    r = v1 - v0
+    v = _pack(a2, d2, c2) - v1 - r
+    rn, vn = np.linalg.norm(r), np.linalg.norm(v)
+    if vn > 0:
+        alpha = -max(1.0, rn / vn)
+        alpha = max(alpha, -8.0)
+        vx = v0 - 2 * alpha * r + alpha * alpha * v
+        ax, dx, cx = _unpack(vx, len(a), priors, cd is not None)
+        # stabilising EM step from the extrapolated point, then check
+        a3, d3, c3, st3 = sweep(ax, dx, cx)
+        n_sweeps += 1
+        if _penalised(st3, ax, dx, cx, priors) >= obj0 - 1e-8 * abs(obj0):
+            out = (a3, d3, c3, st3)
+    change = float(np.max(np.abs(_pack(*out[:3]) - v0)))
+    return out, n_sweeps, change
 
 
 # ---------------------------------------------------------------------------
