@@ -44,3 +44,26 @@ def pytest_collection_modifyitems(config, items):
         return len(LONGEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
 
     items.sort(key=tier)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_xdist_group(config, items):
+    """Make ``xdist_group`` group again under pytest >= 9.
+
+    pytest-xdist (3.8) marks a grouped test by appending ``@group`` to ``item._nodeid``; pytest 9 builds
+    ``item.nodeid`` from ``item._id`` instead, so the suffix was lost and ``--dist loadgroup`` spread the
+    tests of a group over the workers (the docs site was built once per worker). This sets the suffix
+    where pytest 9 reads it, on the workers of a ``--dist loadgroup`` run only.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # pytest < 9: xdist's own suffix works
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)

@@ -226,6 +226,10 @@ _SLOW = pytest.mark.slow  # each case compiles two graphs twice (1-8 min under l
                                           pytest.param("factor-1pl", 0.3, marks=_SLOW),
                                           pytest.param("factor-3pl-mcq", 0.0, marks=_SLOW),
                                           pytest.param("factor-3pl-estimate", 0.2, marks=_SLOW)])
+# one worker runs the five cases one after another: their graphs share most of PyTensor's per-Op numba functions,
+# which the later cases then load from the cache instead of two workers compiling them at once (cold caches,
+# -n 0 vs two workers in a cold make test: 255 s vs 311 s CPU for the five)
+@pytest.mark.xdist_group("fused-likelihood")
 def test_fused_likelihood_matches_elementwise(name, missing):
     """The fused Op's log density and gradient equal the elementwise graph's,
     with complete data (contiguous runs) and missing responses (gathered),
