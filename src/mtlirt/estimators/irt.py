@@ -1056,6 +1056,7 @@ def _squarem_step(sweep, a, d, cd, priors: Penalties, tol):
 # ---------------------------------------------------------------------------
 _NO_ROWS = np.zeros((0, 0))
 _NO_CELLS = np.zeros(0, dtype=np.int64)
+_NO_ITEMS = np.zeros(0, dtype=np.int32)  # item columns of cell lists: int32 (30M correct cells at the flagship)
 _NO_VALUES = np.zeros(0)
 
 
@@ -1153,7 +1154,7 @@ def _csr(rows, cols, n):
     order = np.argsort(rows, kind="stable")
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=ptr[1:])
-    return ptr, np.ascontiguousarray(cols[order], dtype=np.int64)
+    return ptr, np.ascontiguousarray(cols[order], dtype=np.int32)
 
 
 class TabulatedThetaLik:
@@ -1189,7 +1190,7 @@ class TabulatedThetaLik:
             self.n_cells = len(self.uj)
         else:
             self.uptr = np.zeros(self.N + 1, dtype=np.int64)
-            self.uj = _NO_CELLS
+            self.uj = _NO_ITEMS
             self.n_cells = 0
         # one floor per domain (the dense evaluator takes floors that differ within a domain)
         cdom = np.zeros(self.K)
@@ -1205,7 +1206,7 @@ class TabulatedThetaLik:
             self.yptr, self.yj = self._correct_cells()
         else:
             self.yptr = np.zeros(self.N + 1, dtype=np.int64)
-            self.yj = _NO_CELLS
+            self.yj = _NO_ITEMS
         self.grid = np.arange(-theta_max, theta_max + 1e-9, grid_step)
         self.h = float(self.grid[1] - self.grid[0])
 
@@ -1224,7 +1225,7 @@ class TabulatedThetaLik:
             ptr[i0 + 1:i0 + step + 1] = np.bincount(i, minlength=len(Yc))
             parts.append(cols[j] if len(cols) < self.J else j)
         np.cumsum(ptr, out=ptr)
-        yj = np.concatenate(parts).astype(np.int64) if parts else _NO_CELLS
+        yj = np.concatenate(parts).astype(np.int32) if parts else _NO_ITEMS
         return ptr, yj
 
     def set_items(self, a, d):
