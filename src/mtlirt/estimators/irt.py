@@ -42,9 +42,11 @@ step costs ``O(N K)``.  Missing responses: the EM uses a ``float32``
 observation mask in matrix products; the trait step subtracts the unobserved
 cells of observed (LLM, domain) blocks exactly (sparse correction), and an
 LLM without any response in a domain drops out of that domain's partition (it
-gets the prior, or the MTL centre).  Guessing, or more than a quarter of cells
-missing inside observed blocks, uses dense per-domain blocks for the trait
-step (``O(N J)`` per Newton step).
+gets the prior, or the MTL centre).  A guessing floor shared by a domain is
+tabulated too (:class:`TabulatedThetaLik`: one term per correct cell);
+floors that differ within a domain, or more than a quarter of cells missing
+inside observed blocks, use dense per-domain blocks for the trait step
+(``O(N J)`` per Newton step).
 
 1PL: one common discrimination per domain (estimated) -- the Rasch model on
 the standardised population scale.  Fixing ``a_j = 1`` would tie the trait
