@@ -193,6 +193,10 @@ def floor_section(n, scale, dense=False, seed=7):
     Y, obs = sim.correct, sim.observed
     truth = sim.domain_scores.to_numpy()
     make = irt._make_theta_lik
+    # compile (or load) the trait kernel first: its first call is not the fit's cost
+    warm = irt.ResponseData(Y[:5], obs[:5], sl, guessing=0.2).theta_likelihood()
+    warm.set_items(np.ones(Y.shape[1]), np.zeros(Y.shape[1]))
+    warm.theta_derivs(np.zeros((5, len(sl))))
     cases = [("none", None, "tabulated"), ("estimate", "estimate", "tabulated")]
     if dense:
         cases.append(("estimate", "estimate", "dense"))
