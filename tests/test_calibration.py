@@ -60,6 +60,19 @@ def test_long_domain_matches_a_fine_grid_reference():
     assert np.abs(out["coarse"][0] - ref[0]).max() > 5e-3
 
 
+def test_grids_are_refined_when_the_coarse_phase_stalls():
+    """A 300-item domain whose fitted items need 97 nodes: on 49 nodes the EM's changes stall at
+    3-9e-7 (float32 statistics), so with tol 1e-7 the coarse phase never converges; the grid is
+    refined anyway once the changes are within 10 x tol (before that fix it stayed at 49 nodes)."""
+    sim = simulate(150, domain_sizes=[300], seed=1)
+    data = irt.ResponseData(sim.correct, None, [slice(0, 300)])
+    _, _, coarse = irt.calibrate_items(data, priors=irt.Penalties(node_sd_ratio=0), tol=1e-7, max_iter=40)
+    assert not coarse["converged"] and min(coarse["history"][3:]) > 1e-7  # the stall is real
+    a, _, info = irt.calibrate_items(data, tol=1e-7, max_iter=40)
+    assert irt.node_levels(a, data.item_domain, 1, irt.DEFAULT_PENALTIES)[0] == 1
+    assert info["nodes"][0] == 97
+
+
 @pytest.fixture(scope="module")
 def floor_fits():
     fits = {}
