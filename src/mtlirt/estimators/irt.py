@@ -814,9 +814,9 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     rescaled so that each domain's posterior population has mean 0 and
     variance 1, which removes EM's slow scale/location mode (measured at the
     flagship shape: 13 instead of 90 sweeps).  (With the 1PL the expansion
-    cycles, so it is off; the 1PL converges without it.  Nor for domains
-    with a guessing floor, fixed or estimated: there it kept oll_v1 from
-    converging.)
+    cycles, so it is off; the 1PL converges without it.  Nor for a domain
+    with a guessing floor whose scale factor the discrimination bounds
+    cap: there it kept oll_v1 from converging.)
 
     With ``data.estimate_floor`` (``guessing="estimate"``) every domain gets
     one lower asymptote ``c_k`` shared by its items, with the prior
@@ -963,26 +963,21 @@ def _em_sweep(data: ResponseData, groups, a, d, cd, *, priors: Penalties, model,
             cd2[kk] = _mstep_floor(ag, dg, cd[kk], st, x, priors, local)
         a2[idx], d2[idx] = ag, dg
     if px and model == "2pl":
-        # not for domains with a floor: there the expansion kept the EM from converging (oll_v1's
-        # Winogrande, floor 0.226 fixed or estimated: changes 0.01-0.06 for 500 sweeps, the scale
-        # pinned by items at both a bounds, a location shift of ~6e-4 every sweep that the M-step
-        # undid; without it 372 sweeps)
         floored = None if c_items is None else np.bincount(item_domain, c_items > 0, minlength=K) > 0
-        a2, d2 = _px_rescale(a2, d2, mom, item_domain, K, priors, off=floored)
+        a2, d2 = _px_rescale(a2, d2, mom, item_domain, K, priors, floored=floored)
     return a2, d2, cd2, {"ll": ll, "eap": eap}
 
 
-def _px_rescale(a, d, mom, item_domain, K, priors: Penalties, off=None):
+def _px_rescale(a, d, mom, item_domain, K, priors: Penalties, floored=None):
     """Parameter expansion: rescale the items so that each domain's posterior population (moments
-    ``mom``, K x 3: mass, sum, sum of squares) maps back to ``N(0, theta_sd^2)``; the domains
-    where ``off`` (K booleans) is true are left as they are."""
+    ``mom``, K x 3: mass, sum, sum of squares) maps back to ``N(0, theta_sd^2)``; a domain with a
+    guessing floor (``floored``, K booleans) is left as it is when its items' bounds cap the scale."""
     n, s1, s2 = mom.T
     n = np.maximum(n, 1.0)
     mu = s1 / n
     sd = np.sqrt(np.maximum(s2 / n - mu * mu, 1e-6)) / priors.theta_sd
-    use = mom[:, 0] > 1 if off is None else (mom[:, 0] > 1) & ~off
-    mu = np.where(use, mu, 0.0)
-    sd = np.where(use, sd, 1.0)
+    mu = np.where(mom[:, 0] > 1, mu, 0.0)
+    sd = np.where(mom[:, 0] > 1, sd, 1.0)
     # the rescaling must stay an exact reparametrisation: clipping an
     # item at its bound after it would change the model and make the
     # EM cycle (measured on oll_v1: 30 ARC items at a_max, largest
@@ -992,7 +987,17 @@ def _px_rescale(a, d, mom, item_domain, K, priors: Penalties, off=None):
     np.maximum.at(a_top, item_domain, a)
     a_bot = np.full(K, np.inf)
     np.minimum.at(a_bot, item_domain, a)
-    sd = np.clip(sd, np.minimum(priors.a_min / a_bot, 1.0), np.maximum(priors.a_max / a_top, 1.0))
+    capped = np.clip(sd, np.minimum(priors.a_min / a_bot, 1.0), np.maximum(priors.a_max / a_top, 1.0))
+    if floored is not None:
+        # with a floor, a capped scale and the location shift alone kept the EM from converging
+        # (oll_v1's Winogrande alone, floor 0.226 fixed or estimated, float32 or float64: the
+        # factor pinned at 1 by items at both a bounds, a shift of ~6e-4 each sweep that the
+        # M-step undid around a steep item under the floor, changes 0.01-0.06 for 500 sweeps;
+        # without the expansion there 339 sweeps): such a domain is left as it is
+        off = floored & (capped != sd)
+        mu = np.where(off, 0.0, mu)
+        capped = np.where(off, 1.0, capped)
+    sd = capped
     d_new = d + a * mu[item_domain]
     over = np.abs(d_new) > priors.d_max
     mu = np.where(np.bincount(item_domain, over, minlength=K) > 0, 0.0, mu)
