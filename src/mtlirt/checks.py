@@ -726,7 +726,7 @@ def _gh(n: int) -> tuple[np.ndarray, np.ndarray]:
     return x, np.log(w / np.sqrt(2 * np.pi))
 
 
-def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_theta_nodes: int = 16,
+def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_theta_nodes: int = 32,
                         n_eta_nodes: int = 12, max_draws: int = 400, max_elems: float = 2e7) -> dict:
     """Per draw and LLM, the log-likelihood of all of the LLM's responses with its domain traits
     (and, with ``integrate_overall``, its overall traits) integrated out.
