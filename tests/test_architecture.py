@@ -71,12 +71,6 @@ def test_the_check_itself_finds_listed_modules(rel):
 #: longer to read); blank lines and comments count.
 MAX_FUNCTION_LINES = 120
 
-#: Functions allowed to be longer (``"module.py:function"``), each with a comment giving the
-#: reason. Remove an entry when its function is split (test_long_function_allow_list_is_current
-#: says when). Empty now: every function is within the limit.
-LONG_FUNCTIONS_ALLOWED: set[str] = set()
-
-
 def _function_lengths(source: str) -> dict[str, int]:
     """``qualified name -> lines without decorators and docstring`` of every function in ``source``
     (nested ones too; a nested function's lines also count for the function around it)."""
@@ -114,14 +108,9 @@ def _long_functions() -> dict[str, int]:
 
 
 def test_no_function_is_longer_than_the_limit():
-    too_long = {k: v for k, v in _long_functions().items() if k not in LONG_FUNCTIONS_ALLOWED}
+    too_long = _long_functions()
     assert not too_long, (f"functions over {MAX_FUNCTION_LINES} lines (docstring not counted): {too_long}; "
                           "split them into steps named for what they do")
-
-
-def test_long_function_allow_list_is_current():
-    stale = sorted(LONG_FUNCTIONS_ALLOWED - set(_long_functions()))
-    assert not stale, f"within {MAX_FUNCTION_LINES} lines now (or gone): remove from LONG_FUNCTIONS_ALLOWED: {stale}"
 
 
 def test_function_length_counts_code_not_docstring_or_decorators():

@@ -1073,7 +1073,6 @@ def _squarem_step(sweep, a, d, cd, priors: Penalties, tol):
 _NO_ROWS = np.zeros((0, 0))
 _NO_CELLS = np.zeros(0, dtype=np.int64)
 _NO_ITEMS = np.zeros(0, dtype=np.int32)  # item columns of cell lists: int32 (30M correct cells at the flagship)
-_NO_VALUES = np.zeros(0)
 
 
 def _tab_derivs(*args):
@@ -1463,7 +1462,6 @@ def theta_step(lik, theta, *, priors: Penalties = DEFAULT_PENALTIES, centre=None
     prec = 1.0 / priors.theta_sd**2
     th = np.array(theta, dtype=np.float64, copy=True)
     B = priors.theta_max
-    info = None
     # safeguarded Newton: the maximiser is bracketed by the iterates (concave
     # objective: above where the gradient is positive, below where negative),
     # and a step moves at most half-way to the far end of the bracket.  Plain
