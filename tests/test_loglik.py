@@ -105,3 +105,31 @@ def test_kernel_does_not_depend_on_alignment():
             assert got[0] == ref[0]
             for g, r in zip(got[1:], ref[1:]):
                 assert np.array_equal(g, r)
+
+
+@pytest.mark.parametrize("three", [False, True])
+def test_op_numba_dispatch_matches_perform(three):
+    """The Op compiled by PyTensor's numba backend (what nutpie, MAP and ADVI run) gives the value and the
+    gradient of ``Op.perform`` (the kernel called from Python, checked against numpy above), 2PL and 3PL
+    with the guessing floor's gradient, on cells with complete runs (split at 512 items) and gathered ones."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from mtlirt.bayes._loglik import bernoulli_logit_cells
+
+    theta, a, c, cell, item, y, n_cells = _problem(n=6, sizes=(3, 530, 4), missing=0.0, seed=3)
+    keep = np.random.default_rng(2).random(item.size) >= np.where(item >= 3 + 530, 0.0, 0.2)  # last domain whole
+    ptr, order = cell_layout(cell[keep], item[keep], n_cells)
+    items, ys = item[keep][order].astype(np.int64), y[keep][order].astype(np.int64)
+    guess = np.random.default_rng(4).uniform(0.05, 0.4, a.size)
+    vs = [pt.dvector(nm) for nm in ("theta", "a", "c", "guess")]
+    lp = bernoulli_logit_cells(vs[0], vs[1], vs[2], ptr, items, ys, guess=vs[3] if three else None)
+    outs = [lp, *pytensor.grad(lp, vs[:4] if three else vs[:3])]
+    args = (theta, a, c, guess) if three else (theta, a, c)
+    got = {mode: pytensor.function(vs[:len(args)], outs, mode=mode)(*args) for mode in ("NUMBA", "FAST_COMPILE")}
+    ref = kernel(theta, a, c, guess if three else _EMPTY, ptr, items, ys)
+    for mode, res in got.items():
+        assert len(res) == len(args) + 1
+        assert np.isclose(res[0], ref[0], rtol=1e-13, atol=0), mode
+        for g, r in zip(res[1:], ref[1:]):
+            np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12, err_msg=mode)
