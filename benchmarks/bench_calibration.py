@@ -10,6 +10,11 @@ Designs (``simulate``, ideal scenario unless named):
 
 ``--pooled`` calibrates all items as one domain (the pooled fit's calibration).
 
+``--oll-v1`` instead calibrates the Open LLM Leaderboard v1 (``../shared/data/oll_v1``, the
+training split of ``mtlirt fit --heldout 0.2 --seed 0``: 6,349 LLMs x 973 items, 4 domains)
+without a floor and with ``guessing="estimate"``: EM sweeps, converged, CPU seconds (BLAS on
+one thread), grids, floors and the penalised marginal log-likelihood.
+
 For each, :func:`mtlirt.estimators.irt.calibrate_items` is run with the 49-node
 grid alone (``node_sd_ratio=0``, the grid before the long-domain refinement),
 with the default per-domain grids, and (``--reference``) on a 1,537-node
@@ -24,6 +29,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_calibration.py [--designs mmlu,long] [--reference]
         [--guessing estimate] [--pooled]
+    .venv/bin/python benchmarks/bench_calibration.py --oll-v1
 """
 
 from __future__ import annotations
@@ -112,13 +118,44 @@ def run(name, *, reference, guessing, pooled=False):
               f"(truth {true_k[true_k > 0].mean() if (true_k > 0).any() else float('nan'):.4f})")
 
 
+def oll_v1():
+    """The item calibration on oll_v1's training split, without and with the estimated floor."""
+    import warnings
+    from pathlib import Path
+
+    from mtlirt.io.responses import Responses
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "oll_v1" / "responses.csv.gz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train, _ = Responses.read(path).holdout(0.2, seed=0)
+    keep = train.mask.any(axis=1)
+    print("| floor | EM sweeps | converged | CPU s | nodes | floors | penalised log-likelihood (last E-step) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for g in (None, "estimate"):
+        data = irt.ResponseData(train.correct[keep], train.mask[keep], train.domain_slices, guessing=g)
+        t0 = time.process_time()
+        with irt.blas_threads(1):
+            a, d, info = irt.calibrate_items(data)
+        cpu = time.process_time() - t0
+        cd = info["c_domain"]
+        floors = "" if cd is None else ", ".join(f"{v:.4f}" for v in cd)
+        pen = irt._penalised({"ll": info["marginal_loglik"]}, a, d, cd, irt.DEFAULT_PENALTIES)
+        print(f"| {g or 'none'} | {info['n_iter']} | {info['converged']} | {cpu:.1f} | "
+              f"{', '.join(str(int(n)) for n in info['nodes'])} | {floors} | {pen:.1f} |", flush=True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--designs", default="mmlu,long")
     p.add_argument("--reference", action="store_true")
     p.add_argument("--guessing", default=None)
     p.add_argument("--pooled", action="store_true")
+    p.add_argument("--oll-v1", action="store_true", help="oll_v1's training split instead of the designs")
     args = p.parse_args(argv)
+    if args.oll_v1:
+        oll_v1()
+        return 0
     g = args.guessing
     if g is not None and g != "estimate":
         g = float(g)
