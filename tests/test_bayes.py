@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 import xarray as xr
 
@@ -478,6 +479,8 @@ def _mock(monkeypatch):
 
     def fake_compile(model, backend=None, initial_points=None, **kwargs):
         assert backend == "numba"
+        # compiled without fast-math, so that a fresh compile and PyTensor's cache give the same draws
+        assert pytensor.config.numba__fastmath is False
         return model
 
     def fake_nutpie(compiled, *, draws, tune, chains, seed, **kwargs):
@@ -487,6 +490,7 @@ def _mock(monkeypatch):
 
     def fake_pymc(*args, **kwargs):
         called.append("pymc")
+        assert pytensor.config.numba__fastmath is False
         kwargs.pop("nuts", None)
         return mock_sample(sample_stats=stats, **kwargs)
 
@@ -529,6 +533,7 @@ def _check_layout(tree, arr, chains, draws, *, factor=True):
 def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
     called = _mock(monkeypatch)
     arr, _ = data
+    fastmath = pytensor.config.numba__fastmath
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tree = fit_bayes(arr, "factor-2pl", draws=7, chains=2, seed=11, progress=False)
@@ -537,6 +542,7 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
         tree_pm = fit_bayes(arr, "factor-2pl", draws=7, chains=2, seed=11, progress=False,
                             sampler="pymc")
     assert called == ["nutpie"] * 3 + ["pymc"]
+    assert pytensor.config.numba__fastmath == fastmath  # the user's setting restored
     _check_layout(tree, arr, 2, 7)
     _check_layout(tree_pm, arr, 2, 7)
     post = tree["posterior"]
