@@ -1011,7 +1011,10 @@ def _px_rescale(a, d, mom, item_domain, K, priors: Penalties, n_cycles=4):
         for _n in range(3):  # concave in t = log s: -n + V e^{-2t} - pa (su + cnt t) = 0
             e = V * np.exp(-2.0 * t)
             t = np.clip(t + (e - n - pa * (su + cnt * t)) / np.maximum(2.0 * e + pa * cnt, 1e-12), t_lo, t_hi)
-    use = n > 1
+    # the gain over the identity (the step is kept only where it does not lower the objective)
+    gain = -n * t - ((s2 - 2.0 * mu * s1 + n * mu * mu) * np.exp(-2.0 * t) - s2) / (2.0 * th2) \
+        - 0.5 * pa * (2.0 * t * su + cnt * t * t) - 0.5 * pd_ * (2.0 * mu * sad + mu * mu * saa)
+    use = (n > 1) & (gain >= 0)
     mu, s = np.where(use, mu, 0.0), np.where(use, np.exp(t), 1.0)
     return a * s[item_domain], d + a * mu[item_domain]
 
