@@ -639,8 +639,8 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
     lo_u, hi_u = np.log(priors.a_min), np.log(priors.a_max)
     K = int(item_domain.max()) + 1 if len(item_domain) else 0
     first = np.searchsorted(item_domain, np.arange(K))
+    f0 = _mstep_objective(a, d, stats, x, c, Nq, priors)
     for _ in range(n_newton):
-        f0 = _mstep_objective(a, d, stats, x, c, Nq, priors)
         Z = np.multiply.outer(a, x)
         Z += d[:, None]
         sig = expit(Z)
@@ -689,20 +689,33 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
         np.clip(du, -0.7, 0.7, out=du)
         np.clip(dd, -3.0, 3.0, out=dd)
         step = np.ones_like(a)
+        a_new = np.exp(np.clip(u + step * du, lo_u, hi_u))
+        d_new = np.clip(d + step * dd, -priors.d_max, priors.d_max)
+        f1 = _mstep_objective(a_new, d_new, stats, x, c, Nq, priors)
         for _b in range(backtrack + 1):
-            a_new = np.exp(np.clip(u + step * du, lo_u, hi_u))
-            d_new = np.clip(d + step * dd, -priors.d_max, priors.d_max)
-            f1 = _mstep_objective(a_new, d_new, stats, x, c, Nq, priors)
             diff = f1 - f0
             if model != "2pl":
                 diff = np.bincount(item_domain, diff, minlength=K)[item_domain]
             bad = diff < -1e-10 * (1 + np.abs(f0))
-            if not bad.any():
+            if not bad.any() or _b == backtrack:
                 break
             step = np.where(bad, step * 0.5, step)
+            # the objective is a sum per item: only the items still backtracking are evaluated
+            # again (same values; a few stubborn items made every backtrack cost J x Q)
+            sub = np.flatnonzero(bad)  # (1pl: whole domains)
+            a_new[sub] = np.exp(np.clip(u[sub] + step[sub] * du[sub], lo_u, hi_u))
+            d_new[sub] = np.clip(d[sub] + step[sub] * dd[sub], -priors.d_max, priors.d_max)
+            f1[sub] = _mstep_objective(a_new[sub], d_new[sub], _rows(stats, sub), x, None if c is None else c[sub],
+                                       Nq[sub], priors)
         a = np.where(bad, a, a_new)
         d = np.where(bad, d, d_new)
+        f0 = np.where(bad, f0, f1)  # the objective at the new items
     return a, d
+
+
+def _rows(stats, sub):
+    """The M-step's per-item statistics of the items ``sub`` only."""
+    return {k: (None if stats.get(k) is None else stats[k][sub]) for k in ("t", "n1", "R")}
 
 
 def _mstep_stride(nq, x, tol=1e-7):
