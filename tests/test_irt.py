@@ -118,7 +118,7 @@ def _floor_case():
 def test_tabulated_floor_matches_dense_evaluator():
     """The tabulated evaluator with one floor per domain: the dense numbers (gradient,
     Fisher information, log-likelihood) to 1e-8 on a fine grid, 1e-5 on the default one;
-    a subset of rows gives those rows' values; floors that differ inside a domain go dense."""
+    a subset of rows gives those rows' values; so with floors that differ inside a domain."""
     data, obs, a, d, th = _floor_case()
     tab = data.theta_likelihood()
     assert tab.kind == "tabulated" and tab.n_cells > 0 and len(tab.yj) > 0
@@ -153,10 +153,22 @@ def test_tabulated_floor_matches_dense_evaluator():
     np.testing.assert_array_equal(i3, tab.theta_derivs(th)[1][rows])
     g4, _ = dense.theta_derivs(th[rows], rows=rows)
     np.testing.assert_allclose(g4, g2[rows], rtol=0, atol=1e-12)
+    # floors that differ inside a domain (and items without one in a floored domain) stay tabulated
     c = data.c.copy()
-    c[0] = 0.1
+    c[0], c[3], c[58] = 0.1, 0.0, 0.5
     data.set_floor(c)
-    assert data.theta_likelihood().kind == "dense"
+    tab = data.theta_likelihood()
+    assert tab.kind == "tabulated" and tab.floored.tolist() == [True, False, True]
+    dense = irt.DenseThetaLik(data)
+    for lik in (tab, dense):
+        lik.set_items(a, d)
+    for obs_info in (False, True):
+        for x, y in zip(tab.theta_derivs(th, observed=obs_info), dense.theta_derivs(th, observed=obs_info)):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-5)
+    P = c + (1 - c) / (1 + np.exp(-z))
+    ll = np.where(obs, np.where(Y, np.log(P), np.log1p(-P)), 0.0)
+    np.testing.assert_allclose(tab.theta_loglik(th), dense.theta_loglik(th), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(tab.theta_loglik(th).sum(), ll.sum(), rtol=1e-7)
 
 
 def test_trait_step_with_floor_reaches_the_maximum():
