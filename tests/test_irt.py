@@ -185,6 +185,28 @@ def test_trait_step_with_floor_reaches_the_maximum():
     np.testing.assert_allclose(out[0], out[1], atol=1e-5)
 
 
+def test_trait_step_on_some_domains():
+    """``domains``: the evaluators give those domains' derivatives (the full call's, to the bit
+    for the tabulated one) and 0 elsewhere; the trait step moves those domains to the same
+    maximum as a step on all of them and keeps the others' traits."""
+    data, _, a, d, th = _floor_case()
+    some = np.array([True, False, True])
+    for lik in (data.theta_likelihood(), irt.DenseThetaLik(data)):
+        lik.set_items(a, d)
+        for observed in (False, True):
+            g0, i0 = lik.theta_derivs(th, observed=observed)
+            g1, i1 = lik.theta_derivs(th, observed=observed, domains=some)
+            np.testing.assert_allclose(g1[:, some], g0[:, some], rtol=0, atol=0 if lik.kind == "tabulated" else 1e-12)
+            np.testing.assert_allclose(i1[:, some], i0[:, some], rtol=0, atol=0 if lik.kind == "tabulated" else 1e-12)
+            assert not g1[:, ~some].any() and not i1[:, ~some].any()
+        t = irt.theta_step(lik, th, tol=1e-10, centre=np.zeros_like(th), weight=np.array([0.5, 1.0, 2.0]),
+                           domains=some)
+        full = irt.theta_step(lik, th, tol=1e-10, centre=np.zeros_like(th), weight=np.array([0.5, 1.0, 2.0]))
+        np.testing.assert_array_equal(t[:, ~some], th[:, ~some])
+        np.testing.assert_allclose(t[:, some], full[:, some], rtol=0, atol=1e-9)
+        assert np.abs(full[:, ~some] - th[:, ~some]).max() > 0.1
+
+
 def test_trait_newton_converges_on_steep_items():
     """Steep items (a = 8, the bound): plain Newton cycled between two points with
     steps of +-1 (measured: |gradient| 7.1 after 50 steps); the safeguarded one converges."""

@@ -429,10 +429,11 @@ def prox_step(lik, theta0, centre, lam, *, priors: Penalties = DEFAULT_PENALTIES
     hi = np.full(lik.K, np.inf)
     w = np.where(act, np.exp(s), np.where(on, 1e12, 0.0))
     th = theta.copy()
+    todo = None  # all domains at first; then those whose root is not found yet (a found one keeps its traits)
     for _ in range(max_outer):
         w = np.where(act, np.exp(s), np.where(on, 1e12, 0.0))
         th, info = irt.theta_step(lik, th, priors=priors, centre=centre, weight=w, tol=tol,
-                                  return_info=True)
+                                  return_info=True, domains=todo)
         diff = th - centre
         rho = np.linalg.norm(diff, axis=0)
         mu_a = np.exp(s)
@@ -444,6 +445,9 @@ def prox_step(lik, theta0, centre, lam, *, priors: Penalties = DEFAULT_PENALTIES
         done = ~act | (np.abs(psi) < psi_tol)
         if done.all():
             break
+        # with a floor every evaluation costs one exponential per correct cell: the domains done
+        # (their s no longer moves) are left out of the next trait steps
+        todo = ~done
         hi = np.where(act & (psi > 0), np.minimum(hi, s), hi)
         lo = np.where(act & (psi < 0), np.maximum(lo, s), lo)
         s_new = s - psi / dpsi
