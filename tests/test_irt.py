@@ -153,6 +153,8 @@ def test_tabulated_floor_matches_dense_evaluator():
     np.testing.assert_array_equal(i3, tab.theta_derivs(th)[1][rows])
     g4, _ = dense.theta_derivs(th[rows], rows=rows)
     np.testing.assert_allclose(g4, g2[rows], rtol=0, atol=1e-12)
+    data.set_floor(data.c.copy())  # the same floors: the evaluator is kept
+    assert data.theta_likelihood() is tab
     # floors that differ inside a domain (and items without one in a floored domain) stay tabulated
     c = data.c.copy()
     c[0], c[3], c[58] = 0.1, 0.0, 0.5

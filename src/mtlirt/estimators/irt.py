@@ -433,10 +433,15 @@ class ResponseData:
         return self._O
 
     def set_floor(self, c) -> None:
-        """Set the guessing floors (``J``, or ``None``) and drop the cached trait evaluator."""
+        """Set the guessing floors (``J``, or ``None``) and drop the cached trait evaluator, unless
+        the floors are the ones it has (``fit_mtl`` sets the STL's floors again: with a floor the
+        evaluator's list of correct cells costs seconds at the flagship shape)."""
         c = None if c is None else np.broadcast_to(np.asarray(c, dtype=np.float64), (self.J,)).copy()
-        self.c = c if c is not None and np.any(c > 0) else None
-        self._theta_lik = None
+        c = c if c is not None and np.any(c > 0) else None
+        same = (c is None and self.c is None) or (c is not None and self.c is not None and np.array_equal(c, self.c))
+        self.c = c
+        if not same:
+            self._theta_lik = None
 
     @property
     def complete(self) -> bool:
