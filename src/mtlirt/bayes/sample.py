@@ -52,10 +52,9 @@ def _exact_compile(func):
     PyTensor's default fast-math flags (reassociation, approximate functions)
     let LLVM reorder the arithmetic differently when a function is compiled
     fresh than when it is loaded from PyTensor's on-disk cache, so the same
-    seed gave different draws on a machine's first run and on its later ones
-    (nutpie's model: the sum of 30 draws 2388.986868576982 cold against
-    2388.9868688287743 warm). Without fast-math both agree to the bit. The
-    heavy kernels are the package's own numba functions, whose flags this
+    seed gave different draws on a machine's first run and on its later ones;
+    without fast-math both agree to the bit (``benchmarks/bench_reproducible.py``).
+    The heavy kernels are the package's own numba functions, whose flags this
     does not change."""
 
     @functools.wraps(func)
