@@ -20,8 +20,10 @@ Sections (``--only`` picks some, comma-separated):
     and peak RSS (``ru_maxrss``) of each.
 ``floor``
     The cost of the guessing floor: ``simulate(N, preset="mmlu", scale=S,
-    scenario="realistic", seed=7)`` (``--floor-shape N,S``, default
-    1000,0.1); ``fit_mtl`` without a floor and with ``guessing="estimate"``
+    scenario=SC, seed=SEED)`` (``--floor-shape N,S``, default 1000,0.1;
+    ``--floor-scenario``, default realistic; ``--floor-seed``, default 7;
+    the flagship shape: ``--floor-shape 4272,1 --floor-scenario ideal
+    --floor-seed 0``); ``fit_mtl`` without a floor and with ``guessing="estimate"``
     (the tabulated trait step; with ``--floor-dense`` also the dense one it
     replaced), CPU seconds of the whole fit and of one trait step from 0
     given the fitted items, load average beside.
@@ -184,11 +186,11 @@ def flagship_section(repeat=1):
         return results
 
 
-def floor_section(n, scale, dense=False, seed=7):
+def floor_section(n, scale, dense=False, seed=7, scenario="realistic"):
     """CPU seconds of MTL fits and trait steps with and without the guessing floor (see the docstring)."""
     import os
 
-    sim = simulate(n, preset="mmlu", scale=scale, scenario="realistic", seed=seed)
+    sim = simulate(n, preset="mmlu", scale=scale, scenario=scenario, seed=seed)
     sl = _slices(sim)
     Y, obs = sim.correct, sim.observed
     truth = sim.domain_scores.to_numpy()
@@ -275,6 +277,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=1, help="flagship repetitions")
     ap.add_argument("--floor-shape", default="1000,0.1", help="floor section: N LLMs, MMLU scale")
     ap.add_argument("--floor-dense", action="store_true", help="floor section: also the dense trait step")
+    ap.add_argument("--floor-scenario", default="realistic", help="floor section: the simulate scenario")
+    ap.add_argument("--floor-seed", type=int, default=7, help="floor section: the simulation's seed")
     args = ap.parse_args(argv)
     which = set(args.only.split(","))
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -302,8 +306,10 @@ def main(argv=None):
                   flush=True)
     if "floor" in which:
         n, scale = args.floor_shape.split(",")
-        print(f"== floor: simulate({n}, preset='mmlu', scale={scale}, scenario='realistic', seed=7), fit_mtl")
-        for res in floor_section(int(n), float(scale), dense=args.floor_dense):
+        print(f"== floor: simulate({n}, preset='mmlu', scale={scale}, scenario='{args.floor_scenario}', "
+              f"seed={args.floor_seed}), fit_mtl")
+        for res in floor_section(int(n), float(scale), dense=args.floor_dense, seed=args.floor_seed,
+                                 scenario=args.floor_scenario):
             print("  " + ", ".join(f"{k}={fmt(v) if k != 'stages_wall_s' else v}" for k, v in res.items()),
                   flush=True)
     if "real" in which:
