@@ -9,6 +9,34 @@ matplotlib.use("Agg")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def python_thunks_for_inner_graphs():
+    """Run the inner graphs of a Python-thunk compile (``mode="FAST_COMPILE"``) in Python too.
+
+    The tests that check the model's log-density against numpy compile with ``FAST_COMPILE``, whose
+    linker asks for Python thunks (``c_thunks=False``). PyTensor 3.3 links the inner graph of an
+    ``OpFromGraph``-like Op (the 3PL and correlated models have some) with the ``"vm"`` linker instead,
+    whose C thunks were fixed when PyTensor was imported: on an empty compile cache g++ built about
+    30 C modules for these checks (about 60 s of CPU at load 4-8; ``tests/test_bayes.py -k numpy_derived``).
+    mtlirt itself never runs PyTensor's C backend (its fits compile with numba). Here a Python-thunk
+    compile links its inner graphs with Python thunks as well; the values checked are the same.
+    Every other compile (numba, and PyTensor's default ``impl=None``) is left as it is.
+    """
+    from pytensor.compile.inner_function import HasInnerFunction, link_only_mode
+    from pytensor.link.vm import VMLinker
+
+    default = HasInnerFunction.link_mode
+
+    def link_mode(self, impl):
+        if impl == "py":
+            return link_only_mode(VMLinker(use_cloop=False, c_thunks=False))
+        return default(self, impl)
+
+    HasInnerFunction.link_mode = link_mode
+    yield
+    HasInnerFunction.link_mode = default
+
+
 @pytest.fixture
 def shared_data():
     """Path to ../shared/data; the test is skipped where it is absent."""
