@@ -77,8 +77,8 @@ def _simulated(n_llms, domain_sizes=None, *, preset=None, seed=0, rank=1):
     return resp, theta, (ov - ov.mean()) / ov.std()
 
 
-def collapsed_fit(resp, spec_name: str, init: dict, *, draws: int, tune: int, chains: int, seed: int,
-                  grid_options: dict | None = None):
+def collapsed_fit(resp, spec_name: str, init: dict, *, draws: int, tune: int | None, chains: int, seed: int,
+                  grid_options: dict | None = None, sampler: str = "auto"):
     """The collapsed route from an MTL init: (posterior with derived quantities,
     fit, stage seconds)."""
     from mtlirt.bayes import collapsed as cl
@@ -100,7 +100,7 @@ def collapsed_fit(resp, spec_name: str, init: dict, *, draws: int, tune: int, ch
     stages = {"tables": time.perf_counter() - t0}
     fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=draws, tune=tune,
                               chains=chains, cores=min(chains, os.cpu_count() or 1), seed=seed,
-                              grid_options=grid_options)
+                              grid_options=grid_options, sampler=sampler)
     stages.update(fit.info["stage_seconds"])
     t1 = time.perf_counter()
     post = add_derived(fit.posterior, arr, spec, anchors, fixed_items=items, tables=tables)
@@ -119,7 +119,7 @@ def _structure_diagnostics(post, fit) -> dict:
     names = [v for v in ("loading_free", "loading_diag", "loadings") if v in p]
     d = diagnostics(tree, var_names=names, recompute=True)
     out = {k: d[k] for k in ("max_rhat", "worst_rhat", "min_ess_bulk", "min_ess_tail", "divergences",
-                             "min_bfmi", "converged", "n_parameters")}
+                             "min_bfmi", "pareto_khat", "min_acceptance", "converged", "n_parameters") if k in d}
     # the rank R-hat is the larger of the bulk (rank-normalised split) and the
     # folded (spread) statistic: which one fails says whether the chains'
     # centres or their spreads disagree
@@ -132,8 +132,8 @@ def _structure_diagnostics(post, fit) -> dict:
     return out
 
 
-def bench_flagship(seed: int = 0, draws: int = 250, tune: int = 200, chains: int = 4, rank: int = 1,
-                   n_llms: int = 4272, mtl_reference: float = 21.0) -> dict:
+def bench_flagship(seed: int = 0, draws: int = 250, tune: int | None = None, chains: int = 4, rank: int = 1,
+                   n_llms: int = 4272, mtl_reference: float = 21.0, sampler: str = "auto") -> dict:
     from mtlirt.fitting import _mtl_init
 
     resp, truth, truth_ov = _simulated(n_llms, preset="mmlu", seed=seed, rank=rank)
@@ -145,11 +145,13 @@ def bench_flagship(seed: int = 0, draws: int = 250, tune: int = 200, chains: int
     t_mtl = time.perf_counter() - t0
     c_mtl = time.process_time() - c0
     spec = "factor-2pl" if rank == 1 else "factor2-2pl"
-    post, fit, stages = collapsed_fit(resp, spec, init, draws=draws, tune=tune, chains=chains, seed=seed)
+    post, fit, stages = collapsed_fit(resp, spec, init, draws=draws, tune=tune, chains=chains, seed=seed,
+                                      sampler=sampler)
     wall = time.perf_counter() - t0
     out = {
         "benchmark": f"flagship collapsed, rank {rank}",
-        "draws": draws, "tune": tune, "chains": chains,
+        "sampler": fit.info["sampler"], "imh_pilot": fit.info.get("imh_pilot"), "imh": fit.info.get("imh"),
+        "draws": draws, "tune": fit.info["tune"], "chains": chains,
         "mtl_seconds": round(t_mtl, 1),
         "bayes_seconds_after_mtl": round(wall - t_mtl, 1),
         "wall_seconds": round(wall, 1),
@@ -160,7 +162,8 @@ def bench_flagship(seed: int = 0, draws: int = 250, tune: int = 200, chains: int
         "load_average_after": round(os.getloadavg()[0], 1),
         "peak_rss_gb": round(_peak_rss_gb(), 2),
         "stage_seconds": {k: round(v, 1) for k, v in stages.items()},
-        "leapfrog_steps_per_draw": round(float(fit.sample_stats["n_steps"].mean()), 2),
+        "leapfrog_steps_per_draw": (round(float(fit.sample_stats["n_steps"].mean()), 2)
+                                    if "n_steps" in fit.sample_stats else None),
         "inner_nodes": fit.info["n_inner_nodes"], "outer_nodes": fit.info["n_outer_nodes"],
         "whitening": fit.info.get("whitening"),
         "quadrature_check": {k: v for k, v in fit.info["quadrature_check"].items() if k != "fine_grid"},
@@ -278,7 +281,8 @@ def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | 
     return out
 
 
-def bench_compare(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 4, rank: int = 1) -> dict:
+def bench_compare(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 4, rank: int = 1,
+                  sampler: str = "auto") -> dict:
     from mtlirt.bayes import fit_bayes
     from mtlirt.bayes._data import as_arrays
     from mtlirt.bayes.fixed_items import resolve_item_values
@@ -289,7 +293,8 @@ def bench_compare(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: in
     spec = "factor-2pl" if rank == 1 else "factor2-2pl"
     _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
     t0 = time.perf_counter()
-    new, fit, stages = collapsed_fit(resp, spec, init, draws=draws, tune=tune, chains=chains, seed=seed)
+    new, fit, stages = collapsed_fit(resp, spec, init, draws=draws, tune=None if sampler != "nutpie" else tune,
+                                     chains=chains, seed=seed, sampler=sampler)
     t_new = time.perf_counter() - t0
     items = resolve_item_values(as_arrays(resp), load_spec(spec), None, init)
     t1 = time.perf_counter()
@@ -314,6 +319,7 @@ def bench_compare(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: in
                            "sampled": _coverage(old, var, tr)["coverage90"]},
         }
     out = {"benchmark": f"calibration design seed {seed} rank {rank}: collapsed vs sampled overall traits",
+           "collapsed_sampler": fit.info["sampler"], "imh_pilot": fit.info.get("imh_pilot"),
            "seconds": {"collapsed": round(t_new, 1), "sampled": round(t_old, 1)},
            "collapsed_stage_seconds": {k: round(v, 1) for k, v in stages.items()},
            "quadrature_check": {k: v for k, v in fit.info["quadrature_check"].items() if k != "fine_grid"},
@@ -322,9 +328,49 @@ def bench_compare(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: in
     return out
 
 
+def bench_samplers(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 4, rank: int = 1,
+                   n_llms: int = 150) -> dict:
+    """The same integrated model sampled by IMH and by NUTS (nutpie, ``tune``
+    tuning steps): the structure's and the LLM side's posteriors compared."""
+    from mtlirt.fitting import _mtl_init
+
+    resp, truth, truth_ov = _simulated(n_llms, [10, 15, 20, 30, 40, 60], seed=seed, rank=rank)
+    spec = "factor-2pl" if rank == 1 else "factor2-2pl"
+    _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
+    fits, secs, diag = {}, {}, {}
+    for name, smp, tn in (("imh", "imh", None), ("nuts", "nutpie", tune)):
+        t0 = time.perf_counter()
+        post, fit, stages = collapsed_fit(resp, spec, init, draws=draws, tune=tn, chains=chains, seed=seed,
+                                          sampler=smp)
+        secs[name] = {"wall": round(time.perf_counter() - t0, 1), "sampling": round(stages.get(name, 0.0), 1)}
+        fits[name] = post
+        diag[name] = _structure_diagnostics(post, fit)
+        if name == "imh":
+            diag[name]["imh"] = fit.info["imh"]
+    rows = {}
+    for var, tr in (("loadings", None), ("theta", truth), ("overall", truth_ov)):
+        a, b = _summary(fits["imh"], var), _summary(fits["nuts"], var)
+        w = b[2] - b[1]
+        rows[var] = {
+            "width_ratio_imh_to_nuts": round(float((a[2] - a[1]).mean() / w.mean()), 4),
+            "mean_abs_endpoint_shift_share_of_width": round(
+                float((np.abs(a[1] - b[1]) + np.abs(a[2] - b[2])).mean() / 2 / w.mean()), 4),
+            "max_abs_mean_difference_share_of_width": round(float((np.abs(a[0] - b[0]) / w).max()), 3),
+        }
+        if tr is not None:
+            rows[var]["coverage90"] = {"imh": _coverage(fits["imh"], var, tr)["coverage90"],
+                                       "nuts": _coverage(fits["nuts"], var, tr)["coverage90"]}
+    out = {"benchmark": f"IMH vs NUTS on the integrated route, {n_llms} LLMs, seed {seed}, rank {rank}",
+           "seconds": secs, "diagnostics_structure": diag, **rows}
+    print(json.dumps(out, indent=1, default=float), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["flagship", "compare", "kernel"])
+    ap.add_argument("which", choices=["flagship", "compare", "samplers", "kernel"])
+    ap.add_argument("--sampler", default="auto", choices=["auto", "imh", "nutpie"],
+                    help="the structure's sampler on the integrated route (default: chosen by the IMH pilot)")
     ap.add_argument("--baseline", default=None, help="kernel: also time the module at this commit")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--draws", type=int, default=None)
@@ -337,11 +383,16 @@ def main(argv=None) -> int:
         bench_kernel(rank=args.rank, baseline=args.baseline)
     elif args.which == "flagship":
         for s in args.seeds or [0]:
-            bench_flagship(s, draws=args.draws or 250, tune=args.tune or 200, chains=args.chains,
-                           rank=args.rank, n_llms=args.n_llms)
+            bench_flagship(s, draws=args.draws or 250, tune=args.tune, chains=args.chains,
+                           rank=args.rank, n_llms=args.n_llms, sampler=args.sampler)
+    elif args.which == "samplers":
+        for s in args.seeds or [3]:
+            bench_samplers(s, draws=args.draws or 1000, tune=args.tune or 1000, chains=args.chains, rank=args.rank,
+                           n_llms=args.n_llms if args.n_llms != 4272 else 150)
     else:
         for s in args.seeds or [3]:
-            bench_compare(s, draws=args.draws or 1000, tune=args.tune or 1000, chains=args.chains, rank=args.rank)
+            bench_compare(s, draws=args.draws or 1000, tune=args.tune or 1000, chains=args.chains, rank=args.rank,
+                          sampler=args.sampler)
     return 0
 
 

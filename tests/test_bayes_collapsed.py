@@ -147,15 +147,85 @@ def test_structure_logp_gradient(case):
     layout = loading_layout(K, r, [0] if r == 1 else [0, 1])
     rows, cols, drows = layout
     V = lam / psi[:, None]
-    x = np.concatenate([V[rows, cols], np.log(np.abs(V[drows, np.arange(r)]) + 0.1)])
+    V[drows, np.arange(r)] = np.abs(V[drows, np.arange(r)]) + 0.1
+    x = cl._x_of(V, layout)
+    n_free = len(rows)
+    # the sampling coordinates map back to the structure
+    free, diag = cl.structure_of_x(x, n_free)
+    np.testing.assert_allclose(free, V[rows, cols], rtol=1e-12)
+    np.testing.assert_allclose(diag, V[drows, np.arange(r)], rtol=1e-12)
     f = cl.structure_logp(grid, layout, 2.0)
-    _, g = f(x)
+    val, g = f(x)
+    assert cl.structure_logp(grid, layout, 2.0, gradient=False)(x) == pytest.approx(val, rel=1e-13)
+    # the value: marginal likelihood + priors of V + log |dV/dx| (the transform's
+    # derivative by finite differences, independent of the code's Jacobian)
+    lam_v, psi_v = cl.structure_from_v(V)
+    h = 1e-6
+    dfree = (cl.structure_of_x(x + h, n_free)[0] - cl.structure_of_x(x - h, n_free)[0]) / (2 * h)
+    ddiag = (cl.structure_of_x(x + h, n_free)[1] - cl.structure_of_x(x - h, n_free)[1]) / (2 * h)
+    ref = (cl._call(grid, lam_v, psi_v)[0] - 0.5 / 4.0 * ((free**2).sum() + (diag**2).sum())
+           + np.log(dfree).sum() + np.log(ddiag).sum())
+    assert val == pytest.approx(ref, abs=1e-6)
     eps = 1e-6
     for i in range(len(x)):
         up, dn = x.copy(), x.copy()
         up[i] += eps
         dn[i] -= eps
         assert g[i] == pytest.approx((f(up)[0] - f(dn)[0]) / (2 * eps), rel=1e-4, abs=1e-3)
+
+
+def test_imh_proposal_and_chains_are_exact():
+    """The proposal's density integrates to one and its draws follow it; the
+    IMH chains built from the importance ratios target the posterior (here
+    N(0.5, 1.3^2) in 1-D, wider than the proposal's Gaussian part, so a
+    greedy or one-sided accept rule would give a wrong spread)."""
+    from scipy.stats import norm
+
+    z = np.linspace(-400, 400, 800_001)
+    q = np.exp(cl.imh_log_proposal(z[:, None]))
+    assert np.trapezoid(q, z) == pytest.approx(1.0, abs=1e-4)
+    inner = np.abs(z) < 1
+    p_inner = np.trapezoid(q[inner], z[inner])
+    rng = np.random.default_rng(0)
+    draws = cl.imh_proposals(rng, (200_000,), 1)[:, 0]
+    assert abs(np.mean(np.abs(draws) < 1) - p_inner) < 4 * np.sqrt(p_inner * (1 - p_inner) / 200_000)
+    heavy = cl.imh_proposals(rng, (20_000,), 1, heavy=True)[:, 0]
+    assert np.mean(np.abs(heavy) > 3) > 3 * np.mean(np.abs(draws) > 3)  # the starts are overdispersed
+
+    C, S = 4, 20_000
+    zs = cl.imh_proposals(rng, (C, S), 1)
+    z0 = cl.imh_proposals(rng, (C,), 1, heavy=True)
+
+    def log_w(zz):
+        return norm.logpdf(zz[..., 0], 0.5, 1.3) - cl.imh_log_proposal(zz)
+
+    state, acc = cl._imh_chains(log_w(z0), log_w(zs), rng.random((C, S)))
+    zz = np.concatenate([z0[:, None], zs], axis=1)
+    x = np.take_along_axis(zz[..., 0], state[:, 1000:] + 1, axis=1)
+    assert 0.5 < acc.mean() < 0.95
+    assert x.mean() == pytest.approx(0.5, abs=0.03)
+    assert x.std() == pytest.approx(1.3, abs=0.03)
+    assert np.mean(x > 0.5 + 1.645 * 1.3) == pytest.approx(0.05, abs=0.006)
+
+
+def test_pareto_khat_flags_a_poor_proposal():
+    """IMH's convergence check: heavy-tailed importance ratios (a proposal
+    that misses the posterior's tail) fail it, light-tailed ones pass."""
+    import xarray as xr
+
+    from mtlirt.bayes.diagnostics import diagnostics
+
+    rng = np.random.default_rng(1)
+    post = xr.Dataset({"loading_diag": (("chain", "draw", "k"), rng.normal(size=(4, 300, 1)))})
+    post.attrs = {"mtlirt_algorithm": "nuts"}
+    out = {}
+    for name, lw in (("good", 0.3 * rng.normal(size=(4, 300))), ("poor", np.log(rng.pareto(1.0, (4, 300)) + 1))):
+        ss = xr.Dataset({"proposal_log_weight": (("chain", "draw"), lw),
+                         "accepted": (("chain", "draw"), rng.random((4, 300)) < 0.8)})
+        out[name] = diagnostics(xr.DataTree.from_dict({"posterior": post, "sample_stats": ss}), recompute=True)
+    assert out["good"]["pareto_khat"] < 0.5 and out["good"]["converged"]
+    assert out["poor"]["pareto_khat"] > 0.7 and not out["poor"]["converged"]
+    assert 0.7 < out["good"]["min_acceptance"] < 0.9
 
 
 def test_laplace_whitening_recovers_a_gaussian():
@@ -187,9 +257,12 @@ def test_laplace_whitening_recovers_a_gaussian():
 
 
 def test_sample_structure_end_to_end():
-    """A tiny fit: the loadings' chains converge, every LLM gets draws of its
-    overall trait and domain scores, which track the truth."""
+    """A tiny fit by NUTS and by the default (here IMH, which its pilot picks):
+    the loadings' chains converge, both give the same posterior of the
+    loadings (within Monte Carlo error), every LLM gets draws of its overall
+    trait and domain scores, which track the truth; IMH: same seed, same draws."""
     from mtlirt.bayes._data import as_arrays
+    from mtlirt.bayes.diagnostics import pareto_khat
     from mtlirt.bayes.init import initial_values
     from mtlirt.bayes.model import anchor_domains, model_coords
     from mtlirt.bayes.spec import load_spec
@@ -200,25 +273,43 @@ def test_sample_structure_end_to_end():
     anchors = anchor_domains(arr, 1)
     iv = initial_values(arr, spec, anchors, None, include_items=False,
                         trait_centered=np.ones(arr.n_domains, dtype=bool))
-    fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=300, tune=300,
-                              chains=2, cores=1, seed=4)
-    post = fit.posterior
-    assert post["theta_raw"].shape == (2, 300, 100, 3)
-    assert post["eta_raw"].shape == (2, 300, 100, 1)
-    ss = fit.sample_stats
-    assert int(ss["diverging"].sum()) == 0
-    x = post["loading_diag"].values[..., 0]
-    within = x.var(1, ddof=1).mean()
-    between = x.mean(1).var(ddof=1) * x.shape[1]
-    rhat = np.sqrt(((x.shape[1] - 1) / x.shape[1] * within + between / x.shape[1]) / within)
-    assert rhat < 1.02
+
+    def run(**kw):
+        return cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), chains=2, cores=1, seed=4,
+                                   **kw)
+
+    fits = {"nuts": run(draws=300, tune=300, sampler="nutpie"), "imh": run(draws=1000)}
+    assert int(fits["nuts"].sample_stats["diverging"].sum()) == 0
+    imh = fits["imh"]
+    assert imh.info["sampler"] == "imh" and imh.info["tune"] == cl.IMH_TUNE
+    assert imh.info["imh_pilot"]["khat"] <= cl.IMH_PILOT_K_MAX
+    assert min(imh.info["imh"]["acceptance"]) > 0.6
+    assert pareto_khat(imh.sample_stats["proposal_log_weight"].values) < 0.7
     truth = sim.domain_scores.loc[resp.llms, resp.domains].values
-    est = post["theta_raw"].values.mean((0, 1))
-    for k in range(3):
-        assert np.corrcoef(est[:, k], truth[:, k])[0, 1] > 0.75
-    q = fit.info["quadrature_check"]
-    assert q["spread_diff"] < 0.05
-    assert fit.info["mode"]["converged"]
+    for name, fit in fits.items():
+        post = fit.posterior
+        D = post.sizes["draw"]
+        assert post["theta_raw"].shape == (2, D, 100, 3)
+        assert post["eta_raw"].shape == (2, D, 100, 1)
+        x = post["loading_diag"].values[..., 0]
+        within = x.var(1, ddof=1).mean()
+        between = x.mean(1).var(ddof=1) * x.shape[1]
+        rhat = np.sqrt(((x.shape[1] - 1) / x.shape[1] * within + between / x.shape[1]) / within)
+        assert rhat < 1.02, name
+        est = post["theta_raw"].values.mean((0, 1))
+        for k in range(3):
+            assert np.corrcoef(est[:, k], truth[:, k])[0, 1] > 0.75
+        assert fit.info["quadrature_check"]["spread_diff"] < 0.05
+        assert fit.info["mode"]["converged"]
+    for v in ("loading_free", "loading_diag"):
+        a = fits["imh"].posterior[v].values.reshape(2000, -1)
+        b = fits["nuts"].posterior[v].values.reshape(600, -1)
+        se = np.sqrt(a.var(0) / 500 + b.var(0) / 200)  # effective sizes below the draws'
+        assert np.all(np.abs(a.mean(0) - b.mean(0)) < 4 * se), v
+        assert np.all(np.abs(a.std(0) / b.std(0) - 1) < 0.2), v
+    again = run(draws=1000, check=False)
+    np.testing.assert_array_equal(again.posterior["loading_free"].values, imh.posterior["loading_free"].values)
+    np.testing.assert_array_equal(again.posterior["theta_raw"].values, imh.posterior["theta_raw"].values)
 
 
 def test_jax_likelihood_matches_the_kernel(case):
@@ -265,31 +356,38 @@ def test_numpyro_samples_the_structure():
 
 
 def test_fit_bayes_integrated_route():
-    """fit_bayes(llm_side="integrated"): the common layout, convergence checked
-    on the sampled loadings, the quadrature check and the stages recorded."""
+    """fit_bayes(llm_side="integrated"): the common layout, the sampler its
+    pilot picked (IMH here) recorded, convergence checked on the sampled
+    loadings (with IMH's Pareto k-hat), the quadrature check and the stages
+    recorded."""
     import json
     import warnings
 
     from mtlirt.bayes import diagnostics, fit_bayes
 
-    sim, resp, tables, lam, psi = _setup(1, n_llms=50, sizes=(10, 20), seed=6)
+    sim, resp, tables, lam, psi = _setup(1, n_llms=100, sizes=(10, 20, 30), seed=2)
     items = sim.items.set_index("item").loc[resp.items]
     iv = {"a": items["discrimination"].values, "d": items["intercept"].values}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tree = fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side="integrated", draws=200,
-                         tune=200, chains=2, cores=1, seed=3, progress=False)
+        warnings.simplefilter("error")  # converged: no warning
+        tree = fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side="integrated", draws=500,
+                         chains=2, cores=1, seed=3, progress=False)
     post = tree["posterior"]
-    assert post["theta"].shape == (2, 200, 50, 2)
-    assert post["overall"].shape == (2, 200, 50)
+    assert post["theta"].shape == (2, 500, 100, 3)
+    assert post["overall"].shape == (2, 500, 100)
     assert post.attrs["mtlirt_llm_side"] == "integrated"
+    assert post.attrs["mtlirt_sampler"] == "imh" and post.attrs["mtlirt_tune"] == 100
+    assert np.isnan(post.attrs["mtlirt_target_accept"])
     assert json.loads(post.attrs["mtlirt_sampled_vars"]) == ["loading_free", "loading_diag"]
     d = diagnostics(tree)
-    assert d["n_parameters"] == 1 + 1 + 2  # the free and the diagonal loading, the two reported loadings
+    assert d["n_parameters"] == 2 + 1 + 3  # the free and the diagonal loadings, the three reported loadings
+    assert d["converged"] and d["pareto_khat"] < 0.7 and d["min_acceptance"] > 0.5
     info = json.loads(tree.attrs["mtlirt_info"])
-    assert info["llm_side"] == "integrated"
+    assert info["llm_side"] == "integrated" and info["sampler"] == "imh"
+    assert info["imh_pilot"]["khat"] <= 0.5 and info["imh"]["evaluations"] == 2 * 600 + 2
     assert info["quadrature_check"]["spread_diff"] < 0.05
-    assert {"build", "integrated.nuts", "integrated.llm_side_draws", "derived"} <= set(info["stage_seconds"])
+    assert {"build", "integrated.imh_pilot", "integrated.imh", "integrated.llm_side_draws",
+            "derived"} <= set(info["stage_seconds"])
     # overall scores are standardised over the LLMs in every draw
     ov = post["overall"].values
     assert np.allclose(ov.mean(-1), 0, atol=1e-9) and np.allclose(ov.std(-1), 1, atol=1e-6)
@@ -306,3 +404,7 @@ def test_llm_side_checked():
         fit_bayes(resp, items="fixed", llm_side="both")
     with pytest.raises(InputError, match="items='fixed'"):
         fit_bayes(resp, items="joint", llm_side="integrated")
+    with pytest.raises(InputError, match="sampler='imh'"):
+        fit_bayes(resp, items="fixed", sampler="imh")
+    with pytest.raises(InputError, match="not 'pymc'"):
+        fit_bayes(resp, items="fixed", llm_side="integrated", sampler="pymc")

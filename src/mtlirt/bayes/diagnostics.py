@@ -18,6 +18,8 @@ Betancourt 2016)::
     min bulk ESS and min tail ESS  >= min(400, 100 * chains)
     divergent transitions           == 0
     min E-BFMI over chains          >= 0.3
+    Pareto k-hat of the proposals   <= 0.7   (independence Metropolis-Hastings,
+                                              Vehtari et al. 2024's PSIS threshold)
 
 computed over the sampled parameters (the model's free random variables
 still stored in the posterior, e.g. ``z``, ``eta_raw``, ``loading_free``,
@@ -46,6 +48,8 @@ __all__ = [
     "ESS_MIN",
     "ESS_MIN_PER_CHAIN",
     "BFMI_MIN",
+    "PARETO_K_MAX",
+    "pareto_khat",
     "pointwise_loglik",
     "add_log_likelihood",
     "add_llm_marginal_log_likelihood",
@@ -59,6 +63,7 @@ RHAT_MAX = 1.01
 ESS_MIN = 400
 ESS_MIN_PER_CHAIN = 100
 BFMI_MIN = 0.3
+PARETO_K_MAX = 0.7
 
 _QOI = ("theta", "overall", "eta", "loadings")
 # sampled, but not checked: the factor model's ``eta_raw`` enters only through
@@ -137,6 +142,7 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
         and out["min_ess_bulk"] >= thr and out["min_ess_tail"] >= thr
         and out["divergences"] == 0
         and (not np.isfinite(out["min_bfmi"]) or out["min_bfmi"] >= BFMI_MIN)
+        and out.get("pareto_khat", 0.0) <= PARETO_K_MAX
     )
     out["converged"] = bool(ok)
     return out
@@ -198,13 +204,34 @@ def _rhat_and_ess(post, names: list[str], C: int, D: int) -> dict:
     }
 
 
+def pareto_khat(log_weights) -> float:
+    """The Pareto k-hat of importance ratios given by their logs (ArviZ's
+    PSIS; draws with ratio 0 are left out). Above ``PARETO_K_MAX`` (0.7) the
+    ratios' right tail is too heavy for importance sampling, or for an
+    independence sampler with that proposal, to be trusted."""
+    from arviz_stats.base import array_stats
+
+    lw = np.asarray(log_weights, dtype=float).ravel()
+    lw = lw[np.isfinite(lw)]
+    if lw.size < 5:
+        return float("inf")
+    # psislw smooths the log weights -x (it is written for LOO's log-likelihoods)
+    return float(array_stats.psislw(lw.max() - lw, r_eff=1.0)[1])
+
+
 def _sampler_checks(tree) -> dict:
-    """From NUTS's sample stats, where recorded: the number of divergences and the
-    smallest E-BFMI over the chains."""
+    """From the sampler's stats, where recorded: NUTS's number of divergences and
+    smallest E-BFMI over the chains; independence Metropolis-Hastings's
+    acceptance rate and the Pareto k-hat of its proposals' importance ratios
+    (``pareto_khat``, at most ``PARETO_K_MAX``: the proposal covers the
+    posterior's tails)."""
     out = {}
     ss = tree["sample_stats"] if "sample_stats" in tree.children else None
     if ss is not None:
         ss = ss.to_dataset() if hasattr(ss, "to_dataset") else ss
+        if "proposal_log_weight" in ss:
+            out["pareto_khat"] = pareto_khat(ss["proposal_log_weight"].values)
+            out["min_acceptance"] = float(np.asarray(ss["accepted"].values).mean(-1).min())
         if "diverging" in ss:
             out["divergences"] = int(np.asarray(ss["diverging"].values).sum())
         if "energy" in ss:

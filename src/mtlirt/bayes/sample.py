@@ -32,7 +32,7 @@ from mtlirt.progress import stage
 __all__ = ["fit_bayes", "build"]
 
 _ALGORITHMS = ("nuts", "advi", "map")
-_SAMPLERS = ("nutpie", "pymc", "numpyro")
+_SAMPLERS = ("nutpie", "pymc", "numpyro", "imh")
 _ITEMS = ("joint", "fixed")
 
 
@@ -155,9 +155,9 @@ def fit_bayes(
     *,
     algorithm: str = "nuts",
     method: str | None = None,
-    sampler: str = "nutpie",
+    sampler: str | None = None,
     draws: int = 1000,
-    tune: int = 1000,
+    tune: int | None = None,
     chains: int = 4,
     seed: int = 0,
     init: dict | None = None,
@@ -192,10 +192,20 @@ def fit_bayes(
         Renamed ``algorithm`` (as in :func:`mtlirt.fit` and the CLI's
         ``--algorithm``, where ``method`` is the estimator); passing it raises
         ``TypeError``.
-    sampler : {"nutpie", "pymc", "numpyro"}
-        NUTS implementation. numpyro needs the optional ``jax`` extra.
+    sampler : {None, "nutpie", "pymc", "numpyro", "imh"}
+        NUTS implementation (numpyro needs the optional ``jax`` extra), or
+        ``"imh"``: independence Metropolis-Hastings from the Laplace
+        approximation, for the structure of the route with the whole LLM
+        side integrated out (``llm_side="integrated"``; see
+        :mod:`mtlirt.bayes.collapsed`). Default (``None``): on that route
+        IMH where a pilot of 200 proposals finds the Laplace approximation
+        close to the posterior (Pareto k-hat <= 0.5; large designs), else
+        nutpie; ``"nutpie"`` elsewhere. The sampler used is recorded
+        (``mtlirt_sampler``).
     draws, tune, chains : int
-        NUTS draws and tuning steps per chain, number of chains.
+        Draws and tuning steps per chain, number of chains. ``tune``
+        defaults to 1,000 for NUTS and to 100 for IMH, which adapts nothing
+        (its tuning steps are only the burn-in each chain discards).
     seed : int
         Random seed: the same seed gives the same numbers.
     init : dict, optional
@@ -281,6 +291,7 @@ def fit_bayes(
                         f"{', '.join(_ALGORITHMS)}), as in mtlirt.fit and the CLI's --algorithm")
     spec, arr = _checked(responses, spec, algorithm, sampler, items, draws, chains, tune)
     integrated = _integrated(spec, algorithm, items, llm_side)
+    sampler, tune = _sampler_defaults(sampler, tune, integrated)
     if algorithm == "nuts" and sampler == "numpyro":
         _check_numpyro_route(spec, items, integrated)
     if integrated:
@@ -351,17 +362,37 @@ def _checked(responses, spec, algorithm, sampler, items, draws, chains, tune):
     """The arguments checked; returns the spec and the response arrays."""
     if algorithm not in _ALGORITHMS:
         raise InputError(f"algorithm must be one of {', '.join(_ALGORITHMS)}; got {algorithm!r}")
-    if sampler not in _SAMPLERS:
+    if sampler is not None and sampler not in _SAMPLERS:
         raise InputError(f"sampler must be one of {', '.join(_SAMPLERS)}; got {sampler!r}")
     if items not in _ITEMS:
         raise InputError(f"items must be one of {', '.join(_ITEMS)}; got {items!r}")
-    for nm, v, lo in (("draws", draws, 1), ("chains", chains, 1), ("tune", tune, 0)):
+    for nm, v, lo in (("draws", draws, 1), ("chains", chains, 1), ("tune", 0 if tune is None else tune, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise InputError(f"{nm} must be an integer >= {lo}; got {v!r}")
     return load_spec(spec), as_arrays(responses)
 
 
 _LLM_SIDES = ("auto", "integrated", "sampled")
+
+
+def _sampler_defaults(sampler: str | None, tune: int | None, integrated: bool) -> tuple[str, int | None]:
+    """The sampler and the tuning steps, defaults filled in: on the
+    integrated route ``"auto"`` (IMH where its pilot finds the Laplace
+    proposal good, else nutpie: :func:`mtlirt.bayes.collapsed.sample_structure`,
+    which also fills in ``tune``: 100 steps of burn-in for IMH, 1,000 for
+    NUTS); nutpie and 1,000 tuning steps elsewhere."""
+    if sampler is None:
+        sampler = "auto" if integrated else "nutpie"
+    if sampler == "imh" and not integrated:
+        raise InputError("sampler='imh' samples the structure of the route with the whole LLM side integrated "
+                         "out only (algorithm='nuts', items='fixed', llm_side='integrated', factor traits of "
+                         "rank 1 or 2); use a NUTS sampler ('nutpie', 'pymc', 'numpyro') here")
+    if sampler == "pymc" and integrated:
+        raise InputError("the route with the whole LLM side integrated out samples its structure with "
+                         "sampler='imh', 'nutpie' or 'numpyro' (default: chosen by a pilot), not 'pymc'")
+    if tune is None and not integrated:
+        tune = 1000
+    return sampler, tune
 
 
 def _integrated(spec: ModelSpec, algorithm: str, items: str, llm_side: str) -> bool:
@@ -474,13 +505,17 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
     stages = {"build": time.perf_counter() - t0}
     t1 = time.perf_counter()
     target_accept = 0.8 if target_accept is None else float(target_accept)
-    stage(f"sampling the loadings: {chains} chains x {draws:,} draws after {tune:,} tuning steps ({sampler}), "
+    steps = "the default tuning steps" if tune is None else f"{tune:,} tuning steps"
+    stage(f"sampling the loadings: {chains} chains x {draws:,} draws after {steps} ({sampler}), "
           "then the LLM side exactly")
     fit = sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=draws, tune=tune,
                            chains=chains, cores=cores or max(1, min(chains, os.cpu_count() or 1)), seed=seed,
                            target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
                            sampler=sampler)
     stages.update({f"integrated.{k}": v for k, v in fit.info["stage_seconds"].items()})
+    sampler, tune = fit.info["sampler"], fit.info["tune"]
+    if sampler == "imh":
+        target_accept = float("nan")
     post = fit.posterior
     post.attrs["mtlirt_llm_side"] = "integrated"
     post.attrs["mtlirt_quadrature_check"] = json.dumps(fit.info.get("quadrature_check", {}), default=float)
@@ -491,6 +526,9 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn,
                    check_vars=free + ["loadings"], extra_info={"llm_side": "integrated",
+                                                               "imh": fit.info.get("imh"),
+                                                               "imh_pilot": fit.info.get("imh_pilot"),
+                                                               "whitening": fit.info.get("whitening"),
                                                                "quadrature_check": fit.info.get("quadrature_check"),
                                                                "inner_nodes": fit.info["n_inner_nodes"],
                                                                "outer_nodes": fit.info["n_outer_nodes"]})
@@ -551,8 +589,12 @@ def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, 
                 f"max R-hat {diag['max_rhat']:.3f} (<= 1.01, worst: {diag['worst_rhat']}), "
                 f"min bulk ESS {diag['min_ess_bulk']:.0f} and tail ESS {diag['min_ess_tail']:.0f} "
                 f"(>= {diag['ess_threshold']}), divergences {diag['divergences']} (0), "
-                f"min BFMI {diag['min_bfmi']:.2f} (>= 0.3). Run longer (draws/tune), more "
-                "chains, or a higher target_accept before using these intervals.",
+                f"min BFMI {diag['min_bfmi']:.2f} (>= 0.3)"
+                + (f", Pareto k-hat of the IMH proposals {diag['pareto_khat']:.2f} (<= 0.7: else the Laplace "
+                   "proposal misses the posterior's tails; sample with sampler='nutpie')"
+                   if "pareto_khat" in diag else "")
+                + ". Run longer (draws/tune), more chains, or a higher target_accept before using these "
+                "intervals.",
                 NotConvergedWarning,
                 stacklevel=3,
             )
