@@ -66,6 +66,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
+import numba
 import numpy as np
 
 from mtlirt.bayes._factor import factor_parts
@@ -435,61 +436,59 @@ def pin_standardisation(eta_raw, sd: float) -> None:
     pm.Potential("eta_raw_pin", -(n / (2.0 * sd**2)) * (pt.sqr(mean) + pt.sqr(rms - 1.0)).sum())
 
 
-@cache
-def _imh_kernel():
-    import numba
-
-    @numba.njit(parallel=True, nogil=True, cache=False)
-    def kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, zs, es, out, acc):
-        # zs: standard normals (d, T + 1, N, K); es: standard exponentials
-        # (d, T, N, K), so a step is accepted when -log(u) = e > lw - lw(y)
-        d, N, K = m.shape
-        T = es.shape[1]
-        hi = lo + h * (G - 1)
-        inv_h = 1.0 / h
-        for i in numba.prange(N):
-            n_acc = 0
-            for t in range(d):
-                for k in range(K):
-                    inv_ps2 = 1.0 / (psi[t, k] * psi[t, k])
-                    prec = info[i, k] + inv_ps2
-                    mu = (info[i, k] * that[i, k] + m[t, i, k] * inv_ps2) / prec
-                    sp = kappa / np.sqrt(prec)
-                    mk = m[t, i, k]
-                    sk = s[i, k]
-                    row = rows[i, k] * G
-                    x = 0.0
-                    lw = 0.0
-                    for step in range(T + 1):
-                        z = zs[t, step, i, k]
-                        y = mu + sp * z
-                        # l(y) by cubic Hermite interpolation, linear outside
-                        yc = min(max(y, lo), hi)
-                        u = (yc - lo) * inv_h
-                        i0 = min(max(int(np.floor(u)), 0), G - 2)
-                        tt = u - i0
-                        t2 = tt * tt
-                        t3 = t2 * tt
-                        b = row + i0
-                        g = ((2 * t3 - 3 * t2 + 1) * Ff[b] + (t3 - 2 * t2 + tt) * h * dFf[b]
-                             + (-2 * t3 + 3 * t2) * Ff[b + 1] + (t3 - t2) * h * dFf[b + 1])
-                        if y > hi:
-                            g += (y - hi) * dFf[row + G - 1]
-                        elif y < lo:
-                            g += (y - lo) * dFf[row]
-                        # target over proposal density, log, up to a constant
-                        lwy = sk * y - g - 0.5 * (y - mk) ** 2 * inv_ps2 + 0.5 * z * z
-                        if step == 0:
-                            x = y
-                            lw = lwy
-                        elif lw - lwy < es[t, step - 1, i, k]:
-                            x = y
-                            lw = lwy
-                            n_acc += 1
-                    out[t, i, k] = x
-            acc[i] += n_acc
-
-    return kernel
+# Module level and cached on disk (numba's cache beside this file): it is called from Python only
+# (draw_domain_scores), never inlined into PyTensor's compiled graphs, and compiles without fast-math,
+# so a cached and a fresh compile give the same draws (benchmarks/bench_reproducible.py draws). It was
+# a closure compiled in every process that drew domain scores (about 5 s of CPU each).
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _imh_kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, zs, es, out, acc):
+    # zs: standard normals (d, T + 1, N, K); es: standard exponentials
+    # (d, T, N, K), so a step is accepted when -log(u) = e > lw - lw(y)
+    d, N, K = m.shape
+    T = es.shape[1]
+    hi = lo + h * (G - 1)
+    inv_h = 1.0 / h
+    for i in numba.prange(N):
+        n_acc = 0
+        for t in range(d):
+            for k in range(K):
+                inv_ps2 = 1.0 / (psi[t, k] * psi[t, k])
+                prec = info[i, k] + inv_ps2
+                mu = (info[i, k] * that[i, k] + m[t, i, k] * inv_ps2) / prec
+                sp = kappa / np.sqrt(prec)
+                mk = m[t, i, k]
+                sk = s[i, k]
+                row = rows[i, k] * G
+                x = 0.0
+                lw = 0.0
+                for step in range(T + 1):
+                    z = zs[t, step, i, k]
+                    y = mu + sp * z
+                    # l(y) by cubic Hermite interpolation, linear outside
+                    yc = min(max(y, lo), hi)
+                    u = (yc - lo) * inv_h
+                    i0 = min(max(int(np.floor(u)), 0), G - 2)
+                    tt = u - i0
+                    t2 = tt * tt
+                    t3 = t2 * tt
+                    b = row + i0
+                    g = ((2 * t3 - 3 * t2 + 1) * Ff[b] + (t3 - 2 * t2 + tt) * h * dFf[b]
+                         + (-2 * t3 + 3 * t2) * Ff[b + 1] + (t3 - t2) * h * dFf[b + 1])
+                    if y > hi:
+                        g += (y - hi) * dFf[row + G - 1]
+                    elif y < lo:
+                        g += (y - lo) * dFf[row]
+                    # target over proposal density, log, up to a constant
+                    lwy = sk * y - g - 0.5 * (y - mk) ** 2 * inv_ps2 + 0.5 * z * z
+                    if step == 0:
+                        x = y
+                        lw = lwy
+                    elif lw - lwy < es[t, step - 1, i, k]:
+                        x = y
+                        lw = lwy
+                        n_acc += 1
+                out[t, i, k] = x
+        acc[i] += n_acc
 
 
 def draw_domain_scores(tables, quad: dict, m, psi, *, seed: int = 0, steps: int = MH_STEPS,
@@ -553,7 +552,7 @@ def draw_domain_scores(tables, quad: dict, m, psi, *, seed: int = 0, steps: int 
         rng.standard_normal(out=zbuf[b % 2, :d])
         rng.standard_exponential(out=ebuf[b % 2, :d])
 
-    kernel = _imh_kernel()
+    kernel = _imh_kernel
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(fill, 0)
         for b, (c, sl) in enumerate(blocks):
