@@ -3,8 +3,9 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_collapsed.py flagship [--draws 250 --tune 200 --rank 1]
+    .venv/bin/python benchmarks/bench_collapsed.py flagship [--draws 500 --rank 1 --sampler auto|imh|nutpie]
     .venv/bin/python benchmarks/bench_collapsed.py compare [--seeds 3]
+    .venv/bin/python benchmarks/bench_collapsed.py samplers [--seeds 3 --n-llms 150]
     .venv/bin/python benchmarks/bench_collapsed.py kernel [--baseline COMMIT]
 
 flagship: 4,272 LLMs x MMLU's 57 subjects (14,042 items), the MTL fit (as
@@ -13,10 +14,13 @@ fixed), then the collapsed posterior: wall of each stage, the ratio of the
 whole to the MTL fit's wall, R-hat and ESS of the sampled loadings, the
 quadrature check, and the 90% coverage of the true domain and overall scores.
 
-kernel: at the flagship shape, one log density + gradient and the exact
+kernel: at the flagship shape, one log density + gradient, its value alone, and the exact
 draws of one structure draw timed alone (CPU ms), and the quadrature check
 at 8 structures 3% from the mode; ``--baseline`` adds the module as it was at
 a commit (its own default grid, same centres).
+
+samplers: the same integrated model sampled by IMH and by NUTS (nutpie) on the
+calibration design (or ``--n-llms`` LLMs): loadings, domain and overall scores.
 
 compare: the calibration design (150 LLMs, domains of 10-60 items) fitted by
 the collapsed route and by the sampled route (overall traits sampled, domain
@@ -256,7 +260,8 @@ def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | 
 
     def summary(mod, g):
         out = {"inner_nodes": int(g.logw.shape[1]), "outer_nodes": int(g.offsets.shape[0]),
-               "logp_and_gradient": _cpu_ms(lambda: mod._call(g, lam, psi, mode=1), repeat)}
+               "logp_and_gradient": _cpu_ms(lambda: mod._call(g, lam, psi, mode=1), repeat),
+               "logp_value_only": _cpu_ms(lambda: mod._call(g, lam, psi, mode=0), repeat)}
         L = np.broadcast_to(lam, (1, n_draws) + lam.shape).copy()
         P = np.broadcast_to(psi, (1, n_draws) + psi.shape).copy()
         t, c = time.perf_counter(), time.process_time()

@@ -10,8 +10,8 @@ structure (the loadings ``Lambda``, and with them ``psi_k = sqrt(1 -
     f_ik(m; psi)  = integral exp(l_ik(theta)) N(theta; m, psi^2) dtheta,
 
 with ``l_ik`` the tabulated log-likelihood of :mod:`mtlirt.bayes.fixed_items`
-and ``f_ik`` the domain marginal of :mod:`mtlirt.bayes.marginal`. NUTS then
-samples only the ``K r - r (r - 1) / 2`` loadings; every LLM's overall trait
+and ``f_ik`` the domain marginal of :mod:`mtlirt.bayes.marginal`. Only the
+``K r - r (r - 1) / 2`` loadings are sampled (below); every LLM's overall trait
 and domain scores are drawn afterwards, exactly, from their conditional
 posteriors given each structure draw (:func:`draw_llm_side`). The overall
 traits here have the population prior ``N(0, I_r)`` (LLMs independent), and
@@ -45,9 +45,23 @@ Both use nodes fixed before sampling:
 
 The nodes are placed at the posterior mode of the structure (found first by
 L-BFGS), where the conditionals move little over the structure's posterior.
-NUTS (nutpie) then samples the loadings whitened by the Laplace
-approximation there (:func:`laplace_whitening`), chains started at draws
-from it.
+
+Sampling the structure
+----------------------
+In the coordinates ``asinh(V)`` (:func:`structure_logp`) the structure's
+posterior is close to the Laplace approximation at the mode
+(:func:`laplace_whitening`) once there are a few hundred LLMs: at the
+flagship shape the importance ratios of 300 of its draws had a log sd of
+0.17. Then independence Metropolis-Hastings from it (with a defensive
+Student-t part, :func:`imh_log_proposal`) mixes almost like independent
+draws, and as its proposals do not depend on the chain, their log densities
+are evaluated up front, in parallel and without gradients (one value pass:
+29 ms at the flagship shape, against NUTS's 7 leapfrog steps of 41 ms per
+draw). A pilot of ``IMH_PILOT`` proposals decides (Pareto k-hat of their
+importance ratios at most ``IMH_PILOT_K_MAX``); otherwise, and on request,
+NUTS (nutpie) samples the loadings whitened by the same approximation,
+chains started at draws from it. The Pareto k-hat of all proposals is part
+of the convergence check (:mod:`mtlirt.bayes.diagnostics`).
 
 Cost (:func:`collapsed_kernel`)
 -------------------------------
@@ -1413,8 +1427,9 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
                      check: bool = True, grid_options: dict | None = None,
                      sampler: str = "auto", whiten: bool = True) -> CollapsedFit:
     """The fixed-items factor model with the LLM side integrated out: the
-    structure's posterior mode, the grid placed there, NUTS on the loadings
-    (nutpie), then exact draws of every LLM's overall trait and domain scores.
+    structure's posterior mode, the grid placed there, the loadings sampled
+    (IMH or NUTS, see ``sampler``), then exact draws of every LLM's overall
+    trait and domain scores.
 
     Parameters
     ----------
