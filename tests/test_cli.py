@@ -79,6 +79,9 @@ MISUSES = {
     "interval above 1": ["fit", "{t}", "--interval", "1.5", "--out", "{o}"],
     "items without bayes": ["fit", "{t}", "--items", "fixed", "--out", "{o}"],
     "unknown model": ["fit", "{t}", "--method", "bayes", "--algorithm", "map", "--model", "no-such", "--out", "{o}"],
+    "llm side without bayes": ["fit", "{t}", "--llm-side", "integrated", "--out", "{o}"],
+    "imh without the integrated route": ["fit", "{t}", "--method", "bayes", "--items", "fixed", "--sampler", "imh",
+                                         "--out", "{o}"],
     "missing file": ["fit", "{r}/absent.csv", "--out", "{o}"],
     "compare one folder": ["compare", "{r}/fa"],
     "compare without 2 shared LLMs": ["compare", "{r}/fa", "{r}/fb"],
@@ -180,3 +183,22 @@ def test_validate_fit_compare_report_chain(tmp_path, capsys):
                  "--out", str(html)]) == 0
     text = html.read_text()
     assert text.startswith("<!DOCTYPE html>") and "data:image/png;base64," in text and "pooled" in text
+
+
+def test_fit_llm_side_integrated(tmp_path, capsys):
+    """--llm-side integrated through the command line: the fit records the
+    route, the sampler its pilot chose and the convergence check; every LLM
+    gets a score with an interval."""
+    import json
+
+    data = tmp_path / "sim.csv"
+    assert main(["simulate", "--n-llms", "100", "--domain-sizes", "10,20,30", "--seed", "2", "--out", str(data)]) == 0
+    out = tmp_path / "fit"
+    assert main(["fit", str(data), "--method", "bayes", "--items", "fixed", "--llm-side", "integrated",
+                 "--draws", "500", "--chains", "2", "--out", str(out)]) == 0
+    info = json.loads((out / "fit.json").read_text())
+    text = json.dumps(info)
+    assert '"llm_side": "integrated"' in text and '"imh_pilot"' in text
+    assert '"sampler": "imh"' in text or '"sampler": "nutpie"' in text
+    scores = pd.read_csv(out / "overall.csv")
+    assert len(scores) == 100 and (scores["upper"] > scores["lower"]).all()

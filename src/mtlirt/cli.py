@@ -175,9 +175,9 @@ def cmd_fit(args) -> int:
     if args.method == "bayes":
         options = dict(spec=args.model, items=args.items, draws=args.draws, tune=args.tune,
                        chains=args.chains, sampler=args.sampler, algorithm=args.algorithm,
-                       log_likelihood=args.log_likelihood)
-    elif args.model is not None or args.items is not None:
-        raise InputError("--model and --items apply to --method bayes only")
+                       log_likelihood=args.log_likelihood, llm_side=args.llm_side)
+    elif args.model is not None or args.items is not None or args.llm_side != "sampled":
+        raise InputError("--model, --items and --llm-side apply to --method bayes only")
     if args.variant is not None and args.method != "mtl":
         raise InputError(f"--variant applies to --method mtl only, not {args.method}")
     if args.variant is not None:
@@ -472,10 +472,17 @@ def _add_fit(sub) -> None:
                    "LLM side with tabulated sufficient statistics (for leaderboard scale)")
     p.add_argument("--algorithm", default="nuts", choices=["nuts", "advi", "map"],
                    help="bayes: NUTS sampling (default), ADVI, or the MAP point")
-    p.add_argument("--sampler", default="nutpie", choices=["nutpie", "pymc", "numpyro"],
-                   help="bayes: NUTS implementation (default nutpie; numpyro needs the jax extra)")
+    p.add_argument("--llm-side", default="sampled", choices=["sampled", "integrated", "auto"],
+                   help="bayes --items fixed, factor traits of rank 1-2: 'integrated' integrates every LLM's "
+                   "overall trait and domain scores out, samples only the loadings and draws the LLM side "
+                   "exactly (fastest at leaderboard scale); 'sampled' (default) samples the overall traits")
+    p.add_argument("--sampler", default=None, choices=["nutpie", "pymc", "numpyro", "imh"],
+                   help="bayes: NUTS implementation (default nutpie; numpyro needs the jax extra), or 'imh' "
+                   "(independence Metropolis-Hastings, --llm-side integrated only); with --llm-side "
+                   "integrated the default picks IMH where a pilot finds it fits, else nutpie")
     p.add_argument("--draws", type=int, default=1000, help="bayes: draws per chain (default 1000)")
-    p.add_argument("--tune", type=int, default=1000, help="bayes: tuning steps per chain (default 1000)")
+    p.add_argument("--tune", type=int, default=None,
+                   help="bayes: tuning steps per chain (default 1000 for NUTS, 100 of burn-in for IMH)")
     p.add_argument("--chains", type=int, default=4, help="bayes: chains (default 4)")
     p.add_argument("--log-likelihood", action=argparse.BooleanOptionalAction, default=None,
                    help="bayes: store the pointwise log-likelihood (per LLM and domain) in posterior.nc for "
