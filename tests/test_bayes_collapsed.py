@@ -371,10 +371,12 @@ def test_fit_bayes_integrated_route():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # converged: no warning
         tree = fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side="integrated", draws=500,
-                         chains=2, cores=1, seed=3, progress=False)
+                         chains=2, cores=1, seed=3, progress=False, thin=2)
     post = tree["posterior"]
-    assert post["theta"].shape == (2, 500, 100, 3)
-    assert post["overall"].shape == (2, 500, 100)
+    # every other structure draw kept, the LLM side drawn for those
+    assert post["theta"].shape == (2, 250, 100, 3) and post["loading_diag"].shape == (2, 250, 1)
+    assert post["overall"].shape == (2, 250, 100)
+    assert post.attrs["mtlirt_thin"] == 2 and post.attrs["mtlirt_draws"] == 500
     assert post.attrs["mtlirt_llm_side"] == "integrated"
     assert post.attrs["mtlirt_sampler"] == "imh" and post.attrs["mtlirt_tune"] == 100
     assert np.isnan(post.attrs["mtlirt_target_accept"])
@@ -382,6 +384,7 @@ def test_fit_bayes_integrated_route():
     d = diagnostics(tree)
     assert d["n_parameters"] == 2 + 1 + 3  # the free and the diagonal loadings, the three reported loadings
     assert d["converged"] and d["pareto_khat"] < 0.7 and d["min_acceptance"] > 0.5
+    assert d["n_draws"] == 500 and "before thinning" in d["computed_on"]  # judged on all structure draws
     info = json.loads(tree.attrs["mtlirt_info"])
     assert info["llm_side"] == "integrated" and info["sampler"] == "imh"
     assert info["imh_pilot"]["khat"] <= 0.5 and info["imh"]["evaluations"] == 2 * 600 + 2
@@ -406,5 +409,7 @@ def test_llm_side_checked():
         fit_bayes(resp, items="joint", llm_side="integrated")
     with pytest.raises(InputError, match="sampler='imh'"):
         fit_bayes(resp, items="fixed", sampler="imh")
+    with pytest.raises(InputError, match="thin applies"):
+        fit_bayes(resp, items="fixed", thin=2)
     with pytest.raises(InputError, match="not 'pymc'"):
         fit_bayes(resp, items="fixed", llm_side="integrated", sampler="pymc")

@@ -175,9 +175,9 @@ def cmd_fit(args) -> int:
     if args.method == "bayes":
         options = dict(spec=args.model, items=args.items, draws=args.draws, tune=args.tune,
                        chains=args.chains, sampler=args.sampler, algorithm=args.algorithm,
-                       log_likelihood=args.log_likelihood, llm_side=args.llm_side)
-    elif args.model is not None or args.items is not None or args.llm_side != "sampled":
-        raise InputError("--model, --items and --llm-side apply to --method bayes only")
+                       log_likelihood=args.log_likelihood, llm_side=args.llm_side, thin=args.thin)
+    elif args.model is not None or args.items is not None or args.llm_side != "sampled" or args.thin != 1:
+        raise InputError("--model, --items, --llm-side and --thin apply to --method bayes only")
     if args.variant is not None and args.method != "mtl":
         raise InputError(f"--variant applies to --method mtl only, not {args.method}")
     if args.variant is not None:
@@ -484,6 +484,9 @@ def _add_fit(sub) -> None:
     p.add_argument("--tune", type=int, default=None,
                    help="bayes: tuning steps per chain (default 1000 for NUTS, 100 of burn-in for IMH)")
     p.add_argument("--chains", type=int, default=4, help="bayes: chains (default 4)")
+    p.add_argument("--thin", type=int, default=1, metavar="N",
+                   help="bayes --llm-side integrated: keep every N-th of the --draws structure draws and draw the "
+                   "LLM side for those only; convergence is checked on all of them (default 1)")
     p.add_argument("--log-likelihood", action=argparse.BooleanOptionalAction, default=None,
                    help="bayes: store the pointwise log-likelihood (per LLM and domain) in posterior.nc for "
                    "loo/compare; by default only when it holds at most 1e8 values (0.8 GB)")

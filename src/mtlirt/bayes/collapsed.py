@@ -1421,11 +1421,27 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.ndar
     return post, ss
 
 
+def _structure_diagnostics(post, ss, lam: np.ndarray, coords: dict, r: int) -> dict:
+    """The convergence diagnostics of the sampled loadings and the reported
+    loadings ``lam`` (C, D, K, r), as :func:`mtlirt.bayes.fit_bayes` checks
+    them, on these draws."""
+    import xarray as xr
+
+    from mtlirt.bayes.diagnostics import diagnostics
+
+    p = post.assign(loadings=xr.Variable(("chain", "draw", "domain", "factor"), lam))
+    p.attrs = {"mtlirt_algorithm": "nuts"}
+    names = [v for v in ("loading_free", "loading_diag") if v in p] + ["loadings"]
+    out = diagnostics(xr.DataTree.from_dict({"posterior": p, "sample_stats": ss}), var_names=names, recompute=True)
+    out["computed_on"] = f"all {p.sizes['chain']} x {p.sizes['draw']} structure draws, before thinning"
+    return out
+
+
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *, draws: int = 1000,
                      tune: int | None = None, chains: int = 4, cores: int = 1, seed: int = 0,
                      target_accept: float = 0.8, progress: bool = False, nuts_kwargs: dict | None = None,
                      check: bool = True, grid_options: dict | None = None,
-                     sampler: str = "auto", whiten: bool = True) -> CollapsedFit:
+                     sampler: str = "auto", whiten: bool = True, thin: int = 1) -> CollapsedFit:
     """The fixed-items factor model with the LLM side integrated out: the
     structure's posterior mode, the grid placed there, the loadings sampled
     (IMH or NUTS, see ``sampler``), then exact draws of every LLM's overall
@@ -1462,6 +1478,12 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     whiten : bool
         nutpie samples the loadings whitened by the Laplace approximation
         at the mode (:func:`laplace_whitening`).
+    thin : int
+        Keep every ``thin``-th of the ``draws`` structure draws per chain
+        and draw the LLM side for those only (the LLM-side draws are most of
+        the cost at leaderboard scale, and an IMH chain's draws are nearly
+        independent); the convergence diagnostics of all ``draws`` are in
+        ``info["structure_diagnostics_all_draws"]``.
 
     Returns
     -------
@@ -1519,6 +1541,13 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     free = post["loading_free"].values if "loading_free" in post else None
     V = _v_of(free, post["loading_diag"].values, K, layout)
     lam, psi = structure_from_v(V)
+    if thin > 1:
+        wi["structure_diagnostics_all_draws"] = _structure_diagnostics(post, ss, lam, coords, r)
+        keep = slice(thin - 1, None, thin)
+        n_keep = len(range(post.sizes["draw"])[keep])
+        post = post.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
+        ss = ss.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
+        lam, psi = lam[:, keep], psi[:, keep]
     eta, theta = draw_llm_side(grid, lam, psi, seed=seed)
     post = post.assign(eta_raw=xr.Variable(("chain", "draw", "llm", "factor"), eta),
                        theta_raw=xr.Variable(("chain", "draw", "llm", "domain"), theta))

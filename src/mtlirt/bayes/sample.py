@@ -174,6 +174,7 @@ def fit_bayes(
     trace_dir: str | None = None,
     warn: bool = True,
     llm_side: str = "sampled",
+    thin: int = 1,
 ):
     """Fit the Bayesian multi-domain IRT model and return an ArviZ-layout tree.
 
@@ -263,6 +264,12 @@ def fit_bayes(
         default stays ``"sampled"`` until the test suite's mocked-sampler
         tests cover the integrated route.
 
+    thin : int
+        ``llm_side="integrated"`` only: sample ``draws`` structure draws per
+        chain, keep every ``thin``-th and draw the LLM side for those (its
+        cost dominates at leaderboard scale). Convergence is judged on all
+        ``draws`` structure draws (recorded with ``computed_on``).
+
     Returns
     -------
     xarray.DataTree
@@ -292,13 +299,18 @@ def fit_bayes(
     spec, arr = _checked(responses, spec, algorithm, sampler, items, draws, chains, tune)
     integrated = _integrated(spec, algorithm, items, llm_side)
     sampler, tune = _sampler_defaults(sampler, tune, integrated)
+    if isinstance(thin, bool) or not isinstance(thin, (int, np.integer)) or thin < 1 or thin > draws:
+        raise InputError(f"thin must be an integer from 1 to draws; got {thin!r}")
+    if thin > 1 and not integrated:
+        raise InputError("thin applies to llm_side='integrated' only (the structure's draws are thinned there, "
+                         "after the convergence check on all of them)")
     if algorithm == "nuts" and sampler == "numpyro":
         _check_numpyro_route(spec, items, integrated)
     if integrated:
         return _fit_integrated(arr, spec, sampler=sampler, draws=draws, tune=tune, chains=chains, seed=seed,
                                init=init, item_values=item_values, progress=progress, cores=cores,
                                target_accept=target_accept, log_likelihood=log_likelihood, keep_raw=keep_raw,
-                               nuts_kwargs=nuts_kwargs, warn=warn)
+                               nuts_kwargs=nuts_kwargs, warn=warn, thin=int(thin))
     t0 = time.perf_counter()
     # the fused likelihood Op has no JAX implementation
     likelihood = "elementwise" if algorithm == "nuts" and sampler == "numpyro" else "auto"
@@ -491,7 +503,7 @@ def _run_map(model, initvals, free, *, seed, progress, maxiter):
 
 
 def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed, init, item_values, progress,
-                    cores, target_accept, log_likelihood, keep_raw, nuts_kwargs, warn):
+                    cores, target_accept, log_likelihood, keep_raw, nuts_kwargs, warn, thin=1):
     """The fixed-items factor model with the whole LLM side integrated out
     (:mod:`mtlirt.bayes.collapsed`)."""
     t0 = time.perf_counter()
@@ -511,7 +523,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
     fit = sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=draws, tune=tune,
                            chains=chains, cores=cores or max(1, min(chains, os.cpu_count() or 1)), seed=seed,
                            target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
-                           sampler=sampler)
+                           sampler=sampler, thin=thin)
     stages.update({f"integrated.{k}": v for k, v in fit.info["stage_seconds"].items()})
     sampler, tune = fit.info["sampler"], fit.info["tune"]
     if sampler == "imh":
@@ -525,7 +537,8 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                    stages=stages, algorithm="nuts", sampler=sampler, items="fixed", seed=seed, draws=draws,
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn,
-                   check_vars=free + ["loadings"], extra_info={"llm_side": "integrated",
+                   check_vars=free + ["loadings"], diagnostics_override=fit.info.get("structure_diagnostics_all_draws"),
+                   extra_info={"llm_side": "integrated", "thin": int(thin),
                                                                "imh": fit.info.get("imh"),
                                                                "imh_pilot": fit.info.get("imh_pilot"),
                                                                "whitening": fit.info.get("whitening"),
@@ -536,7 +549,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
 
 def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, stages, algorithm, sampler, items,
             seed, draws, tune, target_accept, free, fixed, tables, log_likelihood, keep_raw, warn,
-            check_vars=None, extra_info=None):
+            check_vars=None, extra_info=None, diagnostics_override=None):
     """Derived quantities, attributes, pointwise log-likelihood, diagnostics
     and the info record: the DataTree that :func:`fit_bayes` returns."""
     t2 = time.perf_counter()
@@ -554,6 +567,7 @@ def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, 
         "mtlirt_sampled_vars": json.dumps(free),
         "mtlirt_seed": int(seed),
         "mtlirt_draws": int(draws),
+        "mtlirt_thin": int((extra_info or {}).get("thin", 1)),
         "mtlirt_tune": int(tune) if algorithm == "nuts" else 0,
         "mtlirt_target_accept": float(target_accept) if algorithm == "nuts" else float("nan"),
         "mtlirt_chains": int(post.sizes["chain"]),
@@ -580,7 +594,7 @@ def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, 
         stages["log_likelihood"] = time.perf_counter() - t2
     if algorithm == "nuts":
         t2 = time.perf_counter()
-        diag = diagnostics(tree, var_names=check_vars, recompute=True)
+        diag = diagnostics_override or diagnostics(tree, var_names=check_vars, recompute=True)
         stages["diagnostics"] = time.perf_counter() - t2
         tree["posterior"].attrs["mtlirt_diagnostics"] = json.dumps(diag, default=float)
         if warn and not diag["converged"]:
