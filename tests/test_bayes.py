@@ -30,6 +30,7 @@ from mtlirt.bayes import (
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import pointwise_loglik
 from mtlirt.bayes.fixed_items import hermite_np, hermite_pt
+from mtlirt.bayes.model import overall_sd_guess_joint
 from mtlirt.bayes.sample import _dataset_from_draws
 from mtlirt.errors import InputError
 from mtlirt.estimate import Estimate
@@ -107,6 +108,7 @@ def test_spec_validation(tmp_path, monkeypatch):
         "[priors]\nfoo = 1": "priors.foo",
         "trait_parameterization = 'weird'": "trait_parameterization",
         "discrimination_spread = 'item'": "discrimination_spread",
+        "eta_raw_pin = 'tight'": "eta_raw_pin",
         "[priors]\nlog_discrimination_sd_spread = 0": "priors.log_discrimination_sd_spread",
         "traits = 'correlated'\nrank = 2": "rank",
     }
@@ -151,10 +153,26 @@ def test_build_model_structure(data):
     assert m["y_obs"].get_value().shape == (int(arr.observed.sum()),)  # observed cells only
     # 2PL: the likelihood is the fused potential; elementwise: the observed y
     assert b.likelihood == "fused" and b.kind == "joint" and not m.observed_RVs
-    assert [p.name for p in m.potentials] == ["loglik"]
+    assert [p.name for p in m.potentials] == ["eta_raw_pin", "loglik"]
     assert {"obs_item", "obs_cell", "y_obs", "cell_ptr"} <= set(m.named_vars)
+    # the pin: a function of eta_raw's mean and scale only (so the standardised
+    # overall traits keep their prior), narrowed to ~sd/sqrt(N); "none" drops it
+    sd = overall_sd_guess_joint(arr, b.anchors, b.initvals)
+    assert 0.3 < sd < 0.8  # 3 domains of ~7 responses: a vague overall trait
+    pin = pytensor.function([m.rvs_to_values[m["eta_raw"]]], m.replace_rvs_by_values([m["eta_raw_pin"]])[0],
+                            mode="FAST_COMPILE")
+    rng = np.random.default_rng(0)
+    x, u = rng.normal(size=(2, arr.n_llms, 1))
+    uc = u - u.mean()
+    n, mu, rms = arr.n_llms, x.mean(), x.std()
+    expect = -n / (2 * sd**2) * (mu**2 + (rms - 1) ** 2)
+    assert np.isclose(pin(x), expect) and np.isclose(pin(mu + uc * rms / uc.std()), expect)
+    x0 = uc / uc.std()  # mean 0, scale 1: the potential's maximum, 0
+    assert np.isclose(pin(x0), 0) and pin(x0 + 0.1) < -1e-3 and pin(1.05 * x0) < -1e-3
+    mn = build_model(arr, load_spec("factor-2pl").with_changes(eta_raw_pin="none")).model
+    assert [p.name for p in mn.potentials] == ["loglik"]
     me = build_model(arr, "factor-2pl", likelihood="elementwise").model
-    assert "y" in {rv.name for rv in me.observed_RVs} and not me.potentials
+    assert "y" in {rv.name for rv in me.observed_RVs} and [p.name for p in me.potentials] == ["eta_raw_pin"]
     assert build_model(arr, "factor-3pl-mcq").likelihood == "fused"
     with pytest.raises(InputError, match="likelihood must be one of"):
         build_model(arr, "factor-2pl", likelihood="fast")

@@ -14,6 +14,9 @@ name. Fields::
     discrimination_spread = "pooled"  # 2pl/3pl: sd s_k of log a_j around its domain level:
                                       # per domain, partially pooled ("pooled"), one for
                                       # all domains ("shared") or per domain ("domain")
+    eta_raw_pin = "auto"          # factor, items sampled: narrow the mean and scale of the raw
+                                  # overall traits, which the model ignores ("auto"), or
+                                  # leave them to their N(0, 1) prior ("none"); same posterior
 
     [priors]                      # every key optional, defaults below
     loading_scale = 2.0           # v ~ N(0, s); Lambda = v / sqrt(1 + |v|^2)
@@ -53,6 +56,7 @@ _TRAITS = ("factor", "correlated")
 _PARAMS = ("auto", "noncentered", "centered")
 _TRAIT_PARAMS = _PARAMS + ("marginal",)
 _SPREADS = ("pooled", "shared", "domain")
+_PINS = ("auto", "none")
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,15 @@ class ModelSpec:
         spread rests on a domain's own items only (10 in MMLU's smallest
         subjects) and mixes slowly: on the calibration design it had the
         model's largest R-hat (docs/results.md).
+    eta_raw_pin : {"auto", "none"}
+        Factor models with the items sampled: the overall traits are the raw
+        ones ``eta_raw`` standardised over the LLMs, so the mean and scale of
+        each column of ``eta_raw`` never reach the likelihood. ``"auto"``
+        (default) narrows them to the size of the other directions (the
+        potential ``eta_raw_pin``, :func:`mtlirt.bayes.model.add_factor_block`;
+        the fixed-items factor model always does); ``"none"`` leaves them to
+        the N(0, 1) prior, where they are long directions that NUTS crosses
+        slowly. Both give the same posterior.
     priors : Priors
         Prior scales.
     description : str
@@ -138,6 +151,7 @@ class ModelSpec:
     item_parameterization: str = "auto"
     trait_parameterization: str = "auto"
     discrimination_spread: str = "pooled"
+    eta_raw_pin: str = "auto"
     priors: Priors = field(default_factory=Priors)
     description: str = ""
     source: str | None = None
@@ -291,6 +305,7 @@ def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
         raise InputError(f"{where}: trait_parameterization = 'marginal' needs traits = 'factor'")
 
     spread = choice("discrimination_spread", _SPREADS, "pooled")
+    pin = choice("eta_raw_pin", _PINS, "auto")
 
     rank = data.get("rank", 1)
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
@@ -330,6 +345,7 @@ def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
         item_parameterization=ipar,
         trait_parameterization=tpar,
         discrimination_spread=spread,
+        eta_raw_pin=pin,
         priors=Priors(**pri),
         description=desc.strip(),
         source=source,
