@@ -17,7 +17,7 @@ def python_thunks_for_inner_graphs():
     linker asks for Python thunks (``c_thunks=False``). PyTensor 3.3 links the inner graph of an
     ``OpFromGraph``-like Op (the 3PL and correlated models have some) with the ``"vm"`` linker instead,
     whose C thunks were fixed when PyTensor was imported: on an empty compile cache g++ built 28 C
-    modules for these checks (36 s of CPU at load 7-8, ``tests/test_bayes.py -k numpy_derived``; 39 in a
+    modules for these checks (36 s of CPU at load 7-8, ``tests/test_bayes.py -k numpy_derived``; 40 in a
     whole cold run, none now). mtlirt's fits compile their graphs with numba. Here a Python-thunk
     compile links its inner graphs with Python thunks as well; the values checked are the same.
     Every other compile (numba, and PyTensor's default ``impl=None``) is left as it is.
