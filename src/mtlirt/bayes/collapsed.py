@@ -115,6 +115,7 @@ import numpy as np
 
 from mtlirt.bayes._factor import factor_parts, loading_layout
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
+from mtlirt.bayes.diagnostics import diagnostics, pareto_khat
 from mtlirt.bayes.marginal import _likelihood_gaussian, loglik_at, quadrature_nodes
 
 __all__ = [
@@ -1350,8 +1351,6 @@ def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple,
     Pareto k-hat of the importance ratios of ``size`` proposals (their own
     seed stream, not reused by the chains), and their relative effective
     sample size."""
-    from mtlirt.bayes.diagnostics import pareto_khat
-
     xc, T, winfo = laplace
     if winfo["kind"] != "full":
         return {"khat": float("inf"), "relative_ess": 0.0, "size": 0, "reason": "no full Laplace approximation"}
@@ -1426,8 +1425,6 @@ def _structure_diagnostics(post, ss, lam: np.ndarray, coords: dict, r: int) -> d
     loadings ``lam`` (C, D, K, r), as :func:`mtlirt.bayes.fit_bayes` checks
     them, on these draws."""
     import xarray as xr
-
-    from mtlirt.bayes.diagnostics import diagnostics
 
     p = post.assign(loadings=xr.Variable(("chain", "draw", "domain", "factor"), lam))
     p.attrs = {"mtlirt_algorithm": "nuts"}
