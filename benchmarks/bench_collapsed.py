@@ -3,7 +3,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_collapsed.py flagship [--draws 500 --rank 1 --sampler auto|imh|nutpie]
+    .venv/bin/python benchmarks/bench_collapsed.py flagship [--draws 500 --thin 2 --rank 1 --sampler auto|imh|nutpie]
     .venv/bin/python benchmarks/bench_collapsed.py compare [--seeds 3]
     .venv/bin/python benchmarks/bench_collapsed.py samplers [--seeds 3 --n-llms 150]
     .venv/bin/python benchmarks/bench_collapsed.py kernel [--baseline COMMIT]
@@ -82,7 +82,7 @@ def _simulated(n_llms, domain_sizes=None, *, preset=None, seed=0, rank=1):
 
 
 def collapsed_fit(resp, spec_name: str, init: dict, *, draws: int, tune: int | None, chains: int, seed: int,
-                  grid_options: dict | None = None, sampler: str = "auto"):
+                  grid_options: dict | None = None, sampler: str = "auto", thin: int = 1):
     """The collapsed route from an MTL init: (posterior with derived quantities,
     fit, stage seconds)."""
     from mtlirt.bayes import collapsed as cl
@@ -104,7 +104,7 @@ def collapsed_fit(resp, spec_name: str, init: dict, *, draws: int, tune: int | N
     stages = {"tables": time.perf_counter() - t0}
     fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=draws, tune=tune,
                               chains=chains, cores=min(chains, os.cpu_count() or 1), seed=seed,
-                              grid_options=grid_options, sampler=sampler)
+                              grid_options=grid_options, sampler=sampler, thin=thin)
     stages.update(fit.info["stage_seconds"])
     t1 = time.perf_counter()
     post = add_derived(fit.posterior, arr, spec, anchors, fixed_items=items, tables=tables)
@@ -137,7 +137,7 @@ def _structure_diagnostics(post, fit) -> dict:
 
 
 def bench_flagship(seed: int = 0, draws: int = 250, tune: int | None = None, chains: int = 4, rank: int = 1,
-                   n_llms: int = 4272, mtl_reference: float = 21.0, sampler: str = "auto") -> dict:
+                   n_llms: int = 4272, mtl_reference: float = 21.0, sampler: str = "auto", thin: int = 1) -> dict:
     from mtlirt.fitting import _mtl_init
 
     resp, truth, truth_ov = _simulated(n_llms, preset="mmlu", seed=seed, rank=rank)
@@ -150,12 +150,12 @@ def bench_flagship(seed: int = 0, draws: int = 250, tune: int | None = None, cha
     c_mtl = time.process_time() - c0
     spec = "factor-2pl" if rank == 1 else "factor2-2pl"
     post, fit, stages = collapsed_fit(resp, spec, init, draws=draws, tune=tune, chains=chains, seed=seed,
-                                      sampler=sampler)
+                                      sampler=sampler, thin=thin)
     wall = time.perf_counter() - t0
     out = {
         "benchmark": f"flagship collapsed, rank {rank}",
         "sampler": fit.info["sampler"], "imh_pilot": fit.info.get("imh_pilot"), "imh": fit.info.get("imh"),
-        "draws": draws, "tune": fit.info["tune"], "chains": chains,
+        "draws": draws, "thin": thin, "tune": fit.info["tune"], "chains": chains,
         "mtl_seconds": round(t_mtl, 1),
         "bayes_seconds_after_mtl": round(wall - t_mtl, 1),
         "wall_seconds": round(wall, 1),
@@ -171,7 +171,8 @@ def bench_flagship(seed: int = 0, draws: int = 250, tune: int | None = None, cha
         "inner_nodes": fit.info["n_inner_nodes"], "outer_nodes": fit.info["n_outer_nodes"],
         "whitening": fit.info.get("whitening"),
         "quadrature_check": {k: v for k, v in fit.info["quadrature_check"].items() if k != "fine_grid"},
-        "diagnostics_structure": _structure_diagnostics(post, fit),
+        "diagnostics_structure": fit.info.get("structure_diagnostics_all_draws") or _structure_diagnostics(post, fit),
+        "diagnostics_structure_kept_draws": _structure_diagnostics(post, fit) if thin > 1 else None,
         "theta": _coverage(post, "theta", truth),
         "overall": _coverage(post, "overall", truth_ov),
     }
@@ -383,13 +384,14 @@ def main(argv=None) -> int:
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--rank", type=int, default=1)
     ap.add_argument("--n-llms", type=int, default=4272)
+    ap.add_argument("--thin", type=int, default=1, help="flagship: keep every n-th structure draw for the LLM side")
     args = ap.parse_args(argv)
     if args.which == "kernel":
         bench_kernel(rank=args.rank, baseline=args.baseline)
     elif args.which == "flagship":
         for s in args.seeds or [0]:
             bench_flagship(s, draws=args.draws or 250, tune=args.tune, chains=args.chains,
-                           rank=args.rank, n_llms=args.n_llms, sampler=args.sampler)
+                           rank=args.rank, n_llms=args.n_llms, sampler=args.sampler, thin=args.thin)
     elif args.which == "samplers":
         for s in args.seeds or [3]:
             bench_samplers(s, draws=args.draws or 1000, tune=args.tune or 1000, chains=args.chains, rank=args.rank,
