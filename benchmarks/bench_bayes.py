@@ -6,10 +6,12 @@ Usage::
     .venv/bin/python benchmarks/bench_bayes.py joint
     .venv/bin/python benchmarks/bench_bayes.py flagship [--draws 500 --tune 500]
     .venv/bin/python benchmarks/bench_bayes.py fixed-vs-joint [--seeds 3]
+    .venv/bin/python benchmarks/bench_bayes.py pin [--seeds 3]
     .venv/bin/python benchmarks/bench_bayes.py real [--items joint|fixed]
     .venv/bin/python benchmarks/bench_bayes.py marginal-cost
     .venv/bin/python benchmarks/bench_bayes.py joint-cost
     .venv/bin/python benchmarks/bench_bayes.py joint-warmup [--tune 1000 --draws 100]
+    .venv/bin/python benchmarks/bench_bayes.py joint-geometry [--pin none --target-accept 0.8 ...]
     .venv/bin/python benchmarks/bench_bayes.py all
 
 (a) calibration: 150 LLMs, domains of 10, 15, 20, 30, 40, 60 items (rank 1,
@@ -23,12 +25,19 @@ Usage::
     of all overall and domain scores within 20 minutes and 8 GB.
 (d) fixed-vs-joint: the calibration design fitted jointly and with fixed
     items; how far apart their 90% intervals are.
+(i) pin: the calibration design fitted jointly with eta_raw's mean and
+    scale pinned (``eta_raw_pin = "auto"``, the default) and without ("none"):
+    the same posterior, so the 90% intervals should agree to Monte Carlo
+    error; leapfrog steps per draw and ESS per draw of each.
 (e) real: MMLU-Pro by its 56 MMLU subjects, 10% of the cells held out; the
     held-out log-likelihood of the Bayesian fit against MTL's.
 (g) joint-cost: one log density and gradient of the joint model at design
     (b), elementwise and fused likelihood in one process, the fused one in
     two processes side by side (as two chains run).
 (h) joint-warmup: design (b)'s warm-up, leapfrog steps and step size.
+(j) joint-geometry: design (b), 2 chains x 300 draws after 300 tuning
+    steps, one setting at a time: leapfrog steps per draw, step sizes, ESS
+    per draw by group of free variables.
 (f) marginal-cost: one log density and gradient of the fixed-items model with
     the domain traits integrated out, compiled kernel vs PyTensor graph.
 
@@ -40,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -117,10 +127,31 @@ def _fit(resp, **kwargs):
         return fit(resp, **kwargs)
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far (nutpie's chains run
+    as threads in it)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _spec_with(spec: str, pin: str | None):
+    """``spec`` as a name, or a ``ModelSpec`` with ``eta_raw_pin`` set."""
+    if pin is None:
+        return spec
+    from mtlirt.bayes.spec import load_spec
+
+    return load_spec(spec).with_changes(eta_raw_pin=pin)
+
+
+def _nuts_kwargs(adaptation: str | None) -> dict:
+    return {} if adaptation is None else {"nuts_kwargs": {"adaptation": adaptation}}
+
+
 def _report(name: str, tree, seconds: float, extra: dict | None = None) -> dict:
     from mtlirt.bayes import diagnostics
 
     d = diagnostics(tree)  # computed once by fit_bayes (stored in the attrs)
+    n_draws = int(tree["posterior"].sizes["chain"]) * int(tree["posterior"].sizes["draw"])
     out = {
         "benchmark": name,
         "seconds": round(seconds, 1),
@@ -129,6 +160,7 @@ def _report(name: str, tree, seconds: float, extra: dict | None = None) -> dict:
         "worst_rhat": d["worst_rhat"],
         "min_ess_bulk": round(d["min_ess_bulk"], 1),
         "min_ess_tail": round(d["min_ess_tail"], 1),
+        "min_ess_bulk_per_draw": round(d["min_ess_bulk"] / n_draws, 3),
         "divergences": d["divergences"],
         "min_bfmi": round(d["min_bfmi"], 3),
         "converged": d["converged"],
@@ -176,20 +208,29 @@ def bench_calibration(seed: int = 3, draws: int = 1000, tune: int = 1000, chains
 
 
 def bench_joint(seed: int = 0, draws: int = 2000, tune: int = 500, chains: int = 4,
-                spec: str = "factor-2pl", target_accept: float | None = None) -> dict:
+                spec: str = "factor-2pl", target_accept: float | None = None, pin: str | None = None,
+                adaptation: str | None = None) -> dict:
     """(b) 300 LLMs x MMLU x 0.08 (about 1,150 items, 57 domains), joint NUTS
-    (``mtlirt.fit(method="bayes")``: MTL initial values)."""
+    (``mtlirt.fit(method="bayes")``: MTL initial values). ``pin`` sets the
+    spec's ``eta_raw_pin``, ``adaptation`` nutpie's mass-matrix adaptation
+    (``"diag"``, its default, or ``"low_rank"``). Reports the wall and CPU
+    seconds of the fit (MTL initial values included) and the load average
+    before and after it."""
     resp, truth, truth_overall = _simulated(300, preset="mmlu", scale=0.08, seed=seed)
     print(f"joint: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains", flush=True)
     opts = {} if target_accept is None else {"target_accept": target_accept}
+    load0, cpu0 = os.getloadavg()[0], _cpu_seconds()
     t0 = time.perf_counter()
-    est = _fit(resp, method="bayes", spec=spec, seed=seed, draws=draws, tune=tune, chains=chains,
-               progress=False, log_likelihood=False, **opts)
+    est = _fit(resp, method="bayes", spec=_spec_with(spec, pin), seed=seed, draws=draws, tune=tune, chains=chains,
+               progress=False, log_likelihood=False, **_nuts_kwargs(adaptation), **opts)
     sec = time.perf_counter() - t0
+    cpu = _cpu_seconds() - cpu0
     tree = est.tree
     cov = _coverage(tree, truth)
     ov = _coverage(tree, truth_overall, "overall")
     return _report("joint 300 x mmlu*0.08", tree, sec, {
+        "cpu_seconds": round(cpu, 1), "load_average_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)],
+        "eta_raw_pin": (pin or "spec default"), "adaptation": adaptation or "diag",
         "n_items": resp.n_items, "draws": draws, "tune": tune, "chains": chains,
         "theta_coverage90": round(cov["coverage"], 3),
         "theta_rmse": round(cov["rmse"], 3),
@@ -318,19 +359,60 @@ def bench_fixed_vs_joint(seed: int = 3, draws: int = 1000, tune: int = 1000, cha
         d = diagnostics(tree)
         out[f"{items}_max_rhat"] = round(d["max_rhat"], 4)
         out[f"{items}_converged"] = d["converged"]
+    out.update(_compare_intervals(trees, truth, "joint", "fixed"))
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
+def _compare_intervals(trees: dict, truth: dict, ref: str, other: str) -> dict:
+    """90% intervals of the domain and overall scores of two fits of the same
+    data: widths, endpoint shifts (as a share of ``ref``'s width), means and
+    coverage of the truth."""
+    out = {}
     for var in ("theta", "overall"):
-        lj, hj, mj = _intervals(_draws(trees["joint"], var))
-        lf, hf, mf = _intervals(_draws(trees["fixed"], var))
+        lj, hj, mj = _intervals(_draws(trees[ref], var))
+        lf, hf, mf = _intervals(_draws(trees[other], var))
         wj = hj - lj
         out[var] = {
-            "joint_mean_width": round(float(wj.mean()), 3),
-            "fixed_over_joint_width": round(float((hf - lf).mean() / wj.mean()), 3),
-            "mean_abs_endpoint_shift_over_joint_width": round(
+            f"{ref}_mean_width": round(float(wj.mean()), 3),
+            f"{other}_over_{ref}_width": round(float((hf - lf).mean() / wj.mean()), 3),
+            f"mean_abs_endpoint_shift_over_{ref}_width": round(
                 float(((np.abs(lf - lj) + np.abs(hf - hj)) / 2 / wj).mean()), 3),
             "rms_mean_difference": round(float(np.sqrt(np.mean((mf - mj) ** 2))), 3),
-            "joint_coverage90": round(float(((truth[var] >= lj) & (truth[var] <= hj)).mean()), 3),
-            "fixed_coverage90": round(float(((truth[var] >= lf) & (truth[var] <= hf)).mean()), 3),
+            f"{ref}_coverage90": round(float(((truth[var] >= lj) & (truth[var] <= hj)).mean()), 3),
+            f"{other}_coverage90": round(float(((truth[var] >= lf) & (truth[var] <= hf)).mean()), 3),
         }
+    return out
+
+
+def bench_pin(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 4, n_llms: int = 150,
+                spec: str = "factor-2pl") -> dict:
+    """(i) pinning eta_raw changes the sampler's geometry, not the
+    posterior: the calibration design fitted jointly without the pin
+    (``eta_raw_pin = "none"``) and with it (``"auto"``, the default); the
+    90% intervals compared as in (d), with each fit's leapfrog steps per draw,
+    smallest ESS per draw, R-hat and wall / CPU seconds."""
+    from mtlirt.bayes import diagnostics
+
+    resp, truth_theta, truth_overall = _simulated(n_llms, [10, 15, 20, 30, 40, 60], seed=seed)
+    truth = {"theta": truth_theta, "overall": truth_overall}
+    trees = {}
+    out = {"benchmark": f"eta_raw pin none vs auto, {n_llms} LLMs, seed={seed}",
+           "draws": draws, "tune": tune, "chains": chains}
+    for pin in ("none", "auto"):
+        load0, cpu0, t0 = os.getloadavg()[0], _cpu_seconds(), time.perf_counter()
+        est = _fit(resp, method="bayes", spec=_spec_with(spec, pin), seed=seed, draws=draws, tune=tune,
+                   chains=chains, progress=False, log_likelihood=False)
+        tree = trees[pin] = est.tree
+        d = diagnostics(tree)
+        out[pin] = {"seconds": round(time.perf_counter() - t0, 1), "cpu_seconds": round(_cpu_seconds() - cpu0, 1),
+                      "load_average_before": round(load0, 2),
+                      "sampling_seconds": round(float(tree["posterior"].attrs["mtlirt_sampling_seconds"]), 1),
+                      "mean_leapfrog_steps": round(float(tree["sample_stats"]["n_steps"].mean()), 1),
+                      "max_rhat": round(d["max_rhat"], 4), "worst_rhat": d["worst_rhat"],
+                      "min_ess_bulk_per_draw": round(d["min_ess_bulk"] / (chains * draws), 3),
+                      "divergences": d["divergences"], "converged": d["converged"]}
+    out.update(_compare_intervals(trees, truth, "none", "auto"))
     print(json.dumps(out, indent=1), flush=True)
     return out
 
@@ -469,10 +551,69 @@ def bench_joint_cost(seed: int = 0, repeat: int = 300, spec: str = "factor-2pl")
     return out
 
 
+def bench_joint_geometry(seed: int = 0, tune: int = 300, draws: int = 300, chains: int = 2,
+                         target_accept: float = 0.9, pin: str | None = None, adaptation: str | None = None,
+                         item_parameterization: str | None = None,
+                         trait_parameterization: str | None = None) -> dict:
+    """(j) where design (b)'s leapfrog steps go: nutpie directly on the joint
+    model (MTL initial values, as in (h)), one setting at a time (the spec's
+    ``eta_raw_pin``, item / trait parameterisation, nutpie's mass-matrix
+    adaptation, target acceptance); reports leapfrog steps per draw, final
+    step sizes, sampling wall and CPU seconds, and per group of free
+    variables the smallest and median bulk ESS per draw and the largest
+    R-hat, plus the ESS per draw of ``eta_raw``'s mean and scale (the two
+    directions the likelihood never sees)."""
+    import arviz as az
+    import nutpie
+    import xarray as xr
+
+    from mtlirt.bayes.sample import build
+    from mtlirt.bayes.spec import load_spec
+    from mtlirt.fitting import _mtl_init
+
+    resp, _, _ = _simulated(300, preset="mmlu", scale=0.08, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
+    changes = {k: v for k, v in (("eta_raw_pin", pin), ("item_parameterization", item_parameterization),
+                                 ("trait_parameterization", trait_parameterization)) if v is not None}
+    built = build(resp, load_spec("factor-2pl").with_changes(**changes), items="joint", init=init)
+    compiled = nutpie.compile_pymc_model(built.model, backend="numba", initial_points=built.initvals)
+    load0, cpu0, t0 = os.getloadavg()[0], _cpu_seconds(), time.perf_counter()
+    idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed, save_warmup=False,
+                          progress_bar=False, target_accept=target_accept, adaptation=adaptation or "diag")
+    wall, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0
+    post = idata["posterior"].to_dataset()
+    ss = idata["sample_stats"]
+    n = draws * chains
+    ess, rhat = az.ess(post), az.rhat(post)
+    groups = {v: {"n": int(ess[v].size),
+                  "min_ess_per_draw": round(float(ess[v].min()) / n, 3),
+                  "median_ess_per_draw": round(float(ess[v].median()) / n, 3),
+                  "max_rhat": round(float(rhat[v].max()), 4)} for v in ess.data_vars}
+    er = post["eta_raw"].values[..., 0]  # chain, draw, llm
+    both = az.ess(xr.Dataset({"mean": (("chain", "draw"), er.mean(-1)), "scale": (("chain", "draw"), er.std(-1))}))
+    out = {"benchmark": "joint geometry, 300 LLMs x MMLU x 0.08", "settings": changes or "spec defaults",
+           "adaptation": adaptation or "diag", "target_accept": target_accept, "tune": tune, "draws": draws,
+           "chains": chains, "trait_centred_domains": int(np.sum(built.trait_centered)),
+           "item_centred": list(built.item_centered),
+           "sampling_seconds": round(wall, 1), "sampling_cpu_seconds": round(cpu, 1),
+           "load_average_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)],
+           "mean_leapfrog_steps": round(float(ss["n_steps"].mean()), 1),
+           "final_step_sizes": [round(float(x), 4) for x in ss["step_size"].values[:, -1]],
+           "divergences": int(ss["diverging"].sum()),
+           "eta_raw_mean_scale_ess_per_draw": [round(float(both["mean"]) / n, 3), round(float(both["scale"]) / n, 3)],
+           "eta_raw_coordinate_sd_median": round(float(np.median(er.reshape(-1, er.shape[-1]).std(0))), 3),
+           "groups": groups}
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["calibration", "joint", "flagship", "fixed-vs-joint", "real",
-                                      "marginal-cost", "joint-cost", "joint-warmup", "all"])
+    ap.add_argument("which", choices=["calibration", "joint", "flagship", "fixed-vs-joint", "pin", "real",
+                                      "marginal-cost", "joint-cost", "joint-warmup", "joint-geometry",
+                                      "all"])
     ap.add_argument("--items", default="joint", choices=["joint", "fixed"], help="real: items joint or fixed")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--draws", type=int, default=None)
@@ -481,6 +622,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-llms", type=int, default=4272)
     ap.add_argument("--spec", default="factor-2pl")
     ap.add_argument("--target-accept", type=float, default=None)
+    ap.add_argument("--pin", default=None, choices=["auto", "none"],
+                    help="joint: the spec's eta_raw_pin (default: the spec's own, auto)")
+    ap.add_argument("--adaptation", default=None, choices=["diag", "low_rank"],
+                    help="joint, joint-geometry: nutpie's mass-matrix adaptation (default diag)")
+    ap.add_argument("--item-parameterization", default=None, choices=["auto", "noncentered", "centered"],
+                    help="joint-geometry: the spec's item_parameterization")
+    ap.add_argument("--trait-parameterization", default=None, choices=["auto", "noncentered", "centered"],
+                    help="joint-geometry: the spec's trait_parameterization")
     ap.add_argument("--bootstrap", type=int, default=0,
                     help="flagship: also MTL with this many bootstrap replicates, compared with the posterior")
     ap.add_argument("--out", default=None, help="flagship: save the Estimate here (posterior.nc)")
@@ -491,12 +640,15 @@ def main(argv: list[str] | None = None) -> int:
         for s in args.seeds or [3]:
             bench_calibration(seed=s, spec=args.spec, target_accept=args.target_accept, **kw)
     if args.which in ("joint", "all"):
-        bench_joint(seed=(args.seeds or [0])[0], spec=args.spec, target_accept=args.target_accept, **kw)
+        bench_joint(seed=(args.seeds or [0])[0], spec=args.spec, target_accept=args.target_accept,
+                    pin=args.pin, adaptation=args.adaptation, **kw)
     if args.which in ("flagship", "all"):
         bench_flagship(seed=(args.seeds or [0])[0], n_llms=args.n_llms, spec=args.spec,
                        target_accept=args.target_accept, out=args.out, bootstrap=args.bootstrap, **kw)
     if args.which in ("fixed-vs-joint", "all"):
         bench_fixed_vs_joint(seed=(args.seeds or [3])[0], spec=args.spec, **kw)
+    if args.which in ("pin", "all"):
+        bench_pin(seed=(args.seeds or [3])[0], spec=args.spec, **kw)
     if args.which in ("real", "all"):
         bench_real(seed=(args.seeds or [0])[0], spec=args.spec, items=args.items, **kw)
     if args.which in ("marginal-cost", "all"):
@@ -505,6 +657,10 @@ def main(argv: list[str] | None = None) -> int:
         bench_joint_cost(seed=(args.seeds or [0])[0], spec=args.spec)
     if args.which in ("joint-warmup", "all"):
         bench_joint_warmup(seed=(args.seeds or [0])[0], **kw)
+    if args.which == "joint-geometry":
+        bench_joint_geometry(seed=(args.seeds or [0])[0], target_accept=args.target_accept or 0.9, pin=args.pin,
+                             adaptation=args.adaptation, item_parameterization=args.item_parameterization,
+                             trait_parameterization=args.trait_parameterization, **kw)
     return 0
 
 

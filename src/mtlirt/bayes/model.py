@@ -142,8 +142,8 @@ def overall_sd_guess_joint(arr: ResponseArrays, anchors: list[int], initvals: di
     n_ik mean_k(a^2)``, the information about ``theta_ik`` of LLM ``i``'s
     ``n_ik`` responses in domain ``k`` (discriminations ``init["a"]``, else 1);
     clipped to [0.02, 1]. Only the sampler's geometry depends on it, so a
-    rough value serves (0.128 at 300 LLMs x 1,154 items, where the sampled
-    overall traits' coordinates had posterior sd 0.10).
+    rough value serves (0.076 at 300 LLMs x 1,154 items with the MTL initial
+    values, where ``eta_raw``'s coordinates had posterior sd 0.083 pinned).
     """
     K = arr.n_domains
     _, lam, psi = factor_parts(np.asarray(initvals["eta_raw"], dtype=np.float64), initvals.get("loading_free"),
