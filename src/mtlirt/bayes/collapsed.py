@@ -50,14 +50,14 @@ Sampling the structure
 ----------------------
 In the coordinates ``asinh(V)`` (:func:`structure_logp`) the structure's
 posterior is close to the Laplace approximation at the mode
-(:func:`laplace_whitening`) once there are a few hundred LLMs: at the
-flagship shape the importance ratios of 300 of its draws had a log sd of
-0.17. Then independence Metropolis-Hastings from it (with a defensive
-Student-t part, :func:`imh_log_proposal`) mixes almost like independent
-draws, and as its proposals do not depend on the chain, their log densities
-are evaluated up front, in parallel and without gradients (one value pass:
-29 ms at the flagship shape, against NUTS's 7 leapfrog steps of 41 ms per
-draw). A pilot of ``IMH_PILOT`` proposals decides (Pareto k-hat of their
+(:func:`laplace_whitening`) once there are a few hundred LLMs (at the
+flagship shape the pilot's importance ratios had relative ESS 0.89, IMH's
+acceptance was about 0.9: ``benchmarks/bench_collapsed.py flagship``). Then
+independence Metropolis-Hastings from it (with a defensive Student-t part,
+:func:`imh_log_proposal`) mixes almost like independent draws, and as its
+proposals do not depend on the chain, their log densities are evaluated up
+front, in parallel and without gradients (one value pass per draw, against
+NUTS's 7 leapfrog steps of value and gradient). A pilot of ``IMH_PILOT`` proposals decides (Pareto k-hat of their
 importance ratios at most ``IMH_PILOT_K_MAX``); otherwise, and on request,
 NUTS (nutpie) samples the loadings whitened by the same approximation,
 chains started at draws from it. The Pareto k-hat of all proposals is part
@@ -1058,14 +1058,13 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     ``loading_free ~ N(0, s)``, ``loading_diag ~ HalfNormal(s)`` (as the
     sampled route's priors) and the transform's Jacobian. With
     ``gradient=False`` the function returns the value only (the kernel's
-    cheaper pass: 29 against 41 ms at the flagship shape).
+    cheaper pass; both timed by ``benchmarks/bench_collapsed.py kernel``).
 
     At rank 1 ``asinh(V_k)`` is Fisher's z of the loading ``lambda_k = V_k /
     sqrt(1 + V_k^2)``, ``atanh(lambda_k)``: the posterior is much closer to
     Gaussian there than in ``V`` itself, whose right tail is long where
-    loadings approach 1 (1,500 LLMs x 3 domains: skewness 0.9 in ``V``),
-    which the Laplace approximation (NUTS's whitening, the IMH proposal)
-    relies on."""
+    loadings approach 1 (docs/results.md), which the Laplace approximation
+    (NUTS's whitening, the IMH proposal) relies on."""
     rows, cols, drows = layout
     N, K = grid.shape
     r = grid.rank
@@ -1345,6 +1344,15 @@ def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, 
     return lp
 
 
+def _log_ratios(grid: CollapsedGrid, layout, loading_scale: float, xc: np.ndarray, T: np.ndarray, z: np.ndarray,
+                cores: int, progress: bool = False, desc: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """The structure's log density at the proposals ``xc + T z`` (value
+    only) and their log importance ratios (``-inf`` where the density is not
+    finite)."""
+    lp = _log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, z, cores, progress, desc)
+    return lp, np.where(np.isfinite(lp), lp - imh_log_proposal(z), -np.inf)
+
+
 def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int, cores: int,
               size: int = IMH_PILOT) -> dict:
     """Whether the Laplace proposal fits the structure's posterior: the
@@ -1356,18 +1364,16 @@ def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple,
         return {"khat": float("inf"), "relative_ess": 0.0, "size": 0, "reason": "no full Laplace approximation"}
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1A4C1]))
     z = imh_proposals(rng, (size,), len(xc))
-    lp = _log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, z, cores, False, "")
-    lw = lp - imh_log_proposal(z)
-    lw = np.where(np.isfinite(lw), lw, -np.inf)
+    _, lw = _log_ratios(grid, layout, loading_scale, xc, T, z, cores)
     w = np.exp(lw - lw.max())
     return {"khat": round(pareto_khat(lw), 4), "relative_ess": round(float(w.sum() ** 2 / (w**2).sum() / size), 4),
             "size": int(size)}
 
 
-def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.ndarray, r: int, *, draws, tune,
-                  chains, cores, seed, progress, info: dict, laplace: tuple | None = None):
+def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, draws, tune, chains, cores,
+                  seed, progress, info: dict):
     """Independence Metropolis-Hastings on the structure: proposals from the
-    Laplace approximation at the mode (:func:`laplace_whitening`) with a
+    Laplace approximation at the mode (``laplace``: :func:`_laplace`) with a
     defensive Student-t part (:func:`imh_log_proposal`), chains started at
     draws of that t. The proposals do not depend on the chains' states, so
     every log density is evaluated first, in parallel (value only, no
@@ -1381,7 +1387,7 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.ndar
 
     n_free = len(layout[0])
     t0 = time.perf_counter()
-    xc, T, winfo = laplace if laplace is not None else _laplace(grid, layout, loading_scale, _x_of(V2, layout))
+    xc, T, winfo = laplace
     n = len(xc)
     info["whitening"] = winfo
     if winfo["kind"] != "full":
@@ -1393,13 +1399,10 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.ndar
     z = imh_proposals(rng, (chains, S), n)
     u = rng.random((chains, S))
     flat = np.concatenate([z_start, z.reshape(chains * S, n)])
-    lp = _log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, flat, cores, progress,
-                        "IMH: log densities of the proposals")
-    lw = lp - imh_log_proposal(flat)
+    lp, lw = _log_ratios(grid, layout, loading_scale, xc, T, flat, cores, progress,
+                         "IMH: log densities of the proposals")
     if not np.isfinite(lp).all():
-        bad = int((~np.isfinite(lp)).sum())
-        lw = np.where(np.isfinite(lw), lw, -np.inf)
-        info["imh_nonfinite_proposals"] = bad
+        info["imh_nonfinite_proposals"] = int((~np.isfinite(lp)).sum())
     state, acc = _imh_chains(lw[:chains], lw[chains:].reshape(chains, S), u)
     zz = np.concatenate([z_start[:, None, :], z], axis=1)  # index 0: the start
     lpp = np.concatenate([lp[:chains, None], lp[chains:].reshape(chains, S)], axis=1)
@@ -1420,7 +1423,7 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.ndar
     return post, ss
 
 
-def _structure_diagnostics(post, ss, lam: np.ndarray, coords: dict, r: int) -> dict:
+def _structure_diagnostics(post, ss, lam: np.ndarray) -> dict:
     """The convergence diagnostics of the sampled loadings and the reported
     loadings ``lam`` (C, D, K, r), as :func:`mtlirt.bayes.fit_bayes` checks
     them, on these draws."""
@@ -1525,8 +1528,8 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         tune = IMH_TUNE if sampler == "imh" else 1000
     t2 = time.perf_counter()
     if sampler == "imh":
-        post, ss = _imh_loadings(grid, layout, spec.priors.loading_scale, V2, r, draws=draws, tune=tune,
-                                 chains=chains, cores=cores, seed=seed, progress=progress, info=wi, laplace=laplace)
+        post, ss = _imh_loadings(grid, layout, spec.priors.loading_scale, laplace, draws=draws, tune=tune,
+                                 chains=chains, cores=cores, seed=seed, progress=progress, info=wi)
         stages["imh"] = time.perf_counter() - t2
     else:
         post, ss = _sample_loadings(grid, layout, spec.priors.loading_scale, V2, coords, r, sampler=sampler,
@@ -1539,7 +1542,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     V = _v_of(free, post["loading_diag"].values, K, layout)
     lam, psi = structure_from_v(V)
     if thin > 1:
-        wi["structure_diagnostics_all_draws"] = _structure_diagnostics(post, ss, lam, coords, r)
+        wi["structure_diagnostics_all_draws"] = _structure_diagnostics(post, ss, lam)
         keep = slice(thin - 1, None, thin)
         n_keep = len(range(post.sizes["draw"])[keep])
         post = post.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
