@@ -7,6 +7,8 @@ Usage::
     .venv/bin/python benchmarks/bench_collapsed.py compare [--seeds 3]
     .venv/bin/python benchmarks/bench_collapsed.py samplers [--seeds 3 --n-llms 150]
     .venv/bin/python benchmarks/bench_collapsed.py kernel [--baseline COMMIT]
+    .venv/bin/python benchmarks/bench_collapsed.py realistic [--seeds 0 1 2 --n-llms 500 --scale 0.1 --spec factor-2pl]
+    .venv/bin/python benchmarks/bench_collapsed.py realdata [--data oll_v1|mmlu_pro|chembench --max-llms N]
 
 flagship: 4,272 LLMs x MMLU's 57 subjects (14,042 items), the MTL fit (as
 ``mtlirt fit --method bayes --items fixed`` runs it: MTL first, its item values
@@ -21,6 +23,18 @@ a commit (its own default grid, same centres).
 
 samplers: the same integrated model sampled by IMH and by NUTS (nutpie) on the
 calibration design (or ``--n-llms`` LLMs): loadings, domain and overall scores.
+
+realistic: the realistic scenario of ``mtlirt.simulate`` (``scenario="realistic"``,
+MMLU's subjects at ``--scale``, as ``bench_coverage.py`` builds it): the MTL fit the
+CLI runs for ``--spec``, then both fixed-items routes (``llm_side="integrated"``
+and ``"sampled"``) from its values at the same seed: convergence, the pilot's
+choice, 90% coverage of the true domain and overall scores per route, their
+interval widths and endpoint shifts against each other (and the shift that
+Monte Carlo error alone would give), wall and CPU seconds against the MTL fit.
+
+realdata: a real leaderboard of ``../shared/data`` read by ``Responses.read``, the
+same two routes and comparison (no truth); ``--max-llms`` runs both on a seeded
+subsample and the integrated route also on all the LLMs.
 
 compare: the calibration design (150 LLMs, domains of 10-60 items) fitted by
 the collapsed route and by the sampled route (overall traits sampled, domain
@@ -372,9 +386,192 @@ def bench_samplers(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: i
     return out
 
 
+def _cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _route(resp, spec: str, init: dict, llm_side: str, *, draws: int, chains: int, seed: int, thin: int = 1):
+    """One fixed-items Bayesian fit as ``mtlirt fit --method bayes --items fixed
+    --llm-side <llm_side>`` runs it after its MTL fit (``init``: that fit's
+    values, so both routes share the items): (estimate, record)."""
+    from mtlirt.fitting import fit
+
+    load0 = os.getloadavg()[0]
+    t0, c0 = time.perf_counter(), _cpu_seconds()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = fit(resp, "bayes", spec=spec, items="fixed", init=init, llm_side=llm_side, draws=draws,
+                  chains=chains, seed=seed, progress=False, log_likelihood=False, keep_raw=False,
+                  **({"thin": thin} if thin > 1 else {}))
+    info = est.info
+    diag = info.get("diagnostics", {})
+    rec = {
+        "llm_side": llm_side, "sampler": info.get("sampler"), "tune": info.get("tune"), "draws": draws,
+        "thin": thin, "chains": chains,
+        "wall_seconds": round(time.perf_counter() - t0, 1), "cpu_seconds": round(_cpu_seconds() - c0, 1),
+        "load_average_before_after": [round(load0, 1), round(os.getloadavg()[0], 1)],
+        "stage_seconds": {k: round(v, 1) for k, v in (info.get("stage_seconds") or {}).items()},
+        "diagnostics": {k: diag[k] for k in ("converged", "max_rhat", "worst_rhat", "min_ess_bulk", "min_ess_tail",
+                                             "divergences", "min_bfmi", "pareto_khat", "n_parameters")
+                        if k in diag},
+        "warnings": sorted({f"{w.category.__name__}: {str(w.message)[:160]}" for w in caught}),
+    }
+    if llm_side == "integrated":
+        rec["imh_pilot"] = info.get("imh_pilot")
+        rec["imh_acceptance"] = (info.get("imh") or {}).get("acceptance")
+        rec["quadrature_check"] = {k: v for k, v in (info.get("quadrature_check") or {}).items()
+                                   if k != "fine_grid"}
+    return est, rec
+
+
+def _tail_ess_median(ds, var: str, n: int = 2000) -> float:
+    """Median tail ESS of (at most ``n``, evenly spread) scalars of a variable:
+    the Monte Carlo yardstick of the interval endpoints."""
+    import arviz as az
+
+    x = ds[var].transpose("chain", "draw", ...).values
+    x = x.reshape(x.shape[0], x.shape[1], -1)
+    cols = np.unique(np.linspace(0, x.shape[2] - 1, min(n, x.shape[2])).astype(int))
+    import xarray as xr
+
+    ess = az.ess(xr.DataArray(x[:, :, cols], dims=("chain", "draw", "scalar")), method="tail")
+    return float(np.median(ess.values))
+
+
+def _agreement(a_ds, b_ds, var: str) -> dict:
+    """The integrated route (``a``) against the sampled one (``b``) on one
+    variable: widths, endpoint shifts, means, and what Monte Carlo error alone
+    would shift (two independent 5%/95% quantile estimates at the median tail
+    ESS of each route: sqrt(2 / pi) sqrt(1 / ess_a + 1 / ess_b)
+    sqrt(0.05 x 0.95) / phi(1.645), in shares of a 3.29-sd width)."""
+    from scipy.stats import spearmanr
+
+    a, b = _summary(a_ds, var), _summary(b_ds, var)
+    w = b[2] - b[1]
+    ea, eb = _tail_ess_median(a_ds, var), _tail_ess_median(b_ds, var)
+    mc = np.sqrt(2 / np.pi) * np.sqrt(1 / ea + 1 / eb) * np.sqrt(0.05 * 0.95) / 0.10314 / 3.29
+    return {
+        "mean_width90_sampled_route": round(float(w.mean()), 4),
+        "width_ratio_integrated_to_sampled": round(float((a[2] - a[1]).mean() / w.mean()), 4),
+        "mean_abs_endpoint_shift_share_of_width": round(
+            float((np.abs(a[1] - b[1]) + np.abs(a[2] - b[2])).mean() / 2 / w.mean()), 4),
+        "monte_carlo_expected_shift_share_of_width": round(float(mc), 4),
+        "median_tail_ess": {"integrated": round(ea), "sampled": round(eb)},
+        "rms_mean_difference": round(float(np.sqrt(((a[0] - b[0]) ** 2).mean())), 4),
+        "max_abs_mean_difference_share_of_width": round(float((np.abs(a[0] - b[0]) / w).max()), 3),
+        "spearman_posterior_means": round(float(spearmanr(a[0].ravel(), b[0].ravel())[0]), 5),
+    }
+
+
+def _both_routes(resp, spec: str, *, draws: int, chains: int, seed: int, thin: int = 1,
+                 routes=("integrated", "sampled")):
+    """The MTL fit that ``mtlirt fit --method bayes --items fixed --model spec``
+    runs, then each route from its values at the same seed."""
+    from mtlirt.bayes.spec import load_spec
+    from mtlirt.fitting import _mtl_init, _spec_item_model
+
+    model, guessing = _spec_item_model(load_spec(spec))
+    load0 = os.getloadavg()[0]
+    t0, c0 = time.perf_counter(), _cpu_seconds()
+    res, init = _mtl_init(resp, model=model, guessing=guessing, seed=seed)
+    mtl = {"wall_seconds": round(time.perf_counter() - t0, 1), "cpu_seconds": round(_cpu_seconds() - c0, 1),
+           "load_average_before_after": [round(load0, 1), round(os.getloadavg()[0], 1)],
+           "rank": int(res.rank), "C": res.C, "model": model, "guessing": guessing}
+    print(f"  MTL fit: {json.dumps(mtl, default=float)}", flush=True)
+    ests, recs = {}, {}
+    for side in routes:
+        ests[side], recs[side] = _route(resp, spec, init, side, draws=draws, chains=chains, seed=seed,
+                                        thin=thin if side == "integrated" else 1)
+        recs[side]["ratio_wall_to_mtl"] = round(recs[side]["wall_seconds"] / mtl["wall_seconds"], 2)
+        recs[side]["ratio_cpu_to_mtl"] = round(recs[side]["cpu_seconds"] / mtl["cpu_seconds"], 2)
+        print(f"  {side}: {json.dumps(recs[side], default=float)}", flush=True)
+    return ests, recs, mtl
+
+
+def _std_cols(x):
+    return (x - x.mean(0)) / x.std(0)
+
+
+def bench_realistic(seed: int = 0, n_llms: int = 500, scale: float = 0.1, spec: str = "factor-2pl",
+                    draws: int = 1000, chains: int = 4, thin: int = 1) -> dict:
+    """The realistic scenario (``simulate(..., preset="mmlu", scale=scale,
+    scenario="realistic")``, as ``bench_coverage.py`` builds it): MTL fit, then
+    both routes; coverage of the true domain scores (population scale) and of
+    the overall score (standardised over the LLMs, as ``_simulated``)."""
+    from mtlirt.io.responses import Responses
+
+    simulate = sys.modules["mtlirt.simulate"].simulate
+    sim = simulate(n_llms, preset="mmlu", scale=scale, scenario="realistic", similarity=0.1, seed=seed)
+    resp = Responses.from_frame(sim.responses)
+    truth = sim.domain_scores.loc[resp.llms, resp.domains].values
+    truth_ov = _std_cols(sim.overall.loc[resp.llms, "score"].values)
+    print(f"realistic seed {seed}: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains, "
+          f"spec {spec}", flush=True)
+    ests, recs, mtl = _both_routes(resp, spec, draws=draws, chains=chains, seed=seed, thin=thin)
+    posts = {k: e.posterior for k, e in ests.items()}
+    out = {"benchmark": f"realistic scenario seed {seed}: {resp.n_llms} LLMs x {resp.n_items} items, "
+                        f"{resp.n_domains} domains, {spec}",
+           "mtl": mtl, **recs}
+    for var, tr in (("theta", truth), ("overall", truth_ov)):
+        out[var] = _agreement(posts["integrated"], posts["sampled"], var)
+        out[var]["coverage90"] = {k: _coverage(p, var, tr) for k, p in posts.items()}
+    print(json.dumps(out, indent=1, default=float), flush=True)
+    return out
+
+
+REAL_SETS = {
+    "oll_v1": ("oll_v1/responses.csv.gz", {}),
+    "mmlu_pro": ("mmlu_pro/responses.csv.gz", dict(ignore_columns=["subject"])),
+    "chembench": ("chembench/responses.csv.gz", {}),
+}
+
+
+def bench_realdata(data: str = "oll_v1", max_llms: int | None = None, spec: str = "factor-2pl", seed: int = 0,
+                   draws: int = 1000, chains: int = 4, thin: int = 1,
+                   shared: str | None = None) -> dict:
+    """A real leaderboard from ``../shared/data`` (read by ``Responses.read``):
+    the MTL fit as ``mtlirt fit --method bayes --items fixed`` runs it, then
+    both routes at the same seed and their agreement. With ``max_llms`` both
+    routes run on a seeded subsample of that many LLMs (its own MTL fit), and
+    the integrated route also on all of them."""
+    from mtlirt.io.responses import Responses
+    from mtlirt.io.validate import DataWarning
+
+    root = shared or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
+    path, kw = REAL_SETS[data]
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        full = Responses.read(os.path.join(root, "data", path), **kw)
+    print(f"{data}: {full.n_llms} LLMs x {full.n_items} items in {full.n_domains} domains "
+          f"(read in {time.perf_counter() - t0:.1f} s)", flush=True)
+    out = {"benchmark": f"real data {data}: {full.n_llms} LLMs x {full.n_items} items, {full.n_domains} domains, "
+                        f"{spec}, seed {seed}"}
+    resp = full
+    if max_llms is not None and max_llms < full.n_llms:
+        keep = np.sort(np.random.default_rng(seed).choice(full.n_llms, max_llms, replace=False))
+        resp = full.subset(llms=[full.llms[i] for i in keep])
+        out["subsample"] = f"{max_llms} of {full.n_llms} LLMs, numpy default_rng({seed}).choice"
+        print(f"  both routes on {out['subsample']}", flush=True)
+    ests, recs, mtl = _both_routes(resp, spec, draws=draws, chains=chains, seed=seed, thin=thin)
+    posts = {k: e.posterior for k, e in ests.items()}
+    out.update({"mtl": mtl, **recs})
+    for var in ("theta", "overall"):
+        out[var] = _agreement(posts["integrated"], posts["sampled"], var)
+    if resp is not full:
+        del ests, posts
+        print("  the integrated route on all LLMs", flush=True)
+        _, recs_full, mtl_full = _both_routes(full, spec, draws=draws, chains=chains, seed=seed, thin=thin,
+                                              routes=("integrated",))
+        out["all_llms"] = {"mtl": mtl_full, "integrated": recs_full["integrated"]}
+    print(json.dumps(out, indent=1, default=float), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["flagship", "compare", "samplers", "kernel"])
+    ap.add_argument("which", choices=["flagship", "compare", "samplers", "kernel", "realistic", "realdata"])
     ap.add_argument("--sampler", default="auto", choices=["auto", "imh", "nutpie"],
                     help="the structure's sampler on the integrated route (default: chosen by the IMH pilot)")
     ap.add_argument("--baseline", default=None, help="kernel: also time the module at this commit")
@@ -384,9 +581,24 @@ def main(argv=None) -> int:
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--rank", type=int, default=1)
     ap.add_argument("--n-llms", type=int, default=4272)
-    ap.add_argument("--thin", type=int, default=1, help="flagship: keep every n-th structure draw for the LLM side")
+    ap.add_argument("--thin", type=int, default=1,
+                    help="flagship, realistic, realdata: keep every n-th structure draw for the LLM side")
+    ap.add_argument("--spec", default="factor-2pl", help="realistic, realdata: the model spec (CLI --model)")
+    ap.add_argument("--scale", type=float, default=0.1, help="realistic: multiplier of MMLU's domain sizes")
+    ap.add_argument("--data", default="oll_v1", choices=sorted(REAL_SETS), help="realdata: the leaderboard")
+    ap.add_argument("--max-llms", type=int, default=None,
+                    help="realdata: both routes on a seeded subsample of this many LLMs (the integrated route "
+                    "also on all)")
     args = ap.parse_args(argv)
-    if args.which == "kernel":
+    if args.which == "realistic":
+        for s in args.seeds or [0, 1, 2]:
+            bench_realistic(s, n_llms=args.n_llms if args.n_llms != 4272 else 500, scale=args.scale,
+                            spec=args.spec, draws=args.draws or 1000, chains=args.chains, thin=args.thin)
+    elif args.which == "realdata":
+        for s in args.seeds or [0]:
+            bench_realdata(args.data, max_llms=args.max_llms, spec=args.spec, seed=s, draws=args.draws or 1000,
+                           chains=args.chains, thin=args.thin)
+    elif args.which == "kernel":
         bench_kernel(rank=args.rank, baseline=args.baseline)
     elif args.which == "flagship":
         for s in args.seeds or [0]:

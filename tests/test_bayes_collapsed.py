@@ -413,3 +413,29 @@ def test_llm_side_checked():
         fit_bayes(resp, items="fixed", thin=2)
     with pytest.raises(InputError, match="not 'pymc'"):
         fit_bayes(resp, items="fixed", llm_side="integrated", sampler="pymc")
+
+
+def test_regrid_recovers_an_llm_its_grid_misses():
+    """A grid placed far from one LLM's posterior (4 sds off, 20 times too
+    narrow: on the Open LLM Leaderboard a misleading start did this to 6
+    LLMs) integrates its likelihood short and its moments there are wrong;
+    regrid places that LLM's nodes afresh and matches a brute-force grid."""
+    _, resp, tables, lam, psi = _setup(1, n_llms=40, sizes=(40, 30, 30), seed=2)
+    good = cl.regrid(cl.build_grid(tables, lam, psi), tables, lam, psi)
+    mu, cov, tm, _ = cl.posterior_moments(good, lam, psi)
+    sd0 = np.sqrt(cov[0, 0, 0])
+    mu[0] += 4 * sd0
+    cov[0] /= 400
+    tm[0] += 4 * sd0 * lam[:, 0]
+    bad = cl.build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=good.info)
+    N, K = tables.s.shape
+    ref = cl.build_grid(tables, lam, psi, mu=np.zeros((N, 1)), cov=np.ones((N, 1, 1)), theta_mean=np.zeros((N, K)),
+                        theta_sd=np.ones((N, K)), inner_half_width=8.0, n_inner=801, outer_rule="trapezoid",
+                        n_outer=401, outer_half_width=8.0)
+    exact = cl.llm_logliks(ref, lam, psi)
+    assert np.abs(cl.llm_logliks(good, lam, psi) - exact).max() < 1e-4
+    assert cl.llm_logliks(bad, lam, psi)[0] - exact[0] < -1.0
+    fixed = cl.regrid(bad, tables, lam, psi)
+    assert np.abs(cl.llm_logliks(fixed, lam, psi) - exact).max() < 1e-4
+    assert fixed.mu[0, 0] == pytest.approx(good.mu[0, 0], abs=0.01 * sd0)
+    assert fixed.chol[0, 0, 0] == pytest.approx(sd0, rel=0.01)

@@ -30,7 +30,7 @@ Both use nodes fixed before sampling:
   l_ik)``;
 * outer, per LLM: nodes ``eta_ig = mu_i + L_i u_g`` (``L_i`` the Cholesky
   factor of the LLM's posterior covariance of ``eta_i``), ``u_g`` the
-  Gauss-Hermite nodes of ``N(0, I)`` (``G1`` = 4 per axis; 8 at rank 1 and
+  Gauss-Hermite nodes of ``N(0, I)`` (``G1`` = 4 per axis; 12 at rank 1 and
   6 at rank 2 with fewer than 16 domains), weights
   ``N(eta_ig; 0, I) |L_i| w_g / phi(u_g)``. The exact draws need equally
   spaced nodes instead (:func:`draw_grid`: 9 per axis over +- 4.8 sds at
@@ -41,7 +41,16 @@ Both use nodes fixed before sampling:
   0.0003), the former 9 equally spaced and 15 inner nodes by 0.011
   (0.0026), at 2.7 times the cost. With three domains (100 LLMs x 10-30
   items, 16 of 600 posterior draws) 4 nodes moved by 0.053 over the draws,
-  8 by 0.012 and the 9 equally spaced ones by 0.020: hence 8.
+  8 by 0.012 and the 9 equally spaced ones by 0.020: hence 8 at first. On
+  the Open LLM Leaderboard (6,349 LLMs x 4 domains) 8 were not enough: the
+  249 LLMs that answered only GSM8K, all wrong, have a skewed posterior of
+  ``eta_i`` that 8 nodes missed by 0.05 each, by amounts that moved with
+  the loadings (over structures 0.5-1% from the mode the total against a
+  fine grid spread by 1.7-3.2), although such an LLM's likelihood does not
+  depend on the structure at all (``|Lambda_k|^2 + psi_k^2 = 1``); 12
+  nodes: 0.004 each, spread 0.04-0.17 (a scratch script,
+  ``/tmp/h1/diag7.py``; ``benchmarks/bench_collapsed.py realdata`` runs the
+  fit). Hence 12.
 
 The nodes are placed at the posterior mode of the structure (found first by
 L-BFGS), where the conditionals move little over the structure's posterior.
@@ -621,7 +630,7 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
         draws' equally spaced grid, :func:`draw_grid`, shares them).
     outer_rule : {"hermite", "trapezoid"}
         Gauss-Hermite nodes (the likelihood: by default 4 per axis with
-        ``FEW_DOMAINS`` domains or more, else 8 at rank 1 and 6 at rank 2:
+        ``FEW_DOMAINS`` domains or more, else 12 at rank 1 and 6 at rank 2:
         with few domains an LLM's posterior of its overall trait is further
         from Gaussian) or the equally spaced grid of the draws
         (``N_DRAW_OUTER`` per axis).
@@ -696,12 +705,40 @@ def posterior_moments(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray):
     return mu, cov, m1.T, sd.T
 
 
+def llm_logliks(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray) -> np.ndarray:
+    """``log p(y_i | Lambda)`` per LLM (N,) by the grid's quadrature (the kernel)."""
+    from scipy.special import logsumexp
+
+    nodes = np.empty((grid.offsets.shape[0], grid.shape[0]))
+    _call(grid, lam, psi, mode=0, node_out=nodes)
+    return logsumexp(nodes, axis=0)
+
+
 def regrid(grid: CollapsedGrid, tables, lam, psi, **kw) -> CollapsedGrid:
-    """A grid re-centred on the exact posterior moments at ``(lam, psi)``."""
-    mu, cov, tm, _ = posterior_moments(grid, lam, psi)
+    """A grid re-centred on the exact posterior moments at ``(lam, psi)``.
+
+    The moments are the quadrature's on ``grid``. Where an LLM's posterior
+    lies beyond ``grid``'s nodes for it, they are wrong, and the grid built
+    from them too: on the Open LLM Leaderboard (4 domains) a grid placed by
+    the start point's Gaussian approximations (loadings 0.95, a domain
+    answered all right pulling the LLM's overall trait up) left 6 LLMs with a
+    posterior sd of 0.005 at the structure's mode (by brute force: 0.12),
+    their likelihood 2.4 too small, by amounts that moved with the structure.
+    So the moments are also computed on a fresh grid placed by the cells'
+    Gaussian approximations at ``(lam, psi)``, and each LLM keeps those of the
+    grid that integrates its likelihood to more (a quadrature placed away
+    from the mass misses some of it)."""
     r = lam.shape[1]
+    mu, cov, tm, _ = posterior_moments(grid, lam, psi)
+    info = grid.info
+    fresh = build_grid(tables, lam, psi, quad=quadrature_nodes(tables, mu @ lam.T, psi), **kw)
+    better = llm_logliks(fresh, lam, psi) > llm_logliks(grid, lam, psi)
+    if better.any():
+        mu_f, cov_f, tm_f, _ = posterior_moments(fresh, lam, psi)
+        mu[better], cov[better], tm[better] = mu_f[better], cov_f[better], tm_f[better]
+        info = np.where(better[:, None], fresh.info, info)
     cov = cov + 1e-10 * np.eye(r)[None]
-    return build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=grid.info, **kw)
+    return build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=info, **kw)
 
 
 # ---------------------------------------------------------------------------
