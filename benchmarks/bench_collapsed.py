@@ -529,7 +529,7 @@ REAL_SETS = {
 
 def bench_realdata(data: str = "oll_v1", max_llms: int | None = None, spec: str = "factor-2pl", seed: int = 0,
                    draws: int = 1000, chains: int = 4, thin: int = 1,
-                   shared: str | None = None) -> dict:
+                   shared: str | None = None, routes=("integrated", "sampled"), all_llms: bool = True) -> dict:
     """A real leaderboard from ``../shared/data`` (read by ``Responses.read``):
     the MTL fit as ``mtlirt fit --method bayes --items fixed`` runs it, then
     both routes at the same seed and their agreement. With ``max_llms`` both
@@ -554,12 +554,13 @@ def bench_realdata(data: str = "oll_v1", max_llms: int | None = None, spec: str 
         resp = full.subset(llms=[full.llms[i] for i in keep])
         out["subsample"] = f"{max_llms} of {full.n_llms} LLMs, numpy default_rng({seed}).choice"
         print(f"  both routes on {out['subsample']}", flush=True)
-    ests, recs, mtl = _both_routes(resp, spec, draws=draws, chains=chains, seed=seed, thin=thin)
+    ests, recs, mtl = _both_routes(resp, spec, draws=draws, chains=chains, seed=seed, thin=thin, routes=routes)
     posts = {k: e.posterior for k, e in ests.items()}
     out.update({"mtl": mtl, **recs})
     for var in ("theta", "overall"):
-        out[var] = _agreement(posts["integrated"], posts["sampled"], var)
-    if resp is not full:
+        if len(posts) == 2:
+            out[var] = _agreement(posts["integrated"], posts["sampled"], var)
+    if resp is not full and all_llms:
         del ests, posts
         print("  the integrated route on all LLMs", flush=True)
         _, recs_full, mtl_full = _both_routes(full, spec, draws=draws, chains=chains, seed=seed, thin=thin,
@@ -589,6 +590,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-llms", type=int, default=None,
                     help="realdata: both routes on a seeded subsample of this many LLMs (the integrated route "
                     "also on all)")
+    ap.add_argument("--routes", default="integrated,sampled", help="realdata: the routes to run")
+    ap.add_argument("--no-all-llms", action="store_true",
+                    help="realdata --max-llms: skip the integrated route on all the LLMs")
     args = ap.parse_args(argv)
     if args.which == "realistic":
         for s in args.seeds or [0, 1, 2]:
@@ -597,7 +601,8 @@ def main(argv=None) -> int:
     elif args.which == "realdata":
         for s in args.seeds or [0]:
             bench_realdata(args.data, max_llms=args.max_llms, spec=args.spec, seed=s, draws=args.draws or 1000,
-                           chains=args.chains, thin=args.thin)
+                           chains=args.chains, thin=args.thin, routes=tuple(args.routes.split(",")),
+                           all_llms=not args.no_all_llms)
     elif args.which == "kernel":
         bench_kernel(rank=args.rank, baseline=args.baseline)
     elif args.which == "flagship":

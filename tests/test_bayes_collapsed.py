@@ -439,3 +439,34 @@ def test_regrid_recovers_an_llm_its_grid_misses():
     assert np.abs(cl.llm_logliks(fixed, lam, psi) - exact).max() < 1e-4
     assert fixed.mu[0, 0] == pytest.approx(good.mu[0, 0], abs=0.01 * sd0)
     assert fixed.chol[0, 0, 0] == pytest.approx(sd0, rel=0.01)
+
+
+def test_llms_answered_in_one_domain_leave_the_structure():
+    """An LLM answered in one domain has the same likelihood at every
+    structure (``|Lambda_k|^2 + psi_k^2 = 1``, checked by brute force), so
+    the structure's density leaves it out; the draws keep every LLM."""
+    sim, resp, _, lam, psi = _setup(1, n_llms=40, sizes=(20, 20, 20), seed=4)
+    observed = resp.observed.copy()
+    correct = resp.correct.copy()
+    sl = resp.domain_slices
+    observed[:3, sl[0]] = False
+    observed[:3, sl[2]] = False
+    correct[:3, sl[1]] = 0  # answered in one domain, all wrong: a skewed posterior
+    observed[3, :] = False  # answered nowhere
+    resp = Responses(correct, observed, resp.llms, resp.items, resp.domains, resp.item_domain)
+    items = sim.items.set_index("item").loc[resp.items]
+    tables = build_tables(resp, items["discrimination"].values, items["intercept"].values)
+    np.testing.assert_array_equal(cl.informative_llms(tables), np.arange(4, 40))
+    N, K = tables.s.shape
+    lam2 = np.array([[0.95], [0.3], [0.6]])
+    psi2 = np.sqrt(1 - lam2[:, 0] ** 2)
+    exact = [cl.llm_logliks(cl.build_grid(tables, lm, ps, mu=np.zeros((N, 1)), cov=np.ones((N, 1, 1)),
+                                          theta_mean=np.zeros((N, K)), theta_sd=np.ones((N, K)),
+                                          inner_half_width=8.0, n_inner=801, outer_rule="trapezoid", n_outer=401,
+                                          outer_half_width=8.0), lm, ps)
+             for lm, ps in ((lam, psi), (lam2, psi2))]
+    assert np.abs(exact[0][:4] - exact[1][:4]).max() < 1e-6
+    assert np.abs(exact[0][4:] - exact[1][4:]).max() > 1.0
+    g, t = cl.llm_subset(cl.build_grid(tables, lam, psi), tables, np.arange(4, 40))
+    assert g.shape == (36, K) and t.s.shape == (36, K)
+    assert cl._call(g, lam, psi)[0] == pytest.approx(cl.collapsed_loglik_np(g, lam, psi).sum(), rel=1e-10)

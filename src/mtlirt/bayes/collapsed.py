@@ -714,6 +714,29 @@ def llm_logliks(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray) -> np.nda
     return logsumexp(nodes, axis=0)
 
 
+def informative_llms(tables) -> np.ndarray:
+    """The LLMs answered in two domains or more (indices). An LLM answered in
+    one domain (or none) has the likelihood ``integral exp(l_ik(t)) N(t; 0, 1)
+    dt`` whatever the structure (``|Lambda_k|^2 + psi_k^2 = 1``): it says
+    nothing about the loadings, and its quadrature could only add an error
+    that moves with them (on the Open LLM Leaderboard the GSM8K-only LLMs,
+    all wrong, whose posterior of ``eta_i`` is skewed: 0.01-0.09 each)."""
+    flat = ~np.any(tables.F != 0, axis=1)
+    answered = ~((tables.s == 0) & flat[tables.table])
+    return np.flatnonzero(answered.sum(1) >= 2)
+
+
+def llm_subset(grid: CollapsedGrid, tables, idx: np.ndarray):
+    """The grid and tables of the LLMs ``idx`` only: ``(grid, tables)``."""
+    c = np.ascontiguousarray
+    g = dataclasses.replace(grid, start=c(grid.start[:, idx]), step=c(grid.step[:, idx]),
+                            logscale=c(grid.logscale[:, idx]), logw=c(grid.logw[:, :, idx]),
+                            expw=c(grid.expw[:, :, idx]), mu=c(grid.mu[:, idx]), chol=c(grid.chol[:, :, idx]),
+                            logomega=c(grid.logomega[:, idx]), info=None if grid.info is None else grid.info[idx])
+    t = dataclasses.replace(tables, s=tables.s[idx], const=tables.const[idx], table=tables.table[idx])
+    return g, t
+
+
 def regrid(grid: CollapsedGrid, tables, lam, psi, **kw) -> CollapsedGrid:
     """A grid re-centred on the exact posterior moments at ``(lam, psi)``.
 
@@ -1544,20 +1567,30 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     V0 = _v_of(initvals.get("loading_free"), np.asarray(initvals["loading_diag"], float), K, layout)
     stages["grid"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    V1, mode1 = find_mode(grid, V0, layout, spec.priors.loading_scale)
+    # the structure's density over the LLMs answered in two domains or more
+    # (the others' likelihood does not depend on it); the draws use them all
+    informative = informative_llms(tables)
+    if len(informative) in (0, N):
+        informative = None
+
+    def structure_grid(g):
+        return g if informative is None else llm_subset(g, tables, informative)[0]
+
+    V1, mode1 = find_mode(structure_grid(grid), V0, layout, spec.priors.loading_scale)
     lam1, psi1 = structure_from_v(V1)
     grid = regrid(grid, tables, lam1, psi1, **go)
-    V2, mode2 = find_mode(grid, V1, layout, spec.priors.loading_scale, maxiter=50)
+    sgrid = structure_grid(grid)
+    V2, mode2 = find_mode(sgrid, V1, layout, spec.priors.loading_scale, maxiter=50)
     stages["mode"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     wi = {}
     laplace = None
     if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
-        laplace = _laplace(grid, layout, spec.priors.loading_scale, _x_of(V2, layout))
+        laplace = _laplace(sgrid, layout, spec.priors.loading_scale, _x_of(V2, layout))
         stages["laplace"] = laplace[2]["seconds"]
     if sampler == "auto":
         t = time.perf_counter()
-        pilot = imh_pilot(grid, layout, spec.priors.loading_scale, laplace, seed=seed, cores=cores)
+        pilot = imh_pilot(sgrid, layout, spec.priors.loading_scale, laplace, seed=seed, cores=cores)
         stages["imh_pilot"] = time.perf_counter() - t
         sampler = "imh" if pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
         wi["imh_pilot"] = pilot
@@ -1565,11 +1598,11 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         tune = IMH_TUNE if sampler == "imh" else 1000
     t2 = time.perf_counter()
     if sampler == "imh":
-        post, ss = _imh_loadings(grid, layout, spec.priors.loading_scale, laplace, draws=draws, tune=tune,
+        post, ss = _imh_loadings(sgrid, layout, spec.priors.loading_scale, laplace, draws=draws, tune=tune,
                                  chains=chains, cores=cores, seed=seed, progress=progress, info=wi)
         stages["imh"] = time.perf_counter() - t2
     else:
-        post, ss = _sample_loadings(grid, layout, spec.priors.loading_scale, V2, coords, r, sampler=sampler,
+        post, ss = _sample_loadings(sgrid, layout, spec.priors.loading_scale, V2, coords, r, sampler=sampler,
                                     draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
                                     target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
                                     whiten=whiten, stages=stages, whitening_info=wi, laplace=laplace)
@@ -1593,10 +1626,12 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     stages["llm_side_draws"] = time.perf_counter() - t3
     info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]),
             "sampler": sampler, "tune": int(tune), **wi,
-            "n_inner_nodes": int(grid.logw.shape[1]), "stage_seconds": stages}
+            "n_inner_nodes": int(grid.logw.shape[1]), "stage_seconds": stages,
+            "n_llms_structure": N if informative is None else len(informative)}
     if check:
         C, D = psi.shape[:2]
-        info["quadrature_check"] = quadrature_check(grid, tables, lam.reshape(C * D, K, r),
+        gt = (grid, tables) if informative is None else llm_subset(grid, tables, informative)
+        info["quadrature_check"] = quadrature_check(*gt, lam.reshape(C * D, K, r),
                                                     psi.reshape(C * D, K))
         stages["quadrature_check"] = info["quadrature_check"]["seconds"]
     return CollapsedFit(posterior=post, sample_stats=ss, grid=grid, info=info)
