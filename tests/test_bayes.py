@@ -219,6 +219,29 @@ def _point_tree(built, arr, spec, *, fixed=None, tables=None):
     return ip, xr.DataTree.from_dict({"posterior": post})
 
 
+def _numba_cache_key(model) -> str:
+    """PyTensor's numba cache key of the model's log density (the graph is converted, not compiled)."""
+    from pytensor.link.numba.linker import NumbaLinker
+
+    f = model.compile_logp(mode="NUMBA")
+    return NumbaLinker().fgraph_convert(f.f.maker.fgraph)[1]
+
+
+def test_compiled_models_are_shared_across_leaderboards():
+    """The models hold no data-dependent constants (anchor domains, centred domains, the pin's scale,
+    the domain count): leaderboards of other sizes, anchors and centrings give the fixed-items model the
+    same numba cache key, and the joint model too where its centring is the same, so a fit of a
+    specification reuses the compiled code of an earlier fit instead of compiling again."""
+    boards = [toy(30, (8, 8, 8), missing=0.1, seed=1), toy(40, (6, 9, 12, 5), missing=0.2, seed=2),
+              toy(25, (6, 9), seed=3)]
+    fixed = [build_fixed_model(arr, "factor-2pl", item_values={"a": t["a"], "d": t["d"]}) for arr, t in boards]
+    assert len({tuple(b.anchors) for b in fixed}) == 3
+    assert len({_numba_cache_key(b.model) for b in fixed}) == 1
+    joint = [build_model(toy(30, (8, 8, 8), missing=0.1, seed=s)[0], "factor-2pl") for s in (1, 2)]
+    assert joint[0].anchors != joint[1].anchors
+    assert _numba_cache_key(joint[0].model) == _numba_cache_key(joint[1].model)
+
+
 @pytest.mark.parametrize("name,changes", [
     ("factor-2pl", {}),
     ("factor-2pl", {"discrimination_spread": "domain"}),
@@ -827,7 +850,10 @@ def test_pymc_sampler_runs_and_is_reproducible():
     """A real (tiny) run of PyMC's own NUTS (sampler="pymc"): layout, seed,
     sample stats and scores that follow the truth."""
     arr, truth = toy(30, (6, 8), seed=23, loading=0.8)
-    kw = dict(draws=100, tune=100, chains=2, cores=1, seed=4, progress=False, sampler="pymc")
+    # 300 tuning steps: after 100 the chains had not met (max R-hat 1.42) and the scores' correlation
+    # with the truth swung between two graphs of one and the same model (0.75 with the loading layout
+    # as constants, 0.69 as shared data); tuned, it is 0.79, that of the raw accuracy (about 1 s more)
+    kw = dict(draws=100, tune=300, chains=2, cores=1, seed=4, progress=False, sampler="pymc")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t1 = fit_bayes(arr, "factor-2pl", **kw)

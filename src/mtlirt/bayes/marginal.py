@@ -428,8 +428,12 @@ def pin_standardisation(eta_raw, sd: float) -> None:
     22.0 to 19.8 (1 chain, 150 tuning steps, 100 draws); at 4,272 LLMs both
     stayed at 31 steps with target_accept 0.9."""
     import pymc as pm
+    import pytensor
     import pytensor.tensor as pt
 
+    # shared, not a constant: the guess depends on the data, and a constant would enter the compiled
+    # function's cache key (see mtlirt.bayes.model._index_data)
+    sd = pytensor.shared(np.float64(sd))
     n = eta_raw.shape[0]
     mean = eta_raw.mean(axis=0)
     rms = pt.sqrt(pt.sqr(eta_raw - mean).mean(axis=0))

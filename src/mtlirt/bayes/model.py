@@ -192,9 +192,10 @@ def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
         if len(inc) == K:
             z = pm.Normal("z", 0.0, 1.0, dims=("llm", dim_nc))
             return mean + z * scale[None, :]
+        ic, inc = _index_data(ic), _index_data(inc)  # data, not constants: see _index_data
         th_c = pm.Normal("theta_raw", mean[:, ic], scale[ic][None, :], dims=("llm", dim_c))
         z = pm.Normal("z", 0.0, 1.0, dims=("llm", dim_nc))
-        theta = pt.zeros((n_llms, K))
+        theta = pt.zeros_like(mean)
         theta = pt.set_subtensor(theta[:, ic], th_c)
         theta = pt.set_subtensor(theta[:, inc], mean[:, inc] + z * scale[inc][None, :])
         return theta
@@ -237,14 +238,30 @@ def add_factor_block(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list
     eta = standardize_eta(eta_raw, pt) if n_llms >= 3 else eta_raw
     if pin_sd is not None and n_llms >= 3:
         pin_standardisation(eta_raw, pin_sd)
-    parts = pt.zeros((K, r))
+    # the layout enters as data, not constants (see _index_data)
+    parts = pt.zeros((pm.modelcontext(None).dim_lengths.get("domain", K), r))
     if len(rows):
-        free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=len(rows))
+        rows, cols = _index_data(rows), _index_data(cols)
+        free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=(rows.shape[0],))
         parts = pt.set_subtensor(parts[rows, cols], free)
     diag = pm.HalfNormal("loading_diag", p.loading_scale, shape=r)
-    V = pt.set_subtensor(parts[drows, np.arange(r)], diag)
+    V = pt.set_subtensor(parts[_index_data(drows), np.arange(r)], diag)
     psi = 1.0 / pt.sqrt(1.0 + pt.sum(V**2, axis=1))
     return eta, V * psi[:, None], psi
+
+
+def _index_data(index: np.ndarray):
+    """A shared int64 vector holding ``index``, for the model's data-dependent positions.
+
+    Which domains anchor the factors and which are centred depends on the data. As constants these
+    positions would enter the compiled function's cache key (PyTensor's numba backend keys a graph by
+    its constants), so every leaderboard with another anchor or centring would compile the model anew
+    (about 10 s of CPU per function); as shared data (like the responses and the dims' lengths) the
+    compiled code is reused by every fit of the same specification.
+    """
+    import pytensor
+
+    return pytensor.shared(np.asarray(index, dtype=np.int64))
 
 
 def add_coords_for_centering(coords: dict, domains: list, centered: np.ndarray) -> dict:
