@@ -9,7 +9,6 @@ STAMP := $(VENV)/.installed-stamp
 
 $(STAMP): pyproject.toml
 	@PYBIN=$$(sh scripts/find-python.sh) && echo "using $$PYBIN" && "$$PYBIN" -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-compile -e ".[dev]"
 	@# pip byte-compiles the packages one file after another; compileall does it on every core
 	$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
@@ -24,8 +23,9 @@ demo: $(STAMP)
 # an expensive fixture are grouped with xdist_group; tests/conftest.py puts the longest
 # first and --no-loadscope-reorder keeps that order), the headless-browser test included:
 # scripts/ensure-chromium.sh installs Debian's chromium when run as root.
-test: $(STAMP)
-	@sh scripts/ensure-chromium.sh
+# Debian's chromium installs (apt, about 30 s on a fresh machine) while pip installs the environment.
+test:
+	@sh scripts/ensure-chromium.sh & pid=$$!; $(MAKE) --no-print-directory env; rc=$$?; wait $$pid; exit $$rc
 	$(PY) -m pytest -n auto --dist loadgroup --no-loadscope-reorder
 
 # Development: everything but the tests marked slow.
