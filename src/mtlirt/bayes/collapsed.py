@@ -30,7 +30,7 @@ Both use nodes fixed before sampling:
   l_ik)``;
 * outer, per LLM: nodes ``eta_ig = mu_i + L_i u_g`` (``L_i`` the Cholesky
   factor of the LLM's posterior covariance of ``eta_i``), ``u_g`` the
-  Gauss-Hermite nodes of ``N(0, I)`` (``G1`` = 4 per axis; 12 at rank 1 and
+  Gauss-Hermite nodes of ``N(0, I)`` (``G1`` = 4 per axis; 8 at rank 1 and
   6 at rank 2 with fewer than 16 domains), weights
   ``N(eta_ig; 0, I) |L_i| w_g / phi(u_g)``. The exact draws need equally
   spaced nodes instead (:func:`draw_grid`: 9 per axis over +- 4.8 sds at
@@ -41,16 +41,17 @@ Both use nodes fixed before sampling:
   0.0003), the former 9 equally spaced and 15 inner nodes by 0.011
   (0.0026), at 2.7 times the cost. With three domains (100 LLMs x 10-30
   items, 16 of 600 posterior draws) 4 nodes moved by 0.053 over the draws,
-  8 by 0.012 and the 9 equally spaced ones by 0.020: hence 8 at first. On
-  the Open LLM Leaderboard (6,349 LLMs x 4 domains) 8 were not enough: the
-  249 LLMs that answered only GSM8K, all wrong, have a skewed posterior of
-  ``eta_i`` that 8 nodes missed by 0.05 each, by amounts that moved with
-  the loadings (over structures 0.5-1% from the mode the total against a
-  fine grid spread by 1.7-3.2), although such an LLM's likelihood does not
-  depend on the structure at all (``|Lambda_k|^2 + psi_k^2 = 1``); 12
-  nodes: 0.004 each, spread 0.04-0.17 (a scratch script,
-  ``/tmp/h1/diag7.py``; ``benchmarks/bench_collapsed.py realdata`` runs the
-  fit). Hence 12.
+  8 by 0.012 and the 9 equally spaced ones by 0.020: hence 8. On the Open
+  LLM Leaderboard (6,349 LLMs x 4 domains) the 249 LLMs that answered only
+  GSM8K, all wrong, have a skewed posterior of ``eta_i`` that 8 nodes
+  missed by 0.05 each, by amounts that moved with the loadings (over
+  structures 0.5-1% from the mode the total against a fine grid spread by
+  1.7-3.2; 12 nodes: 0.04-0.17; a scratch script, ``/tmp/h1/diag7.py``),
+  although such an LLM's likelihood does not depend on the structure at
+  all (``|Lambda_k|^2 + psi_k^2 = 1``). Such LLMs are left out of the
+  structure's density (:func:`informative_llms`); with them out, 8 nodes
+  left a spread of 0.06 over the posterior draws of the whole leaderboard
+  (``benchmarks/bench_collapsed.py realdata``).
 
 The nodes are placed at the posterior mode of the structure (found first by
 L-BFGS), where the conditionals move little over the structure's posterior.
@@ -630,7 +631,7 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
         draws' equally spaced grid, :func:`draw_grid`, shares them).
     outer_rule : {"hermite", "trapezoid"}
         Gauss-Hermite nodes (the likelihood: by default 4 per axis with
-        ``FEW_DOMAINS`` domains or more, else 12 at rank 1 and 6 at rank 2:
+        ``FEW_DOMAINS`` domains or more, else 8 at rank 1 and 6 at rank 2:
         with few domains an LLM's posterior of its overall trait is further
         from Gaussian) or the equally spaced grid of the draws
         (``N_DRAW_OUTER`` per axis).
