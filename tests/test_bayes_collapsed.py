@@ -470,3 +470,30 @@ def test_llms_answered_in_one_domain_leave_the_structure():
     g, t = cl.llm_subset(cl.build_grid(tables, lam, psi), tables, np.arange(4, 40))
     assert g.shape == (36, K) and t.s.shape == (36, K)
     assert cl._call(g, lam, psi)[0] == pytest.approx(cl.collapsed_loglik_np(g, lam, psi).sum(), rel=1e-10)
+
+
+def test_auto_falls_back_to_nuts_when_imh_fails():
+    """The pilot's proposals can pass where IMH's chains then fail (the
+    realistic scenario at 300 LLMs, MMLU-Pro): here the pilot picks IMH,
+    whose 2 x 200 draws fail the check, and NUTS samples the structure, the
+    failure recorded."""
+    from mtlirt.bayes._data import as_arrays
+    from mtlirt.bayes.init import initial_values
+    from mtlirt.bayes.model import anchor_domains, model_coords
+    from mtlirt.bayes.spec import load_spec
+
+    _, resp, tables, _, _ = _setup(1, n_llms=60, sizes=(6, 8, 10), seed=5)
+    arr = as_arrays(resp)
+    spec = load_spec("factor-2pl")
+    anchors = anchor_domains(arr, 1)
+    iv = initial_values(arr, spec, anchors, None, include_items=False,
+                        trait_centered=np.ones(arr.n_domains, dtype=bool))
+    fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=200, chains=2, cores=1,
+                              seed=1, check=False)
+    assert fit.info["imh_pilot"]["khat"] <= cl.IMH_PILOT_K_MAX
+    fb = fit.info["imh_fallback"]
+    assert fb["max_rhat"] > 1.01 or fb["min_ess_bulk"] < 200 or fb["min_ess_tail"] < 200
+    assert fit.info["sampler"] == "nutpie" and fit.info["tune"] == 1000
+    assert "imh" not in fit.info and len(fb["imh"]["acceptance"]) == 2
+    assert "nuts" in fit.info["stage_seconds"] and fit.posterior["eta_raw"].shape == (2, 200, 60, 1)
+    assert int(fit.sample_stats["diverging"].sum()) == 0
