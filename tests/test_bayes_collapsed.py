@@ -497,3 +497,25 @@ def test_auto_falls_back_to_nuts_when_imh_fails():
     assert "imh" not in fit.info and len(fb["imh"]["acceptance"]) == 2
     assert "nuts" in fit.info["stage_seconds"] and fit.posterior["eta_raw"].shape == (2, 200, 60, 1)
     assert int(fit.sample_stats["diverging"].sum()) == 0
+
+
+def test_inaccurate_quadrature_is_said_loudly(monkeypatch):
+    """A quadrature check whose error moves over the structure's draws by more than
+    QUADRATURE_SPREAD_MAX warns (the check's own result replaced, on the path the fit takes)."""
+    from mtlirt.bayes import fit_bayes
+    from mtlirt.bayes.sample import QUADRATURE_SPREAD_MAX, QuadratureWarning
+
+    real = cl.quadrature_check
+
+    def shifted(*args, **kwargs):
+        out = real(*args, **kwargs)
+        assert out["spread_diff"] < QUADRATURE_SPREAD_MAX  # this toy's own quadrature is accurate
+        return {**out, "spread_diff": 2.5, "max_abs_diff_per_llm": 1.7}
+
+    monkeypatch.setattr(cl, "quadrature_check", shifted)
+    sim, resp, tables, lam, psi = _setup(1, n_llms=100, sizes=(10, 20, 30), seed=2)  # as the test above
+    items = sim.items.set_index("item").loc[resp.items]
+    iv = {"a": items["discrimination"].values, "d": items["intercept"].values}
+    with pytest.warns(QuadratureWarning, match="moves by 2.5 log units"):
+        fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side="integrated", draws=500,
+                  chains=2, cores=1, seed=3, progress=False, thin=2)

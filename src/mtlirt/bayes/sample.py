@@ -46,6 +46,18 @@ class NotConvergedWarning(UserWarning):
     """A NUTS fit failed the convergence checks."""
 
 
+class QuadratureWarning(UserWarning):
+    """The integrated route's quadrature is not accurate at the structure's posterior draws."""
+
+
+# The integrated route's quadrature check: the largest tolerated range, over posterior draws of the
+# structure, of the error of the total log-likelihood (fine grid against working grid). A range d tilts
+# the structure's posterior by up to a factor exp(d) between draws. Measured (docs/results.md, issue 16):
+# 0.0002 at the flagship shape, 0.06 on oll_v1 and 0.19 on ChemBench after session 12's fixes, 8.0 on
+# oll_v1 before them.
+QUADRATURE_SPREAD_MAX = 0.5
+
+
 def _exact_compile(func):
     """Run ``func`` with PyTensor's numba backend compiling without fast-math.
 
@@ -528,6 +540,14 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
     sampler, tune = fit.info["sampler"], fit.info["tune"]
     if sampler == "imh":
         target_accept = float("nan")
+    qc = fit.info.get("quadrature_check") or {}
+    if warn and qc.get("spread_diff", 0.0) > QUADRATURE_SPREAD_MAX:
+        warnings.warn(
+            f"QUADRATURE NOT ACCURATE: the integrated log-likelihood's error moves by {qc['spread_diff']:.3g} log "
+            f"units over the loadings' posterior draws (<= {QUADRATURE_SPREAD_MAX} wanted; up to "
+            f"{qc['max_abs_diff_per_llm']:.3g} for one LLM), so the loadings' posterior may be off. LLMs with "
+            "extreme scores (near all right or all wrong) are the usual cause; fit with llm_side='sampled' to "
+            "compare.", QuadratureWarning, stacklevel=3)
     post = fit.posterior
     post.attrs["mtlirt_llm_side"] = "integrated"
     post.attrs["mtlirt_quadrature_check"] = json.dumps(fit.info.get("quadrature_check", {}), default=float)
