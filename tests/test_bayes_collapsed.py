@@ -33,6 +33,22 @@ def case(request):
     return tables, lam, psi, grid
 
 
+def _structure_inputs(resp):
+    """What ``sample_structure`` takes besides the tables: the arrays, the factor-2pl spec,
+    its anchor and the initial values of the loadings."""
+    from mtlirt.bayes._data import as_arrays
+    from mtlirt.bayes.init import initial_values
+    from mtlirt.bayes.model import anchor_domains
+    from mtlirt.bayes.spec import load_spec
+
+    arr = as_arrays(resp)
+    spec = load_spec("factor-2pl")
+    anchors = anchor_domains(arr, 1)
+    iv = initial_values(arr, spec, anchors, None, include_items=False,
+                        trait_centered=np.ones(arr.n_domains, dtype=bool))
+    return arr, spec, anchors, iv
+
+
 def test_kernel_matches_numpy(case):
     tables, lam, psi, grid = case
     v = cl._call(grid, lam, psi, mode=1)[0]
@@ -261,18 +277,11 @@ def test_sample_structure_end_to_end():
     the loadings' chains converge, both give the same posterior of the
     loadings (within Monte Carlo error), every LLM gets draws of its overall
     trait and domain scores, which track the truth; IMH: same seed, same draws."""
-    from mtlirt.bayes._data import as_arrays
     from mtlirt.bayes.diagnostics import pareto_khat
-    from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.model import anchor_domains, model_coords
-    from mtlirt.bayes.spec import load_spec
+    from mtlirt.bayes.model import model_coords
 
     sim, resp, tables, lam, psi = _setup(1, n_llms=100, sizes=(10, 20, 30), seed=2)
-    arr = as_arrays(resp)
-    spec = load_spec("factor-2pl")
-    anchors = anchor_domains(arr, 1)
-    iv = initial_values(arr, spec, anchors, None, include_items=False,
-                        trait_centered=np.ones(arr.n_domains, dtype=bool))
+    arr, spec, anchors, iv = _structure_inputs(resp)
 
     def run(**kw):
         return cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), chains=2, cores=1, seed=4,
@@ -331,17 +340,10 @@ def test_jax_likelihood_matches_the_kernel(case):
 
 
 def test_numpyro_samples_the_structure():
-    from mtlirt.bayes._data import as_arrays
-    from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.model import anchor_domains, model_coords
-    from mtlirt.bayes.spec import load_spec
+    from mtlirt.bayes.model import model_coords
 
     sim, resp, tables, lam, psi = _setup(1, n_llms=60, sizes=(10, 20), seed=2)
-    arr = as_arrays(resp)
-    spec = load_spec("factor-2pl")
-    anchors = anchor_domains(arr, 1)
-    iv = initial_values(arr, spec, anchors, None, include_items=False,
-                        trait_centered=np.ones(arr.n_domains, dtype=bool))
+    arr, spec, anchors, iv = _structure_inputs(resp)
     kw = dict(draws=150, tune=150, chains=2, cores=1, seed=1, check=False)
     fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), sampler="numpyro", **kw)
     ref = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), **kw)
@@ -477,17 +479,10 @@ def test_auto_falls_back_to_nuts_when_imh_fails():
     realistic scenario at 300 LLMs, MMLU-Pro): here the pilot picks IMH,
     whose 2 x 200 draws fail the check, and NUTS samples the structure, the
     failure recorded."""
-    from mtlirt.bayes._data import as_arrays
-    from mtlirt.bayes.init import initial_values
-    from mtlirt.bayes.model import anchor_domains, model_coords
-    from mtlirt.bayes.spec import load_spec
+    from mtlirt.bayes.model import model_coords
 
     _, resp, tables, _, _ = _setup(1, n_llms=60, sizes=(6, 8, 10), seed=5)
-    arr = as_arrays(resp)
-    spec = load_spec("factor-2pl")
-    anchors = anchor_domains(arr, 1)
-    iv = initial_values(arr, spec, anchors, None, include_items=False,
-                        trait_centered=np.ones(arr.n_domains, dtype=bool))
+    arr, spec, anchors, iv = _structure_inputs(resp)
     fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=200, chains=2, cores=1,
                               seed=1, check=False)
     assert fit.info["imh_pilot"]["khat"] <= cl.IMH_PILOT_K_MAX
