@@ -1485,6 +1485,12 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     return post, ss
 
 
+def _structure_draws(post, K: int, layout) -> tuple[np.ndarray, np.ndarray]:
+    """The loadings and residual scales (C, D, K, r), (C, D, K) of the sampled structure's draws."""
+    free = post["loading_free"].values if "loading_free" in post else None
+    return structure_from_v(_v_of(free, post["loading_diag"].values, K, layout))
+
+
 def _structure_diagnostics(post, ss, lam: np.ndarray) -> dict:
     """The convergence diagnostics of the sampled loadings and the reported
     loadings ``lam`` (C, D, K, r), as :func:`mtlirt.bayes.fit_bayes` checks
@@ -1580,13 +1586,14 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     if len(informative) in (0, N):
         informative = None
 
-    def structure_grid(g):
-        return g if informative is None else llm_subset(g, tables, informative)[0]
+    def structure_part(g):
+        """The grid and tables of the LLMs the structure's density sums over."""
+        return (g, tables) if informative is None else llm_subset(g, tables, informative)
 
-    V1, mode1 = find_mode(structure_grid(grid), V0, layout, spec.priors.loading_scale)
+    V1, mode1 = find_mode(structure_part(grid)[0], V0, layout, spec.priors.loading_scale)
     lam1, psi1 = structure_from_v(V1)
     grid = regrid(grid, tables, lam1, psi1, **go)
-    sgrid = structure_grid(grid)
+    sgrid, stables = structure_part(grid)
     V2, mode2 = find_mode(sgrid, V1, layout, spec.priors.loading_scale, maxiter=50)
     stages["mode"] = time.perf_counter() - t1
     t2 = time.perf_counter()
@@ -1595,7 +1602,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
         laplace = _laplace(sgrid, layout, spec.priors.loading_scale, _x_of(V2, layout))
         stages["laplace"] = laplace[2]["seconds"]
-    auto, tune_given = sampler == "auto", tune
+    auto, tune_given, diag_all = sampler == "auto", tune, None
     if sampler == "auto":
         t = time.perf_counter()
         pilot = imh_pilot(sgrid, layout, spec.priors.loading_scale, laplace, seed=seed, cores=cores)
@@ -1610,14 +1617,12 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
                                  chains=chains, cores=cores, seed=seed, progress=progress, info=wi)
         stages["imh"] = time.perf_counter() - t2
         if auto:  # the pilot's 200 proposals can pass where IMH's chains then fail: NUTS instead
-            free = post["loading_free"].values if "loading_free" in post else None
-            d = _structure_diagnostics(post, ss, structure_from_v(_v_of(free, post["loading_diag"].values, K,
-                                                                        layout))[0])
-            if not d["converged"]:
-                wi["imh_fallback"] = {**{k: d[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
-                                                           "pareto_khat") if k in d},
+            diag_all = _structure_diagnostics(post, ss, _structure_draws(post, K, layout)[0])
+            if not diag_all["converged"]:
+                wi["imh_fallback"] = {**{k: diag_all[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
+                                                                  "pareto_khat") if k in diag_all},
                                       "imh": wi.pop("imh", None), "seconds": stages.pop("imh")}
-                sampler, tune = "nutpie", 1000 if tune_given is None else tune_given
+                sampler, tune, diag_all = "nutpie", 1000 if tune_given is None else tune_given, None
     if sampler != "imh":
         t2 = time.perf_counter()
         post, ss = _sample_loadings(sgrid, layout, spec.priors.loading_scale, V2, coords, r, sampler=sampler,
@@ -1626,11 +1631,9 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
                                     whiten=whiten, stages=stages, whitening_info=wi, laplace=laplace)
         stages["nuts"] = time.perf_counter() - t2
     t3 = time.perf_counter()
-    free = post["loading_free"].values if "loading_free" in post else None
-    V = _v_of(free, post["loading_diag"].values, K, layout)
-    lam, psi = structure_from_v(V)
+    lam, psi = _structure_draws(post, K, layout)
     if thin > 1:
-        wi["structure_diagnostics_all_draws"] = _structure_diagnostics(post, ss, lam)
+        wi["structure_diagnostics_all_draws"] = diag_all or _structure_diagnostics(post, ss, lam)
         keep = slice(thin - 1, None, thin)
         n_keep = len(range(post.sizes["draw"])[keep])
         post = post.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
@@ -1648,8 +1651,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
             "n_llms_structure": N if informative is None else len(informative)}
     if check:
         C, D = psi.shape[:2]
-        gt = (grid, tables) if informative is None else llm_subset(grid, tables, informative)
-        info["quadrature_check"] = quadrature_check(*gt, lam.reshape(C * D, K, r),
+        info["quadrature_check"] = quadrature_check(sgrid, stables, lam.reshape(C * D, K, r),
                                                     psi.reshape(C * D, K))
         stages["quadrature_check"] = info["quadrature_check"]["seconds"]
     return CollapsedFit(posterior=post, sample_stats=ss, grid=grid, info=info)

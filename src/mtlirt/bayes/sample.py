@@ -550,7 +550,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
             "compare.", QuadratureWarning, stacklevel=3)
     post = fit.posterior
     post.attrs["mtlirt_llm_side"] = "integrated"
-    post.attrs["mtlirt_quadrature_check"] = json.dumps(fit.info.get("quadrature_check", {}), default=float)
+    post.attrs["mtlirt_quadrature_check"] = json.dumps(qc, default=float)
     post.attrs["mtlirt_structure_mode"] = json.dumps(fit.info["mode_refit"], default=str)
     free = [v for v in ("loading_free", "loading_diag") if v in post]
     return _finish(post, fit.sample_stats, arr, spec, anchors, t0=t0, t_sample=time.perf_counter() - t1,
