@@ -267,12 +267,12 @@ def test_fused_likelihood_matches_elementwise(name, missing):
     with complete data (contiguous runs) and missing responses (gathered),
     including a domain of more than 512 items (split runs).
 
-    Every case runs the Op's ``perform`` (FAST_COMPILE: the numba kernel called from Python); the first
-    also compiles the whole model with PyTensor's numba backend, as nutpie, MAP and ADVI do. The Op's numba
-    implementation is one wrapper around the same kernel for every spec (``_loglik._numba_funcify``), tested
-    against ``perform`` for the 2PL and the 3PL in test_loglik.py; a cold numba compile of a model costs
-    about 40 s of CPU, so the other four cases (formerly NUMBA and FAST_COMPILE each: 255 s of CPU cold)
-    check the graph once."""
+    Every case runs the Op's ``perform`` (FAST_COMPILE: the numba kernel called from Python). The Op's
+    numba implementation, what nutpie, MAP and ADVI run, is one wrapper around the same kernel for every
+    spec (``_loglik._numba_funcify``), equal to ``perform`` for the 2PL and the 3PL, value and gradient
+    (test_loglik.py::test_op_numba_dispatch_matches_perform), and the fits of this suite run it inside
+    whole models. A numba compile of this model here (logp and dlogp, two graphs no fit shares) cost 80 s
+    of a cold run's test time on two cores and checked nothing those two do not."""
     arr, _ = toy(12, (6, 530, 3), missing=missing, seed=4)
     bf = build_model(arr, name)
     mf, me = bf.model, build_model(arr, name, likelihood="elementwise").model
@@ -281,14 +281,9 @@ def test_fused_likelihood_matches_elementwise(name, missing):
     ip = {k: v + 0.7 * rng.normal(size=np.shape(v)) for k, v in mf.initial_point().items()}
     # the reference: the elementwise graph, evaluated once; its value does not depend on the mode
     le, ge = me.compile_logp(mode="FAST_COMPILE")(ip), me.compile_dlogp(mode="FAST_COMPILE")(ip)
-    modes = ("NUMBA", "FAST_COMPILE") if (name, missing) == ("factor-2pl", 0.15) else ("FAST_COMPILE",)
-    for mode in modes:  # the model compiled to numba, and Op.perform
-        # without fast-math, as fit_bayes compiles: PyTensor's cache of compiled numba functions is then
-        # shared with the suite's nutpie, MAP and ADVI fits (fast-math is part of its key)
-        with pytensor.config.change_flags(numba__fastmath=False):
-            lf, gf = mf.compile_logp(mode=mode)(ip), mf.compile_dlogp(mode=mode)(ip)
-        assert np.isclose(lf, le, rtol=1e-12, atol=1e-9)
-        np.testing.assert_allclose(gf, ge, rtol=1e-10, atol=1e-10)
+    lf, gf = mf.compile_logp(mode="FAST_COMPILE")(ip), mf.compile_dlogp(mode="FAST_COMPILE")(ip)
+    assert np.isclose(lf, le, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(gf, ge, rtol=1e-10, atol=1e-10)
 
 
 def test_fixed_model_potential_matches_tables():
