@@ -420,6 +420,7 @@ def _route(resp, spec: str, init: dict, llm_side: str, *, draws: int, chains: in
     if llm_side == "integrated":
         rec["imh_pilot"] = info.get("imh_pilot")
         rec["imh_acceptance"] = (info.get("imh") or {}).get("acceptance")
+        rec["overall_spread"] = info.get("overall_spread")
         rec["quadrature_check"] = {k: v for k, v in (info.get("quadrature_check") or {}).items()
                                    if k != "fine_grid"}
     return est, rec

@@ -391,6 +391,10 @@ def test_fit_bayes_integrated_route():
     assert info["llm_side"] == "integrated" and info["sampler"] == "imh"
     assert info["imh_pilot"]["khat"] <= 0.5 and info["imh"]["evaluations"] == 2 * 600 + 2
     assert info["quadrature_check"]["spread_diff"] < 0.05
+    # the traits were drawn from N(0, 1): the draws' spread over the LLMs is 1 up to sampling
+    sp = info["overall_spread"]
+    assert sp["n_llms"] == 100 and sp["sd_expected"] == round(1 / np.sqrt(200), 4)
+    assert abs(sp["median_sd"][0] - 1) < 3 * sp["sd_expected"] and sp["sd_q05"][0] < sp["sd_q95"][0]
     assert {"build", "integrated.imh_pilot", "integrated.imh", "integrated.llm_side_draws",
             "derived"} <= set(info["stage_seconds"])
     # overall scores are standardised over the LLMs in every draw
@@ -514,3 +518,20 @@ def test_inaccurate_quadrature_is_said_loudly(monkeypatch):
     with pytest.warns(QuadratureWarning, match="moves by 2.5 log units"):
         fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side="integrated", draws=500,
                   chains=2, cores=1, seed=3, progress=False, thin=2)
+
+
+def test_overall_spread_measures_the_prior_fit():
+    """overall_spread: the median over draws of the traits' sd over the LLMs, 1 for LLMs drawn from
+    the prior, the scale of the LLMs otherwise, over the LLMs it is given."""
+    rng = np.random.default_rng(0)
+    eta = rng.normal(size=(2, 50, 400, 2))
+    eta[..., 1] *= 1.8  # the second factor spread wider than the prior
+    sp = cl.overall_spread(eta)
+    assert sp["n_llms"] == 400 and sp["sd_expected"] == round(1 / np.sqrt(800), 4)
+    assert abs(sp["median_sd"][0] - 1) < 3 * sp["sd_expected"]
+    assert abs(sp["median_sd"][1] - 1.8) < 3 * 1.8 * sp["sd_expected"]
+    assert sp["sd_q05"][0] < sp["median_sd"][0] < sp["sd_q95"][0]
+    eta[:, :, :10] += 50  # ten far-out LLMs, left out of the subset
+    assert cl.overall_spread(eta)["median_sd"][0] > 5
+    sub = cl.overall_spread(eta, np.arange(10, 400))
+    assert sub["n_llms"] == 390 and abs(sub["median_sd"][0] - 1) < 3 * sub["sd_expected"]

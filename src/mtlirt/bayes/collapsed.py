@@ -1505,6 +1505,29 @@ def _structure_diagnostics(post, ss, lam: np.ndarray) -> dict:
     return out
 
 
+def overall_spread(eta: np.ndarray, llms: np.ndarray | None = None) -> dict:
+    """How far the LLMs' overall traits spread, against the population prior
+    ``N(0, 1)`` this route gives them: per factor, the sd over the LLMs
+    (``llms``: those the structure's density sums over; default all) of each
+    draw of ``eta`` (C, D, N, r), its median over the draws and its 5% and
+    95% quantiles, and ``sd_expected``, the spread such a median has over
+    samples of that many LLMs truly drawn from the prior (``1 / sqrt(2 n)``).
+
+    Where the prior fits, a draw of the traits is a draw of ``n`` LLMs from
+    it: its sd is 1 up to ``sd_expected``. A median well away from 1 says the
+    LLMs are not spread like ``N(0, 1)`` (one tail far out, or clusters), and
+    then the integrated route's posterior differs from the sampled route's,
+    which standardises the traits inside the model (real leaderboards,
+    ``docs/results.md``)."""
+    x = eta if llms is None else eta[:, :, llms]
+    sd = x.std(axis=2).reshape(-1, x.shape[-1])
+    n = x.shape[2]
+    return {"median_sd": [round(float(v), 4) for v in np.median(sd, axis=0)],
+            "sd_q05": [round(float(v), 4) for v in np.quantile(sd, 0.05, axis=0)],
+            "sd_q95": [round(float(v), 4) for v in np.quantile(sd, 0.95, axis=0)],
+            "n_llms": int(n), "sd_expected": round(float(1 / np.sqrt(2 * max(n, 1))), 4)}
+
+
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *, draws: int = 1000,
                      tune: int | None = None, chains: int = 4, cores: int = 1, seed: int = 0,
                      target_accept: float = 0.8, progress: bool = False, nuts_kwargs: dict | None = None,
@@ -1648,7 +1671,8 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]),
             "sampler": sampler, "tune": int(tune), **wi,
             "n_inner_nodes": int(grid.logw.shape[1]), "stage_seconds": stages,
-            "n_llms_structure": N if informative is None else len(informative)}
+            "n_llms_structure": N if informative is None else len(informative),
+            "overall_spread": overall_spread(eta, informative)}
     if check:
         C, D = psi.shape[:2]
         info["quadrature_check"] = quadrature_check(sgrid, stables, lam.reshape(C * D, K, r),

@@ -564,6 +564,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                                                                "imh_fallback": fit.info.get("imh_fallback"),
                                                                "whitening": fit.info.get("whitening"),
                                                                "quadrature_check": fit.info.get("quadrature_check"),
+                                                               "overall_spread": fit.info.get("overall_spread"),
                                                                "inner_nodes": fit.info["n_inner_nodes"],
                                                                "outer_nodes": fit.info["n_outer_nodes"]})
 
