@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 import pymc as pm
@@ -16,6 +17,7 @@ import xarray as xr
 from mtlirt.bayes import (
     ModelSpec,
     ResponseArrays,
+    _nutpie,
     build_fixed_model,
     build_model,
     build_tables,
@@ -533,6 +535,8 @@ def _mock(monkeypatch):
         kwargs.pop("nuts", None)
         return mock_sample(sample_stats=stats, **kwargs)
 
+    # no compiled model kept from a real fit of this worker: every mocked fit reaches the compile
+    monkeypatch.setattr(_nutpie, "_cache", OrderedDict())
     monkeypatch.setattr(nutpie, "compile_pymc_model", fake_compile)
     monkeypatch.setattr(nutpie, "sample", fake_nutpie)
     monkeypatch.setattr(pm, "sample", fake_pymc)
@@ -822,16 +826,32 @@ def test_accepts_lead_responses(data):
 
 
 @pytest.mark.slow
-def test_nuts_joint_runs_and_is_reproducible():
-    """The joint model samples with nutpie; the same seed gives the same draws."""
+def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
+    """The joint model samples with nutpie; the same seed gives the same draws. A later fit of a model
+    of the same graph and shapes reuses the compiled model (``mtlirt.bayes._nutpie``) with its own data,
+    initial point and coordinates: its draws are those of a fresh compile, on another leaderboard too."""
+    monkeypatch.setattr(_nutpie, "_cache", OrderedDict())
     arr, truth = toy(40, (8, 10, 12), seed=22, loading=0.8)
+    other, _ = toy(40, (8, 10, 12), seed=23, loading=0.6)
+    other.llms[:] = [f"x{i}" for i in range(40)]
     kw = dict(draws=150, tune=150, chains=2, seed=7, progress=False)
+    hits = _nutpie.stats["hits"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t1 = fit_bayes(arr, "factor-2pl", **kw)
         t2 = fit_bayes(arr, "factor-2pl", **kw)
+        assert _nutpie.stats["hits"] == hits + 1 and len(_nutpie._cache) == 1
+        kept = fit_bayes(other, "factor-2pl", **kw)
+        assert _nutpie.stats["hits"] == hits + 2
+        _nutpie.clear()
+        fresh = fit_bayes(other, "factor-2pl", **kw)
+        assert _nutpie.stats["hits"] == hits + 2
     _check_layout(t1, arr, 2, 150)
     assert np.array_equal(t1["posterior"]["theta"].values, t2["posterior"]["theta"].values)
+    _check_layout(kept, other, 2, 150)
+    for v in ("theta", "loadings", "discrimination"):
+        assert np.array_equal(kept["posterior"][v].values, fresh["posterior"][v].values), v
+    assert not np.allclose(kept["posterior"]["theta"].values, t1["posterior"]["theta"].values)
     d = diagnostics(t1)
     assert np.isfinite(d["max_rhat"]) and np.isfinite(d["min_ess_bulk"])
     assert d["divergences"] == int(t1["sample_stats"]["diverging"].sum())

@@ -433,7 +433,7 @@ def pin_standardisation(eta_raw, sd: float) -> None:
 
     # shared, not a constant: the guess depends on the data, and a constant would enter the compiled
     # function's cache key (see mtlirt.bayes.model._index_data)
-    sd = pytensor.shared(np.float64(sd))
+    sd = pytensor.shared(np.float64(sd), name="eta_raw_pin_sd")  # named: mtlirt.bayes._nutpie
     n = eta_raw.shape[0]
     mean = eta_raw.mean(axis=0)
     rms = pt.sqrt(pt.sqr(eta_raw - mean).mean(axis=0))

@@ -192,7 +192,7 @@ def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
         if len(inc) == K:
             z = pm.Normal("z", 0.0, 1.0, dims=("llm", dim_nc))
             return mean + z * scale[None, :]
-        ic, inc = _index_data(ic), _index_data(inc)  # data, not constants: see _index_data
+        ic, inc = _index_data(ic, "centred_domains"), _index_data(inc, "noncentred_domains")  # see _index_data
         th_c = pm.Normal("theta_raw", mean[:, ic], scale[ic][None, :], dims=("llm", dim_c))
         z = pm.Normal("z", 0.0, 1.0, dims=("llm", dim_nc))
         theta = pt.zeros_like(mean)
@@ -241,16 +241,16 @@ def add_factor_block(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list
     # the layout enters as data, not constants (see _index_data)
     parts = pt.zeros((pm.modelcontext(None).dim_lengths.get("domain", K), r))
     if len(rows):
-        rows, cols = _index_data(rows), _index_data(cols)
+        rows, cols = _index_data(rows, "loading_free_rows"), _index_data(cols, "loading_free_cols")
         free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=(rows.shape[0],))
         parts = pt.set_subtensor(parts[rows, cols], free)
     diag = pm.HalfNormal("loading_diag", p.loading_scale, shape=r)
-    V = pt.set_subtensor(parts[_index_data(drows), np.arange(r)], diag)
+    V = pt.set_subtensor(parts[_index_data(drows, "loading_diag_rows"), np.arange(r)], diag)
     psi = 1.0 / pt.sqrt(1.0 + pt.sum(V**2, axis=1))
     return eta, V * psi[:, None], psi
 
 
-def _index_data(index: np.ndarray):
+def _index_data(index: np.ndarray, name: str):
     """A shared int64 vector holding ``index``, for the model's data-dependent positions.
 
     Which domains anchor the factors and which are centred depends on the data. As constants these
@@ -265,7 +265,7 @@ def _index_data(index: np.ndarray):
     """
     import pytensor
 
-    return pytensor.shared(np.asarray(index, dtype=np.int64))
+    return pytensor.shared(np.asarray(index, dtype=np.int64), name=name)  # named: mtlirt.bayes._nutpie
 
 
 def add_coords_for_centering(coords: dict, domains: list, centered: np.ndarray) -> dict:

@@ -18,6 +18,7 @@ import xarray as xr
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import as_arrays
 from mtlirt.bayes._factor import anchor_domains, model_coords
+from mtlirt.bayes._nutpie import compile_model
 from mtlirt.bayes.collapsed import sample_structure
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
@@ -145,7 +146,7 @@ def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progres
     kw = dict(kw)
     if "max_treedepth" in kw:
         kw["maxdepth"] = kw.pop("max_treedepth")
-    compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=initvals)
+    compiled = compile_model(model, initvals)
     return nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains,
                          cores=cores, seed=int(seed), save_warmup=False,
                          progress_bar=bool(progress), **kw)
