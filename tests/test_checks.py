@@ -180,6 +180,7 @@ def _bayes_fit():
     return r, est
 
 
+@pytest.mark.xdist_group("bayes-fixed-60x6")  # with test_scoring.py's fit of the same shape: one compiled model
 def test_checks_of_a_bayesian_fit():
     """One tiny NUTS fit (its compilation is the cost; one test, so that parallel workers do not
     each fit it): leave-one-LLM-out, its quadrature, run_checks, the record, the plots and the report."""

@@ -204,12 +204,21 @@ def test_estimate_score_delegates(world):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bayes-fixed-60x6")
 def test_bayesian_fit_averages_over_structure_draws(tmp_path):
-    """A Bayesian fit folder (ADVI, items fixed): the scorer mixes over draws of the loadings, and covers."""
-    sim = simulate(200, [12, 12, 8, 8, 5, 5], seed=3)
+    """A Bayesian fit folder (NUTS, items fixed): the scorer mixes over draws of the loadings, and covers.
+
+    The fit has the shape of test_checks.py's (60 LLMs x 72 items in the same 6 domains, the same run
+    length), so the two share one compiled model on one worker (``mtlirt.bayes._nutpie``; an ADVI fit of
+    150 LLMs here compiled a model of its own: 58 s of a cold run's test time)."""
+    import warnings
+
+    sim = simulate(110, [8] * 4 + [20] * 2, seed=3)
     data = Responses.from_frame(sim.responses)
-    est = fit(data.subset(llms=data.llms[:150]), "bayes", seed=0, algorithm="advi", draws=40,
-              advi_iterations=3000, items="fixed", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a short chain's convergence warning
+        est = fit(data.subset(llms=data.llms[:60]), "bayes", seed=0, items="fixed", draws=150, tune=150,
+                  chains=2, progress=False)
     folder = write_fit(est, tmp_path / "bayes")
     sc = Scorer(est, draws=8)
     assert len(sc.structures) == 8
@@ -217,9 +226,9 @@ def test_bayesian_fit_averages_over_structure_draws(tmp_path):
     assert lam.std(axis=0).max() > 1e-3  # the draws differ
     items = np.asarray(sim.items["item"], dtype=str)
     df = pd.concat([pd.DataFrame({"llm": sim.llm_names[i], "item": items[:20], "correct": sim.correct[i, :20]})
-                    for i in range(150, 200)], ignore_index=True)
+                    for i in range(60, 110)], ignore_index=True)
     s = score(folder, df, draws=8, scale="population")
-    g = sim.overall["score"].to_numpy()[150:]
+    g = sim.overall["score"].to_numpy()[60:]
     o = s.overall
     assert 0.8 <= ((o["lower"] <= g) & (g <= o["upper"])).mean() <= 1.0
     assert np.corrcoef(o["score"], g)[0, 1] > 0.7
