@@ -4,6 +4,7 @@
 Usage::
 
     .venv/bin/python benchmarks/bench_collapsed.py flagship [--draws 500 --thin 2 --rank 1 --sampler auto|imh|nutpie]
+    .venv/bin/python benchmarks/bench_collapsed.py flagship-routes [--draws 1000 --thin 2]
     .venv/bin/python benchmarks/bench_collapsed.py compare [--seeds 3]
     .venv/bin/python benchmarks/bench_collapsed.py samplers [--seeds 3 --n-llms 150]
     .venv/bin/python benchmarks/bench_collapsed.py kernel [--baseline COMMIT]
@@ -20,6 +21,10 @@ kernel: at the flagship shape, one log density + gradient, its value alone, and 
 draws of one structure draw timed alone (CPU ms), and the quadrature check
 at 8 structures 3% from the mode; ``--baseline`` adds the module as it was at
 a commit (its own default grid, same centres).
+
+flagship-routes: the flagship (rank 1) fitted by both fixed-items routes from
+one MTL fit at the same seed, as ``realistic`` compares them, with coverage of
+the truth; the integrated route keeps every ``--thin``-th structure draw (2).
 
 samplers: the same integrated model sampled by IMH and by NUTS (nutpie) on the
 calibration design (or ``--n-llms`` LLMs): loadings, domain and overall scores.
@@ -60,9 +65,18 @@ def _peak_rss_gb() -> float:
 
 
 def _summary(ds, var: str):
+    # by blocks of scalars: at the flagship shape a whole quantile pass would
+    # copy 4,000 draws x 243,504 scores as float64 (7.8 GB)
     x = ds[var].transpose("chain", "draw", ...).values
-    x = x.reshape(-1, *x.shape[2:])
-    return x.mean(0), np.quantile(x, 0.05, axis=0), np.quantile(x, 0.95, axis=0)
+    shape = x.shape[2:]
+    x = x.reshape(x.shape[0] * x.shape[1], -1)
+    out = np.empty((3, x.shape[1]))
+    step = max(1, int(2e7 // x.shape[0]))
+    for a in range(0, x.shape[1], step):
+        sl = slice(a, min(x.shape[1], a + step))
+        out[0, sl] = x[:, sl].mean(0)
+        out[1:, sl] = np.quantile(x[:, sl], [0.05, 0.95], axis=0)
+    return tuple(o.reshape(shape) for o in out)
 
 
 def _coverage(ds, var: str, truth: np.ndarray) -> dict:
@@ -490,6 +504,27 @@ def _both_routes(resp, spec: str, *, draws: int, chains: int, seed: int, thin: i
     return ests, recs, mtl
 
 
+def bench_flagship_routes(seed: int = 0, draws: int = 1000, chains: int = 4, thin: int = 2,
+                          n_llms: int = 4272) -> dict:
+    """The flagship (ideal scenario, rank 1): the MTL fit that ``mtlirt fit
+    --method bayes --items fixed`` runs, then both routes from its values at
+    the same seed (the integrated route keeping every ``thin``-th structure
+    draw for its LLM side): their agreement and coverage of the truth."""
+    resp, truth, truth_ov = _simulated(n_llms, preset="mmlu", seed=seed)
+    print(f"flagship routes seed {seed}: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains",
+          flush=True)
+    ests, recs, mtl = _both_routes(resp, "factor-2pl", draws=draws, chains=chains, seed=seed, thin=thin)
+    posts = {k: e.posterior for k, e in ests.items()}
+    out = {"benchmark": f"flagship routes seed {seed}: {resp.n_llms} LLMs x {resp.n_items} items, "
+                        f"{resp.n_domains} domains, factor-2pl",
+           "mtl": mtl, **recs, "peak_rss_gb": round(_peak_rss_gb(), 2)}
+    for var, tr in (("theta", truth), ("overall", truth_ov)):
+        out[var] = _agreement(posts["integrated"], posts["sampled"], var)
+        out[var]["coverage90"] = {k: _coverage(p, var, tr) for k, p in posts.items()}
+    print(json.dumps(out, indent=1, default=float), flush=True)
+    return out
+
+
 def _std_cols(x):
     return (x - x.mean(0)) / x.std(0)
 
@@ -573,7 +608,8 @@ def bench_realdata(data: str = "oll_v1", max_llms: int | None = None, spec: str 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["flagship", "compare", "samplers", "kernel", "realistic", "realdata"])
+    ap.add_argument("which", choices=["flagship", "flagship-routes", "compare", "samplers", "kernel", "realistic",
+                                      "realdata"])
     ap.add_argument("--sampler", default="auto", choices=["auto", "imh", "nutpie"],
                     help="the structure's sampler on the integrated route (default: chosen by the IMH pilot)")
     ap.add_argument("--baseline", default=None, help="kernel: also time the module at this commit")
@@ -604,6 +640,10 @@ def main(argv=None) -> int:
             bench_realdata(args.data, max_llms=args.max_llms, spec=args.spec, seed=s, draws=args.draws or 1000,
                            chains=args.chains, thin=args.thin, routes=tuple(args.routes.split(",")),
                            all_llms=not args.no_all_llms)
+    elif args.which == "flagship-routes":
+        for s in args.seeds or [0]:
+            bench_flagship_routes(s, draws=args.draws or 1000, chains=args.chains,
+                                  thin=args.thin if args.thin > 1 else 2, n_llms=args.n_llms)
     elif args.which == "kernel":
         bench_kernel(rank=args.rank, baseline=args.baseline)
     elif args.which == "flagship":
