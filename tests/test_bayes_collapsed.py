@@ -535,3 +535,9 @@ def test_overall_spread_measures_the_prior_fit():
     assert cl.overall_spread(eta)["median_sd"][0] > 5
     sub = cl.overall_spread(eta, np.arange(10, 400))
     assert sub["n_llms"] == 390 and abs(sub["median_sd"][0] - 1) < 3 * sub["sd_expected"]
+    # which factors fit_bayes warns about (PriorSpreadWarning): the wide one, not the N(0, 1) one
+    assert cl.spread_off_prior(sp) == [1] == cl.spread_off_prior(sub) and cl.spread_off_prior(None) == []
+    # the tolerance widens with fewer LLMs: the flagship's measured 1.022 passes, a real board's 1.23 does not
+    for sd, n, off in ((1.022, 4272, []), (1.23, 1500, [0]), (1.23, 30, []), (0.8, 4272, [0])):
+        spread = {"median_sd": [sd], "sd_expected": round(1 / np.sqrt(2 * n), 4)}
+        assert cl.spread_off_prior(spread) == off, (sd, n)
