@@ -871,6 +871,79 @@ def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
     assert np.corrcoef(ov, truth["eta"])[0, 1] > 0.7
 
 
+def _call_logp(compiled, x):
+    """The compiled model's log-density callback at ``x``: (return code, log density, gradient)."""
+    import ctypes
+
+    dbl = ctypes.POINTER(ctypes.c_double)
+    x = np.ascontiguousarray(x, dtype=float)
+    grad, logp = np.zeros(compiled.n_dim), np.zeros(())
+    rc = compiled.compiled_logp_func.ctypes(compiled.n_dim, x.ctypes.data_as(dbl), grad.ctypes.data_as(dbl),
+                                            logp.ctypes.data_as(dbl),
+                                            ctypes.c_void_p(compiled.user_data.ctypes.data))
+    return rc, float(logp), grad
+
+
+def _call_expand(compiled, x):
+    import ctypes
+
+    dbl = ctypes.POINTER(ctypes.c_double)
+    x = np.ascontiguousarray(x, dtype=float)
+    out = np.zeros(compiled.n_expanded)
+    rc = compiled.compiled_expand_func.ctypes(compiled.n_dim, compiled.n_expanded, x.ctypes.data_as(dbl),
+                                              out.ctypes.data_as(dbl),
+                                              ctypes.c_void_p(compiled.user_data.ctypes.data))
+    return rc, out
+
+
+@pytest.mark.slow
+def test_nuts_callbacks_are_pytensors_functions():
+    """The C callbacks mtlirt gives nutpie (``mtlirt.bayes._callbacks``: PyTensor's functions called by
+    address) return what PyTensor's functions return, with nutpie's return codes: 0, 3 for a non-finite
+    gradient, 4 for a non-finite log density, 1 for an error raised inside, -1 for a wrong size; with
+    another leaderboard's data swapped in (``with_data``) they return that leaderboard's values."""
+    from pytensor.raise_op import Assert
+
+    from mtlirt.bayes import _callbacks
+    from mtlirt.bayes.sample import build
+
+    arr, _ = toy(40, (8, 10, 12), seed=22, loading=0.8)
+    other, _ = toy(40, (8, 10, 12), seed=23, loading=0.6)
+    with pytensor.config.change_flags(numba__fastmath=False):
+        built = build(arr, "factor-2pl")
+        compiled = _callbacks.compile_pymc(built.model, built.initvals)
+        ref = _callbacks.compile_pymc(build(other, "factor-2pl").model)
+    swapped = compiled.with_data(**{var.name: ref.shared_data[key] for var, key in ref.shared_var_keys.items()})
+    x0 = compiled.initial_point_func(3)
+    rng = np.random.default_rng(0)
+    for x in (x0, x0 + 0.3 * rng.normal(size=x0.size), x0 - 0.3 * rng.normal(size=x0.size)):
+        rc, lp, grad = _call_logp(compiled, x)
+        want_lp, want_grad = compiled.logp_func(x)
+        assert rc == 0 and lp == float(want_lp) and np.array_equal(grad, want_grad)
+        rc, values = _call_expand(compiled, x)
+        assert rc == 0 and np.array_equal(values, compiled.expand_func(x)[0])
+    # the swapped data: the other leaderboard's log density (its own model's PyTensor function)
+    rc, lp, grad = _call_logp(swapped, x0)
+    want_lp, want_grad = ref.logp_func(x0)
+    assert rc == 0 and lp == float(want_lp) and np.array_equal(grad, want_grad)
+    assert lp != _call_logp(compiled, x0)[1]
+    bad = x0.copy()
+    bad[0] = np.inf
+    want_lp, want_grad = compiled.logp_func(bad)
+    want = 3 if not np.all(np.isfinite(want_grad)) else 4 if not np.isfinite(want_lp) else 0
+    assert want != 0 and _call_logp(compiled, bad)[0] == want
+    assert compiled.compiled_logp_func.ctypes(compiled.n_dim + 1, None, None, None, None) == -1
+
+    with pm.Model() as tiny:
+        x = pm.Normal("x")
+        pm.Potential("guard", Assert("x must stay below 5")(0.0, x < 5.0))
+    with pytensor.config.change_flags(numba__fastmath=False):
+        small = _callbacks.compile_pymc(tiny)
+    rc, lp, _ = _call_logp(small, np.array([1.0]))
+    assert rc == 0 and np.isclose(lp, -0.5 - 0.5 * np.log(2 * np.pi))
+    assert _call_logp(small, np.array([6.0]))[0] == 1
+
+
 @pytest.mark.slow
 def test_pymc_sampler_runs_and_is_reproducible():
     """A real (tiny) run of PyMC's own NUTS (sampler="pymc"): layout, seed,

@@ -1,15 +1,15 @@
 """nutpie's compiled models, reused within a process for models of the same graph.
 
-``nutpie.compile_pymc_model`` rewrites the model's graph and then compiles two
-numba C callbacks around PyTensor's functions (log density with gradient, and
-the expansion to the traced variables). The callbacks close over the model's
-functions, so numba cannot cache them on disk: every call compiles them again,
-13-15 s for the joint model of 30 LLMs x 24 items whose PyTensor functions are
-already in PyTensor's cache, 21-45 s in a new process (scratch timings,
-``/tmp/nut_cache.py`` and ``/tmp/cache_test.py``, session 13, load 1-4). A
-refit with another seed, another leaderboard of the same size, a notebook cell
-run again paid that each time; with the compiled model kept, a refit of that
-model (2 chains x 100 iterations) took 1.4-1.6 s against 22-24 s.
+A compile rewrites the model's graph, builds PyTensor's functions (log density
+with gradient, and the expansion to the traced variables) and compiles the two
+numba C callbacks nutpie samples with. ``nutpie.compile_pymc_model`` took 16-20
+s for the joint model of 40 LLMs x 30 items in a new process whose PyTensor
+cache held its functions, most of it in callbacks that link PyTensor's code
+in; :mod:`mtlirt.bayes._callbacks` builds them calling PyTensor's functions
+by address instead: 4.8-6.2 s (``benchmarks/bench_callbacks.py``, session 14,
+quiet machine). A refit with another seed, another leaderboard of the same
+size, a notebook cell run again paid that each time; with the compiled model
+kept, a refit skips it.
 
 Two models whose log density and traced variables are the same graph up to the
 values of their shared data (mtlirt's models hold no data-dependent constants:
@@ -34,6 +34,8 @@ import dataclasses
 import threading
 from collections import OrderedDict
 
+from mtlirt.bayes import _callbacks
+
 __all__ = ["compile_model", "model_key", "clear", "CACHE_SIZE", "CACHE_MAX_BYTES"]
 
 CACHE_SIZE = 4
@@ -41,7 +43,7 @@ CACHE_MAX_BYTES = 2**28
 
 _cache: OrderedDict = OrderedDict()
 _lock = threading.Lock()
-stats = {"hits": 0, "misses": 0}
+stats = {"hits": 0, "misses": 0, "nutpie": 0}
 
 
 def _shared_by_name(outputs):
@@ -156,7 +158,11 @@ def compile_model(model, initvals=None):
             if out is not None:
                 stats["hits"] += 1
                 return out
-    compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=initvals)
+    try:
+        compiled = _callbacks.compile_pymc(model, initvals)
+    except _callbacks.Unsupported:
+        stats["nutpie"] += 1
+        compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=initvals)
     stats["misses"] += 1
     if (key is not None and shared is not None and dataclasses.is_dataclass(compiled)
             and sum(v.nbytes for v in getattr(compiled, "shared_data", {}).values()) <= CACHE_MAX_BYTES):
