@@ -17,6 +17,7 @@ import xarray as xr
 from mtlirt.bayes import (
     ModelSpec,
     ResponseArrays,
+    _callbacks,
     _nutpie,
     build_fixed_model,
     build_model,
@@ -506,8 +507,9 @@ def test_numpyro_cannot_run_the_marginal_model(data):
 
 def _mock(monkeypatch):
     """Replace the samplers by prior draws (``pymc.testing.mock_sample``) on
-    the paths ``fit_bayes`` takes: nutpie's ``compile_pymc_model`` and
-    ``sample`` (the default sampler) and ``pm.sample`` (``sampler="pymc"``).
+    the paths ``fit_bayes`` takes: the compile of nutpie's model
+    (``mtlirt.bayes._callbacks.compile_pymc``) and ``nutpie.sample`` (the
+    default sampler), and ``pm.sample`` (``sampler="pymc"``).
     Returns the list of the samplers called, for the tests to check."""
     import nutpie
     from pymc.testing import mock_sample
@@ -518,8 +520,7 @@ def _mock(monkeypatch):
     }
     called = []
 
-    def fake_compile(model, backend=None, initial_points=None, **kwargs):
-        assert backend == "numba"
+    def fake_compile(model, initvals=None):
         # compiled without fast-math, so that a fresh compile and PyTensor's cache give the same draws
         assert pytensor.config.numba__fastmath is False
         return model
@@ -537,7 +538,7 @@ def _mock(monkeypatch):
 
     # no compiled model kept from a real fit of this worker: every mocked fit reaches the compile
     monkeypatch.setattr(_nutpie, "_cache", OrderedDict())
-    monkeypatch.setattr(nutpie, "compile_pymc_model", fake_compile)
+    monkeypatch.setattr(_callbacks, "compile_pymc", fake_compile)
     monkeypatch.setattr(nutpie, "sample", fake_nutpie)
     monkeypatch.setattr(pm, "sample", fake_pymc)
     return called
@@ -846,7 +847,7 @@ def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
     other, _ = toy(40, (8, 10, 12), seed=23, loading=0.6)
     other.llms[:] = [f"x{i}" for i in range(40)]
     kw = dict(draws=150, tune=150, chains=2, seed=7, progress=False)
-    hits = _nutpie.stats["hits"]
+    hits, by_nutpie = _nutpie.stats["hits"], _nutpie.stats["nutpie"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t1 = fit_bayes(arr, "factor-2pl", **kw)
@@ -857,6 +858,8 @@ def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
         _nutpie.clear()
         fresh = fit_bayes(other, "factor-2pl", **kw)
         assert _nutpie.stats["hits"] == hits + 2
+    # compiled with mtlirt's callbacks (bayes/_callbacks), not handed back to nutpie's own compile
+    assert _nutpie.stats["nutpie"] == by_nutpie
     _check_layout(t1, arr, 2, 150)
     assert np.array_equal(t1["posterior"]["theta"].values, t2["posterior"]["theta"].values)
     _check_layout(kept, other, 2, 150)
@@ -904,7 +907,6 @@ def test_nuts_callbacks_are_pytensors_functions():
     another leaderboard's data swapped in (``with_data``) they return that leaderboard's values."""
     from pytensor.raise_op import Assert
 
-    from mtlirt.bayes import _callbacks
     from mtlirt.bayes.sample import build
 
     arr, _ = toy(40, (8, 10, 12), seed=22, loading=0.8)

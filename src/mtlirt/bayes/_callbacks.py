@@ -9,7 +9,7 @@ items in a new process, on every fit, even where PyTensor loaded its
 functions from its on-disk cache in half a second.
 
 Here the callbacks call PyTensor's function through its address (numba's
-own calling convention, by :func:`_caller`), so nothing is linked: the
+own calling convention: the ``call_at`` intrinsic of :func:`_intrinsics`), so nothing is linked: the
 whole compile took 4.8-6.2 s (``benchmarks/bench_callbacks.py``, session 14,
 quiet machine), and PyTensor's functions are compiled once per machine (its
 cache). The callbacks do what nutpie's do (the same checks, return codes and
