@@ -838,6 +838,7 @@ def test_accepts_lead_responses(data):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bayes-joint-40x30")  # with the callbacks' test: PyTensor compiles this model once
 def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
     """The joint model samples with nutpie; the same seed gives the same draws. A later fit of a model
     of the same graph and shapes reuses the compiled model (``mtlirt.bayes._nutpie``) with its own data,
@@ -900,6 +901,7 @@ def _call_expand(compiled, x):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bayes-joint-40x30")
 def test_nuts_callbacks_are_pytensors_functions():
     """The C callbacks mtlirt gives nutpie (``mtlirt.bayes._callbacks``: PyTensor's functions called by
     address) return what PyTensor's functions return, with nutpie's return codes: 0, 3 for a non-finite
