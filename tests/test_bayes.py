@@ -906,7 +906,8 @@ def test_nuts_callbacks_are_pytensors_functions():
     """The C callbacks mtlirt gives nutpie (``mtlirt.bayes._callbacks``: PyTensor's functions called by
     address) return what PyTensor's functions return, with nutpie's return codes: 0, 3 for a non-finite
     gradient, 4 for a non-finite log density, 1 for an error raised inside, -1 for a wrong size; with
-    another leaderboard's data swapped in (``with_data``) they return that leaderboard's values."""
+    another leaderboard's data swapped in (``with_data``) they return that leaderboard's values, and so do
+    that leaderboard's own callbacks, loaded from the on-disk cache."""
     from pytensor.raise_op import Assert
 
     from mtlirt.bayes.sample import build
@@ -927,9 +928,12 @@ def test_nuts_callbacks_are_pytensors_functions():
         rc, values = _call_expand(compiled, x)
         assert rc == 0 and np.array_equal(values, compiled.expand_func(x)[0])
     # the swapped data: the other leaderboard's log density (its own model's PyTensor function)
-    rc, lp, grad = _call_logp(swapped, x0)
     want_lp, want_grad = ref.logp_func(x0)
-    assert rc == 0 and lp == float(want_lp) and np.array_equal(grad, want_grad)
+    for model in (swapped, ref):
+        rc, lp, grad = _call_logp(model, x0)
+        assert rc == 0 and lp == float(want_lp) and np.array_equal(grad, want_grad)
+    # the second model of these shapes loaded its callbacks from the on-disk cache (they hold no address)
+    assert ref.compiled_logp_func.cache_hits == 1 and ref.compiled_expand_func.cache_hits == 1
     assert lp != _call_logp(compiled, x0)[1]
     bad = x0.copy()
     bad[0] = np.inf

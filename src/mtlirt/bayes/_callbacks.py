@@ -9,10 +9,13 @@ items in a new process, on every fit, even where PyTensor loaded its
 functions from its on-disk cache in half a second.
 
 Here the callbacks call PyTensor's function through its address (numba's
-own calling convention: the ``call_at`` intrinsic of :func:`_intrinsics`), so nothing is linked: the
-whole compile took 4.8-6.2 s (``benchmarks/bench_callbacks.py``, session 14,
-quiet machine), and PyTensor's functions are compiled once per machine (its
-cache). The callbacks do what nutpie's do (the same checks, return codes and
+own calling convention: the ``call_at`` intrinsic of :func:`_intrinsics`), so
+nothing is linked. ``benchmarks/bench_callbacks.py`` (new processes, session
+14, quiet machine): the 40 x 30 model compiled in 3.8 s against nutpie's 18.8
+s where PyTensor's cache held its functions; a model of new shapes (120 LLMs x
+six domains of 10-60 items, PyTensor compiling its functions first) in 34.0 s
+against 53.9 s. PyTensor's functions are compiled once per machine (its cache).
+The callbacks do what nutpie's do (the same checks, return codes and
 calls): the benchmark's two routes draw the same numbers to the bit, and
 ``tests/test_bayes.py::test_nuts_callbacks_are_pytensors_functions`` checks
 the values and return codes against PyTensor's functions.
@@ -20,6 +23,10 @@ the values and return codes against PyTensor's functions.
 The shared data's addresses and shapes, and the two functions' addresses,
 are read from ``user_data`` (a ``uint64`` vector): ``[logp address, expand
 address, then for each shared variable its data's address and its shape]``.
+The callbacks' machine code holds no address, so it is kept in PyTensor's
+numba cache (:func:`_compile_callbacks`): what a compile in a new process then
+costs is mostly the graph rewriting in nutpie's ``_make_functions`` and
+loading PyTensor's functions.
 
 This uses nutpie's ``_make_functions``, ``_prepare_dims_and_coords`` and
 ``CompiledPyMCModel`` (nutpie 0.16); :func:`compile_pymc` raises
@@ -150,6 +157,52 @@ def expand_cb(dim, expanded, x_, out_, ud_):
 """
 
 
+def _compile_callbacks(bodies, callbacks, calls):
+    """The two C callbacks: ``bodies`` (name -> source) and ``callbacks`` (the
+    source of ``logp_cb`` and ``expand_cb``) compiled with numba, the intrinsic
+    ``calls`` (name -> (star-args type, return type)) at hand. They take their
+    addresses from ``user_data`` at run time, so their machine code depends
+    on the sources and types alone: it is kept in PyTensor's numba cache under
+    a key of those, and a later compile of a model of the same shapes in any
+    process loads it (about 3 s of compiling otherwise)."""
+    import hashlib
+    import math
+
+    import numba
+    from numba.core import types
+
+    as_voidptr, caller = _intrinsics()
+    # __name__: numba's cache rebuilds a loaded function's environment from its module
+    env = {"__name__": __name__, "numba": numba, "np": np, "math": math, "as_voidptr": as_voidptr,
+           **{name: caller(*sig) for name, sig in calls.items()}}
+    key = hashlib.sha256(repr((_KEY_VERSION, numba.__version__, sorted(bodies.items()), callbacks,
+                               sorted((k, str(a), str(r)) for k, (a, r) in calls.items()))).encode()).hexdigest()
+    try:
+        from pytensor.link.numba.cache import compile_numba_function_src
+    except ImportError:  # no on-disk cache: compiled in this process only
+        compile_numba_function_src, cache = None, False
+    else:
+        cache = True
+
+    def function(src, name, part):
+        if compile_numba_function_src is None:
+            exec(src, env)  # noqa: S102 - generated from the model's shapes and types only
+            return env[name]
+        return compile_numba_function_src(src, name, global_env=env, cache_key=f"mtlirt-callbacks-{part}-{key}")
+
+    for name, src in bodies.items():
+        env[name] = numba.njit(cache=cache)(function(src, name, name))
+    double = types.CPointer(types.double)
+    logp = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr), cache=cache)(
+        function(callbacks, "logp_cb", "logp"))
+    expand = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr), cache=cache)(
+        function(callbacks, "expand_cb", "expand"))
+    return logp, expand
+
+
+_KEY_VERSION = 1
+
+
 def _model_class():
     from nutpie.compile_pymc import CompiledPyMCModel
 
@@ -188,8 +241,6 @@ def compile_pymc(model, initvals=None):
     initial_points=initvals)`` returns, with callbacks that call PyTensor's
     functions by address (module docstring). Raises :class:`Unsupported`
     where this nutpie or this model does not fit."""
-    import math
-
     import numba
     from numba.core import types
 
@@ -237,18 +288,13 @@ def compile_pymc(model, initvals=None):
     value_type = logp_ret[0]
     scalar = "[()]" if isinstance(value_type, types.Array) else ""
 
-    as_voidptr, caller = _intrinsics()
-    env = {"numba": numba, "np": np, "math": math, "as_voidptr": as_voidptr,
-           "call_logp": caller(logp_star, logp_ret), "call_expand": caller(expand_star, expand_ret)}
-    for name, function, call in (("logp_body", logp_pt, "call_logp"), ("expand_body", expand_pt, "call_expand")):
-        src = _body_src(name, [keys[v] for v in function.get_shared()], offsets, shared_data, call)
-        exec(src, env)  # noqa: S102 - generated from the model's shapes and types only
-        env[name] = numba.njit(env[name])
     user_data = _user_data((logp_addr, expand_addr), shared_data, layout)
-    exec(_CALLBACKS.format(n=n_dim, e=n_expanded, m=len(user_data), scalar=scalar), env)  # noqa: S102
-    double = types.CPointer(types.double)
-    logp_cb = numba.cfunc(types.int64(types.uint64, double, double, double, types.voidptr))(env["logp_cb"])
-    expand_cb = numba.cfunc(types.int64(types.uint64, types.uint64, double, double, types.voidptr))(env["expand_cb"])
+    bodies = {name: _body_src(name, [keys[v] for v in function.get_shared()], offsets, shared_data, call)
+              for name, function, call in (("logp_body", logp_pt, "call_logp"),
+                                           ("expand_body", expand_pt, "call_expand"))}
+    callbacks = _CALLBACKS.format(n=n_dim, e=n_expanded, m=len(user_data), scalar=scalar)
+    logp_cb, expand_cb = _compile_callbacks(bodies, callbacks, {"call_logp": (logp_star, logp_ret),
+                                                                "call_expand": (expand_star, expand_ret)})
 
     dims, coords = prepare(model, shape_info, reparameterized)
     return _CLASS[0](

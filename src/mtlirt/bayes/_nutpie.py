@@ -6,10 +6,10 @@ numba C callbacks nutpie samples with. ``nutpie.compile_pymc_model`` took 16-20
 s for the joint model of 40 LLMs x 30 items in a new process whose PyTensor
 cache held its functions, most of it in callbacks that link PyTensor's code
 in; :mod:`mtlirt.bayes._callbacks` builds them calling PyTensor's functions
-by address instead: 4.8-6.2 s (``benchmarks/bench_callbacks.py``, session 14,
-quiet machine). A refit with another seed, another leaderboard of the same
-size, a notebook cell run again paid that each time; with the compiled model
-kept, a refit skips it.
+by address instead and keeps them in PyTensor's on-disk cache: 3.8 s
+(``benchmarks/bench_callbacks.py``, session 14, quiet machine). A refit
+with another seed, another leaderboard of the same size, a notebook cell run
+again paid that each time; with the compiled model kept, a refit skips it.
 
 Two models whose log density and traced variables are the same graph up to the
 values of their shared data (mtlirt's models hold no data-dependent constants:
