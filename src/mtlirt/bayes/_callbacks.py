@@ -200,6 +200,8 @@ def _compile_callbacks(bodies, callbacks, calls):
     return logp, expand
 
 
+# part of the callbacks' cache key: bump it when _intrinsics' code generation changes (the sources
+# and types are in the key already)
 _KEY_VERSION = 1
 
 
