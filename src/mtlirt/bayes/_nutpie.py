@@ -134,9 +134,11 @@ def _for_model(compiled, model, initvals, shared):
 
 
 def compile_model(model, initvals=None):
-    """``nutpie.compile_pymc_model(model, backend="numba",
-    initial_points=initvals)``, from this process's earlier compile of the
-    same graph where there is one."""
+    """What ``nutpie.compile_pymc_model(model, backend="numba",
+    initial_points=initvals)`` returns, from this process's earlier compile of
+    the same graph where there is one, else compiled with mtlirt's callbacks
+    (:func:`mtlirt.bayes._callbacks.compile_pymc`; by nutpie itself where
+    those do not fit this nutpie or model, counted in ``stats["nutpie"]``)."""
     import nutpie
 
     try:
