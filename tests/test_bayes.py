@@ -952,6 +952,28 @@ def test_nuts_callbacks_are_pytensors_functions():
     assert _call_logp(small, np.array([6.0]))[0] == 1
 
 
+def test_compile_falls_back_to_nutpie_where_the_callbacks_do_not_fit(monkeypatch):
+    """Where PyTensor's or numba's internals are not what ``_callbacks`` reads, the model is compiled by
+    nutpie itself (counted), not failed and not kept."""
+    import nutpie
+
+    arr, _ = toy(12, (4, 4), seed=3)
+    built = build_model(arr, "factor-2pl")
+
+    def no_vm(function, argtypes):
+        raise AttributeError("'Function' object has no attribute 'vm'")
+
+    compiled = []
+    monkeypatch.setattr(_callbacks, "_entry", no_vm)
+    monkeypatch.setattr(nutpie, "compile_pymc_model",
+                        lambda model, backend, initial_points: compiled.append((model, backend)) or "by nutpie")
+    monkeypatch.setattr(_nutpie, "_cache", OrderedDict())
+    before = _nutpie.stats["nutpie"]
+    assert _nutpie.compile_model(built.model, built.initvals) == "by nutpie"
+    assert compiled == [(built.model, "numba")] and _nutpie.stats["nutpie"] == before + 1
+    assert not _nutpie._cache
+
+
 @pytest.mark.slow
 def test_pymc_sampler_runs_and_is_reproducible():
     """A real (tiny) run of PyMC's own NUTS (sampler="pymc"): layout, seed,

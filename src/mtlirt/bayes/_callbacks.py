@@ -282,8 +282,11 @@ def compile_pymc(model, initvals=None):
         return (types.Array(types.float64, 1, "C"),
                 *[types.Array(numba.from_dtype(a.dtype), a.ndim, "C") for a in arrs])
 
-    logp_addr, logp_star, logp_ret = _entry(logp_pt, argtypes(logp_pt))
-    expand_addr, expand_star, expand_ret = _entry(expand_pt, argtypes(expand_pt))
+    try:  # PyTensor's and numba's internals: where they differ, nutpie compiles (the caller's fallback)
+        logp_addr, logp_star, logp_ret = _entry(logp_pt, argtypes(logp_pt))
+        expand_addr, expand_star, expand_ret = _entry(expand_pt, argtypes(expand_pt))
+    except (AttributeError, KeyError, TypeError) as err:
+        raise Unsupported(f"PyTensor's numba functions differ: {err!r}") from err
     if not (isinstance(logp_ret, types.BaseTuple) and len(logp_ret) == 2
             and isinstance(expand_ret, types.BaseTuple) and len(expand_ret) == 1):
         raise Unsupported(f"unexpected return types {logp_ret}, {expand_ret}")
@@ -295,8 +298,11 @@ def compile_pymc(model, initvals=None):
               for name, function, call in (("logp_body", logp_pt, "call_logp"),
                                            ("expand_body", expand_pt, "call_expand"))}
     callbacks = _CALLBACKS.format(n=n_dim, e=n_expanded, m=len(user_data), scalar=scalar)
-    logp_cb, expand_cb = _compile_callbacks(bodies, callbacks, {"call_logp": (logp_star, logp_ret),
-                                                                "call_expand": (expand_star, expand_ret)})
+    try:
+        logp_cb, expand_cb = _compile_callbacks(bodies, callbacks, {"call_logp": (logp_star, logp_ret),
+                                                                    "call_expand": (expand_star, expand_ret)})
+    except (AttributeError, TypeError) as err:
+        raise Unsupported(f"numba's or PyTensor's internals differ: {err!r}") from err
 
     dims, coords = prepare(model, shape_info, reparameterized)
     return _CLASS[0](
