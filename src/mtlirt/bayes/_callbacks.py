@@ -37,10 +37,11 @@ compiles with nutpie itself.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
-__all__ = ["compile_pymc", "Unsupported"]
+__all__ = ["compile_pymc", "initial_point_fn", "Unsupported"]
 
 
 class Unsupported(Exception):
@@ -100,17 +101,17 @@ def _user_data(addresses, shared_data, layout):
     return np.array(out, dtype=np.uint64)
 
 
-def _body_src(name, keys, offsets, shared_data, call):
+def _body_src(name, keys, offsets, shared_data, call, slot):
     """Source of a numba function ``name(x, ud)`` that views the shared data
-    ``keys`` at their addresses in ``ud`` and calls ``call(address, (x,
-    *shared))``."""
+    ``keys`` at their addresses in ``ud`` and calls ``call(ud[slot], (x,
+    *shared))`` (``slot``: where ``ud`` holds the function's address)."""
     lines, args = [f"def {name}(x, ud):"], ["x"]
     for j, key in enumerate(keys):
         arr, off = shared_data[key], offsets[key]
         shape = "".join(f"np.intp(ud[{off + 1 + k}]), " for k in range(arr.ndim))
         lines.append(f"    s{j} = numba.carray(as_voidptr(ud[{off}]), ({shape}), np.{arr.dtype.name})")
         args.append(f"s{j}")
-    lines.append(f"    return {call}(ud[{0 if name == 'logp_body' else 1}], ({', '.join(args)},))")
+    lines.append(f"    return {call}(ud[{slot}], ({', '.join(args)},))")
     return "\n".join(lines)
 
 
@@ -205,6 +206,16 @@ def _compile_callbacks(bodies, callbacks, calls):
 _KEY_VERSION = 1
 
 
+def initial_point_fn(model, initvals=None):
+    """PyMC's initial point function as ``nutpie.compile_pymc_model`` makes
+    it (support points, jittered, on the transformed scale)."""
+    from pymc.initial_point import make_initial_point_fn
+
+    return make_initial_point_fn(model=model, overrides=initvals, default_strategy="support_point",
+                                 jitter_rvs=set(model.free_RVs), return_transformed=True)
+
+
+@functools.cache
 def _model_class():
     from nutpie.compile_pymc import CompiledPyMCModel
 
@@ -235,8 +246,6 @@ def _model_class():
     return CallbackModel
 
 
-_CLASS = []
-
 
 def compile_pymc(model, initvals=None):
     """What ``nutpie.compile_pymc_model(model, backend="numba",
@@ -248,18 +257,15 @@ def compile_pymc(model, initvals=None):
 
     try:
         import nutpie.compile_pymc as ncp
-        from pymc.initial_point import make_initial_point_fn
 
         make_functions, prepare, wrap = ncp._make_functions, ncp._prepare_dims_and_coords, ncp._wrap_with_lock
-        if not _CLASS:
-            _CLASS.append(_model_class())
+        model_class = _model_class()
     except (ImportError, AttributeError, TypeError) as err:
         raise Unsupported(f"nutpie's internals differ: {err}") from err
 
-    point = make_initial_point_fn(model=model, overrides=initvals, default_strategy="support_point",
-                                  jitter_rvs=set(model.free_RVs), return_transformed=True)
     n_dim, n_expanded, logp_pt, expand_pt, point, shape_info, reparameterized = make_functions(
-        model, mode="NUMBA", compute_grad=True, join_expanded=True, pymc_initial_point_fn=wrap(point),
+        model, mode="NUMBA", compute_grad=True, join_expanded=True,
+        pymc_initial_point_fn=wrap(initial_point_fn(model, initvals)),
         var_names=None)
 
     shared_vars = list(dict.fromkeys([*logp_pt.get_shared(), *expand_pt.get_shared()]))
@@ -294,9 +300,9 @@ def compile_pymc(model, initvals=None):
     scalar = "[()]" if isinstance(value_type, types.Array) else ""
 
     user_data = _user_data((logp_addr, expand_addr), shared_data, layout)
-    bodies = {name: _body_src(name, [keys[v] for v in function.get_shared()], offsets, shared_data, call)
-              for name, function, call in (("logp_body", logp_pt, "call_logp"),
-                                           ("expand_body", expand_pt, "call_expand"))}
+    bodies = {name: _body_src(name, [keys[v] for v in function.get_shared()], offsets, shared_data, call, slot)
+              for slot, (name, function, call) in enumerate((("logp_body", logp_pt, "call_logp"),
+                                                             ("expand_body", expand_pt, "call_expand")))}
     callbacks = _CALLBACKS.format(n=n_dim, e=n_expanded, m=len(user_data), scalar=scalar)
     try:
         logp_cb, expand_cb = _compile_callbacks(bodies, callbacks, {"call_logp": (logp_star, logp_ret),
@@ -305,7 +311,7 @@ def compile_pymc(model, initvals=None):
         raise Unsupported(f"numba's or PyTensor's internals differ: {err!r}") from err
 
     dims, coords = prepare(model, shape_info, reparameterized)
-    return _CLASS[0](
+    return model_class(
         _n_dim=n_dim, dims=dims, _coords=coords,
         _shapes={name: tuple(shape) for name, _, shape in zip(*shape_info, strict=True)},
         compiled_logp_func=logp_cb, compiled_expand_func=expand_cb, initial_point_func=point,

@@ -111,7 +111,6 @@ def _for_model(compiled, model, initvals, shared):
     initial point function and coordinates (as ``compile_pymc_model`` builds
     them)."""
     from nutpie.compile_pymc import _prepare_dims_and_coords, _rv_dict_to_flat_array_wrapper, _wrap_with_lock
-    from pymc.initial_point import make_initial_point_fn
 
     # the compiled functions read some of the model's shared variables (the dims' lengths are folded
     # into the shapes, which the key holds)
@@ -123,9 +122,8 @@ def _for_model(compiled, model, initvals, shared):
     all_names, _, all_shapes = compiled.shape_info
     if [model.rvs_to_values[v].name for v in model.free_RVs] != list(all_names[:n_free]):
         return None
-    point = make_initial_point_fn(model=model, overrides=initvals, default_strategy="support_point",
-                                  jitter_rvs=set(model.free_RVs), return_transformed=True)
-    point = _rv_dict_to_flat_array_wrapper(_wrap_with_lock(point), names=list(all_names[:n_free]),
+    point = _rv_dict_to_flat_array_wrapper(_wrap_with_lock(_callbacks.initial_point_fn(model, initvals)),
+                                           names=list(all_names[:n_free]),
                                            shapes=list(all_shapes[:n_free]))
     reparameterized = [model.rvs_to_values[v].name for v in model.free_RVs
                        if model.rvs_to_transforms.get(v) is not None]
