@@ -205,20 +205,17 @@ def test_estimate_score_delegates(world):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("bayes-fixed-60x6")
+@pytest.mark.filterwarnings("ignore::mtlirt.bayes.sample.NotConvergedWarning")  # a short chain: not meant to
 def test_bayesian_fit_averages_over_structure_draws(tmp_path):
     """A Bayesian fit folder (NUTS, items fixed): the scorer mixes over draws of the loadings, and covers.
 
     The fit has the shape of test_checks.py's (60 LLMs x 72 items in the same 6 domains, the same run
     length), so the two share one compiled model on one worker (``mtlirt.bayes._nutpie``; an ADVI fit of
     150 LLMs here compiled a model of its own: 58 s of a cold run's test time)."""
-    import warnings
-
     sim = simulate(110, [8] * 4 + [20] * 2, seed=3)
     data = Responses.from_frame(sim.responses)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a short chain's convergence warning
-        est = fit(data.subset(llms=data.llms[:60]), "bayes", seed=0, items="fixed", draws=150, tune=150,
-                  chains=2, progress=False)
+    est = fit(data.subset(llms=data.llms[:60]), "bayes", seed=0, items="fixed", draws=150, tune=150, chains=2,
+              progress=False)
     folder = write_fit(est, tmp_path / "bayes")
     sc = Scorer(est, draws=8)
     assert len(sc.structures) == 8
