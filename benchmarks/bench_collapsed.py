@@ -84,7 +84,17 @@ def _coverage(ds, var: str, truth: np.ndarray) -> dict:
     t = np.asarray(truth).reshape(mean.shape)
     return {"coverage90": round(float(((t >= lo) & (t <= hi)).mean()), 3),
             "rmse": round(float(np.sqrt(((mean - t) ** 2).mean())), 4),
-            "mean_width90": round(float((hi - lo).mean()), 4)}
+            "mean_width90": round(float((hi - lo).mean()), 4), **_tail_errors(mean, t)}
+
+
+def _tail_errors(mean, t, n: int = 20) -> dict:
+    """Mean error of the posterior means of the ``n`` truly best and worst
+    LLMs (overall scores only): where the routes differ most."""
+    if mean.ndim != 1 or len(t) < 4 * n:
+        return {}
+    order = np.argsort(t)
+    return {f"mean_error_best_{n}": round(float((mean - t)[order[-n:]].mean()), 4),
+            f"mean_error_worst_{n}": round(float((mean - t)[order[:n]].mean()), 4)}
 
 
 def _simulated(n_llms, domain_sizes=None, *, preset=None, seed=0, rank=1):
@@ -465,7 +475,27 @@ def _agreement(a_ds, b_ds, var: str) -> dict:
         "rms_mean_difference": round(float(np.sqrt(((a[0] - b[0]) ** 2).mean())), 4),
         "max_abs_mean_difference_share_of_width": round(float((np.abs(a[0] - b[0]) / w).max()), 3),
         "spearman_posterior_means": round(float(spearmanr(a[0].ravel(), b[0].ravel())[0]), 5),
+        "largest_mean_differences": _largest_differences(a, b, w),
     }
+
+
+def _largest_differences(a, b, w, n: int = 5) -> list[dict]:
+    """The ``n`` scores whose posterior means differ most between the routes
+    (shares of the sampled route's width), with where their LLM stands: the
+    share of LLMs whose overall (mean over the domains) posterior mean on the
+    sampled route lies below it. Systematic differences show as chains that
+    agree within each route."""
+    share = np.abs(a[0] - b[0]) / w
+    level = b[0] if b[0].ndim == 1 else b[0].mean(1)
+    pct = np.argsort(np.argsort(level)) / max(1, len(level) - 1)
+    out = []
+    for flat in np.argsort(-share, axis=None)[:n]:
+        idx = np.unravel_index(flat, share.shape)
+        out.append({"llm": int(idx[0]), **({"domain": int(idx[1])} if len(idx) > 1 else {}),
+                    "share_of_width": round(float(share[idx]), 3),
+                    "integrated_mean": round(float(a[0][idx]), 4), "sampled_mean": round(float(b[0][idx]), 4),
+                    "llm_percentile": round(float(pct[idx[0]]), 4)})
+    return out
 
 
 def _both_routes(resp, spec: str, *, draws: int, chains: int, seed: int, thin: int = 1,
