@@ -483,8 +483,7 @@ def _largest_differences(a, b, w, n: int = 5) -> list[dict]:
     """The ``n`` scores whose posterior means differ most between the routes
     (shares of the sampled route's width), with where their LLM stands: the
     share of LLMs whose overall (mean over the domains) posterior mean on the
-    sampled route lies below it. Systematic differences show as chains that
-    agree within each route."""
+    sampled route lies below it."""
     share = np.abs(a[0] - b[0]) / w
     level = b[0] if b[0].ndim == 1 else b[0].mean(1)
     pct = np.argsort(np.argsort(level)) / max(1, len(level) - 1)
