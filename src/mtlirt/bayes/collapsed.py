@@ -1546,7 +1546,7 @@ def spread_off_prior(spread: dict | None) -> list[int]:
 
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *, draws: int = 1000,
                      tune: int | None = None, chains: int = 4, cores: int = 1, seed: int = 0,
-                     target_accept: float = 0.8, progress: bool = False, nuts_kwargs: dict | None = None,
+                     target_accept: float = 0.9, progress: bool = False, nuts_kwargs: dict | None = None,
                      check: bool = True, grid_options: dict | None = None,
                      sampler: str = "auto", whiten: bool = True, thin: int = 1) -> CollapsedFit:
     """The fixed-items factor model with the LLM side integrated out: the
