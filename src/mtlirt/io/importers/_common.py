@@ -164,6 +164,11 @@ class _Threshold:
                     f"{_opt('threshold', t)} is outside (0, 1]: the values of {metric} read are proportions "
                     f"({span}), so every response would count as {every}"
                 )
+        elif self.low == self.high:
+            raise InputError(
+                f"every value of {metric} read is {self.low:g}: no threshold tells the responses apart "
+                f"(choose another metric with {_give('metric')})"
+            )
         elif not self.low < t <= self.high:
             every = "incorrect" if t > self.high else "correct"
             raise InputError(

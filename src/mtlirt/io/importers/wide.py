@@ -314,8 +314,9 @@ def from_wide(
             "correct": values[r, c].astype(np.int8),
         }
     )
+    blank = values.size - len(df)
     _summarize(f"read {len(llms):,} LLM rows x {len(items):,} item columns of {where} ({len(df):,} responses, "
-               f"{values.size - len(df):,} blank cells)")
+               f"{blank:,} blank cell{'' if blank == 1 else 's'})")
     return df[list(LONG_COLUMNS)]
 
 
