@@ -269,3 +269,25 @@ def test_wide_matrix_given_as_a_long_table(tmp_path, monkeypatch, capsys):
     line = _refused(tmp_path, monkeypatch, capsys, "validate", "long.csv")
     assert line == ("mtlirt: error: missing column correct: the table needs llm, item, domain, correct (found: llm, "
                     "item, domain, score)")
+
+
+def test_summary_accounts_for_superseded_and_unselected_sources(tmp_path, monkeypatch, capsys):
+    v2 = FIXTURES / "open_llm_leaderboard_v2"
+    out, warned = _accepted(tmp_path, monkeypatch, capsys, "convert", "open-llm-leaderboard-v2", str(v2),
+                            "--tasks", "leaderboard_bbh*", "--out", "out.csv")
+    assert warned == []
+    # Qwen's bbh_navigate: latest, a dated copy of it and an older run; llama's one file; 6 files of other tasks
+    assert out.splitlines()[0] == ("read 2 of 10 details files (5 responses); 2 superseded by the latest run of the "
+                                   "same LLM and task; 6 not matching --tasks")
+
+
+def test_helm_trial_and_single_valued_metric(tmp_path):
+    run = HELM / GPT2_MMLU
+    with pytest.raises(InputError, match=r"'exact_match' in split 'test' only in train trial 0 \(use trial=0\)$"):
+        from_helm(run, trial=1)
+    folder = tmp_path / "org__m"
+    folder.mkdir()
+    lines = [{"doc_id": i, "filter": "none", "metrics": ["bleu"], "bleu": 50.0} for i in range(3)]
+    (folder / f"samples_wmt_{DATE}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    with pytest.raises(InputError, match=r"every value of 'bleu' read is 50: no threshold tells the responses apart"):
+        from_lm_eval(folder, metric="bleu", threshold=50)
