@@ -177,8 +177,13 @@ def test_lm_eval_filters_and_metric_fallback(tmp_path):
     _write_jsonl(folder / f"samples_gsm8k_{DATE}.jsonl", recs)
     _write_jsonl(folder / f"samples_arc_easy_{DATE}.jsonl", [_sample(0, 1.0), _sample(1, 0.0)])
 
-    with pytest.warns(DataWarning, match="arc_easy"):
-        df = from_lm_eval(folder, metric="exact_match", llm="m")
+    # arc_easy has no exact_match: an error naming it and its metrics, unless allow_empty leaves it out
+    with pytest.raises(InputError, match=r"1 of 2 samples files gives no responses: .*samples_arc_easy_.*\.jsonl: "
+                                         r"no metric 'exact_match' \(its metrics: 'acc', 'acc_norm'\) \(choose one "
+                                         r"with metric=\); pass allow_empty=True to leave it out"):
+        from_lm_eval(folder, metric="exact_match", llm="m")
+    with pytest.warns(DataWarning, match=r"left out 1 samples file that gives no responses: .*samples_arc_easy_"):
+        df = from_lm_eval(folder, metric="exact_match", llm="m", allow_empty=True)
     assert df["item"].tolist() == ["gsm8k/0", "gsm8k/1"]
     assert df["correct"].tolist() == [1, 0]  # first filter: strict-match
 
@@ -187,9 +192,12 @@ def test_lm_eval_filters_and_metric_fallback(tmp_path):
     got = dict(zip(df["item"], df["correct"]))
     assert got == {"arc_easy/0": 1, "arc_easy/1": 0, "gsm8k/0": 1, "gsm8k/1": 1}
 
-    with pytest.raises(InputError, match="filter 'nope'"):
-        from_lm_eval(folder, metric="exact_match", filter="nope", llm="m")
-    with pytest.raises(InputError, match="no samples file .* has the metric 'bleu'"):
+    with pytest.raises(InputError, match=r"no samples file .* has the filter 'nope' \(their filters: "
+                                         r"'strict-match', 'flexible-extract'\); choose one with filter="):
+        from_lm_eval(folder, metric="exact_match", filter="nope", llm="m", allow_empty=True)
+    with pytest.raises(InputError, match=r"no responses found in .*: .*samples_arc_easy_.*: no metric 'bleu' \(its "
+                                         r"metrics: 'acc', 'acc_norm'\).*samples_gsm8k_.*: no metric 'bleu' \(its "
+                                         r"metrics: 'exact_match'\)"):
         from_lm_eval(folder, metric="bleu")
 
 
@@ -398,10 +406,14 @@ def test_open_llm_leaderboard_errors(tmp_path):
     tqa = repo / "harness_truthfulqa_mc_0"
     tqa.mkdir()
     pq.write_table(pa.table({"metrics": [{"mc1": 1.0, "mc2": 0.7}]}), tqa / "latest.parquet")
-    with pytest.warns(DataWarning, match="without the metric 'acc'"):
-        df = from_open_llm_leaderboard(repo, tasks=["harness_hendrycksTest_*_5", "harness_truthfulqa*"])
+    both = ["harness_hendrycksTest_*_5", "harness_truthfulqa*"]
+    with pytest.raises(InputError, match=r"1 of 2 details splits gives no responses: .*harness_truthfulqa_mc_0/"
+                                         r"latest.parquet: no metric 'acc' \(its metrics: 'mc1', 'mc2'\)"):
+        from_open_llm_leaderboard(repo, tasks=both)
+    with pytest.warns(DataWarning, match="left out 1 details split that gives no responses: .*truthfulqa"):
+        df = from_open_llm_leaderboard(repo, tasks=both, allow_empty=True)
     assert len(df) == 2
-    with pytest.raises(InputError, match="no details file .* has the metric 'acc'"):
+    with pytest.raises(InputError, match=r"no responses found in .*: no metric 'acc' \(its metrics: 'mc1', 'mc2'\)"):
         from_open_llm_leaderboard(tqa)
 
     stray = tmp_path / "stray" / "harness_hendrycksTest_anatomy_5"
@@ -566,8 +578,12 @@ def test_helm_non_binary_stat_needs_a_threshold():
     with pytest.raises(InputError, match=r"narrative_qa-model=eleutherai_pythia-1b-v0/per_instance_stats.json: "
                                          r"entry 1 \(instance id1413\): f1_score is 0.6, not 0 or 1; give threshold="):
         from_helm(PYTHIA_NQA, metric="f1_score")
-    with pytest.warns(DataWarning, match="left out 2 HELM runs without the stat 'f1_score'"):
-        df = from_helm(HELM, metric="f1_score", threshold=0.5)
+    with pytest.raises(InputError, match=r"2 of 4 HELM runs give no responses: .*mmlu.*: no stat 'f1_score' \(its "
+                                         r"stats: 'exact_match', 'num_references', 'num_train_trials', "
+                                         r"'quasi_exact_match'\)"):
+        from_helm(HELM, metric="f1_score", threshold=0.5)
+    with pytest.warns(DataWarning, match="left out 2 HELM runs that give no responses: .*mmlu.*no stat 'f1_score'"):
+        df = from_helm(HELM, metric="f1_score", threshold=0.5, allow_empty=True)
     got = dict(zip(zip(df["llm"], df["item"]), df["correct"]))
     # gpt2's F1 are 0, 0.33, 0.36 and pythia's 0.6, 0.2, 0.5: correct at >= 0.5
     assert got == {
@@ -578,7 +594,7 @@ def test_helm_non_binary_stat_needs_a_threshold():
         ("openai/gpt2", "narrative_qa/id1332"): 0,
         ("openai/gpt2", "narrative_qa/id1340"): 0,
     }
-    with pytest.raises(InputError, match="no HELM run .* has the stat 'bleu'"):
+    with pytest.raises(InputError, match=r"no responses found in .*: no stat 'bleu' \(its stats: "):
         from_helm(HELM, metric="bleu")
 
 
@@ -722,7 +738,9 @@ def test_inspect_json_log_epochs_and_partial_credit():
     df = from_inspect(log, threshold=0.5, llm="gpt-4o")
     assert df.to_dict("list") == {"llm": ["gpt-4o"] * 2, "item": ["gsm8k/1", "gsm8k/2"], "domain": ["gsm8k"] * 2,
                                   "correct": [1, 0]}
-    assert from_inspect(log, threshold=0.8)["correct"].tolist() == [0, 0]
+    with pytest.warns(DataWarning, match=r"threshold=0.8 is above every value of the scores read \(0 to 0.75\): "
+                                         "every response counts as incorrect"):
+        assert from_inspect(log, threshold=0.8)["correct"].tolist() == [0, 0]
 
 
 def test_inspect_errors(tmp_path):

@@ -142,10 +142,12 @@ def cmd_convert(args) -> int:
     from .io.importers import convert_args
     from .io.tables import write_table
 
-    df = convert_args(args)
+    df, summaries = convert_args(args)
     if len(df) == 0:
         raise InputError(f"no responses found in {', '.join(args.src)}")
     write_table(df, args.out)
+    for line in summaries:
+        print(line)
     print(f"wrote {len(df):,} responses ({df['llm'].nunique()} LLMs, {df['item'].nunique()} items, "
           f"{df['domain'].nunique()} domains) to {args.out}")
     return 0

@@ -42,6 +42,28 @@ def _values(values) -> str:
     return shown + more
 
 
+def _values_plain(values) -> str:
+    """A few names, unquoted, then "and N more"."""
+    shown = ", ".join(str(v) for v in values[:SHOW])
+    return shown + (f" and {len(values) - SHOW} more" if len(values) > SHOW else "")
+
+
+def _wide_hint(df: pd.DataFrame) -> str:
+    """When a table without ``item`` and ``correct`` has 0/1 columns after the first: how to convert it."""
+    cols = [str(c) for c in df.columns]
+    if "item" in cols or "correct" in cols or len(cols) < 3:
+        return ""
+    for c in list(df.columns[1:])[:50]:
+        values = pd.to_numeric(df[c], errors="coerce") if not pd.api.types.is_bool_dtype(df[c]) else df[c]
+        given = df[c].notna().to_numpy()
+        if not given.any() or values[given].isna().any() or not values[given].isin([0, 1]).all():
+            return ""
+    return (
+        "; this looks like a wide LLM x item matrix (one row per LLM, one 0/1 column per item): "
+        "turn it into the long table with mtlirt convert wide FILE --out LONG.csv"
+    )
+
+
 def check_columns(
     df: pd.DataFrame,
     *,
@@ -66,9 +88,11 @@ def check_columns(
     wanted = {"llm", "item", domain_column, "correct"}
     missing = [c for c in ("llm", "item", domain_column, "correct") if c not in cols]
     if missing:
+        found = f"found {len(cols)} columns: {_values_plain(cols)}" if len(cols) > SHOW else (
+            f"found: {', '.join(cols) or 'none'}")
         raise InputError(
             f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}: "
-            f"the table needs llm, item, {domain_column}, correct (found: {', '.join(cols) or 'none'})"
+            f"the table needs llm, item, {domain_column}, correct ({found}){_wide_hint(df)}"
         )
     ignored = set(ignore_columns)
     if domain_column != "domain":
@@ -76,7 +100,7 @@ def check_columns(
     unknown = [c for c in cols if c not in wanted and c not in ignored]
     if unknown:
         raise InputError(
-            f"unknown column{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
+            f"unknown column{'s' if len(unknown) > 1 else ''} {_values_plain(unknown)}: "
             "expected exactly llm, item, domain, correct "
             "(ignore extras with --ignore-columns, or take domains from another column with --domain-column)"
         )

@@ -5,11 +5,15 @@ Every converter returns a :class:`pandas.DataFrame` with exactly the columns
 ``correct`` as ``int8`` 0/1), one row per observed response; a response that
 was not observed is an absent row.  Malformed input raises
 :class:`~mtlirt.errors.InputError` naming the file, line, row or field at
-fault.  Whole files that cannot contribute (a task without the requested
-metric, say) are left out with a :class:`~mtlirt.io.validate.DataWarning`; a
-conversion that yields no responses at all is an error.  The same LLM under
-two spellings (case, ``__`` for ``/``) and the same item content under two
-ids are reported with a ``DataWarning`` naming them.
+fault.  Every source (file, run folder, log) is accounted for: one that gives
+no responses (a task without the requested metric, a run without the
+requested split) is an error naming it and what it has (its metrics, splits
+or fields), unless ``allow_empty=True`` (``--allow-empty``) leaves it out with
+a :class:`~mtlirt.io.validate.DataWarning`; a conversion that yields no
+responses at all is an error.  A ``threshold`` must lie within the values of
+the metric it is compared with.  The same LLM under two spellings (case,
+``__`` for ``/``) and the same item content under two ids are reported with a
+``DataWarning`` naming them.
 
 Supported sources, one module each:
 
@@ -34,7 +38,9 @@ Supported sources, one module each:
 :data:`IMPORTERS` is the registry: each kind's name, converter and the
 command-line options it takes; :func:`convert` dispatches on a kind name and
 ``mtlirt convert`` builds its options from the registry
-(:func:`add_convert_arguments`, :func:`convert_args`).
+(:func:`add_convert_arguments`, :func:`convert_args`); there, messages name
+the options by their flags (``--metric``, ``--split``), and each conversion
+reports a one-line summary of the sources it read and left out.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from typing import Any
 import pandas as pd
 
 from ...errors import InputError
+from ._common import _command_line
 from .every_eval_ever import from_every_eval_ever
 from .helm import from_helm
 from .inspect_logs import from_inspect
@@ -102,13 +109,16 @@ class Option:
         Turns the text into the converter's value (default: the text).
     param
         The converter's keyword, when it is not the flag's name.
+    switch
+        A flag without a value, giving the keyword ``True``.
     """
 
     flag: str
-    metavar: str
+    metavar: str | None
     help: str
     parse: Callable[[str], Any] | None = None
     param: str | None = None
+    switch: bool = False
 
     @property
     def dest(self) -> str:
@@ -130,7 +140,8 @@ OPTIONS = {
                "every-eval-ever, is_correct (default) or score"),
         Option("--threshold", "T",
                "count a non-binary metric (F1, a partial score, a score in [0, 1]) as correct when it is at "
-               "least T (default: values must be 0 or 1); all kinds but open-llm-leaderboard and wide",
+               "least T (default: values must be 0 or 1); T must lie within the metric's values, in (0, 1] "
+               "for a proportion; all kinds but open-llm-leaderboard and wide",
                parse=_number),
         Option("--llm", "NAME", "the LLM's name for all files (default: from each file or folder)"),
         Option("--tasks", "PATTERN,...",
@@ -149,6 +160,10 @@ OPTIONS = {
                "metadata.FIELD"),
         Option("--split", "NAME", "helm: the instances' split, test (default) or valid"),
         Option("--item-domain", "CSV", "wide only: CSV with columns item,domain (else column names <domain>/<item>)"),
+        Option("--allow-empty", None,
+               "leave out, with a warning, each source that gives no responses (a file or run without the metric "
+               "or split, a log without samples; wide: an LLM row or item column without a 0/1 cell) instead of "
+               "stopping with an error naming it; all kinds", switch=True),
     )
 }
 
@@ -187,24 +202,29 @@ IMPORTERS: dict[str, Importer] = {
     for i in (
         Importer("lm-eval", from_lm_eval,
                  "EleutherAI lm-evaluation-harness --log_samples JSONL (file or folder)",
-                 ("--metric", "--threshold", "--llm", "--filter", "--domain-from"),
+                 ("--metric", "--threshold", "--llm", "--filter", "--domain-from", "--allow-empty"),
                  aliases=("lmeval", "lm-evaluation-harness")),
         Importer("open-llm-leaderboard", from_open_llm_leaderboard,
                  "Open LLM Leaderboard v1 details Parquet (details_<org>__<model> folders)",
-                 ("--metric", "--llm", "--tasks"), aliases=("open-llm", "openllm", "open-llm-leaderboard-v1")),
+                 ("--metric", "--llm", "--tasks", "--allow-empty"),
+                 aliases=("open-llm", "openllm", "open-llm-leaderboard-v1")),
         Importer("open-llm-leaderboard-v2", from_open_llm_leaderboard_v2,
                  "Open LLM Leaderboard v2 details (<org>__<model>-details: samples_leaderboard_* JSONL or Parquet)",
-                 ("--metric", "--threshold", "--llm", "--tasks", "--domain-from"), aliases=("open-llm-v2",)),
+                 ("--metric", "--threshold", "--llm", "--tasks", "--domain-from", "--allow-empty"),
+                 aliases=("open-llm-v2",)),
         Importer("helm", from_helm,
                  "HELM run folders (per_instance_stats.json, run_spec.json, scenario_state.json)",
-                 ("--metric", "--threshold", "--llm", "--tasks", "--domain-from", "--split")),
+                 ("--metric", "--threshold", "--llm", "--tasks", "--domain-from", "--split", "--allow-empty")),
         Importer("inspect", from_inspect,
                  "UK AISI Inspect logs (.eval archives, .json logs)",
-                 ("--metric", "--threshold", "--llm", "--tasks", "--domain-from"), aliases=("inspect-ai",)),
+                 ("--metric", "--threshold", "--llm", "--tasks", "--domain-from", "--allow-empty"),
+                 aliases=("inspect-ai",)),
         Importer("every-eval-ever", from_every_eval_ever,
                  "Every Eval Ever instance-level JSONL (<uuid>_samples.jsonl)",
-                 ("--metric", "--threshold", "--llm", "--tasks", "--domain-from"), aliases=("eee",)),
-        Importer("wide", from_wide, "an LLM x item matrix CSV", ("--item-domain",), one_source=True),
+                 ("--metric", "--threshold", "--llm", "--tasks", "--domain-from", "--allow-empty"),
+                 aliases=("eee",)),
+        Importer("wide", from_wide, "an LLM x item matrix CSV", ("--item-domain", "--allow-empty"),
+                 one_source=True),
     )
 }
 
@@ -261,14 +281,20 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", nargs="+", metavar="SRC", help="input file(s) or folder(s)")
     parser.add_argument("--out", required=True, metavar="FILE", help="output table (.parquet, .csv or .csv.gz)")
     for opt in OPTIONS.values():
-        parser.add_argument(opt.flag, default=None, metavar=opt.metavar, help=opt.help,
-                            type=opt.parse or str)
+        if opt.switch:
+            parser.add_argument(opt.flag, action="store_const", const=True, default=None, help=opt.help)
+        else:
+            parser.add_argument(opt.flag, default=None, metavar=opt.metavar, help=opt.help,
+                                type=opt.parse or str)
 
 
-def convert_args(args: argparse.Namespace) -> pd.DataFrame:
+def convert_args(args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
     """Run the importer ``args.kind`` on ``args.src`` with the options given on the command line.
 
     An option the kind does not take is an error naming the options it takes.
+    Messages name options by their flags (``--split valid``, not
+    ``split='valid'``).  Returns the long table and the conversion's summary
+    lines: what was read, and each source left out and why.
     """
     imp = _importer(args.kind)
     kw = {}
@@ -281,4 +307,6 @@ def convert_args(args: argparse.Namespace) -> pd.DataFrame:
             raise InputError(f"{opt.flag} does not apply to {imp.name} (its options: {takes})")
         kw[opt.keyword] = value
     src = args.src if len(args.src) > 1 else args.src[0]
-    return convert(imp.name, src, **kw)
+    with _command_line({opt.keyword: opt.flag for opt in OPTIONS.values()}) as summaries:
+        df = convert(imp.name, src, **kw)
+    return df, summaries

@@ -14,18 +14,22 @@ from ...errors import InputError
 from ._common import (
     PathArg,
     _as_paths,
-    _assemble,
     _check_threshold,
     _content_hash,
     _files_under,
     _get,
+    _give,
     _iter_records,
+    _Ledger,
     _listing,
     _metadata_domain,
     _metadata_field,
     _not_binary,
+    _opt,
     _Part,
     _pattern_list,
+    _Skip,
+    _Threshold,
     _to_correct,
 )
 
@@ -49,16 +53,18 @@ def _record_hash(record: dict[str, Any]) -> str:
 def _read_eee_file(
     path: Path,
     metric: str,
-    threshold: float | None,
+    threshold: _Threshold | None,
     patterns: Sequence[str] | None,
     field: str | None,
     llm: str | None,
-) -> list[_Part]:
-    """One part per (model, domain) of one instance-level file."""
+) -> tuple[list[_Part], int]:
+    """One part per (model, domain) of one instance-level file, and how many records it holds."""
     parts: dict[tuple[str, str], _Part] = {}
     seen: dict[tuple[str, str, str], tuple[str, Any]] = {}
+    n_records = 0
     for loc, r in _iter_records(path):
         where = f"{path}: {loc}"
+        n_records += 1
         if not _selected(r, patterns):
             continue
         model = llm or str(_get(r, "model_id", where))
@@ -69,7 +75,7 @@ def _read_eee_file(
             first, result = seen[key]
             raise InputError(
                 f"{where} repeats sample {sample!r} of {evaluation!r} for {model!r} ({first}; evaluation results "
-                f"{result!r} and {r.get('evaluation_result_id')!r}); select one result with tasks= (--tasks)"
+                f"{result!r} and {r.get('evaluation_result_id')!r}); select one result with {_give('tasks')}"
             )
         seen[key] = (loc, r.get("evaluation_result_id"))
         value = _get(r, f"evaluation.{metric}", where)
@@ -83,7 +89,7 @@ def _read_eee_file(
         part.hashes.append(_record_hash(r))
     for p in parts.values():
         p.correct = np.array(p.correct, dtype=np.int8)
-    return list(parts.values())
+    return list(parts.values()), n_records
 
 
 def from_every_eval_ever(
@@ -94,6 +100,7 @@ def from_every_eval_ever(
     tasks: str | Sequence[str] | None = None,
     domain_from: str = "evaluation",
     llm: str | None = None,
+    allow_empty: bool = False,
 ) -> pd.DataFrame:
     """Read Every Eval Ever instance-level records into the long table.
 
@@ -115,7 +122,9 @@ def from_every_eval_ever(
         ``"is_correct"`` (default; a boolean) or ``"score"`` (any number; needs
         ``threshold`` unless it is 0/1).
     threshold
-        With ``metric="score"``: correct when the score is at least ``threshold``.
+        With ``metric="score"``: correct when the score is at least
+        ``threshold``, which must lie within the scores read (in ``(0, 1]``
+        when they are proportions).
     tasks
         Shell-style patterns over ``evaluation_name`` or
         ``evaluation_result_id`` that select the records.  A sample scored by
@@ -126,6 +135,10 @@ def from_every_eval_ever(
         ``"metadata.FIELD"``: that metadata field of each record.
     llm
         The LLM name for all records; by default ``model_id``.
+    allow_empty
+        A file without records is an error naming it; with ``allow_empty`` it
+        is left out with a :class:`~mtlirt.io.validate.DataWarning`.  (A file
+        none of whose records match ``tasks`` is not selected, not empty.)
 
     Returns
     -------
@@ -138,12 +151,15 @@ def from_every_eval_ever(
     ------
     InputError
         A line that is not JSON or lacks a required field (file, line and field
-        named), a score that is not 0/1 without ``threshold``, a sample repeated
-        for one model, or no responses at all.
+        named), a score that is not 0/1 without ``threshold``, a threshold
+        outside the scores' values, a sample repeated for one model, a file
+        without records (unless ``allow_empty``), or no responses at all.
     """
     threshold = _check_threshold(threshold)
     if metric not in ("is_correct", "score"):
-        raise InputError(f"metric must be 'is_correct' or 'score' for Every Eval Ever records, not {metric!r}")
+        raise InputError(
+            f"{_opt('metric')} must be 'is_correct' or 'score' for Every Eval Ever records, not {metric!r}"
+        )
     field = _metadata_field(domain_from, "evaluation", "Every Eval Ever records")
     patterns = _pattern_list(tasks)
     roots = _as_paths(paths)
@@ -151,7 +167,17 @@ def from_every_eval_ever(
     files = _files_under(roots, lambda p: p.name.lower().endswith(_SUFFIXES), "an instance-level .jsonl file")
     if not files:
         raise InputError(f"no instance-level files (*_samples.jsonl) found in {what}")
-    parts = [p for f in files for p in _read_eee_file(f, metric, threshold, patterns, field, llm)]
-    if not parts and patterns is not None:
+    ledger = _Ledger("instance-level file")
+    parts: list[_Part] = []
+    for f in files:
+        got, n_records = _read_eee_file(f, metric, threshold, patterns, field, llm)
+        if not n_records:
+            ledger.empty(f, _Skip("no records"))
+        elif got:
+            parts.extend(got)
+            ledger.read(f, sum(len(p.correct) for p in got))
+        else:
+            ledger.unselected(f)
+    if not parts and patterns is not None and not ledger.of("empty"):
         raise InputError(f"no records matching {_listing(patterns)} found in {what}")
-    return _assemble(parts, what)
+    return ledger.finish(parts, what, allow_empty=allow_empty, threshold=threshold, metric=f"evaluation.{metric}")

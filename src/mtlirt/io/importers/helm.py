@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,20 +13,23 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ..validate import DataWarning
 from ._common import (
     PathArg,
     _as_paths,
-    _assemble,
     _check_threshold,
     _content_hash,
     _files_under,
     _get,
+    _give,
+    _Ledger,
     _listing,
     _not_binary,
+    _opt,
     _Part,
     _pattern_list,
     _read_json,
+    _Skip,
+    _Threshold,
     _to_correct,
 )
 
@@ -78,7 +80,7 @@ def _helm_run(folder: Path, llm: str | None) -> _HelmRun:
     if not isinstance(llm, str) or not llm.strip():
         raise InputError(
             f"{folder}: cannot tell the model; run_spec.json (field adapter_spec.model) is missing or has none; "
-            "pass llm="
+            f"pass {_give('llm')}"
         )
     return _HelmRun(folder, llm.strip(), subtask, scenario)
 
@@ -117,9 +119,9 @@ def _stat_value(stat: dict[str, Any]) -> float | None:
 
 
 def _read_helm_run(
-    run: _HelmRun, metric: str, split: str, threshold: float | None, trial: int
-) -> tuple[list[str], np.ndarray, list[str | None]] | None:
-    """Instance ids, 0/1 results and content keys of one run; None when no instance has the metric."""
+    run: _HelmRun, metric: str, split: str, threshold: _Threshold | None, trial: int
+) -> tuple[list[str], np.ndarray, list[str | None]] | _Skip:
+    """Instance ids, 0/1 results and content keys of one run; why it has none, naming what it has."""
     path = run.folder / _STATS
     entries = _read_json(path)
     if not isinstance(entries, list):
@@ -127,23 +129,34 @@ def _read_helm_run(
     hashes = _instance_hashes(run.folder)
     ids: list[str] = []
     values: list[int] = []
-    seen_metric = False
+    stat_names: set[str] = set()
+    splits: set[str] = set()  # the splits with the metric, in the trial
+    trials: set[int] = set()  # the trials with the metric in the split
+    counted = False
     for k, entry in enumerate(entries):
         where = f"{path}: entry {k + 1}"
         iid = str(_get(entry, "instance_id", where))
         stats = _get(entry, "stats", where)
-        if entry.get("perturbation") or entry.get("train_trial_index", 0) != trial:
-            continue  # a perturbed copy (robustness, fairness) or another trial of the instance
+        if entry.get("perturbation"):
+            continue  # a perturbed copy (robustness, fairness)
+        this_trial = entry.get("train_trial_index", 0)
         for stat in stats:
             name = _get(stat, "name", where)
-            if name.get("name") != metric or name.get("perturbation"):
+            if name.get("perturbation"):
                 continue
-            seen_metric = True
-            if name.get("split") != split:
+            stat_names.add(str(name.get("name")))
+            if name.get("name") != metric:
+                continue
+            if this_trial == trial:
+                splits.add(str(name.get("split")))
+            if name.get("split") == split:
+                trials.add(this_trial)
+            if this_trial != trial or name.get("split") != split:
                 continue
             value = _stat_value(stat)
             if value is None:
                 continue
+            counted = True
             v = _to_correct(value, threshold)
             if v is None:
                 raise _not_binary(f"{where} (instance {iid})", metric, value, threshold)
@@ -151,8 +164,23 @@ def _read_helm_run(
                 raise InputError(f"{where}: instance {iid} has {metric} twice for split {split!r}")
             ids.append(iid)
             values.append(v)
-    if not seen_metric:
-        return None
+    if not counted:
+        if not entries:
+            return _Skip(f"no instances in {_STATS}")
+        if metric not in stat_names:
+            return _Skip(f"no stat {metric!r} (its stats: {_listing(sorted(stat_names), show=10)})",
+                         f"choose one with {_give('metric')}")
+        if split not in splits and splits:
+            listed = sorted(splits)
+            return _Skip(f"{metric!r} only in split{'s' if len(listed) > 1 else ''} {_listing(listed)}",
+                         f"use {_opt('split', listed[0])}")
+        if trial not in trials and trials:
+            listed = sorted(trials)
+            return _Skip(f"{metric!r} in split {split!r} only in train trial{'s' if len(listed) > 1 else ''} "
+                         f"{_listing(listed, quote=False)}", f"use {_opt('trial', listed[0])}")
+        if split in splits:
+            return _Skip(f"no value of {metric!r} in split {split!r} (every count is 0)")
+        return _Skip(f"no {metric!r} in split {split!r} of train trial {trial}")
     return ids, np.array(values, dtype=np.int8), [hashes.get(i) for i in ids]
 
 
@@ -166,6 +194,7 @@ def from_helm(
     domain_from: str = "subtask",
     llm: str | None = None,
     trial: int = 0,
+    allow_empty: bool = False,
 ) -> pd.DataFrame:
     """Read HELM run folders into the long table.
 
@@ -186,11 +215,11 @@ def from_helm(
         ``per_instance_stats.json``), or such files; a list of them.
     metric
         The per-instance stat that says whether the answer is correct, e.g.
-        ``exact_match`` (default), ``quasi_exact_match``, ``f1_score``.  A run
-        without it is left out with a warning.
+        ``exact_match`` (default), ``quasi_exact_match``, ``f1_score``.
     threshold
         For a stat that is not 0/1 (``f1_score``, ``rouge_l``): an instance is
-        correct when the stat is at least ``threshold``.  By default values
+        correct when the stat is at least ``threshold``, which must lie within
+        the stat's values (in ``(0, 1]`` for a proportion).  By default values
         must be 0 or 1.
     split
         The instances' split: ``test`` (default) or ``valid``.
@@ -208,6 +237,10 @@ def from_helm(
     trial
         The train trial (HELM repeats a run with other in-context examples
         when ``num_train_trials`` > 1); default 0.
+    allow_empty
+        A run without the stat in the split and trial is an error naming what
+        it has (its stats, the stat's splits); with ``allow_empty`` it is left
+        out with a :class:`~mtlirt.io.validate.DataWarning`.
 
     Returns
     -------
@@ -221,44 +254,37 @@ def from_helm(
     ------
     InputError
         A file that is not JSON or lacks a field (file, entry and field named),
-        a stat that is not 0/1 without ``threshold``, a run whose model cannot be
-        told, an LLM with two runs of one subtask, or no responses at all.
+        a stat that is not 0/1 without ``threshold``, a threshold outside the
+        stat's values, a run whose model cannot be told, a run without
+        responses (unless ``allow_empty``), an LLM with two runs of one
+        subtask, or no responses at all.
     """
     threshold = _check_threshold(threshold)
     if domain_from not in ("subtask", "scenario"):
-        raise InputError(f"domain_from must be 'subtask' or 'scenario' for HELM, not {domain_from!r}")
+        raise InputError(f"{_opt('domain_from')} must be 'subtask' or 'scenario' for HELM, not {domain_from!r}")
     patterns = _pattern_list(tasks)
     roots = _as_paths(paths)
     what = ", ".join(str(p) for p in roots)
     stats_files = _files_under(roots, lambda p: p.name == _STATS, f"a HELM {_STATS}")
-    runs = [_helm_run(p.parent, llm) for p in stats_files]
-    if patterns is not None:
-        runs = [r for r in runs if any(fnmatch.fnmatchcase(r.subtask, pat) for pat in patterns)]
+    ledger = _Ledger("HELM run")
+    runs = []
+    for run in (_helm_run(p.parent, llm) for p in stats_files):
+        if patterns is None or any(fnmatch.fnmatchcase(run.subtask, pat) for pat in patterns):
+            runs.append(run)
+        else:
+            ledger.unselected(run.folder)
     if not runs:
         sel = f" matching {_listing(patterns)}" if patterns is not None else ""
         raise InputError(f"no HELM runs ({_STATS}){sel} found in {what}")
     parts: list[_Part] = []
-    no_metric: list[str] = []
     for run in runs:
         got = _read_helm_run(run, metric, split, threshold, trial)
-        if got is None:
-            no_metric.append(str(run.folder))
+        if isinstance(got, _Skip):
+            ledger.empty(run.folder, got)
             continue
         ids, values, hashes = got
         domain = run.subtask if domain_from == "subtask" else run.scenario
         items = [f"{run.subtask}/{i}" for i in ids]
         parts.append(_Part(str(run.folder / _STATS), run.llm, domain, items, values, hashes))
-    if no_metric:
-        if not parts:
-            raise InputError(
-                f"no HELM run in {what} has the stat {metric!r} (e.g. {no_metric[0]}); choose it with metric="
-            )
-        warnings.warn(
-            f"left out {len(no_metric)} HELM run{'s' if len(no_metric) > 1 else ''} without the stat "
-            f"{metric!r}: {_listing(no_metric, quote=False)}",
-            DataWarning,
-            stacklevel=2,
-        )
-    if sum(len(p.correct) for p in parts) == 0:
-        raise InputError(f"no responses found in {what}: no instance has {metric!r} in split {split!r}")
-    return _assemble(parts, what)
+        ledger.read(run.folder, len(ids))
+    return ledger.finish(parts, what, allow_empty=allow_empty, threshold=threshold, metric=repr(metric))

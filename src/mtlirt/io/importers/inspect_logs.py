@@ -20,11 +20,12 @@ from ..validate import DataWarning
 from ._common import (
     PathArg,
     _as_paths,
-    _assemble,
     _check_threshold,
     _content_hash,
     _files_under,
     _get,
+    _give,
+    _Ledger,
     _listing,
     _metadata_domain,
     _metadata_field,
@@ -32,6 +33,8 @@ from ._common import (
     _Part,
     _pattern_list,
     _read_json,
+    _Skip,
+    _Threshold,
     _to_correct,
 )
 
@@ -105,16 +108,25 @@ def _score_float(value: Any) -> float | None:
     return None
 
 
-def _scorer_of(log: _Log, scorer: str | None) -> str:
-    if scorer is not None:
-        return scorer
-    scorers = log.header.get("eval", {}).get("scorers") or []
-    if scorers and isinstance(scorers[0], dict) and scorers[0].get("name"):
-        return str(scorers[0]["name"])
+def _scorers(log: _Log) -> list[str]:
+    """The scorers a log names: ``eval.scorers``, then those in its samples' scores."""
+    names = [str(sc["name"]) for sc in log.header.get("eval", {}).get("scorers") or []
+             if isinstance(sc, dict) and sc.get("name")]
     for _, s in log.samples:
-        if isinstance(s.get("scores"), dict) and s["scores"]:
-            return next(iter(s["scores"]))
-    raise InputError(f"{log.path}: no scorer in eval.scorers and no scores in its samples")
+        if isinstance(s.get("scores"), dict):
+            names.extend(str(k) for k in s["scores"])
+    return list(dict.fromkeys(names))
+
+
+def _scorer_of(log: _Log, scorer: str | None) -> str | _Skip:
+    """The scorer to read (``scorer``, else the log's first); why there is none, naming the log's scorers."""
+    scorers = _scorers(log)
+    if scorer is None:
+        return scorers[0] if scorers else _Skip("no scorer in eval.scorers and no scores in its samples")
+    if not any(isinstance(s.get("scores"), dict) and scorer in s["scores"] for _, s in log.samples):
+        return _Skip(f"no score from {scorer!r} (its scorers: {_listing(scorers, show=10) or 'none'})",
+                     f"choose one with {_give('metric')}")
+    return scorer
 
 
 def _reduced(log: _Log, scorer: str) -> dict[str, Any] | None:
@@ -132,14 +144,21 @@ def _sample_hash(sample: dict[str, Any]) -> str:
     return _content_hash(text, sample.get("target"), sample.get("choices"))
 
 
-def _log_parts(log: _Log, scorer: str | None, threshold: float | None, field: str | None, llm: str | None):
-    """One part per domain of a log, and how many samples had no score (an error or no scorer)."""
+def _log_parts(
+    log: _Log, scorer: str | None, threshold: _Threshold | None, field: str | None, llm: str | None
+) -> tuple[list[_Part], int] | _Skip:
+    """One part per domain of a log, and how many samples had no score (an error or no scorer); or why none."""
+    if not log.samples:
+        status = log.header.get("status")
+        return _Skip(f"no samples of {log.model}" + (f" (status {status!r})" if status else ""))
     scorer = _scorer_of(log, scorer)
+    if isinstance(scorer, _Skip):
+        return scorer
     reduced = _reduced(log, scorer)
     task = log.task
     by_id: dict[str, dict[str, Any]] = {}
     values: dict[str, list[float]] = {}
-    unscored = 0
+    unscored = errored = 0
     for where, s in log.samples:
         where = f"{log.path}: {where}"
         sid = str(_get(s, "id", where))
@@ -147,11 +166,14 @@ def _log_parts(log: _Log, scorer: str | None, threshold: float | None, field: st
         score = (s.get("scores") or {}).get(scorer)
         if s.get("error") or score is None:
             unscored += 1
+            errored += bool(s.get("error"))
             continue
         x = _score_float(_get(score, "value", f"{where}: scores.{scorer}"))
         if x is None:
             raise _not_binary(where, f"scores.{scorer}.value", score.get("value"), threshold)
         values.setdefault(sid, []).append(x)
+    if not values:
+        return _Skip(f"no sample scored by {scorer!r} ({errored} of {len(log.samples)} ended in an error)")
     if reduced is not None:
         values = {sid: [x] for sid, v in reduced.items() if sid in values and (x := _score_float(v)) is not None}
     parts: dict[str, _Part] = {}
@@ -191,6 +213,7 @@ def from_inspect(
     tasks: str | Sequence[str] | None = None,
     domain_from: str = "task",
     llm: str | None = None,
+    allow_empty: bool = False,
 ) -> pd.DataFrame:
     """Read UK AISI Inspect evaluation logs into the long table.
 
@@ -217,7 +240,8 @@ def from_inspect(
         ``"P"`` (partial) 0.5, ``"N"`` 0, yes/no, true/false, numbers; over
         several epochs, the log's reduction (else the mean).  Without
         ``threshold`` the value must be 0 or 1; with it, a sample is correct
-        when its value is at least ``threshold``.
+        when its value is at least ``threshold``, which must lie in ``(0, 1]``
+        for such proportions (else within the values read).
     tasks
         Shell-style patterns over task names that select the logs.
     domain_from
@@ -226,21 +250,27 @@ def from_inspect(
         metadata field, e.g. ``metadata.subject``.
     llm
         The LLM name for all logs; by default ``eval.model`` (``openai/gpt-4o``).
+    allow_empty
+        A log that gives no responses (no samples, as a log of an evaluation
+        that failed or was cancelled; no score from the scorer) is an error
+        naming it and what it has; with ``allow_empty`` it is left out with a
+        :class:`~mtlirt.io.validate.DataWarning`.
 
     Returns
     -------
     pandas.DataFrame
         Columns ``llm, item, domain, correct``; the item is ``<task>/<sample id>``.
         A sample that errored or has no score is an absent row (counted in a
-        warning); of several logs of one model and task the latest
-        (``eval.created``) is read.
+        warning naming the log); of several logs of one model and task the
+        latest (``eval.created``) is read.
 
     Raises
     ------
     InputError
         A file that is not a log, a sample without ``id`` or with a score that
         is not 0/1 without ``threshold`` (file, sample and field named), a
-        missing metadata field, or no responses at all.
+        threshold outside the scores' values, a missing metadata field, a log
+        without responses (unless ``allow_empty``), or no responses at all.
     """
     threshold = _check_threshold(threshold)
     field = _metadata_field(domain_from, "task", "Inspect logs")
@@ -248,26 +278,39 @@ def from_inspect(
     roots = _as_paths(paths)
     what = ", ".join(str(p) for p in roots)
     files = _files_under(roots, lambda p: p.suffix in (".eval", ".json"), "an Inspect log (.eval or .json)")
-    logs = [_read_log(p) for p in files if p.suffix == ".eval" or _is_json_log(p, roots)]
-    if patterns is not None:
-        logs = [g for g in logs if any(fnmatch.fnmatchcase(g.task, pat) for pat in patterns)]
+    ledger = _Ledger("Inspect log")
+    logs = []
+    for log in (_read_log(p) for p in files if p.suffix == ".eval" or _is_json_log(p, roots)):
+        if patterns is None or any(fnmatch.fnmatchcase(log.task, pat) for pat in patterns):
+            logs.append(log)
+        else:
+            ledger.unselected(log.path)
     if not logs:
         sel = f" matching {_listing(patterns)}" if patterns is not None else ""
         raise InputError(f"no Inspect logs (.eval or .json){sel} found in {what}")
+    latest = _latest_logs(logs)
+    kept = {id(g) for g in latest}
+    for log in logs:
+        if id(log) not in kept:
+            ledger.superseded(log.path)
     parts: list[_Part] = []
-    unscored = 0
-    for log in _latest_logs(logs):
-        got, n = _log_parts(log, metric, threshold, field, llm)
-        parts.extend(got)
-        unscored += n
-    if unscored:
-        warnings.warn(
-            f"{unscored} sample{'s' if unscored > 1 else ''} without a score (an error, or no score from the "
-            "scorer) left out as not observed",
-            DataWarning,
-            stacklevel=2,
-        )
-    return _assemble(parts, what)
+    for log in latest:
+        got = _log_parts(log, metric, threshold, field, llm)
+        if isinstance(got, _Skip):
+            ledger.empty(log.path, got)
+            continue
+        log_parts, unscored = got
+        parts.extend(log_parts)
+        ledger.read(log.path, sum(len(p.correct) for p in log_parts))
+        if unscored:
+            warnings.warn(
+                f"{log.path}: {unscored} sample{'s' if unscored > 1 else ''} without a score (an error, or no "
+                "score from the scorer) left out as not observed",
+                DataWarning,
+                stacklevel=2,
+            )
+    metric_name = f"scores.{metric}" if metric is not None else "the scores"
+    return ledger.finish(parts, what, allow_empty=allow_empty, threshold=threshold, metric=metric_name)
 
 
 def _is_json_log(path: Path, roots: Sequence[Path]) -> bool:

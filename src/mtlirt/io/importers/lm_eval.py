@@ -20,16 +20,20 @@ from ._common import (
     _TS_RE,
     PathArg,
     _as_paths,
-    _assemble,
     _check_threshold,
     _first_char,
+    _give,
     _iter_records,
+    _Ledger,
     _listing,
     _norm_ts,
     _not_binary,
     _open_text,
+    _opt,
     _Part,
+    _Skip,
     _strip_suffixes,
+    _Threshold,
     _to_correct,
 )
 
@@ -174,7 +178,7 @@ def _lm_eval_file_info(
         elif len(names) > 1:
             raise InputError(
                 f"{path}: the results files beside it name several models ({_listing(names)}); "
-                "pass llm= to say which LLM these samples belong to"
+                f"pass {_give('llm')} to say which LLM these samples belong to"
             )
         else:
             name = path.parent.name
@@ -192,9 +196,10 @@ class _Samples:
     filter: str
     filter_found: bool
     domains: list[str | None] | None = None  # per sample, where the format gives one (MMLU-Pro's category)
+    filters: list[str] = field(default_factory=list)  # the filters in the file
 
 
-def _sample_value(value: Any, threshold: float | None) -> int | None:
+def _sample_value(value: Any, threshold: _Threshold | None) -> int | None:
     """0/1 of a sample's metric; a list (IFEval's per-instruction results) counts by its mean."""
     if isinstance(value, (list, tuple)) and value and threshold is not None:
         if all(isinstance(v, (bool, int, float)) and v is not None for v in value):
@@ -203,27 +208,39 @@ def _sample_value(value: Any, threshold: float | None) -> int | None:
     return _to_correct(value, threshold)
 
 
+def _metric_names(record: Mapping[str, Any]) -> list[str]:
+    """The metrics a sample has: its ``metrics`` list, else its numeric fields."""
+    listed = record.get("metrics")
+    if isinstance(listed, (list, tuple)) and listed:
+        return [str(m) for m in listed]
+    return [str(k) for k, v in record.items()
+            if k not in ("doc_id", "filter") and isinstance(v, (bool, int, float)) and v is not None]
+
+
 def _read_samples(
     records: Sequence[tuple[str, Mapping[str, Any]]],
     where: str,
     metrics: Sequence[str],
     filter_name: str | None,
-    threshold: float | None = None,
-) -> _Samples | None:
+    threshold: _Threshold | None = None,
+) -> _Samples | _Skip:
     """The results of one task's samples as lm-eval logs them (one record per doc and filter).
 
     ``records`` are (location, sample) pairs; ``where`` names their file in
-    messages.  None when the samples have none of the ``metrics``.
+    messages.  Why there are none (no samples, none of the ``metrics``),
+    naming the metrics the samples have.
     """
     if not records:
-        raise InputError(f"{where}: no samples in the file")
+        return _Skip("no samples")
     filters = list(dict.fromkeys(str(r.get("filter", "none")) for _, r in records))
     found = filter_name is not None and filter_name in filters
     chosen = filter_name if found else filters[0]
     kept = [(loc, r) for loc, r in records if str(r.get("filter", "none")) == chosen]
     metric = next((m for m in metrics if m in kept[0][1]), None)
     if metric is None:
-        return None
+        has = _metric_names(kept[0][1])
+        return _Skip(f"no metric {_listing(metrics)} (its metrics: {_listing(has, show=10) or 'none'})",
+                     f"choose one with {_give('metric')}")
     doc_ids: list[str] = []
     hashes: list[str | None] = []
     values = np.empty(len(kept), dtype=np.int8)
@@ -247,21 +264,29 @@ def _read_samples(
         doc_ids.append(doc)
         hashes.append(str(r["doc_hash"]) if r.get("doc_hash") else None)
         values[k] = v
-    return _Samples(doc_ids, values, hashes, metric, chosen, found)
+    return _Samples(doc_ids, values, hashes, metric, chosen, found, filters=filters)
+
+
+def _needed(record: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
+    """The fields of a sample that are read: ids, filter, the metrics (and the numeric ones, for messages)."""
+    needed = ("doc_id", "doc_hash", "filter", "metrics", *metrics)
+    return {k: v for k, v in record.items() if k in needed or isinstance(v, (bool, int, float))}
 
 
 def _read_lm_eval_file(
-    f: _LmFile, metrics: Sequence[str], filter_name: str | None, threshold: float | None = None
-) -> _Samples | None:
-    """Read one samples file (None when it has none of the metrics)."""
+    f: _LmFile, metrics: Sequence[str], filter_name: str | None, threshold: _Threshold | None = None
+) -> _Samples | _Skip:
+    """Read one samples file (or why it gives nothing)."""
     # keep only the fields needed: a sample's doc, prompts and responses can be large
-    needed = ("doc_id", "doc_hash", "filter", "metrics", *metrics)
-    records = [(loc, {k: r[k] for k in needed if k in r}) for loc, r in _iter_records(f.path)]
+    records = [(loc, _needed(r, metrics)) for loc, r in _iter_records(f.path)]
     return _read_samples(records, str(f.path), metrics, filter_name, threshold)
 
 
-def _latest_runs(files: Sequence[_LmFile]) -> list[_LmFile]:
-    """The latest run of each (LLM, task), in path order; two runs without an order are an error."""
+def _latest_runs(files: Sequence[_LmFile], ledger: _Ledger) -> list[_LmFile]:
+    """The latest run of each (LLM, task), in path order; two runs without an order are an error.
+
+    The older runs are recorded in ``ledger`` as superseded.
+    """
     by_key: dict[tuple[str, str], list[_LmFile]] = {}
     for f in files:
         by_key.setdefault((f.llm, f.task), []).append(f)
@@ -275,6 +300,8 @@ def _latest_runs(files: Sequence[_LmFile]) -> list[_LmFile]:
                     f"LLM {name!r} has task {task!r} in both {a.path} and {b.path}, "
                     "and their dates do not say which is newer; pass only one"
                 )
+            for older in group[:-1]:
+                ledger.superseded(older.path)
         chosen.append(group[-1])
     return sorted(chosen, key=lambda f: str(f.path))
 
@@ -283,47 +310,41 @@ def _lm_eval_parts(
     files: Sequence[_LmFile],
     metrics_for: Callable[[str], Sequence[str]],
     filter_name: str | None,
-    threshold: float | None,
+    threshold: _Threshold | None,
     what: str,
-    read: Callable[..., _Samples | None] = _read_lm_eval_file,
+    ledger: _Ledger,
+    read: Callable[..., _Samples | _Skip] = _read_lm_eval_file,
 ) -> tuple[list[_Part], list[str]]:
     """Read the samples files into parts (domain = task), with each task's metrics ``metrics_for(task)``.
 
-    Files without any of their metrics are left out with a warning (an error
-    when none is left); so are, with ``filter_name``, files without that filter.
+    Each file is recorded in ``ledger``: its responses, or why it has none
+    (no samples, none of its metrics).  With ``filter_name``, files without
+    that filter keep their first one, with a warning naming them.
     """
     parts: list[_Part] = []
     tasks: list[str] = []
-    no_metric: list[str] = []
     no_filter: list[str] = []
+    filters: list[str] = []
     filter_seen = False
     for f in files:
         got = read(f, metrics_for(f.task), filter_name, threshold)
-        if got is None:
-            no_metric.append(f)
+        if isinstance(got, _Skip):
+            ledger.empty(f.path, got)
             continue
+        filters.extend(got.filters)
         filter_seen |= got.filter_found
         if filter_name is not None and not got.filter_found:
             no_filter.append(str(f.path))
         items = [f"{f.task}/{d}" for d in got.doc_ids]
         parts.append(_Part(str(f.path), f.llm, f.task, items, got.correct, got.hashes))
         tasks.append(f.task)
-    if no_metric:
-        metrics = metrics_for(no_metric[0].task)
-        if not parts:
-            raise InputError(
-                f"no samples file in {what} has the metric {_listing(metrics)} "
-                f"(e.g. {no_metric[0].path}); choose the metric with metric="
-            )
-        warnings.warn(
-            f"left out {len(no_metric)} samples file{'s' if len(no_metric) > 1 else ''} without "
-            f"the metric {_listing(metrics)}: {_listing([str(f.path) for f in no_metric], quote=False)}",
-            DataWarning,
-            stacklevel=3,
-        )
-    if filter_name is not None:
+        ledger.read(f.path, len(items))
+    if filter_name is not None and parts:
         if not filter_seen:
-            raise InputError(f"no samples file in {what} has the filter {filter_name!r}")
+            raise InputError(
+                f"no samples file in {what} has the filter {filter_name!r} (their filters: "
+                f"{_listing(list(dict.fromkeys(filters)), show=10)}); choose one with {_give('filter')}"
+            )
         if no_filter:
             warnings.warn(
                 f"filter {filter_name!r} is not in {len(no_filter)} file{'s' if len(no_filter) > 1 else ''}, "
@@ -343,13 +364,15 @@ def _domain_mapper(
         for t in tasks:
             d = domain_from(t)
             if not isinstance(d, str) or not d.strip():
-                raise InputError(f"domain_from gave {d!r} for task {t!r}; expected a non-empty string")
+                raise InputError(f"{_opt('domain_from')} gave {d!r} for task {t!r}; expected a non-empty string")
             out[t] = d
         return out
     if isinstance(domain_from, Mapping):
         missing = [t for t in tasks if t not in domain_from]
         if missing:
-            raise InputError(f"domain_from has no domain for task{'s' if len(missing) > 1 else ''} {_listing(missing)}")
+            raise InputError(
+                f"{_opt('domain_from')} has no domain for task{'s' if len(missing) > 1 else ''} {_listing(missing)}"
+            )
         return {t: str(domain_from[t]) for t in tasks}
     if domain_from == "task":
         return {t: t for t in tasks}
@@ -362,7 +385,7 @@ def _domain_mapper(
             k += 1
         return {t: "_".join(s[k:]) for t, s in zip(tasks, split)}
     raise InputError(
-        f"domain_from must be 'task', 'common-prefix', a mapping or a function, not {domain_from!r}"
+        f"{_opt('domain_from')} must be 'task', 'common-prefix', a mapping or a function, not {domain_from!r}"
     )
 
 
@@ -374,6 +397,7 @@ def from_lm_eval(
     domain_from: str | Mapping[str, str] | Callable[[str], str] = "task",
     filter: str | None = None,  # noqa: A002 - the name lm-eval uses
     threshold: float | None = None,
+    allow_empty: bool = False,
 ) -> pd.DataFrame:
     """Read lm-evaluation-harness ``--log_samples`` output into the long table.
 
@@ -398,9 +422,7 @@ def from_lm_eval(
         The per-sample metric that says whether the answer is correct, e.g.
         ``"acc"``, ``"acc_norm"``, ``"exact_match"``; or a sequence of names,
         of which each file uses the first it has.  Values must be 0 or 1
-        (``0.0``/``1.0`` and booleans are accepted).  A file whose samples
-        have none of the metrics (a generative task when asking for ``acc``)
-        is left out with a warning.
+        (``0.0``/``1.0`` and booleans are accepted).
     llm
         The LLM name for all the files.  By default it is ``model_name`` from
         the results JSON of the same run (same ``<date>``, else the only model
@@ -422,8 +444,14 @@ def from_lm_eval(
     threshold
         For a metric that is not 0/1 (``f1``, ``bleu``, or a list such as
         IFEval's ``inst_level_strict_acc``, which counts by its mean): a
-        sample is correct when its value is at least ``threshold``.  By
+        sample is correct when its value is at least ``threshold``, which
+        must lie within the values read (in ``(0, 1]`` for a proportion).  By
         default values must be 0 or 1.
+    allow_empty
+        A file whose samples have none of the metrics (a generative task when
+        asking for ``acc``) or no samples is an error naming it and the
+        metrics it has; with ``allow_empty`` it is left out with a
+        :class:`~mtlirt.io.validate.DataWarning`.
 
     Returns
     -------
@@ -436,10 +464,11 @@ def from_lm_eval(
     ------
     InputError
         A line that is not JSON (file and line named), a sample without
-        ``doc_id`` or without the metric, a metric that is not 0/1, a doc
-        repeated within a file, an LLM answering the same item from two
-        files, a task that cannot be told from a legacy file name, or no
-        samples at all.
+        ``doc_id`` or without the metric, a metric that is not 0/1, a
+        threshold outside the metric's values, a file without responses
+        (unless ``allow_empty``), a doc repeated within a file, an LLM
+        answering the same item from two files, a task that cannot be told
+        from a legacy file name, or no samples at all.
 
     Notes
     -----
@@ -451,7 +480,7 @@ def from_lm_eval(
     metrics = [metric] if isinstance(metric, str) else list(metric)
     threshold = _check_threshold(threshold)
     if not metrics:
-        raise InputError("metric must name at least one metric")
+        raise InputError(f"{_opt('metric')} must name at least one metric")
     roots = _as_paths(paths)
     what = ", ".join(str(p) for p in roots)
     candidates = _lm_eval_candidates(roots)
@@ -460,10 +489,10 @@ def from_lm_eval(
     cache: dict[Path, list[_ResultsInfo]] = {}
     files = [_lm_eval_file_info(p, llm, cache) for p in candidates]
 
-    parts, tasks = _lm_eval_parts(_latest_runs(files), lambda task: metrics, filter, threshold, what)
+    ledger = _Ledger("samples file")
+    parts, tasks = _lm_eval_parts(_latest_runs(files, ledger), lambda task: metrics, filter, threshold, what,
+                                  ledger)
     domains = _domain_mapper(domain_from, tasks)
     for p, task in zip(parts, tasks):
         p.domain = domains[task]
-    return _assemble(parts, what)
-
-
+    return ledger.finish(parts, what, allow_empty=allow_empty, threshold=threshold, metric=_listing(metrics))

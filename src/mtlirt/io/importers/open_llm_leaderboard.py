@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,18 +12,19 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ..validate import DataWarning
 from ._common import (
     _TS,
     _TS_RE,
     PathArg,
     _as_paths,
-    _assemble,
     _files_under,
+    _give,
+    _Ledger,
     _listing,
     _norm_ts,
     _Part,
     _pattern_list,
+    _Skip,
     _strip_suffixes,
 )
 
@@ -33,8 +33,8 @@ from ._common import (
 MMLU_TASKS = ("harness_hendrycksTest_*_5",)
 
 #: ``tasks`` patterns for the six benchmarks of the Open LLM Leaderboard v1
-#: in the settings the leaderboard scored (TruthfulQA has no binary metric
-#: and is left out with a warning when the metric is ``acc``).
+#: in the settings the leaderboard scored (TruthfulQA has no binary metric:
+#: with the metric ``acc``, ``allow_empty=True`` leaves it out with a warning).
 LEADERBOARD_V1_TASKS = (
     "harness_arc_challenge_25",
     "harness_hellaswag_10",
@@ -99,11 +99,11 @@ def _shard(stem: str) -> int | None:
     return int(sm.group("shard")) if sm else None
 
 
-def _latest_split(infos: Sequence[_OllFile]) -> list[list[_OllFile]]:
+def _latest_split(infos: Sequence[_OllFile], ledger: _Ledger) -> list[list[_OllFile]]:
     """The files of the newest split of each (LLM, configuration), shards in order.
 
     Two files of equal rank that are not shards of one split are an error
-    naming both.
+    naming both; the older splits are recorded in ``ledger`` as superseded.
     """
     groups: dict[tuple[str, str], list[_OllFile]] = {}
     for i in infos:
@@ -120,6 +120,9 @@ def _latest_split(infos: Sequence[_OllFile]) -> list[list[_OllFile]]:
                     f"LLM {name!r} has {config} in both {top[0].path} and {top[1].path}, and neither "
                     "is the latest split nor of a later date; pass only one"
                 )
+        for g in group:
+            if g.rank != best:
+                ledger.superseded(g.path)
         selected.append(top)
     selected.sort(key=lambda fs: str(fs[0].path))
     return selected
@@ -180,13 +183,13 @@ def _oll_file_info(path: Path, llm: str | None) -> _OllFile | None:
     if name is None:
         raise InputError(
             f"{path}: cannot tell the model; expected a parent folder (or file name) "
-            "details_<org>__<model>, or pass llm="
+            f"details_<org>__<model>, or pass {_give('llm')}"
         )
     return _OllFile(path.resolve(), name, config, domain, rank, shard)
 
 
-def _oll_read(f: _OllFile, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """Item ids and 0/1 values of one file; None when it lacks the metric."""
+def _oll_read(f: _OllFile, metric: str) -> tuple[np.ndarray | None, np.ndarray] | _Skip:
+    """Item ids and 0/1 values of one file; why there are none, naming the metrics it has."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -197,6 +200,11 @@ def _oll_read(f: _OllFile, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
         raise InputError(f"cannot read {f.path}: not a Parquet file ({e})") from None
     names = schema.names
     id_col = next((c for c in ("idx", "doc_id") if c in names), None)
+    numeric = [n for n in names if n not in ("idx", "doc_id")
+               and (pa.types.is_floating(schema.field(n).type) or pa.types.is_integer(schema.field(n).type)
+                    or pa.types.is_boolean(schema.field(n).type))]
+    missing = _Skip(f"no metric {metric!r} (its metrics: {_listing(numeric, show=10) or 'none'})",
+                    f"choose one with {_give('metric')}")
     if metric in names:
         source = metric
     elif "metrics" in names:
@@ -204,13 +212,15 @@ def _oll_read(f: _OllFile, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
         t = schema.field("metrics").type
         if pa.types.is_struct(t):
             if t.get_field_index(metric) < 0:
-                return None
+                fields = [t.field(k).name for k in range(t.num_fields)]
+                return _Skip(f"no metric {metric!r} (its metrics: {_listing(fields, show=10) or 'none'})",
+                             f"choose one with {_give('metric')}")
         elif not pa.types.is_map(t):
             raise InputError(
                 f"{f.path}: column metrics has type {t}; expected a struct (or map) of metric values"
             )
     else:
-        return None
+        return missing
     cols = [source] + ([id_col] if id_col else [])
     table = pq.read_table(f.path, columns=cols)
     col = table.column(source)
@@ -249,22 +259,21 @@ def _oll_read(f: _OllFile, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
     return ids, values.astype(np.int8)
 
 
-def _oll_parts(selected: Sequence[list[_OllFile]], metric: str) -> tuple[list[_Part], list[str]]:
-    """One part per selected split (its shards joined); the paths of splits without the metric."""
+def _oll_parts(selected: Sequence[list[_OllFile]], metric: str, ledger: _Ledger) -> list[_Part]:
+    """One part per selected split (its shards joined), each recorded in ``ledger``."""
     parts: list[_Part] = []
-    no_metric: list[str] = []
     for files in selected:
         ids_all, vals_all = [], []
-        missing = False
+        skip = None
         for f in files:
             got = _oll_read(f, metric)
-            if got is None:
-                missing = True
+            if isinstance(got, _Skip):
+                skip = got
                 break
             ids_all.append(got[0])
             vals_all.append(got[1])
-        if missing:
-            no_metric.append(str(files[0].path))
+        if skip is not None:
+            ledger.empty(files[0].path, skip)
             continue
         values = np.concatenate(vals_all)
         if any(i is None for i in ids_all):
@@ -274,7 +283,8 @@ def _oll_parts(selected: Sequence[list[_OllFile]], metric: str) -> tuple[list[_P
         f0 = files[0]
         items = (f0.domain + "/" + pd.Series(ids, dtype=object).astype(str)).to_numpy(dtype=object)
         parts.append(_Part(str(f0.path), f0.llm, f0.domain, items, values))
-    return parts, no_metric
+        ledger.read(f0.path, len(values))
+    return parts
 
 
 def from_open_llm_leaderboard(
@@ -283,6 +293,7 @@ def from_open_llm_leaderboard(
     metric: str = "acc",
     tasks: str | Sequence[str] | None = None,
     llm: str | None = None,
+    allow_empty: bool = False,
 ) -> pd.DataFrame:
     """Read Open LLM Leaderboard v1 "details" Parquet files into the long table.
 
@@ -309,9 +320,7 @@ def from_open_llm_leaderboard(
         a list of them.  Aggregated ``results_*`` files are skipped.
     metric
         The per-sample metric: a column of that name, or a field of the struct
-        column ``metrics`` (``{"acc": 1.0}``).  Values must be 0 or 1.  A file
-        without the metric (TruthfulQA's ``mc1``/``mc2`` when asking for
-        ``acc``) is left out with a warning.
+        column ``metrics`` (``{"acc": 1.0}``).  Values must be 0 or 1.
     tasks
         Shell-style patterns over configuration names that select the files
         to read, e.g. :data:`MMLU_TASKS` (``"harness_hendrycksTest_*_5"``) or
@@ -321,6 +330,11 @@ def from_open_llm_leaderboard(
     llm
         The LLM name for all files; by default ``<org>/<model>`` from the
         nearest ``details_<org>__<model>`` in the file name or its folders.
+    allow_empty
+        A split without the metric (TruthfulQA's ``mc1``/``mc2`` when asking
+        for ``acc``) is an error naming it and the metrics it has; with
+        ``allow_empty`` it is left out with a
+        :class:`~mtlirt.io.validate.DataWarning`.
 
     Returns
     -------
@@ -336,9 +350,10 @@ def from_open_llm_leaderboard(
     ------
     InputError
         A file whose task or model cannot be told, a metric that is not 0/1
-        (file and rows named), an unreadable file, a model answering the same
-        item twice (two settings of a task, or two runs with no date to order
-        them), or no responses at all.
+        (file and rows named), an unreadable file, a split without the metric
+        (unless ``allow_empty``), a model answering the same item twice (two
+        settings of a task, or two runs with no date to order them), or no
+        responses at all.
 
     Notes
     -----
@@ -352,35 +367,27 @@ def from_open_llm_leaderboard(
     roots = _as_paths(paths)
     what = ", ".join(str(p) for p in roots)
     found = _files_under(roots, lambda p: p.name.lower().endswith(".parquet"), "a Parquet file")
-    infos = [i for i in (_oll_file_info(p, llm) for p in found) if i is not None]
-    if patterns is not None:
-        infos = [i for i in infos if any(fnmatch.fnmatchcase(i.config, pat) for pat in patterns)]
+    ledger = _Ledger("details split")
+    infos = []
+    for path in found:
+        info = _oll_file_info(path, llm)
+        if info is None:
+            ledger.not_data(path)
+        elif patterns is None or any(fnmatch.fnmatchcase(info.config, pat) for pat in patterns):
+            infos.append(info)
+        else:
+            ledger.unselected(path)
     if not infos:
         sel = f" matching {_listing(patterns)}" if patterns is not None else ""
         raise InputError(f"no Open LLM Leaderboard details files{sel} found in {what}")
 
-    selected = _latest_split(infos)
-    parts, no_metric = _oll_parts(selected, metric)
-    if no_metric:
-        if not parts:
-            raise InputError(
-                f"no details file in {what} has the metric {metric!r} "
-                f"(e.g. {no_metric[0]}); choose it with metric="
-            )
-        warnings.warn(
-            f"left out {len(no_metric)} details file{'s' if len(no_metric) > 1 else ''} without "
-            f"the metric {metric!r}: {_listing(no_metric, quote=False)}",
-            DataWarning,
-            stacklevel=2,
-        )
+    parts = _oll_parts(_latest_split(infos, ledger), metric, ledger)
     try:
-        return _assemble(parts, what)
+        return ledger.finish(parts, what, allow_empty=allow_empty, metric=repr(metric))
     except InputError as e:
         if "more than once" in str(e):
             raise InputError(
-                f"{e}; if these are two settings of one benchmark, choose one with tasks= "
-                "(e.g. tasks='harness_hendrycksTest_*_5')"
+                f"{e}; if these are two settings of one benchmark, choose one with {_give('tasks')} "
+                "(e.g. harness_hendrycksTest_*_5)"
             ) from None
         raise
-
-

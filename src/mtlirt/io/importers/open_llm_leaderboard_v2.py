@@ -24,16 +24,20 @@ from ._common import (
     _TS,
     PathArg,
     _as_paths,
-    _assemble,
     _check_threshold,
+    _give,
     _iter_records,
+    _Ledger,
     _listing,
     _norm_ts,
+    _opt,
     _Part,
     _pattern_list,
+    _Skip,
     _strip_suffixes,
+    _Threshold,
 )
-from .lm_eval import _latest_runs, _lm_eval_parts, _LmFile, _read_samples, _Samples
+from .lm_eval import _latest_runs, _lm_eval_parts, _LmFile, _needed, _read_samples, _Samples
 from .open_llm_leaderboard import _split_rank
 
 #: The metric the v2 leaderboard scored each benchmark by (the first token of
@@ -92,7 +96,7 @@ def _v2_file(path: Path, llm: str | None) -> _LmFile | None:
     if name is None:
         raise InputError(
             f"{path}: cannot tell the model; expected a folder <org>__<model> or <org>__<model>-details, "
-            "or a configuration <org>__<model>__leaderboard_<task>; pass llm="
+            f"or a configuration <org>__<model>__leaderboard_<task>; pass {_give('llm')}"
         )
     return _LmFile(path.resolve(), task, ts, name)
 
@@ -121,20 +125,24 @@ def _parquet_records(path: Path, needed: Sequence[str], category: bool) -> list[
 
 
 def _read_v2_file(
-    f: _LmFile, metrics: Sequence[str], filter_name: str | None, threshold: float | None, category: bool = False
-) -> _Samples | None:
+    f: _LmFile,
+    metrics: Sequence[str],
+    filter_name: str | None,
+    threshold: _Threshold | None,
+    category: bool = False,
+) -> _Samples | _Skip:
     needed = ("doc_id", "doc_hash", "filter", "metrics", *metrics)
     if f.path.name.lower().endswith(".parquet"):
         records = _parquet_records(f.path, needed, category)
     else:
         records = []
         for loc, r in _iter_records(f.path):
-            kept = {k: r[k] for k in needed if k in r}
+            kept = _needed(r, metrics)
             if category and isinstance(r.get("doc"), dict) and "category" in r["doc"]:
                 kept["doc"] = {"category": r["doc"]["category"]}
             records.append((loc, kept))
     got = _read_samples(records, str(f.path), metrics, filter_name, threshold)
-    if got is not None and category:
+    if not isinstance(got, _Skip) and category:
         cats = {str(r.get("doc_id")): (r.get("doc") or {}).get("category") for _, r in records}
         got.domains = [str(cats[d]) if cats.get(d) is not None else None for d in got.doc_ids]
     return got
@@ -160,6 +168,7 @@ def from_open_llm_leaderboard_v2(
     tasks: str | Sequence[str] | None = None,
     domain_from: str = "subtask",
     llm: str | None = None,
+    allow_empty: bool = False,
 ) -> pd.DataFrame:
     """Read Open LLM Leaderboard v2 details into the long table.
 
@@ -184,10 +193,11 @@ def from_open_llm_leaderboard_v2(
         it has.  By default each benchmark's leaderboard metric
         (:data:`LEADERBOARD_V2_METRICS`: ``acc_norm`` for BBH, GPQA and MuSR,
         ``acc`` for MMLU-Pro, ``exact_match`` for MATH, ``prompt_level_strict_acc``
-        for IFEval).  A task without it is left out with a warning.
+        for IFEval).
     threshold
         For a metric that is not 0/1 (IFEval's ``inst_level_strict_acc``, a list
-        counted by its mean): correct when at least ``threshold``.
+        counted by its mean): correct when at least ``threshold``, which must
+        lie within the values read (in ``(0, 1]`` for a proportion).
     tasks
         Shell-style patterns over the task names (``leaderboard_bbh_*``,
         ``leaderboard_mmlu_pro``) that select the files.  By default all.
@@ -200,6 +210,10 @@ def from_open_llm_leaderboard_v2(
     llm
         The LLM name for all files; by default ``<org>/<model>`` from the
         configuration name or the ``<org>__<model>`` folder.
+    allow_empty
+        A file without the metric (or without samples) is an error naming it
+        and the metrics it has; with ``allow_empty`` it is left out with a
+        :class:`~mtlirt.io.validate.DataWarning`.
 
     Returns
     -------
@@ -212,24 +226,32 @@ def from_open_llm_leaderboard_v2(
     ------
     InputError
         A line or row that is not a sample (file and line named), a metric
-        that is not 0/1 without ``threshold``, a model that cannot be told, two
-        runs of one task that cannot be ordered, or no responses at all.
+        that is not 0/1 without ``threshold``, a threshold outside the metric's
+        values, a model that cannot be told, a file without responses (unless
+        ``allow_empty``), two runs of one task that cannot be ordered, or no
+        responses at all.
     """
     threshold = _check_threshold(threshold)
     if domain_from not in ("subtask", "benchmark", "category"):
-        raise InputError(f"domain_from must be 'subtask', 'benchmark' or 'category', not {domain_from!r}")
+        raise InputError(f"{_opt('domain_from')} must be 'subtask', 'benchmark' or 'category', not {domain_from!r}")
     patterns = _pattern_list(tasks)
     chosen = [metric] if isinstance(metric, str) else (list(metric) if metric is not None else None)
     if chosen is not None and not chosen:
-        raise InputError("metric must name at least one metric")
+        raise InputError(f"{_opt('metric')} must name at least one metric")
     roots = _as_paths(paths)
     what = ", ".join(str(p) for p in roots)
     found: list[Path] = []
     for root in roots:
         found.extend(sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root])
-    files = [f for f in (_v2_file(p, llm) for p in dict.fromkeys(p.resolve() for p in found)) if f is not None]
-    if patterns is not None:
-        files = [f for f in files if any(fnmatch.fnmatchcase(f.task, pat) for pat in patterns)]
+    ledger = _Ledger("details file")
+    files = []
+    for f in (_v2_file(p, llm) for p in dict.fromkeys(p.resolve() for p in found)):
+        if f is None:
+            continue
+        if patterns is None or any(fnmatch.fnmatchcase(f.task, pat) for pat in patterns):
+            files.append(f)
+        else:
+            ledger.unselected(f.path)
     if not files:
         sel = f" matching {_listing(patterns)}" if patterns is not None else ""
         raise InputError(
@@ -246,17 +268,18 @@ def from_open_llm_leaderboard_v2(
     category = domain_from == "category"
     found_cats: dict[str, list[str | None]] = {}
 
-    def read(f: _LmFile, metrics, filter_name, thr) -> _Samples | None:
+    def read(f: _LmFile, metrics, filter_name, thr) -> _Samples | _Skip:
         got = _read_v2_file(f, metrics, filter_name, thr, category)
-        if got is not None and category:
+        if not isinstance(got, _Skip) and category:
             found_cats[str(f.path)] = got.domains
         return got
 
-    parts, _ = _lm_eval_parts(_latest_runs(files), metrics_for, None, threshold, what, read=read)
+    parts, _ = _lm_eval_parts(_latest_runs(files, ledger), metrics_for, None, threshold, what, ledger, read=read)
     out: list[_Part] = []
     for p in parts:
         sub = p.domain.removeprefix("leaderboard_")
         p.items = [f"{sub}/{i.split('/', 1)[1]}" for i in p.items]
         p.domain = _benchmark(p.domain) if domain_from == "benchmark" else sub
         out.extend(_by_category(p, found_cats[p.source]) if category else [p])
-    return _assemble(out, what)
+    label = _listing(chosen) if chosen is not None else "the metric"
+    return ledger.finish(out, what, allow_empty=allow_empty, threshold=threshold, metric=label)

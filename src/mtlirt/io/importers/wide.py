@@ -6,6 +6,7 @@ import csv
 import io
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ import pandas as pd
 
 from ...errors import InputError
 from ..tables import LONG_COLUMNS
-from ._common import _SHOW, _listing, _open_text, _plain, _report_aliases, _str_column
+from ..validate import DataWarning
+from ._common import _SHOW, _listing, _open_text, _opt, _plain, _report_aliases, _str_column, _summarize
 
 _TRUE_FALSE = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}
 
@@ -179,7 +181,8 @@ def _wide_domains(items: list[str], item_domain: Any, where: str) -> np.ndarray:
             no_domain.append(item)
         domains[k] = d
     if no_domain:
-        how = "item_domain does not list them" if item_domain is not None else "item_domain was not given"
+        how = (f"{_opt('item_domain')} does not list them" if item_domain is not None
+               else f"{_opt('item_domain')} was not given")
         raise InputError(
             f"{where}: no domain for item{'s' if len(no_domain) > 1 else ''} {_listing(no_domain)} "
             f"({len(no_domain)} in all; {how} and their names are not <domain>/<item> or <domain>:<item>)"
@@ -220,11 +223,35 @@ def _wide_values(frame: pd.DataFrame, items: list[str], llms: np.ndarray, where:
     return values
 
 
+def _empty_lines(values: np.ndarray, llms: np.ndarray, items: list[str], where: str, allow_empty: bool) -> None:
+    """Refuse LLM rows and item columns without a 0/1 cell (unless ``allow_empty``: then warn), naming them."""
+    observed = ~np.isnan(values)
+    rows = np.flatnonzero(~observed.any(axis=1))
+    cols = np.flatnonzero(~observed.any(axis=0))
+    found = []
+    if len(rows):
+        found.append(f"{len(rows)} of {len(llms)} LLM row{'s' if len(llms) > 1 else ''} "
+                     f"({_listing(llms[rows].tolist())})")
+    if len(cols):
+        found.append(f"{len(cols)} of {len(items)} item column{'s' if len(items) > 1 else ''} "
+                     f"({_listing([items[c] for c in cols])})")
+    if not found:
+        return
+    what = " and ".join(found)
+    if not allow_empty:
+        raise InputError(
+            f"{where}: {what} have no 0/1 cell, so they would vanish from the long table; fill them in, delete "
+            f"them, or pass {_opt('allow_empty', True)} to leave them out"
+        )
+    warnings.warn(f"{where}: left out {what} without a 0/1 cell", DataWarning, stacklevel=3)
+
+
 def from_wide(
     path_or_frame: str | os.PathLike | pd.DataFrame,
     item_domain: Mapping[str, str] | pd.Series | str | os.PathLike | None = None,
     *,
     llm_column: str | None = None,
+    allow_empty: bool = False,
 ) -> pd.DataFrame:
     """Turn a wide LLM x item 0/1 matrix into the long table.
 
@@ -246,6 +273,11 @@ def from_wide(
         The column holding the LLM names.  By default the first column; for a
         DataFrame with a named or non-default index and no ``llm_column``, the
         index.
+    allow_empty
+        An LLM row or an item column without a single 0/1 cell would vanish
+        from the long table: it is an error naming them, unless
+        ``allow_empty`` leaves them out with a
+        :class:`~mtlirt.io.validate.DataWarning`.
 
     Returns
     -------
@@ -259,7 +291,8 @@ def from_wide(
     InputError
         A cell that is not 0, 1 or blank (LLM and item named), items without
         a domain (named), a missing or repeated LLM name, a repeated or empty
-        item name, an ``llm_column`` that does not exist, or no responses.
+        item name, an ``llm_column`` that does not exist, LLM rows or item
+        columns without a 0/1 cell (unless ``allow_empty``), or no responses.
     """
     frame, where, llm_column = _wide_frame(path_or_frame, llm_column)
     frame, llm_column, items = _wide_items(frame, where, llm_column)
@@ -271,6 +304,7 @@ def from_wide(
     r, c = np.nonzero(observed)
     if len(r) == 0:
         raise InputError(f"no responses found in {where}: every cell is blank")
+    _empty_lines(values, llms, items, where, allow_empty)
     dom_codes, dom_names = pd.factorize(domains)
     df = pd.DataFrame(
         {
@@ -280,6 +314,9 @@ def from_wide(
             "correct": values[r, c].astype(np.int8),
         }
     )
+    blank = values.size - len(df)
+    _summarize(f"read {len(llms):,} LLM rows x {len(items):,} item columns of {where} ({len(df):,} responses, "
+               f"{blank:,} blank cell{'' if blank == 1 else 's'})")
     return df[list(LONG_COLUMNS)]
 
 
