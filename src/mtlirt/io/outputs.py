@@ -71,6 +71,15 @@ def _check_inputs(out: Path, inputs: Iterable) -> None:
             raise InputError(f"{out} is a file of the input {p}; write the output to another path")
 
 
+def _check_parent(out: Path) -> None:
+    """The nearest existing ancestor of ``out`` must be a folder."""
+    p = out.parent
+    while not (p.exists() or p.is_symlink()) and p.parent != p:
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        raise InputError(f"cannot write {out}: {p} is a file, not a folder")
+
+
 def check_folder(out, kind: FolderKind, *, overwrite: bool = False, inputs: Iterable = ()) -> Path:
     """Check that ``out`` may be written as a folder of ``kind``; raise :class:`InputError` naming why not.
 
@@ -78,6 +87,7 @@ def check_folder(out, kind: FolderKind, *, overwrite: bool = False, inputs: Iter
     """
     out = Path(out)
     _check_inputs(out, inputs)
+    _check_parent(out)
     if not out.exists():
         if out.is_symlink():
             raise InputError(f"{out} is a broken link; give a new folder name")
@@ -85,7 +95,7 @@ def check_folder(out, kind: FolderKind, *, overwrite: bool = False, inputs: Iter
     if not out.is_dir():
         raise InputError(f"{out} is an existing file, not a {kind.name}; give a new folder name "
                          "(mtlirt never replaces a file with a folder)")
-    entries = sorted(e.name for e in os.scandir(out))
+    entries = sorted(os.listdir(out))
     if not entries:
         return out
     if kind.marker not in entries:
@@ -108,6 +118,7 @@ def check_file(out, *, what: str = "output", overwrite: bool = False, inputs: It
     """
     out = Path(out)
     _check_inputs(out, inputs)
+    _check_parent(out)
     if out.is_dir():
         raise InputError(f"{out} is a folder; give the {what} a file name")
     if out.exists() and not overwrite:
@@ -202,7 +213,7 @@ def folder_output(out, kind: FolderKind, *, overwrite: bool = False, inputs: Ite
         tmp = _new_temp(out, folder=True)
         yield tmp
         check_folder(out, kind, overwrite=overwrite, inputs=inputs)
-        if out.is_dir() and any(os.scandir(out)):
+        if out.is_dir() and os.listdir(out):
             old = _sibling(out, "old")
             os.rename(out, old)
             try:
