@@ -130,6 +130,8 @@ MISUSES = {
         ["fit", "t.csv", "--method", "accuracy", "--out", "ffor", "--force"], "holds notes.txt"),
     "fit --out the folder holding its input, forced": Case(
         ["fit", "fc/t.csv", "--method", "accuracy", "--out", "fc", "--force"], "would delete the input fc/t.csv"),
+    "fit --out the working folder": Case(["fit", "t.csv", "--method", "accuracy", "--out", "."],
+                                         "replacing . would delete the input t.csv"),
     "fit --out under a file": Case(["fit", "t.csv", "--method", "accuracy", "--out", "t.csv/fit"],
                                    "t.csv is a file, not a folder"),
     "report --out a folder": Case(["report", "fa", "--out", "notes"], "notes is a folder"),
@@ -161,6 +163,7 @@ MISUSES = {
     "demo --out a folder mtlirt did not write, forced": Case(["demo", "--out", "notes", "--force"],
                                                              "did not write as a demo folder"),
     "demo --out a file": Case(["demo", "--out", "t.csv"], "existing file, not a demo folder"),
+    "demo --out the working folder": Case(["demo", "--out", "."], ". is the working folder or holds it"),
     # inputs that do not belong together
     "report --data of another table": Case(["report", "fa", "--data", "other.csv", "--out", "new.html"],
                                            "other.csv is not the table fa was fitted to"),

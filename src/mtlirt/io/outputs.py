@@ -88,6 +88,8 @@ def check_folder(out, kind: FolderKind, *, overwrite: bool = False, inputs: Iter
     out = Path(out)
     _check_inputs(out, inputs)
     _check_parent(out)
+    if _within(Path.cwd(), out):
+        raise InputError(f"{out} is the working folder or holds it; give the {kind.name} a new folder name")
     if not out.exists():
         if out.is_symlink():
             raise InputError(f"{out} is a broken link; give a new folder name")
