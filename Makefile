@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml
 
 env: $(STAMP)
 
+# --force: a second `make demo` replaces the demo folder (demo-output, recognised by its demo.json) the first wrote
 demo: $(STAMP)
-	$(VENV)/bin/mtlirt demo
+	$(VENV)/bin/mtlirt demo --force
 
 # The full suite on every core (pytest-xdist: tests spread one by one; those sharing
 # an expensive fixture are grouped with xdist_group; tests/conftest.py puts the longest

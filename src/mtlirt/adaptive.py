@@ -35,6 +35,7 @@ items and loadings; the scores average over the structure's draws.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -43,11 +44,15 @@ from scipy.stats import norm
 from .errors import InputError
 from .estimate import Estimate
 from .estimators.irt import blas_threads
+from .io.outputs import FolderKind
 from .scoring import G_GRID, LOG_PRIOR_G, T_GRID, Scorer, Scores
 
 __all__ = ["AdaptiveTest", "Replay", "replay", "TARGETS"]
 
 TARGETS = ("overall", "domains", "accuracy")
+#: The folder of :meth:`Replay.write` (``mtlirt adapt --out``), recognised by its ``adapt.json``.
+ADAPT_FOLDER = FolderKind("adaptive-test folder", "adapt.json",
+                          ("overall.csv", "domain_scores.csv", "administered.csv", "adapt.json"))
 #: Grid points of g with posterior mass below this share of the largest are skipped.
 G_CUTOFF = 1e-12
 
@@ -311,10 +316,20 @@ class Replay:
     scores: Scores
     administered: pd.DataFrame
 
-    def write(self, out) -> None:
-        """Write ``overall.csv``, ``domain_scores.csv`` and ``administered.csv`` into ``out``."""
-        path = self.scores.write(out)
-        self.administered.to_csv(path / "administered.csv", index=False)
+    def write(self, out, *, overwrite: bool = True, settings: dict | None = None) -> Path:
+        """Write ``overall.csv``, ``domain_scores.csv``, ``administered.csv`` and ``adapt.json`` into ``out``.
+
+        ``out`` is a new path or an adaptive-test folder written earlier (one
+        with ``adapt.json``), replaced when ``overwrite`` (the CLI's
+        ``--force``); written atomically (:mod:`mtlirt.io.outputs`).
+        """
+        from .io.outputs import folder_output
+
+        out = Path(out)
+        with folder_output(out, ADAPT_FOLDER, overwrite=overwrite) as tmp:
+            self.scores._write_files(tmp, ADAPT_FOLDER.marker, settings)
+            self.administered.to_csv(tmp / "administered.csv", index=False)
+        return out
 
 
 def replay(fit: Estimate | Scorer, responses, *, budget: int | None = 100, target: str = "overall",

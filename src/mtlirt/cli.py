@@ -15,6 +15,13 @@ def _one_line(msg: str) -> str:
     return " ".join(str(msg).split())
 
 
+def _os_message(exc: OSError) -> str:
+    """An ``OSError`` as one readable clause: ``cannot write X: No space left on device``, ``X: Permission denied``."""
+    if exc.strerror and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror}"
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
 def _showwarning(message, category, filename, lineno, file=None, line=None):
     print(f"mtlirt: warning: {_one_line(message)}", file=sys.stderr)
 
@@ -79,6 +86,18 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def _check_simulation_outputs(args) -> None:
+    """``simulate``'s --out and --truth, checked before simulating."""
+    from .io.outputs import check_file, check_folder
+    from .simulate import TRUTH_FOLDER
+
+    check_file(args.out, what="table", overwrite=args.force)
+    if args.truth:
+        check_folder(args.truth, TRUTH_FOLDER, overwrite=args.force)
+        if Path(args.out).resolve().is_relative_to(Path(args.truth).resolve()):
+            raise InputError(f"the table {args.out} lies inside the --truth folder {args.truth}; write it elsewhere")
+
+
 def cmd_simulate(args) -> int:
     from .simulate import simulate
 
@@ -89,6 +108,7 @@ def cmd_simulate(args) -> int:
         args.preset = "mmlu"
     if args.preset is not None and args.domain_sizes is not None:
         raise InputError("give either --preset or --domain-sizes, not both")
+    _check_simulation_outputs(args)
     sim = simulate(
         n_llms=args.n_llms,
         domain_sizes=args.domain_sizes,
@@ -124,28 +144,36 @@ def _simulate_paper(args) -> int:
         given += ["--rank/--scale/--scenario/--outlier-share"]
     if given:
         raise InputError(f"--preset paper fixes the design: {', '.join(given)} do not apply")
+    _check_simulation_outputs(args)
     sim = simulate_paper(args.similarity, n_llms=100 if args.n_llms is None else args.n_llms, seed=args.seed)
     return _write_simulation(sim, args)
 
 
 def _write_simulation(sim, args) -> int:
-    """Write a simulation's table (and, with ``--truth``, its truth) where the CLI was told."""
-    sim.write(args.out)
+    """Write a simulation's table (and, with ``--truth``, its truth) where the CLI was told.
+
+    The truth is written first: a failure there leaves no table without its truth.
+    """
+    if args.truth:
+        sim.write_truth(args.truth, overwrite=args.force)
+    sim.write(args.out, overwrite=args.force)
     print(f"wrote {len(sim.responses):,} responses of {sim.domain_scores.shape[0]:,} LLMs to {args.out}")
     if args.truth:
-        sim.write_truth(args.truth)
         print(f"wrote the truth to {args.truth}")
     return 0
 
 
 def cmd_convert(args) -> int:
     from .io.importers import convert_args
-    from .io.tables import write_table
+    from .io.outputs import check_file
+    from .io.tables import table_format, write_table
 
+    table_format(args.out)
+    check_file(args.out, what="table", overwrite=args.force, inputs=args.src)
     df, summaries = convert_args(args)
     if len(df) == 0:
         raise InputError(f"no responses found in {', '.join(args.src)}")
-    write_table(df, args.out)
+    write_table(df, args.out, overwrite=args.force)
     for line in summaries:
         print(line)
     print(f"wrote {len(df):,} responses ({df['llm'].nunique()} LLMs, {df['item'].nunique()} items, "
@@ -155,8 +183,9 @@ def cmd_convert(args) -> int:
 
 def cmd_fit(args) -> int:
     from .estimators.heldout import heldout_loglik
-    from .fitting import ConvergenceWarning, fit
-    from .io.fitdir import write_fit
+    from .fitting import ConvergenceWarning, data_record, fit
+    from .io.fitdir import FIT_FOLDER, write_fit
+    from .io.outputs import check_folder
 
     if not 0 < args.interval < 1:
         raise InputError(f"--interval must be in (0, 1), got {args.interval}")
@@ -166,6 +195,7 @@ def cmd_fit(args) -> int:
         raise InputError(f"--rank must be at least 1, got {args.rank}")
     if args.checks and args.check_replicates < 2:
         raise InputError(f"--check-replicates must be at least 2, got {args.check_replicates}")
+    check_folder(args.out, FIT_FOLDER, overwrite=args.force, inputs=[args.data])
     responses = _read(args)
     if args.rank is not None and args.rank > responses.n_domains:
         raise InputError(f"--rank {args.rank} exceeds the number of domains ({responses.n_domains})")
@@ -192,14 +222,15 @@ def cmd_fit(args) -> int:
         if not issubclass(w.category, ConvergenceWarning):
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     if heldout is not None:
-        est.update_info(heldout={"share": args.heldout, **heldout_loglik(est, responses, heldout)})
+        est.update_info(heldout={"share": args.heldout, **heldout_loglik(est, responses, heldout)},
+                        data=data_record(responses))  # the table read, of which the fit saw a part
     checks = None
     if args.checks:
         from .checks import run_checks
 
         checks = run_checks(est, data, n_replicates=args.check_replicates, seed=args.seed, max_draws=200)
         checks.record(est)
-    out = write_fit(est, args.out, interval=args.interval)
+    out = write_fit(est, args.out, interval=args.interval, overwrite=args.force)
     info = est.info
     diag = info.get("diagnostics", {})
     print(f"wrote {args.method} fit of {responses.n_llms:,} LLMs x {responses.n_items:,} items "
@@ -242,13 +273,26 @@ def _check_fit_dirs(dirs) -> None:
             raise InputError(f"{d} is not a fit folder (no posterior.nc); write one with mtlirt fit --out")
 
 
+def _fit_records(dirs) -> dict:
+    """``{folder as given: fit record}`` of fit folders (``fit.json``; else posterior.nc's info)."""
+    from .io.fitdir import read_record
+
+    return {str(d): read_record(d) for d in dirs}
+
+
 def cmd_report(args) -> int:
+    from .io.fitdir import check_same_data
+    from .io.outputs import check_file
     from .report.html import write_report
 
     _check_fit_dirs(args.fits)
+    check_file(args.out, what="HTML report", overwrite=args.force, inputs=[*args.fits, args.data])
     responses = _read(args) if args.data else None
+    check_same_data(_fit_records(args.fits), responses, data_name=args.data,
+                    hint="a report shows fits of one table (mtlirt compare --allow-different-data compares "
+                    "fits of different ones)")
     out = write_report(list(args.fits), args.out, responses=responses, title=args.title,
-                       interval=args.interval, top=args.top, full_table=args.full_table)
+                       interval=args.interval, top=args.top, full_table=args.full_table, overwrite=args.force)
     print(f"wrote {out}")
     return 0
 
@@ -256,12 +300,14 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     import pandas as pd
 
+    from .io.fitdir import check_same_data
     from .report.compare import compare
 
     if len(args.fits) < 2:
         raise InputError("compare needs two or more fit folders")
     _check_fit_dirs(args.fits)
-    table = compare(list(args.fits), interval=args.interval)
+    check_same_data(_fit_records(args.fits), allow_different_data=args.allow_different_data)
+    table = compare(list(args.fits), interval=args.interval, allow_different_data=args.allow_different_data)
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.float_format", "{:.4g}".format):
         print(table.set_index(["a", "b"]).T.to_string())
     return 0
@@ -271,17 +317,25 @@ def cmd_demo(args) -> int:
     import os
     import time
 
-    from .demo import run_demo
+    from .demo import DEMO_FOLDER, run_demo
+    from .io.outputs import check_folder
 
+    check_folder(args.out, DEMO_FOLDER, overwrite=args.force)
     os.environ.setdefault("MTLIRT_PROGRESS", "1")
     t0 = time.perf_counter()
     res = run_demo(args.out, seed=args.seed, n_llms=args.n_llms, scale=args.scale, bootstrap=args.bootstrap,
-                   bayes=not args.no_bayes)
+                   bayes=not args.no_bayes, overwrite=args.force)
     print()
     for line in res["headline"]:
         print(line)
     print(f"({time.perf_counter() - t0:.0f} s; data, truth and fit folders in {res['out']})")
     return 0
+
+
+def _new_llm_settings(args) -> dict:
+    """What ``score`` and ``adapt`` record in their folder's marker."""
+    return {"fit": str(args.fit), "responses": str(args.responses), "interval": args.interval, "draws": args.draws,
+            "seed": args.seed, "ignore_unknown_items": args.ignore_unknown_items}
 
 
 def _new_llm_table(path):
@@ -292,30 +346,35 @@ def _new_llm_table(path):
 
 def cmd_score(args) -> int:
     from .io.fitdir import read_fit
-    from .scoring import Scorer
+    from .io.outputs import check_folder
+    from .scoring import SCORE_FOLDER, Scorer
 
     _check_fit_dirs([args.fit])
+    check_folder(args.out, SCORE_FOLDER, overwrite=args.force, inputs=[args.fit, args.responses])
     scorer = Scorer(read_fit(args.fit), draws=args.draws, interval=args.interval)
     scores = scorer.score(_new_llm_table(args.responses), ignore_unknown_items=args.ignore_unknown_items,
                           seed=args.seed)
-    out = scores.write(args.out)
+    out = scores.write(args.out, overwrite=args.force, settings=_new_llm_settings(args))
     print(f"scored {len(scores.overall)} LLM(s) on {scorer.n_domains} domains; wrote {out}/overall.csv and "
           f"{out}/domain_scores.csv")
     return 0
 
 
 def cmd_adapt(args) -> int:
-    from .adaptive import replay
+    from .adaptive import ADAPT_FOLDER, replay
     from .io.fitdir import read_fit
+    from .io.outputs import check_folder
     from .scoring import Scorer
 
     _check_fit_dirs([args.fit])
     if args.budget is None and args.width is None:
         raise InputError("give --budget, --width or both (when to stop)")
+    check_folder(args.out, ADAPT_FOLDER, overwrite=args.force, inputs=[args.fit, args.responses])
     scorer = Scorer(read_fit(args.fit), draws=args.draws, interval=args.interval)
     res = replay(scorer, _new_llm_table(args.responses), budget=args.budget, target=args.target,
                  width=args.width, seed=args.seed, ignore_unknown_items=args.ignore_unknown_items)
-    res.write(args.out)
+    res.write(args.out, overwrite=args.force,
+              settings={**_new_llm_settings(args), "budget": args.budget, "width": args.width, "target": args.target})
     n = res.administered.groupby("llm").size() if len(res.administered) else None
     asked = f"{n.mean():.1f} items per LLM on average" if n is not None else "no items"
     print(f"adaptive test ({args.target}) of {len(res.scores.overall)} LLM(s), {asked}; wrote {args.out}/"
@@ -323,8 +382,15 @@ def cmd_adapt(args) -> int:
     return 0
 
 
-def _new_llm_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+def _force_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--force", action="store_true",
+                   help=f"replace {what} written earlier; without it an existing --out is an error. A file "
+                   "given as input, and a folder mtlirt did not write, are never replaced")
+
+
+def _new_llm_options(p: argparse.ArgumentParser, marker: str) -> None:
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help=f"output folder: a new path, or one written earlier (with its {marker}) with --force")
     p.add_argument("--ignore-unknown-items", action="store_true",
                    help="drop responses to items the fit does not hold (default: an error naming them)")
     p.add_argument("--interval", type=float, default=0.9, help="probability of the intervals (default 0.9)")
@@ -342,7 +408,8 @@ def _add_score(sub) -> None:
     p.add_argument("fit", metavar="FIT_DIR", help="a fit folder (mtlirt fit --out)")
     p.add_argument("responses", metavar="RESPONSES",
                    help="long table llm, item, correct (domain optional; it must match the fit's)")
-    _new_llm_options(p)
+    _new_llm_options(p, "score.json")
+    _force_option(p, "a score folder (--out with score.json)")
     p.set_defaults(func=cmd_score)
 
 
@@ -362,7 +429,8 @@ def _add_adapt(sub) -> None:
     p.add_argument("--target", choices=("overall", "domains", "accuracy"), default="overall",
                    help="what the items are chosen for: the overall score, the domain scores (sum of their "
                    "variances) or the expected accuracy (default overall)")
-    _new_llm_options(p)
+    _new_llm_options(p, "adapt.json")
+    _force_option(p, "an adaptive-test folder (--out with adapt.json)")
     p.set_defaults(func=cmd_adapt)
 
 
@@ -421,7 +489,9 @@ def _add_simulate(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", required=True, metavar="FILE", help="output table (.parquet, .csv or .csv.gz)")
     p.add_argument("--truth", metavar="DIR", default=None,
-                   help="also write the true scores, items and settings to this folder")
+                   help="also write the true scores, items and settings to this folder (a new path, or a truth "
+                   "folder written earlier, with truth.json, with --force)")
+    _force_option(p, "an existing --out table and --truth folder")
     p.set_defaults(func=cmd_simulate)
 
 
@@ -433,6 +503,7 @@ def _add_convert(sub) -> None:
                        description=f"Convert item-level results into the long table llm, item, domain, correct: "
                        f"{kinds}. Each option says which kinds take it.")
     add_convert_arguments(p)
+    _force_option(p, "an existing --out table")
     p.set_defaults(func=cmd_convert)
 
 
@@ -500,7 +571,10 @@ def _add_fit(sub) -> None:
     p.add_argument("--check-replicates", type=int, default=20, metavar="R",
                    help="--checks: replicated data sets of the correlation check, one single-domain fit each "
                    "(default 20, the report's)")
-    p.add_argument("--out", required=True, metavar="DIR", help="the fit folder to write")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="the fit folder to write: a new path, or a fit folder written earlier (with fit.json) "
+                   "with --force")
+    _force_option(p, "a fit folder (--out with fit.json)")
     _data_options(p)
     p.set_defaults(func=cmd_fit)
 
@@ -511,13 +585,16 @@ def _add_report(sub) -> None:
                        "leaderboard with intervals and rank intervals, domain difficulty and size, correlation "
                        "structure, diagnostics, and a comparison section when several fits are given.")
     p.add_argument("fits", nargs="+", metavar="DIR", help="fit folders written by mtlirt fit")
-    p.add_argument("--out", default="report.html", metavar="FILE", help="the HTML file (default report.html)")
+    p.add_argument("--out", default="report.html", metavar="FILE",
+                   help="the HTML file (default report.html; an existing one is replaced with --force only)")
     p.add_argument("--data", default=None, metavar="FILE",
-                   help="the results table the fits came from, for the data summary")
+                   help="the results table the fits came from, for the data summary; it must be the fits' own "
+                   "table (checked by the fingerprint recorded in fit.json)")
     p.add_argument("--title", default="mtlirt report", help="title of the report")
     p.add_argument("--interval", type=float, default=0.9, help="probability of the intervals shown (default 0.9)")
     p.add_argument("--top", type=int, default=50, help="rows of the leaderboard table (default 50)")
     p.add_argument("--full-table", action="store_true", help="show every LLM in the leaderboard table")
+    _force_option(p, "an existing --out file")
     _data_options(p)
     p.set_defaults(func=cmd_report)
 
@@ -528,6 +605,9 @@ def _add_compare(sub) -> None:
                        "scores, rank agreement and top-10 overlap, mean interval widths, held-out log-likelihood.")
     p.add_argument("fits", nargs="+", metavar="DIR", help="two or more fit folders")
     p.add_argument("--interval", type=float, default=0.9, help="probability of the intervals compared (default 0.9)")
+    p.add_argument("--allow-different-data", action="store_true",
+                   help="compare fits of different tables (by the LLMs and domains they share); by default fits "
+                   "whose fit.json records different data fingerprints are refused")
     p.set_defaults(func=cmd_compare)
 
 
@@ -537,12 +617,15 @@ def _add_demo(sub) -> None:
                        "subjects (sizes x 0.25), fit the MTL estimator with a bootstrap and the Bayesian model "
                        "(items fixed at the MTL calibration), write both fit folders and an HTML report, and print "
                        "a five-line headline.")
-    p.add_argument("--out", default="demo-output", metavar="DIR", help="output folder (default demo-output)")
+    p.add_argument("--out", default="demo-output", metavar="DIR",
+                   help="output folder (default demo-output): a new path, or a demo folder written earlier "
+                   "(with demo.json) with --force")
     p.add_argument("--seed", type=int, default=2026, help="seed (default 2026)")
     p.add_argument("--n-llms", type=int, default=None, help="number of LLMs (default 600)")
     p.add_argument("--scale", type=float, default=None, help="multiply MMLU's subject sizes (default 0.25)")
     p.add_argument("--bootstrap", type=int, default=40, help="bootstrap replicates of the MTL fit (default 40)")
     p.add_argument("--no-bayes", action="store_true", help="skip the Bayesian fit")
+    _force_option(p, "a demo folder (--out with demo.json)")
     p.set_defaults(func=cmd_demo)
 
 
@@ -578,8 +661,8 @@ def main(argv=None) -> int:
     except InputError as exc:
         print(f"mtlirt: error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
-        print(f"mtlirt: error: {_one_line(exc)}", file=sys.stderr)
+    except OSError as exc:  # permissions, a full disk, a file where a folder should be, ...
+        print(f"mtlirt: error: {_one_line(_os_message(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mtlirt: interrupted", file=sys.stderr)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from pathlib import Path
 
 from .fitting import fit
-from .io.fitdir import write_fit
+from .io.fitdir import package_versions, write_fit
+from .io.outputs import FolderKind, folder_output
 from .io.responses import Responses
 from .progress import enabled as progress_enabled
 from .progress import stage
@@ -17,16 +19,24 @@ from .simulate import simulate
 #: (10-383 items), LLMs of one general ability with 5% outlier subjects.
 DEMO = dict(n_llms=600, preset="mmlu", scale=0.25, rank=1, similarity=0.15, outlier_share=0.05, missing=0.02)
 
+#: The demo's folder, recognised by its ``demo.json``.
+DEMO_FOLDER = FolderKind("demo folder", "demo.json",
+                         ("leaderboard.parquet", "truth", "mtl", "bayes", "report.html", "demo.json"))
+
 
 def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int | None = None,
              scale: float | None = None, bootstrap: int = 40, bayes: bool = True, draws: int = 1000,
-             tune: int = 1000, chains: int = 4, checks: bool = True, check_replicates: int = 20) -> dict:
+             tune: int = 1000, chains: int = 4, checks: bool = True, check_replicates: int = 20,
+             overwrite: bool = True) -> dict:
     """Simulate the demo leaderboard, fit MTL (with bootstrap) and the Bayesian model, write the report.
 
     Parameters
     ----------
     out
-        Folder for the data, the truth, the two fit folders and ``report.html``.
+        Folder for the data, the truth, the two fit folders, ``report.html``
+        and ``demo.json`` (the settings): a new path, or a demo folder
+        written earlier, replaced when ``overwrite`` (the CLI's ``--force``).
+        It appears only when the whole demo succeeded.
     seed
         Seed of the simulation, the bootstrap and the sampler.
     n_llms, scale
@@ -44,6 +54,8 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
         this many replicates of the correlation check. The Bayesian fit is not
         checked: its checks (posterior predictive S-X2 on 50 draws,
         leave-one-LLM-out on 200) cost minutes at the demo's size.
+    overwrite
+        Replace an existing demo folder.
 
     Returns
     -------
@@ -53,45 +65,50 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
     from .report.html import write_report
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     settings = dict(DEMO, seed=seed)
     if n_llms is not None:
         settings["n_llms"] = n_llms
     if scale is not None:
         settings["scale"] = scale
-    timings = {}
-    t0 = time.perf_counter()
-    stage(f"simulating {settings['n_llms']} LLMs on MMLU's 57 subjects (sizes x {settings['scale']})")
-    sim = simulate(**settings)
-    sim.write(out / "leaderboard.parquet")
-    sim.write_truth(out / "truth")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        data = Responses.read(out / "leaderboard.parquet")
-    timings["simulate"] = time.perf_counter() - t0
+    with folder_output(out, DEMO_FOLDER, overwrite=overwrite) as tmp:
+        timings = {}
+        t0 = time.perf_counter()
+        stage(f"simulating {settings['n_llms']} LLMs on MMLU's 57 subjects (sizes x {settings['scale']})")
+        sim = simulate(**settings)
+        sim.write(tmp / "leaderboard.parquet")
+        sim.write_truth(tmp / "truth")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            data = Responses.read(tmp / "leaderboard.parquet")
+        timings["simulate"] = time.perf_counter() - t0
 
-    t1 = time.perf_counter()
-    mtl = fit(data, "mtl", bootstrap=bootstrap, seed=seed)
-    stage("writing the MTL fit")
-    write_fit(mtl, out / "mtl")
-    timings["mtl"] = time.perf_counter() - t1
-    fits = {"MTL": out / "mtl"}
-    bayes_est = None
-    if bayes:
-        t2 = time.perf_counter()
-        bayes_est = fit(data, "bayes", items="fixed", init=mtl, draws=draws, tune=tune, chains=chains,
-                        seed=seed, progress=progress_enabled(),  # nutpie's bar and the domain-score draws
-                        log_likelihood=False)  # no loo in the demo: 1.1 GB saved
-        stage("writing the Bayesian fit")
-        write_fit(bayes_est, out / "bayes")
-        timings["bayes"] = time.perf_counter() - t2
-        fits["Bayes (items fixed)"] = out / "bayes"
-    t3 = time.perf_counter()
-    stage("writing the report")
-    report = write_report(fits, out / "report.html", responses=data, title="mtlirt demo: a simulated MMLU leaderboard",
-                          checks={"MTL": checks}, check_replicates=check_replicates)
-    timings["report"] = time.perf_counter() - t3
+        t1 = time.perf_counter()
+        mtl = fit(data, "mtl", bootstrap=bootstrap, seed=seed)
+        stage("writing the MTL fit")
+        write_fit(mtl, tmp / "mtl")
+        timings["mtl"] = time.perf_counter() - t1
+        fits = {"MTL": tmp / "mtl"}
+        bayes_est = None
+        if bayes:
+            t2 = time.perf_counter()
+            bayes_est = fit(data, "bayes", items="fixed", init=mtl, draws=draws, tune=tune, chains=chains,
+                            seed=seed, progress=progress_enabled(),  # nutpie's bar and the domain-score draws
+                            log_likelihood=False)  # no loo in the demo: 1.1 GB saved
+            stage("writing the Bayesian fit")
+            write_fit(bayes_est, tmp / "bayes")
+            timings["bayes"] = time.perf_counter() - t2
+            fits["Bayes (items fixed)"] = tmp / "bayes"
+        t3 = time.perf_counter()
+        stage("writing the report")
+        report = write_report(fits, tmp / "report.html", responses=data,
+                              title="mtlirt demo: a simulated MMLU leaderboard", checks={"MTL": checks},
+                              check_replicates=check_replicates)
+        timings["report"] = time.perf_counter() - t3
+        (tmp / "demo.json").write_text(json.dumps({"settings": settings, "bootstrap": bootstrap, "bayes": bayes,
+                                                   "draws": draws, "tune": tune, "chains": chains,
+                                                   "versions": package_versions()}, indent=2))
     lines = headline(mtl, bayes_est, sim, data)
+    report = out / report.name
     lines.append(f"report: {report}")
     return {"report": report, "headline": lines, "seconds": timings, "out": out}
 

@@ -195,10 +195,23 @@ class Estimate:
 
     @classmethod
     def load(cls, path: str | Path) -> Estimate:
-        """Read an estimate written by :meth:`save` (or an ArviZ posterior with the same variables)."""
-        tree = xr.open_datatree(path, engine="h5netcdf").load()
-        tree.close()
-        return cls(tree)
+        """Read an estimate written by :meth:`save` (or an ArviZ posterior with the same variables).
+
+        A file that is not one (truncated, another format, no ``/posterior``
+        group) is an :class:`~mtlirt.errors.InputError` naming it.
+        """
+        from .errors import InputError
+
+        try:
+            tree = xr.open_datatree(path, engine="h5netcdf").load()
+            tree.close()
+            return cls(tree)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # h5py, netCDF and xarray errors of a damaged or foreign file
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"cannot read {path}: {first} (damaged, or not written by mtlirt; refit to write it "
+                             "again)") from exc
 
     # ------------------------------------------------------------ access
     @property

@@ -246,7 +246,8 @@ def fit(
     """
     _check_method(method, variant)
     if method == "bayes":
-        return _fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options)
+        return _record_data(_fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options),
+                            responses)
     if bayes_options:
         raise TypeError(f"options for method='bayes' only: {', '.join(bayes_options)}")
     _check_guessing(guessing)
@@ -291,7 +292,7 @@ def fit(
                              "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
                              }.get(method, "bootstrap percentile")
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
-    return Estimate.from_point(
+    est = Estimate.from_point(
         method=method,
         theta=arr["theta"],
         overall=arr.get("overall"),
@@ -310,6 +311,18 @@ def fit(
         bootstrap=boot,
         n_responses=n_resp,
     )
+    return _record_data(est, responses)
+
+
+def data_record(responses: Responses) -> dict:
+    """What a fit records of its table (``info["data"]``): the fingerprint and the sizes."""
+    return {"fingerprint": responses.fingerprint(), "llms": responses.n_llms, "items": responses.n_items,
+            "domains": responses.n_domains, "responses": responses.n_responses}
+
+
+def _record_data(est: Estimate, responses: Responses) -> Estimate:
+    est.update_info(data=data_record(responses))
+    return est
 
 
 def _check_method(method: str, variant: str) -> None:

@@ -76,6 +76,7 @@ from scipy.special import expit
 from .errors import InputError
 from .estimate import Estimate
 from .estimators.correlation import principal_axes
+from .io.outputs import FolderKind
 
 __all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
 
@@ -87,6 +88,8 @@ T_GRID = np.linspace(-7.0, 7.0, 113)
 PSI_MIN = 0.15
 #: Items shown in an unknown-item message.
 SHOW = 5
+#: The folder of :meth:`Scores.write` (``mtlirt score --out``), recognised by its ``score.json``.
+SCORE_FOLDER = FolderKind("score folder", "score.json", ("overall.csv", "domain_scores.csv", "score.json"))
 
 
 # ------------------------------------------------------------------ structure
@@ -246,13 +249,50 @@ class Scores:
     domains: pd.DataFrame
     interval: float = 0.9
 
-    def write(self, out: str | Path) -> Path:
-        """Write ``overall.csv`` and ``domain_scores.csv`` into the folder ``out``."""
+    def write(self, out: str | Path, *, overwrite: bool = True, settings: dict | None = None) -> Path:
+        """Write ``overall.csv``, ``domain_scores.csv`` and ``score.json`` into the new folder ``out``.
+
+        ``out`` is a new path or a score folder written earlier (one with
+        ``score.json``), replaced when ``overwrite`` (the CLI's ``--force``);
+        the folder is written atomically (:mod:`mtlirt.io.outputs`).
+        ``score.json`` records the interval, the sizes, ``settings`` and the
+        package versions.
+        """
+        from .io.outputs import folder_output
+
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        self.overall.to_csv(out / "overall.csv", index=False)
-        self.domains.to_csv(out / "domain_scores.csv", index=False)
+        with folder_output(out, SCORE_FOLDER, overwrite=overwrite) as tmp:
+            self._write_files(tmp, SCORE_FOLDER.marker, settings)
         return out
+
+    def _write_files(self, folder: Path, marker: str, settings: dict | None) -> None:
+        """The two tables and the record ``marker`` (settings, sizes, versions), into ``folder``."""
+        import json
+
+        from .estimate import _json_default
+        from .io.fitdir import package_versions
+
+        self.overall.to_csv(folder / "overall.csv", index=False)
+        self.domains.to_csv(folder / "domain_scores.csv", index=False)
+        record = {"interval": self.interval, "llms": len(self.overall),
+                  "domains": int(self.domains["domain"].nunique()) if len(self.domains) else 0,
+                  "settings": settings or {}, "versions": package_versions()}
+        (folder / marker).write_text(json.dumps(record, indent=2, default=_json_default))
+
+
+def _domain_mismatch(items, given, fit, fit_domains) -> str:
+    """The message for responses whose ``domain`` is not the fit's domain of their item, names as plain strings."""
+    pairs = pd.DataFrame({"item": items, "given": given, "fit": fit}).drop_duplicates("item")
+    shown = ", ".join(f"'{r.item}' ('{r.given}', the fit: '{r.fit}')" for r in pairs.head(SHOW).itertuples())
+    more = f" and {len(pairs) - SHOW} more" if len(pairs) > SHOW else ""
+    unknown = sorted(set(map(str, given)) - {str(d) for d in fit_domains})
+    note = ""
+    if unknown:
+        names = ", ".join(f"'{d}'" for d in unknown[:SHOW]) + (f" and {len(unknown) - SHOW} more"
+                                                                if len(unknown) > SHOW else "")
+        note = f"; the fit has no domain {names}"
+    return (f"{len(pairs)} item{'s' if len(pairs) > 1 else ''} of the table in another domain than in the fit: "
+            f"{shown}{more}{note} (give the fit's domains, or leave the domain column out)")
 
 
 # ------------------------------------------------------------------ scorer
@@ -384,9 +424,7 @@ class Scorer:
             fit_dom = np.asarray(self.domains, dtype=str)[self.item_domain[pos]]
             bad = dom != fit_dom
             if bad.any():
-                i = np.flatnonzero(bad)
-                shown = ", ".join(f"{item[k]!r} ({dom[k]!r}, the fit: {fit_dom[k]!r})" for k in i[:SHOW])
-                raise InputError(f"{len(i)} response(s) give an item another domain than the fit's: {shown}")
+                raise InputError(_domain_mismatch(item[bad], dom[bad], fit_dom[bad], self.domains))
         key = pd.DataFrame({"llm": llm, "pos": pos, "y": y})
         dup = key.duplicated(["llm", "pos"], keep=False)
         if dup.any():

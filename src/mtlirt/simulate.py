@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from mtlirt.errors import InputError
+from mtlirt.io.outputs import FolderKind
 
 __all__ = [
     "Simulation",
@@ -62,6 +63,10 @@ __all__ = [
 
 #: Names accepted by ``preset``.
 PRESETS = ("mmlu",)
+
+#: The folder of :meth:`Simulation.write_truth`, recognised by its ``truth.json``.
+TRUTH_FOLDER = FolderKind("truth folder", "truth.json",
+                          ("domain_scores.csv", "overall.csv", "items.csv", "domains.csv", "llms.csv", "truth.json"))
 
 #: Smallest domain size a scaled preset may produce (``scale=0.007`` gives
 #: MMLU domains of 1-11 items, as on real leaderboards with tiny domains).
@@ -369,7 +374,7 @@ class Simulation:
 
     # -- writing ------------------------------------------------------------
 
-    def write(self, path: str | Path) -> Path:
+    def write(self, path: str | Path, *, overwrite: bool = True) -> Path:
         """Write the long response table; the format follows the extension.
 
         Parameters
@@ -378,7 +383,11 @@ class Simulation:
             ``*.parquet`` / ``*.pq`` (pyarrow; ``llm``, ``item``, ``domain``
             dictionary-encoded, ``correct`` int8, zstd-compressed; no
             statistics for ``item``),
-            ``*.csv`` or ``*.csv.gz``.
+            ``*.csv`` or ``*.csv.gz``.  Written to a temporary sibling and
+            renamed into place (:mod:`mtlirt.io.outputs`).
+        overwrite : bool
+            Replace an existing file (the CLI's ``--force``); a folder is
+            never replaced.
 
         Returns
         -------
@@ -404,31 +413,33 @@ class Simulation:
             raise InputError(
                 f"cannot tell the format of {str(path)!r}: use .parquet, .csv or .csv.gz"
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from .io.outputs import file_output
+
         table = pa.Table.from_pandas(self.responses, preserve_index=False)
-        if kind == "parquet":
-            import pyarrow.parquet as pq
+        with file_output(path, what="table", overwrite=overwrite) as tmp:
+            if kind == "parquet":
+                import pyarrow.parquet as pq
 
-            # min/max statistics of the ~14k item names cost half the write
-            # time and help no reader; keep them for the sorted llm column
-            pq.write_table(
-                table,
-                path,
-                compression="zstd",
-                write_statistics=["llm", "domain", "correct"],
-            )
-        else:
-            import pyarrow.csv as pacsv
-
-            options = pacsv.WriteOptions(include_header=True, quoting_style="needed")
-            if kind == "csv":
-                pacsv.write_csv(table, path, write_options=options)
+                # min/max statistics of the ~14k item names cost half the write
+                # time and help no reader; keep them for the sorted llm column
+                pq.write_table(
+                    table,
+                    tmp,
+                    compression="zstd",
+                    write_statistics=["llm", "domain", "correct"],
+                )
             else:
-                with pa.CompressedOutputStream(str(path), "gzip") as sink:
-                    pacsv.write_csv(table, sink, write_options=options)
+                import pyarrow.csv as pacsv
+
+                options = pacsv.WriteOptions(include_header=True, quoting_style="needed")
+                if kind == "csv":
+                    pacsv.write_csv(table, tmp, write_options=options)
+                else:
+                    with pa.CompressedOutputStream(str(tmp), "gzip") as sink:
+                        pacsv.write_csv(table, sink, write_options=options)
         return path
 
-    def write_truth(self, directory: str | Path) -> Path:
+    def write_truth(self, directory: str | Path, *, overwrite: bool = True) -> Path:
         """Write the generating truth to a folder.
 
         Files: ``domain_scores.csv`` (long: ``llm, domain, score``),
@@ -444,15 +455,26 @@ class Simulation:
         Parameters
         ----------
         directory : str or pathlib.Path
-            Created if missing; existing files of these names are replaced.
+            A new folder, or a truth folder written earlier (with
+            ``truth.json``), replaced when ``overwrite`` (the CLI's
+            ``--force``); written atomically (:mod:`mtlirt.io.outputs`).
+        overwrite : bool
+            Replace an existing truth folder.
 
         Returns
         -------
         pathlib.Path
             The folder.
         """
+        from .io.outputs import folder_output
+
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        with folder_output(directory, TRUTH_FOLDER, overwrite=overwrite) as tmp:
+            self._write_truth_files(tmp)
+        return directory
+
+    def _write_truth_files(self, directory: Path) -> None:
+        """The files of :meth:`write_truth`, into ``directory``."""
         ds = self.domain_scores
         long = pd.DataFrame(
             {
@@ -482,7 +504,6 @@ class Simulation:
         with open(directory / "truth.json", "w", encoding="utf-8") as fh:
             json.dump(truth, fh, indent=2)
             fh.write("\n")
-        return directory
 
 
 # --------------------------------------------------------------------------

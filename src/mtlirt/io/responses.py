@@ -317,6 +317,30 @@ class Responses:
         """Bytes held by the answer matrix and the mask."""
         return self.correct.nbytes + self.observed.nbytes
 
+    def fingerprint(self) -> str:
+        """A digest of the content, the same whatever the file's format, row order or column order.
+
+        SHA-256 (first 16 hex digits) of the sorted LLM and item names, each
+        item's domain and the observed answers in that order: two tables have
+        one fingerprint exactly when they hold the same responses.  A fit
+        records it (``fit.json``'s ``data``) so that ``mtlirt report --data``
+        and ``mtlirt compare`` can tell fits of different tables apart.
+        """
+        import hashlib
+        import json
+
+        lo = np.argsort(np.asarray(self.llms, dtype=str), kind="stable")
+        it = np.argsort(np.asarray(self.items, dtype=str), kind="stable")
+        obs = self.observed[np.ix_(lo, it)]
+        y = np.where(obs, self.correct[np.ix_(lo, it)], 0).astype(bool)
+        h = hashlib.sha256(b"mtlirt-responses-1\0")
+        names = [[str(x) for x in self.llms[lo]], [str(x) for x in self.items[it]],
+                 [str(x) for x in self.domains[self.item_domain[it]]]]
+        h.update(json.dumps(names, ensure_ascii=False).encode("utf-8"))
+        h.update(np.packbits(obs).tobytes())
+        h.update(np.packbits(y).tobytes())
+        return h.hexdigest()[:16]
+
     def __repr__(self) -> str:
         return (
             f"<Responses: {self.n_llms:,} LLMs x {self.n_items:,} items in {self.n_domains} domains, "

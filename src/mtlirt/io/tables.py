@@ -77,18 +77,25 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return df
 
 
-def write_table(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write a long table to ``.parquet``, ``.csv`` or ``.csv.gz`` by its extension."""
+def write_table(df: pd.DataFrame, path: str | Path, *, overwrite: bool = True) -> Path:
+    """Write a long table to ``.parquet``, ``.csv`` or ``.csv.gz`` by its extension.
+
+    Written to a temporary sibling and renamed into place; an existing file
+    is replaced only when ``overwrite`` (the CLI's ``--force``), a folder
+    never (:mod:`mtlirt.io.outputs`).
+    """
+    from .outputs import file_output
+
     path = Path(path)
     kind = table_format(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "parquet":
-        out = df.copy()
-        for c in ("llm", "item", "domain"):
-            if c in out and not isinstance(out[c].dtype, pd.CategoricalDtype):
-                out[c] = out[c].astype("category")
-        out.to_parquet(path, index=False)
-    else:
-        sep = "\t" if ".tsv" in path.name.lower() else ","
-        df.to_csv(path, index=False, sep=sep)
+    with file_output(path, what="table", overwrite=overwrite) as tmp:
+        if kind == "parquet":
+            out = df.copy()
+            for c in ("llm", "item", "domain"):
+                if c in out and not isinstance(out[c].dtype, pd.CategoricalDtype):
+                    out[c] = out[c].astype("category")
+            out.to_parquet(tmp, index=False)
+        else:
+            sep = "\t" if ".tsv" in path.name.lower() else ","
+            df.to_csv(tmp, index=False, sep=sep)
     return path

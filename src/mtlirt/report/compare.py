@@ -3,6 +3,8 @@
 A fit is an :class:`~mtlirt.estimate.Estimate`, a fit folder (holding
 ``posterior.nc``) or a ``posterior.nc`` file.  Fits are matched by LLM and
 domain *name*; only the LLMs (domains) they share enter the comparison.
+Fits of different tables (by their recorded data fingerprints) are refused
+unless asked for.
 This is the table behind ``mtlirt compare DIR_A DIR_B`` and the comparison
 section of the HTML report.
 """
@@ -278,7 +280,8 @@ def _pair(est_a: Estimate, est_b: Estimate, interval: float, top_k: int, names=(
     return out
 
 
-def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int = 10) -> pd.DataFrame:
+def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int = 10,
+            allow_different_data: bool = False) -> pd.DataFrame:
     """Agreement of every pair of fits: scores, ranks, interval widths and held-out fit.
 
     Parameters
@@ -292,6 +295,10 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
         Probability mass of the intervals whose mean width is reported.
     top_k : int
         Size of the top set whose overlap is reported.
+    allow_different_data : bool
+        Compare fits of different tables (by the LLMs and domains they
+        share); by default fits whose recorded data fingerprints differ are
+        refused (:meth:`mtlirt.io.responses.Responses.fingerprint`).
 
     Returns
     -------
@@ -321,11 +328,18 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
     ------
     ValueError
         With fewer than two fits; :class:`~mtlirt.errors.InputError` when two
-        fits share fewer than two LLMs.
+        fits share fewer than two LLMs, or were fitted to different tables
+        (unless ``allow_different_data``).
     """
-    fits, _ = load_fits(estimates_or_dirs, names)
+    from ..io.fitdir import check_same_data
+
+    fits, records = load_fits(estimates_or_dirs, names)
     if len(fits) < 2:
         raise ValueError(f"compare needs at least two fits, got {len(fits)}")
+    check_same_data({n: records.get(n) or e.info for n, e in fits.items()},
+                    allow_different_data=allow_different_data, warn_missing=False,
+                    hint="compare fits of one table, or pass allow_different_data=True to compare the LLMs and "
+                    "domains they share")
     per = {n: (_mean_width(e, "overall", interval), _mean_width(e, "theta", interval), heldout_loglik(e.info))
            for n, e in fits.items()}
     rows = []

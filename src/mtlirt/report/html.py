@@ -649,7 +649,7 @@ def render_report(fit_dirs_or_estimates, responses=None, title: str = "mtlirt re
 
 def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title: str = "mtlirt report", *,
                  names=None, interval: float = 0.9, top: int = 50, full_table: bool = False,
-                 dpi: int = 100, checks="auto", check_replicates: int = 20) -> Path:
+                 dpi: int = 100, checks="auto", check_replicates: int = 20, overwrite: bool = True) -> Path:
     """Write one self-contained HTML report of one or several fits.
 
     Parameters
@@ -683,6 +683,10 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
         Replicated data sets of the correlation check (each one STL fit; with
         20 a pair misfits only when every replicate lies on one side of it).
         The leave-one-LLM-out check uses 200 posterior draws.
+    overwrite : bool
+        Replace an existing file ``out`` (the CLI's ``--force``); a folder is
+        never replaced.  The file is written to a temporary sibling and
+        renamed into place (:mod:`mtlirt.io.outputs`).
 
     Returns
     -------
@@ -699,11 +703,12 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     and timings.  With several fits, a comparison section (see
     :func:`mtlirt.report.compare.compare`).
     """
+    from ..io.outputs import check_file, file_output
+
+    out = Path(out)
+    check_file(out, what="HTML report", overwrite=overwrite)  # before the minutes of rendering
     text = render_report(fit_dirs_or_estimates, responses, title, names=names, interval=interval, top=top,
                          full_table=full_table, dpi=dpi, checks=checks, check_replicates=check_replicates)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    with file_output(out, what="HTML report", overwrite=overwrite) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return out
