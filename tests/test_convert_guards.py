@@ -11,7 +11,6 @@ naming it, and the summary line accounts for it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import warnings
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from _corpus import snapshot
 from mtlirt.cli import main
 from mtlirt.errors import InputError
 from mtlirt.io.importers import from_helm, from_lm_eval
@@ -36,26 +36,16 @@ INSPECT = FIXTURES / "inspect" / "logs"
 DATE = "2024-05-13T12-30-45.123456"
 
 
-def _folder_hash(folder: Path) -> str:
-    """A hash of every file's path and content under ``folder``."""
-    h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        h.update(str(p.relative_to(folder)).encode())
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
-
-
 def _refused(work: Path, monkeypatch, capsys, *argv: str) -> str:
     """Run ``mtlirt *argv`` in ``work``: exit 2, one error line, no file changed; return the line."""
     monkeypatch.chdir(work)
-    before = _folder_hash(work)
+    before = snapshot(work)
     assert main(list(argv)) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mtlirt: error: "), captured.err
-    assert _folder_hash(work) == before
+    assert snapshot(work) == before
     return lines[0]
 
 
