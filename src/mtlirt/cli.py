@@ -323,6 +323,15 @@ def cmd_adapt(args) -> int:
     return 0
 
 
+def cmd_example_data(args) -> int:
+    from .examples import FORMATS, copy_examples
+
+    written = copy_examples(args.dir)
+    print(f"wrote {len(written)} example files to {args.dir}: {', '.join(FORMATS)} (README.md says where each "
+          "comes from)")
+    return 0
+
+
 def _new_llm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.add_argument("--ignore-unknown-items", action="store_true",
@@ -546,6 +555,19 @@ def _add_demo(sub) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+def _add_example_data(sub) -> None:
+    p = sub.add_parser("example-data", help="copy small example inputs of every format mtlirt convert reads",
+                       description="Copy the example inputs shipped with the package into DIR: a long table "
+                       "(long/), wide matrices (wide/) and, in each harness's own layout, lm-evaluation-harness "
+                       "samples (lm_eval/), Open LLM Leaderboard v1 and v2 details (open_llm_leaderboard/, "
+                       "open_llm_leaderboard_v2/), HELM runs (helm/), Inspect logs (inspect/) and Every Eval "
+                       "Ever records (every_eval_ever/), with a README.md on their sources and licences. The "
+                       "worked examples of the documentation run on them. Existing files are never overwritten: "
+                       "if any is there, nothing is written.")
+    p.add_argument("dir", metavar="DIR", help="folder to copy them into (created if need be)")
+    p.set_defaults(func=cmd_example_data)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mtlirt",
@@ -563,6 +585,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_score(sub)
     _add_adapt(sub)
+    _add_example_data(sub)
     return parser
 
 
