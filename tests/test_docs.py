@@ -97,3 +97,98 @@ def test_model_page_lists_the_model_specs(site):
     assert "<!-- mtlirt-model-specs -->" not in html
     for spec in sorted((ROOT / "models").glob("*.toml")):
         assert f"<code>{spec.stem}</code>" in html
+
+
+# --------------------------------------------------------------------------- worked examples
+
+WORKED_PAGES = ("harnesses.md", "data.md")
+
+
+def _blocks(page: str) -> list[tuple[str, str]]:
+    """The fenced code blocks of a docs page: ``(language, text)`` in page order."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    return [(m["lang"], m["body"]) for m in re.finditer(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```$", text, re.M | re.S)]
+
+
+def _sessions(body: str) -> list[tuple[str, list[str]]]:
+    """``(command, quoted output lines)`` of a ``text`` block of ``$ command`` lines and their output."""
+    out: list[tuple[str, list[str]]] = []
+    lines = body.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        assert line.startswith("$ "), f"output before any command: {line!r}"
+        cmd = line[2:]
+        while cmd.endswith("\\"):
+            i += 1
+            cmd = cmd[:-1].rstrip() + " " + lines[i].strip()
+        i += 1
+        quoted = []
+        while i < len(lines) and not lines[i].startswith("$ "):
+            quoted.append(lines[i].rstrip())
+            i += 1
+        out.append((cmd, quoted))
+    return out
+
+
+def _matches(quoted: str, actual: str) -> bool:
+    """``...`` in a quoted line stands for any text (a long path cut short on the page)."""
+    pattern = ".*".join(re.escape(part) for part in quoted.split("..."))
+    return re.fullmatch(pattern, actual) is not None
+
+
+def _run(cmd: str, capsys) -> tuple[int, list[str], list[str]]:
+    """Run a documented command in the current folder: ``mtlirt ...`` in process, ``cat``, ``head -N``."""
+    import shlex
+    import warnings
+
+    from mtlirt.cli import main
+
+    argv = shlex.split(cmd)
+    if argv[0] == "mtlirt":
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")  # as on the command line: warnings shown, not raised
+            try:
+                rc = main(argv[1:])
+            except SystemExit as exc:  # a usage error
+                rc = exc.code
+    elif argv[0] == "cat" and len(argv) == 2:
+        print(Path(argv[1]).read_text(), end="")
+        rc = 0
+    elif argv[0] == "head" and len(argv) == 3 and re.fullmatch(r"-\d+", argv[1]):
+        print("".join(Path(argv[2]).read_text().splitlines(keepends=True)[: int(argv[1][1:])]), end="")
+        rc = 0
+    else:
+        raise AssertionError(f"a worked example runs a command the docs test cannot: {cmd!r}")
+    captured = capsys.readouterr()
+    return rc, [s.rstrip() for s in captured.out.splitlines()], [s.rstrip() for s in captured.err.splitlines()]
+
+
+@pytest.mark.parametrize("page", WORKED_PAGES)
+def test_worked_examples_run_on_the_shipped_examples(page, tmp_path, monkeypatch, capsys):
+    """Every ``$ command`` of the page runs, in page order, in an empty folder where the page itself copies
+    the examples out (``mtlirt example-data``); what it prints is what the page quotes (``mtlirt:`` lines
+    are stderr, the others stdout; ``...`` stands for any text), and an error exits 2.  The page's
+    Python blocks run there too."""
+    import warnings
+
+    monkeypatch.chdir(tmp_path)
+    n_commands = 0
+    for lang, body in _blocks(page):
+        if lang == "python":
+            with warnings.catch_warnings():
+                exec(compile(body, f"{page} python block", "exec"), {"__name__": "docs_example"})
+            capsys.readouterr()
+            continue
+        if lang != "text" or not body.startswith("$ "):
+            continue
+        for cmd, quoted in _sessions(body):
+            n_commands += 1
+            rc, out, err = _run(cmd, capsys)
+            want_err = [q for q in quoted if q.startswith("mtlirt: ")]
+            want_out = [q for q in quoted if not q.startswith("mtlirt: ")]
+            context = f"{page}: $ {cmd}\nprinted:\n" + "\n".join(err + out)
+            assert rc == (2 if any(q.startswith("mtlirt: error:") for q in quoted) else 0), context
+            assert len(out) == len(want_out) and all(map(_matches, want_out, out)), context
+            assert len(err) == len(want_err) and all(map(_matches, want_err, err)), context
+    assert n_commands >= 5, f"{page} has only {n_commands} worked commands"
