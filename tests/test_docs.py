@@ -59,7 +59,6 @@ def test_cli_page_lists_every_subcommand(site):
 
     out, _ = site
     html = _page(out, "cli")
-    assert "<!-- mtlirt-cli-reference -->" not in html
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert sub.choices, "the parser has no sub-commands"
     for name, parser in sub.choices.items():
@@ -68,6 +67,32 @@ def test_cli_page_lists_every_subcommand(site):
         for action in parser._actions:
             for option in action.option_strings:
                 assert option in html, f"mtlirt {name} {option} is not on the page"
+
+
+def _hooks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_page_is_the_parsers_help_as_a_file():
+    """docs/cli.md is readable as a file (no placeholder) and is what ``python docs/hooks.py`` writes."""
+    hooks = _hooks()
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert hooks.cli_page_problems(text) == []
+    assert "usage: mtlirt example-data" in text and "## mtlirt fit {#mtlirt-fit}" in text
+    # a stale page is found: an option the parser has and the page lacks
+    stale = text.replace("--ignore-unknown-items", "--ignore-unknown")
+    assert hooks.cli_page_problems(stale)
+    # written under another Python (whose argparse formats differently): every option must still be there
+    mark = f"Python {hooks._python()} -->"
+    assert mark in text
+    assert hooks.cli_page_problems(text.replace(mark, "Python 0.0 -->")) == []
+    assert "docs/cli.md lacks mtlirt score --ignore-unknown-items" in hooks.cli_page_problems(
+        stale.replace(mark, "Python 0.0 -->"))
 
 
 def test_api_page_renders_docstrings(site):
@@ -95,7 +120,9 @@ def test_model_page_lists_the_model_specs(site):
     out, _ = site
     html = _page(out, "model")
     assert "<!-- mtlirt-model-specs -->" not in html
-    for spec in sorted((ROOT / "models").glob("*.toml")):
+    specs = sorted((ROOT / "src" / "mtlirt" / "models").glob("*.toml"))
+    assert specs
+    for spec in specs:
         assert f"<code>{spec.stem}</code>" in html
 
 

@@ -387,7 +387,7 @@ def _add_validate(sub) -> None:
 def _add_simulate(sub) -> None:
     p = sub.add_parser("simulate", help="simulate a leaderboard with known truth",
                        description="Simulate item-level results from the multi-domain IRT model "
-                       "(METHOD.md §2-3) and write them as a long table, with the truth on request.")
+                       "(docs: Model and estimators) and write them as a long table, with the truth on request.")
     p.add_argument("--n-llms", type=int, default=None, help="number of LLMs (default 1000; 100 with --preset paper)")
     p.add_argument("--preset", choices=["mmlu", "paper"], default=None,
                    help="domain sizes of a real benchmark: mmlu = the 57 MMLU subjects (default when "
