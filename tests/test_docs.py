@@ -219,3 +219,71 @@ def test_worked_examples_run_on_the_shipped_examples(page, tmp_path, monkeypatch
             assert len(out) == len(want_out) and all(map(_matches, want_out, out)), context
             assert len(err) == len(want_err) and all(map(_matches, want_err, err)), context
     assert n_commands >= 5, f"{page} has only {n_commands} worked commands"
+
+
+# --------------------------------------------------------------------------- output columns
+
+
+@pytest.fixture(scope="module")
+def written_outputs(tmp_path_factory):
+    """Files written by the real writers on tiny data: ``{file label: column or key names}``."""
+    import json
+    import warnings
+
+    import pandas as pd
+
+    from mtlirt import Responses, fit, simulate, write_fit
+    from mtlirt.adaptive import replay
+    from mtlirt.report.compare import compare
+    from mtlirt.scoring import Scorer
+
+    out = tmp_path_factory.mktemp("outputs")
+    sim = simulate(40, domain_sizes=[5, 6, 7], seed=3, missing=0.1)
+    data = Responses.from_frame(sim.responses)
+    bayes_data = Responses.from_frame(simulate(120, domain_sizes=[4, 6, 30], seed=5).responses)  # test_bayes_items'
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = {
+            "mtl": fit(data, "mtl", bootstrap=2, n_jobs=1),
+            "paper": fit(data, "mtl", variant="paper", gamma=0.05),
+            "accuracy": fit(data, "accuracy"),
+            "bayes": fit(bayes_data, "bayes", items="fixed", algorithm="map", progress=False),
+        }
+    names: dict[str, set[str]] = {}
+
+    def add(label, columns):
+        names.setdefault(label, set()).update(map(str, columns))
+
+    for method, est in fits.items():
+        folder = write_fit(est, out / method)
+        for table in ("domain_scores", "overall", "items", "domain_correlation"):
+            add(f"{table}.csv", pd.read_csv(folder / f"{table}.csv").columns)
+        add("fit.json", json.loads((folder / "fit.json").read_text()))
+        add("posterior.nc", est.posterior.data_vars)
+    scorer = Scorer(fits["mtl"])
+    new = sim.responses[sim.responses["llm"].isin(["llm0001", "llm0002"])]
+    scored = scorer.score(new, seed=0).write(out / "scored")
+    replay(scorer, new, budget=3, seed=0).write(out / "adapted")
+    for file in ("overall.csv", "domain_scores.csv"):
+        add(f"score {file}", pd.read_csv(scored / file).columns)
+        add(f"adapt {file}", pd.read_csv(out / "adapted" / file).columns)
+    add("administered.csv", pd.read_csv(out / "adapted" / "administered.csv").columns)
+    truth = simulate(40, domain_sizes=[5, 6, 7], seed=3, scenario="realistic").write_truth(out / "truth")
+    for file in ("domain_scores.csv", "overall.csv", "items.csv", "domains.csv", "llms.csv"):
+        add(f"truth {file}", pd.read_csv(truth / file).columns)
+    add("truth.json", json.loads((truth / "truth.json").read_text()))
+    add("compare", compare([fits["mtl"], fits["accuracy"]], names=["mtl", "accuracy"]).columns)
+    return names
+
+
+def test_every_output_column_is_documented(written_outputs):
+    """Each column (and fit.json key) the writers write is named, in backticks, on docs/outputs.md."""
+    page = (ROOT / "docs" / "outputs.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"`([^`\s]+)`", page))
+    missing = {label: sorted(cols - documented) for label, cols in written_outputs.items() if cols - documented}
+    assert not missing, f"columns written but not documented on docs/outputs.md: {missing}"
+    # the fixture saw what it should: MTL's bootstrap, the paper's variant, the Bayesian fit, the new-LLM tables
+    assert {"predicted"} <= written_outputs["domain_scores.csv"]
+    assert {"lam", "optimizer", "rank_evidence", "mtl_rank", "spec", "reliability"} <= written_outputs["fit.json"]
+    assert {"accuracy_upper", "n_responses"} <= written_outputs["score overall.csv"]
+    assert written_outputs["administered.csv"] == {"llm", "step", "item", "domain", "correct"}
