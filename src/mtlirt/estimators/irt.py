@@ -12,7 +12,7 @@ with the items under a weak ``Beta(2, 4)`` prior, mode 0.25).
 Estimation (a MAP: without the priors the fit does not converge; choices *(ours)*):
 
 * **Items** by penalised *marginal* maximum likelihood: every domain's
-  traits follow the population prior ``N(0, 1)`` (the identification of §2),
+  traits follow the population prior ``N(0, 1)`` (the identification of docs/model.md),
   integrated out on a grid of equally spaced nodes on ``[-6, 6]`` (49 for
   short domains, finer for long ones: :func:`node_levels`) by EM;
   penalties ``log a_j ~ N(0, 0.5^2)`` and ``d_j ~ N(0, 3^2)`` and box bounds
