@@ -69,6 +69,16 @@ def test_cli_page_lists_every_subcommand(site):
                 assert option in html, f"mtlirt {name} {option} is not on the page"
 
 
+def test_index_map_lists_every_page_of_the_site():
+    """docs/index.md's 'Where to go next' links every page of the navigation (harnesses.md was missing)."""
+    nav = re.findall(r"^\s+- [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    assert len(nav) >= 10 and "harnesses.md" in nav
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    table = index[index.index("## Where to go next"):]
+    missing = [page for page in nav if page != "index.md" and f"]({page})" not in table]
+    assert not missing, f"docs/index.md's map leaves out {missing}"
+
+
 def _hooks():
     import importlib.util
 

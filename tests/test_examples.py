@@ -84,3 +84,23 @@ def test_each_format_converts_to_a_valid_long_table(kind, src, n):
     assert len(df) == n
     r = Responses.from_frame(df)
     assert r.n_llms >= 1 and r.n_domains >= 1
+
+
+def test_the_readme_commands_run_on_the_copied_examples(tmp_path, monkeypatch, capsys):
+    """Each row of the README's table names a command that works in the folder ``example-data`` writes."""
+    import re
+    import shlex
+    import warnings
+
+    rows = re.findall(r"^\| `(\w+)/` \| [^|]+ \| `(mtlirt [^`]+)` \|$", (ROOT / "README.md").read_text(), re.M)
+    assert sorted(name for name, _ in rows) == sorted(FORMATS)
+    copy_examples(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for name, cmd in rows:
+        argv = shlex.split(cmd.replace("OUT.csv", f"{name}.out.csv"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert main(argv[1:]) == 0, (cmd, capsys.readouterr().err)
+        if argv[1] == "convert":
+            assert len(Responses.read(f"{name}.out.csv").llms) == 2, cmd
+
