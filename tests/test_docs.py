@@ -147,7 +147,7 @@ def _blocks(page: str) -> list[tuple[str, str]]:
     return [(m["lang"], m["body"]) for m in re.finditer(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```$", text, re.M | re.S)]
 
 
-def _sessions(body: str) -> list[tuple[str, list[str]]]:
+def _commands(body: str) -> list[tuple[str, list[str]]]:
     """``(command, quoted output lines)`` of a ``text`` block of ``$ command`` lines and their output."""
     out: list[tuple[str, list[str]]] = []
     lines = body.splitlines()
@@ -219,7 +219,7 @@ def test_worked_examples_run_on_the_shipped_examples(page, tmp_path, monkeypatch
             continue
         if lang != "text" or not body.startswith("$ "):
             continue
-        for cmd, quoted in _sessions(body):
+        for cmd, quoted in _commands(body):
             n_commands += 1
             rc, out, err = _run(cmd, capsys)
             want_err = [q for q in quoted if q.startswith("mtlirt: ")]
