@@ -419,7 +419,7 @@ def bench_pin(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 
 
 def bench_real(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int = 4,
                spec: str = "factor-2pl", items: str = "joint", share: float = 0.1) -> dict:
-    """(e) MMLU-Pro by its 56 MMLU subjects (../shared/data): 10% of the cells
+    """(e) MMLU-Pro by its 56 MMLU subjects (the shared real-data folder): 10% of the cells
     held out (seeded); MTL and the Bayesian fit on the rest; held-out mean
     log-likelihood of each (posterior predictive for the Bayesian fit)."""
     from pathlib import Path

@@ -10,7 +10,7 @@ Designs (``simulate``, ideal scenario unless named):
 
 ``--pooled`` calibrates all items as one domain (the pooled fit's calibration).
 
-``--oll-v1`` instead calibrates the Open LLM Leaderboard v1 (``../shared/data/oll_v1``, the
+``--oll-v1`` instead calibrates the Open LLM Leaderboard v1 (``oll_v1`` of the shared real-data folder, the
 training split of ``mtlirt fit --heldout 0.2 --seed 0``: 6,349 LLMs x 973 items, 4 domains)
 without a floor and with ``guessing="estimate"``: EM sweeps, converged, CPU seconds (BLAS on
 one thread), grids, floors and the penalised marginal log-likelihood.

@@ -37,7 +37,7 @@ choice, 90% coverage of the true domain and overall scores per route, their
 interval widths and endpoint shifts against each other (and the shift that
 Monte Carlo error alone would give), wall and CPU seconds against the MTL fit.
 
-realdata: a real leaderboard of ``../shared/data`` read by ``Responses.read``, the
+realdata: a real leaderboard of the shared real-data folder (``../shared/data``) read by ``Responses.read``, the
 same two routes and comparison (no truth); ``--max-llms`` runs both on a seeded
 subsample and the integrated route also on all the LLMs.
 
@@ -584,7 +584,7 @@ REAL_SETS = {
 def bench_realdata(data: str = "oll_v1", max_llms: int | None = None, spec: str = "factor-2pl", seed: int = 0,
                    draws: int = 1000, chains: int = 4, thin: int = 1,
                    shared: str | None = None, routes=("integrated", "sampled"), all_llms: bool = True) -> dict:
-    """A real leaderboard from ``../shared/data`` (read by ``Responses.read``):
+    """A real leaderboard from the shared real-data folder (read by ``Responses.read``):
     the MTL fit as ``mtlirt fit --method bayes --items fixed`` runs it, then
     both routes at the same seed and their agreement. With ``max_llms`` both
     routes run on a seeded subsample of that many LLMs (its own MTL fit), and

@@ -28,7 +28,7 @@ Sections (``--only`` picks some, comma-separated):
     replaced), CPU seconds of the whole fit and of one trait step from 0
     given the fitted items, load average beside.
 ``real``
-    ``../shared/data``: MMLU-Pro by ``domain`` (14) and by ``subject`` (56),
+    the shared real-data folder: MMLU-Pro by ``domain`` (14) and by ``subject`` (56),
     ChemBench (9); 20% of the responses held out at random (seed 0); held-out
     mean log-loss of STL, pooled and MTL fitted on the rest.
 

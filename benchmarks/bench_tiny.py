@@ -7,13 +7,13 @@ responses (20% held out, seeded):
   57 MMLU subjects cut to 1-11 items (102 in all), one trait plus domain
   deviations; the overall score is compared with the true overall trait.
 * ``oll``: a proxy of a real MMLU leaderboard with tiny subjects, built from
-  ``../shared/data/oll_v1`` (6,349 LLMs, 973 items of ARC, GSM8K, TruthfulQA,
+  ``oll_v1`` of the shared real-data folder (6,349 LLMs, 973 items of ARC, GSM8K, TruthfulQA,
   Winogrande): ~100 items drawn at random (seeded, in proportion to each
   benchmark) and split within each benchmark into pseudo-domains of 1-5 items
   (~40 domains).  The overall score is compared with each LLM's accuracy on
   all the other ~870 items (Spearman over the LLMs with at least 100 of them,
   and overlap of the top 100).
-* ``mmlu_pro``: ``../shared/data/mmlu_pro`` with every MMLU subject cut to its
+* ``mmlu_pro``: ``mmlu_pro`` of the shared real-data folder, every MMLU subject cut to its
   first 1-3 items (seeded), the subjects as domains; overall compared with the
   accuracy on all the other items.
 

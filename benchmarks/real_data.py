@@ -1,4 +1,4 @@
-"""Benchmark: held-out log-loss of STL, pooled and MTL on the real leaderboards in ../shared/data.
+"""Benchmark: held-out log-loss of STL, pooled and MTL on the real leaderboards of the shared real-data folder.
 
 For each data set, a random 20% of the observed responses is held out (seeded),
 every method is fitted on the rest, and the mean log-loss of the held-out

@@ -1,4 +1,4 @@
-"""Profile of the real leaderboards in ``../shared/data``: the figures behind ``--scenario realistic``.
+"""Profile of the real leaderboards of the shared real-data folder: the figures behind ``--scenario realistic``.
 
 For each data set (``oll_v1``: Open LLM Leaderboard v1, 6,349 LLMs x 4
 benchmarks; ``mmlu_pro``: 29 LLMs x 14 categories; ``chembench``: 24 LLMs x 9

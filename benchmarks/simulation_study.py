@@ -1,4 +1,4 @@
-"""Simulation study of METHOD.md §6: STL, MTL, pooled and accuracy against the truth.
+"""Simulation study (docs/simulation_study.md): STL, MTL, pooled and accuracy against the truth.
 
 Each design cell ``(N, scale, r, h, eps)`` and seed is one leaderboard from
 ``mtlirt.simulate.simulate(N, preset="mmlu", scale=scale, rank=r,
@@ -260,7 +260,7 @@ def mtl_vs_stl(runs: pd.DataFrame, per_domain: dict) -> pd.DataFrame:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--full", action="store_true", help="the full grid of METHOD.md §6 (hours)")
+    ap.add_argument("--full", action="store_true", help="the full grid of the simulation study (hours)")
     ap.add_argument("--out", type=Path, default=None, help="folder for the CSV files (default: a new temp folder)")
     ap.add_argument("--seeds", default=None, help="comma-separated seeds (default: 0,1 reduced, 0,1,2 full)")
     for name, kind in (("n", int), ("scale", float), ("rank", int), ("h", float), ("eps", float)):

@@ -1,18 +1,22 @@
-"""MkDocs hook: generate the parts of the site that the code already states.
+"""MkDocs hook and generator: the parts of the site that the code already states.
 
-- ``<!-- mtlirt-cli-reference -->`` is replaced by the ``--help`` text of
-  ``mtlirt`` and of every sub-command that ``mtlirt.cli.build_parser()``
-  defines, one section per sub-command, in the order the parser lists them.
-- ``<!-- mtlirt-model-specs -->`` is replaced by a table of the Bayesian model
-  specifications in ``src/mtlirt/models/*.toml`` (name, item model, traits, rank,
-  description).
+- ``docs/cli.md`` holds the ``--help`` text of ``mtlirt`` and of every
+  sub-command that ``mtlirt.cli.build_parser()`` defines, one section per
+  sub-command, in the order the parser lists them, below the line
+  :data:`CLI_MARKER`.  It is a real file, readable without the site;
+  ``python docs/hooks.py`` regenerates it, and the build warns (an error under
+  ``mkdocs build --strict``; ``tests/test_docs.py`` fails too) when it is stale.
+- ``<!-- mtlirt-model-specs -->`` is replaced at build time by a table of the
+  Bayesian model specifications in ``src/mtlirt/models/*.toml`` (name, item
+  model, traits, rank, description).
 
-The pages therefore never go stale as commands, options or models are added.
-A placeholder whose source is missing is a build warning (an error under
-``mkdocs build --strict``).
+argparse formats help differently across Python versions, so the page is
+compared word for word only under the Python version that wrote it (named in
+the marker line); under another one, every sub-command and option must still
+be on the page.
 
 Registered in ``mkdocs.yml`` under ``hooks:``.  The package is imported from
-``src/`` of this checkout (ahead of any installed copy), so the page shows the
+``src/`` of this checkout (ahead of any installed copy), so the pages show the
 working tree's commands.
 """
 
@@ -25,7 +29,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-PLACEHOLDER = "<!-- mtlirt-cli-reference -->"
+#: The line of docs/cli.md below which the reference is generated (``{python}``: the version that wrote it).
+CLI_MARKER = "<!-- generated below by `python docs/hooks.py` from mtlirt.cli.build_parser(), Python {python} -->"
 MODELS_PLACEHOLDER = "<!-- mtlirt-model-specs -->"
 
 #: Width of the help text, fixed so the page does not depend on the terminal.
@@ -34,6 +39,7 @@ WIDTH = 88
 _ROOT = Path(__file__).resolve().parents[1]
 _SRC = _ROOT / "src"
 _MODELS = _ROOT / "src" / "mtlirt" / "models"
+CLI_PAGE = _ROOT / "docs" / "cli.md"
 
 log = logging.getLogger("mkdocs.hooks.mtlirt")
 
@@ -107,6 +113,51 @@ def cli_reference() -> str:
     return "\n".join(parts) + "\n"
 
 
+def _python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _split_cli_page(text: str) -> tuple[str, str | None, str] | None:
+    """``(text up to the marker line, the Python version it names, the generated part)``, or None."""
+    prefix, _, suffix = CLI_MARKER.partition("{python}")
+    for i, line in enumerate(text.splitlines(keepends=True)):
+        if line.startswith(prefix) and line.rstrip().endswith(suffix):
+            head = "".join(text.splitlines(keepends=True)[:i])
+            version = line.rstrip()[len(prefix):len(line.rstrip()) - len(suffix)]
+            return head, version, "".join(text.splitlines(keepends=True)[i + 1:])
+    return None
+
+
+def cli_page(text: str | None = None) -> str:
+    """docs/cli.md with its generated part written anew (the hand-written part above the marker kept)."""
+    text = CLI_PAGE.read_text(encoding="utf-8") if text is None else text
+    parts = _split_cli_page(text)
+    if parts is None:
+        raise SystemExit(f"{CLI_PAGE}: no marker line {CLI_MARKER!r}")
+    return parts[0] + CLI_MARKER.format(python=_python()) + "\n\n" + cli_reference()
+
+
+def cli_page_problems(text: str) -> list[str]:
+    """Why docs/cli.md does not match the parser (empty when it does)."""
+    parts = _split_cli_page(text)
+    if parts is None:
+        return [f"docs/cli.md has no line {CLI_MARKER!r}"]
+    _, version, generated = parts
+    if version == _python():
+        if text != cli_page(text):
+            return ["docs/cli.md is not the parser's help: regenerate it with `python docs/hooks.py`"]
+        return []
+    problems = []  # another Python formats help differently: every command and option must be there
+    for name, _, sub in _subcommands(_build_parser()):
+        if f"## mtlirt {name} {{#mtlirt-{name}}}" not in generated:
+            problems.append(f"docs/cli.md has no section for mtlirt {name}")
+        for action in sub._actions:
+            problems += [f"docs/cli.md lacks mtlirt {name} {o}" for o in action.option_strings if o not in generated]
+    if problems:
+        problems.append("regenerate it with `python docs/hooks.py`")
+    return problems
+
+
 def _cell(value) -> str:
     text = " ".join(str(value).split())
     return text.replace("|", "\\|")
@@ -135,9 +186,10 @@ def model_specs() -> str | None:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    """Replace the placeholder lines by the generated text."""
-    if PLACEHOLDER in markdown:
-        markdown = markdown.replace(PLACEHOLDER, cli_reference())
+    """Replace the model-specs placeholder by its table; warn when docs/cli.md is stale."""
+    if page.file.src_uri == "cli.md":
+        for problem in cli_page_problems(CLI_PAGE.read_text(encoding="utf-8")):
+            log.warning(problem)
     if MODELS_PLACEHOLDER in markdown:
         table = model_specs()
         if table is None:
@@ -145,3 +197,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
             table = ""
         markdown = markdown.replace(MODELS_PLACEHOLDER, table)
     return markdown
+
+
+if __name__ == "__main__":
+    CLI_PAGE.write_text(cli_page(), encoding="utf-8")
+    print(f"wrote {CLI_PAGE.relative_to(_ROOT)}")

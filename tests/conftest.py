@@ -39,10 +39,10 @@ def python_thunks_for_inner_graphs():
 
 @pytest.fixture
 def shared_data():
-    """Path to ../shared/data; the test is skipped where it is absent."""
+    """Path to the shared real-data folder (``../shared/data``); the test is skipped where it is absent."""
     path = Path(os.environ.get("MTLIRT_SHARED", SHARED)) / "data"
     if not path.exists():
-        pytest.skip("../shared/data is not present")
+        pytest.skip("the shared real-data folder (../shared/data) is not present")
     return path
 
 

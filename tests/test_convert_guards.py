@@ -1,7 +1,7 @@
 """Converters account for every input: the bad-input cases of ``mtlirt convert``.
 
-Each failing case is built in ``tmp_path`` from the real fixtures of
-``tests/fixtures/importers`` (a HELM run with only its ``valid`` split, an
+Each failing case is built in ``tmp_path`` from the example inputs shipped in
+``mtlirt.examples`` (a HELM run with only its ``valid`` split, an
 Inspect log without samples, ...) and run through the command line from that
 folder: the exit status is 2, stderr is one line ``mtlirt: error: ...`` naming
 the source and what it has, and no file in the folder changed (its hash before
@@ -23,12 +23,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from _corpus import snapshot
+
+import mtlirt.examples
 from mtlirt.cli import main
 from mtlirt.errors import InputError
 from mtlirt.io.importers import from_helm, from_lm_eval
 from mtlirt.io.validate import DataWarning
 
-FIXTURES = Path(__file__).parent / "fixtures" / "importers"
+FIXTURES = Path(mtlirt.examples.__file__).parent
 HELM = FIXTURES / "helm" / "runs" / "v1"
 PYTHIA_MMLU = "mmlu-subject=philosophy,method=multiple_choice_joint,model=eleutherai_pythia-1b-v0"
 GPT2_MMLU = "mmlu-subject=philosophy,method=multiple_choice_joint,model=openai_gpt2"

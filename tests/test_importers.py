@@ -4,9 +4,8 @@ lm-eval, Open LLM Leaderboard v1 and wide fixtures are written here in the real
 layouts: lm-eval's ``<output>/<model_name_sanitized>/samples_<task>_<date>.jsonl``
 beside ``results_<date>.json``; the leaderboard's ``details_<org>__<model>``
 repositories with one Parquet file per task and run.  HELM, Open LLM
-Leaderboard v2, Inspect and Every Eval Ever read the files in
-``tests/fixtures/importers`` (real files cut down, or real layouts; see its
-README.md).
+Leaderboard v2, Inspect and Every Eval Ever read the example inputs shipped in
+``mtlirt.examples`` (real files cut down, or real layouts; see its README.md).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import mtlirt.examples
 from mtlirt.cli import main
 from mtlirt.errors import InputError
 from mtlirt.io.importers import (
@@ -532,9 +532,9 @@ def test_convert_dispatch(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# HELM, Open LLM Leaderboard v2, Inspect, Every Eval Ever: tests/fixtures/importers
+# HELM, Open LLM Leaderboard v2, Inspect, Every Eval Ever: the package's examples (mtlirt.examples)
 
-FIXTURES = Path(__file__).parent / "fixtures" / "importers"
+FIXTURES = Path(mtlirt.examples.__file__).parent
 HELM = FIXTURES / "helm" / "runs" / "v1"
 MMLU_RUN = "mmlu:subject=philosophy,method=multiple_choice_joint"
 GPT2_MMLU = HELM / "mmlu-subject=philosophy,method=multiple_choice_joint,model=openai_gpt2"

@@ -1,6 +1,7 @@
 """The built wheel is complete: it ships the model specs and fits a Bayesian
 model from outside the checkout (the specs once lived beside ``src/`` and the
-wheel had none)."""
+wheel had none), and it ships every example input, which ``mtlirt example-data``
+copies out and ``mtlirt convert`` reads there."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted(p.name for p in (ROOT / "src" / "mtlirt" / "models").glob("*.toml"))
+EXAMPLES = ROOT / "src" / "mtlirt" / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +43,10 @@ def test_wheel_ships_the_model_specs_and_fits_outside_the_checkout(wheel, tmp_pa
         zf.extractall(tmp_path / "site")
     assert {f"mtlirt/models/{s}" for s in SPECS} <= names
     assert "mtlirt/data/mmlu_subjects.csv" in names
+    examples = {f"mtlirt/examples/{p.relative_to(EXAMPLES).as_posix()}" for p in EXAMPLES.rglob("*")
+                if p.is_file() and "__pycache__" not in p.parts}
+    assert len(examples) > 30 and "mtlirt/examples/README.md" in examples
+    assert examples - names == set(), "example files missing from the wheel"
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     with zipfile.ZipFile(wheel) as zf:
         assert "License-Expression: MIT" in zf.read(metadata).decode()
@@ -70,3 +76,12 @@ def test_wheel_ships_the_model_specs_and_fits_outside_the_checkout(wheel, tmp_pa
     assert "Traceback" not in fit.stderr and "NOT CONVERGE" not in fit.stderr
     info = (work / "fit" / "fit.json").read_text()
     assert '"spec": "factor-2pl"' in info and str(tmp_path / "site") in info
+
+    # the examples, from the installed package: copied out, then converted as docs/harnesses.md does
+    ex = run("-m", "mtlirt.cli", "example-data", "examples")
+    assert ex.returncode == 0, ex.stderr
+    assert {f"mtlirt/examples/{p.relative_to(work / 'examples').as_posix()}"
+            for p in (work / "examples").rglob("*") if p.is_file()} == examples - {"mtlirt/examples/__init__.py"}
+    helm = run("-m", "mtlirt.cli", "convert", "helm", "examples/helm/runs/v1", "--out", "helm.csv")
+    assert helm.returncode == 0, helm.stderr
+    assert "wrote 11 responses (2 LLMs, 6 items, 2 domains) to helm.csv" in helm.stdout

@@ -382,6 +382,15 @@ def cmd_adapt(args) -> int:
     return 0
 
 
+def cmd_example_data(args) -> int:
+    from .examples import FORMATS, copy_examples
+
+    written = copy_examples(args.dir)
+    print(f"wrote {len(written)} example files to {args.dir}: {', '.join(FORMATS)} (README.md says where each "
+          "comes from)")
+    return 0
+
+
 def _force_option(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--force", action="store_true",
                    help=f"replace {what} written earlier; without it an existing --out is an error. A file "
@@ -446,7 +455,7 @@ def _add_validate(sub) -> None:
 def _add_simulate(sub) -> None:
     p = sub.add_parser("simulate", help="simulate a leaderboard with known truth",
                        description="Simulate item-level results from the multi-domain IRT model "
-                       "(METHOD.md §2-3) and write them as a long table, with the truth on request.")
+                       "(docs: Model and estimators) and write them as a long table, with the truth on request.")
     p.add_argument("--n-llms", type=int, default=None, help="number of LLMs (default 1000; 100 with --preset paper)")
     p.add_argument("--preset", choices=["mmlu", "paper"], default=None,
                    help="domain sizes of a real benchmark: mmlu = the 57 MMLU subjects (default when "
@@ -629,6 +638,19 @@ def _add_demo(sub) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+def _add_example_data(sub) -> None:
+    p = sub.add_parser("example-data", help="copy small example inputs of every format mtlirt convert reads",
+                       description="Copy the example inputs shipped with the package into DIR: a long table "
+                       "(long/), wide matrices (wide/) and, in each harness's own layout, lm-evaluation-harness "
+                       "samples (lm_eval/), Open LLM Leaderboard v1 and v2 details (open_llm_leaderboard/, "
+                       "open_llm_leaderboard_v2/), HELM runs (helm/), Inspect logs (inspect/) and Every Eval "
+                       "Ever records (every_eval_ever/), with a README.md on their sources and licences. The "
+                       "worked examples of the documentation run on them. Existing files are never overwritten: "
+                       "if any is there, nothing is written.")
+    p.add_argument("dir", metavar="DIR", help="folder to copy them into (created if need be)")
+    p.set_defaults(func=cmd_example_data)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mtlirt",
@@ -646,6 +668,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_score(sub)
     _add_adapt(sub)
+    _add_example_data(sub)
     return parser
 
 

@@ -24,11 +24,11 @@ uses the LLMs with responses only.  Measured coverage: ``docs/results.md``
 
 Methods
 -------
-``mtl``       the spectral representation-MTL estimator (METHOD.md §4), default
+``mtl``       the spectral representation-MTL estimator (docs/model.md), default
 ``stl``       single-domain IRT, each domain alone (items by MML, traits by MAP)
 ``pooled``    one unidimensional 2PL over all items
 ``accuracy``  proportion correct per domain, macro average as overall
-``bayes``     the Bayesian twin in PyMC (METHOD.md §5), see :mod:`mtlirt.bayes`
+``bayes``     the Bayesian twin in PyMC (docs/model.md), see :mod:`mtlirt.bayes`
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Leaderboard simulator with known truth (METHOD.md §2-3, §6).
+"""Leaderboard simulator with known truth (the model of docs/model.md, the design of docs/simulation_study.md).
 
 The simulator draws overall traits, domain traits that lie near a shared
 ``rank``-dimensional subspace (with a similarity gap ``h`` and optional outlier
@@ -27,7 +27,7 @@ For ``N`` LLMs, ``K`` domains and rank ``r``:
 The truth is the generating values themselves: traits are *not* re-standardised
 on the realised sample, so they have mean 0 and variance 1 over the population
 (the sample moments differ by ``O(1/sqrt(N))``). Estimators standardise over
-the sample; compare after aligning scales, as METHOD.md §6 prescribes.
+the sample; compare after aligning scales, as the simulation study does.
 
 Random streams: ``numpy.random.default_rng(seed)`` is split with
 ``Generator.spawn`` into four independent streams (traits, items, responses,
@@ -754,7 +754,7 @@ def simulate(
     domain_shift_sd: float = 0.5,
     seed: int | None = 0,
 ) -> Simulation:
-    """Simulate an item-level leaderboard with known truth (METHOD.md §2-3).
+    """Simulate an item-level leaderboard with known truth (the model of docs/model.md).
 
     Parameters
     ----------
@@ -1043,7 +1043,7 @@ def _long_table(
 
 
 # --------------------------------------------------------------------------
-# the seed paper's simulation design (METHOD.md §4b)
+# the seed paper's simulation design (docs/model.md, "The seed paper's estimator")
 # --------------------------------------------------------------------------
 
 #: Domain sizes of the paper's design: 50, 60, ..., 100 items, three times over
@@ -1064,7 +1064,7 @@ def _paper_tangents(centre: np.ndarray, n: int, rng: np.random.Generator) -> np.
 
 def simulate_paper(similarity: float, *, n_llms: int = 100, domain_sizes: Sequence[int] = PAPER_DOMAIN_SIZES,
                    seed: int | None = 0, bound_check: Sequence[float] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)) -> Simulation:
-    """The paper's simulation design (METHOD.md §4b, its ``random_alpha`` structure).
+    """The seed paper's simulation design (its ``random_alpha`` structure; docs/model.md).
 
     The generation centre ``c`` is an evenly spaced grid over ``[-1, 1]``,
     shuffled over LLMs, centred and scaled to norm ``sqrt(N)``.  Domain traits

@@ -1,4 +1,4 @@
-"""The Bayesian hierarchical multi-domain IRT model (METHOD.md section 5), in PyMC.
+"""The Bayesian hierarchical multi-domain IRT model (docs/model.md, "The Bayesian model"), in PyMC.
 
 Public API
 ----------

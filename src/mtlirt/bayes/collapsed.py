@@ -46,7 +46,7 @@ Both use nodes fixed before sampling:
   GSM8K, all wrong, have a skewed posterior of ``eta_i`` that 8 nodes
   missed by 0.05 each, by amounts that moved with the loadings (over
   structures 0.5-1% from the mode the total against a fine grid spread by
-  1.7-3.2; 12 nodes: 0.04-0.17; a scratch script, ``/tmp/h1/diag7.py``),
+  1.7-3.2; 12 nodes: 0.04-0.17),
   although such an LLM's likelihood does not depend on the structure at
   all (``|Lambda_k|^2 + psi_k^2 = 1``). Such LLMs are left out of the
   structure's density (:func:`informative_llms`); with them out, 8 nodes

@@ -1,4 +1,4 @@
-"""The PyMC model of METHOD.md section 5 (joint over LLMs and items).
+"""The joint PyMC model over LLMs and items (docs/model.md, "The Bayesian model").
 
 Parameterisation (free random variables and their names)
 --------------------------------------------------------
@@ -367,7 +367,7 @@ LIKELIHOODS = ("auto", "fused", "elementwise")
 
 def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: dict | None = None,
                 likelihood: str = "auto"):
-    """Build the joint PyMC model (traits and items) of METHOD.md section 5.
+    """Build the joint PyMC model (traits and items) of docs/model.md, "The Bayesian model".
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Baselines of METHOD.md §4 under the estimators' interface: pooled 2PL and accuracy.
+"""The baselines under the estimators' interface: pooled 2PL and accuracy (docs/model.md, "Baselines").
 
 * :func:`fit_pooled` -- one unidimensional IRT model over all items
   (``theta_ik = eta_i`` for every domain), fitted exactly like one STL domain

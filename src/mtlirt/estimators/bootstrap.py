@@ -1,6 +1,6 @@
 """Bootstrap replicates of a point estimate, in parallel over cores and seeded.
 
-Parametric bootstrap (METHOD.md §4 step 6): new answers are drawn from the
+Parametric bootstrap (docs/model.md, "Uncertainty"): new answers are drawn from the
 fitted item model on the observed cells only, and the same estimator, with its
 tuned settings held fixed (the selected rank, the chosen shrinkage), is refit
 to each replicate.  Replicate ``b`` draws from

@@ -1,4 +1,4 @@
-"""Single-domain IRT for all ``K`` domains at once (METHOD.md §4 step 1, "STL").
+"""Single-domain IRT for all ``K`` domains at once (docs/model.md, "Single-domain fits (STL)").
 
 Item model, for item ``j`` of domain ``k``::
 
@@ -9,10 +9,10 @@ and a lower asymptote ``c_j`` (0 unless ``guessing`` is given: fixed, or
 ``"estimate"``: one floor ``c_k`` per domain, shared by its items, estimated
 with the items under a weak ``Beta(2, 4)`` prior, mode 0.25).
 
-Estimation (a MAP, as the METHOD's pitfalls ask; choices *(ours)*):
+Estimation (a MAP: without the priors the fit does not converge; choices *(ours)*):
 
 * **Items** by penalised *marginal* maximum likelihood: every domain's
-  traits follow the population prior ``N(0, 1)`` (the identification of §2),
+  traits follow the population prior ``N(0, 1)`` (the identification of docs/model.md),
   integrated out on a grid of equally spaced nodes on ``[-6, 6]`` (49 for
   short domains, finer for long ones: :func:`node_levels`) by EM;
   penalties ``log a_j ~ N(0, 0.5^2)`` and ``d_j ~ N(0, 3^2)`` and box bounds
@@ -35,7 +35,7 @@ Speed.  With no guessing the EM needs only the sufficient statistics
 ``s_ik = sum_j a_j y_ij`` (one matrix-vector product per domain block) for
 the E-step, and ``t_j = sum_i E[theta_ik] y_ij`` (another) for the M-step:
 on a complete matrix the log-partition ``G_k(t) = sum_j log(1 + exp(a_j t +
-d_j))`` is the same for every LLM of a domain (METHOD.md §5), so it is
+d_j))`` is the same for every LLM of a domain (docs/model.md, "Calibrate, then score"), so it is
 computed once per grid node.  The MAP trait step tabulates ``G_k`` and its
 derivatives on a fine grid and interpolates (cubic Hermite), so a Newton
 step costs ``O(N K)``.  Missing responses: the EM uses a ``float32``

@@ -1,10 +1,10 @@
-"""The spectral representation-MTL estimator with biased regularisation (METHOD.md §4).
+"""The spectral representation-MTL estimator with biased regularisation (docs/model.md).
 
-Steps (*(ours)* marks a choice the METHOD leaves open):
+Steps (*(ours)* marks a choice of the package where the method leaves it open):
 
 1. **STL**: :func:`mtlirt.estimators.irt.fit_stl` in every domain (items by penalised
    marginal ML, traits by MAP with the ``N(0, 1)`` population prior).
-2. **Robustify**: the METHOD shrinks extreme column norms of the standardised
+2. **Robustify**: the method shrinks extreme column norms of the standardised
    STL matrix; after standardisation every column has norm ``sqrt(N)``, so the
    step is void.  Robustness to outlier domains comes from steps 4-5 instead:
    an outlier domain gets ``w_k ~ 0`` (its centre is the population mean) and
@@ -39,7 +39,7 @@ Steps (*(ours)* marks a choice the METHOD leaves open):
        theta_k = argmax loglik_k(theta) - |theta|^2 / 2 - lambda_k ||theta - A w_k||_2,
        lambda_k = gamma * sqrt(J_k),  gamma = C * sqrt(N + log K),
 
-   i.e. the METHOD's ``-(1/J_k) loglik + (gamma / sqrt(J_k)) ||.||`` times
+   i.e. the method's ``-(1/J_k) loglik + (gamma / sqrt(J_k)) ||.||`` times
    ``J_k``, plus the STL's population prior so that ``gamma = 0`` is exactly
    the STL fit (items included: they stay at their STL calibration, and
    ``gamma = 0`` returns the STL arrays themselves).  The unsquared norm acts
@@ -286,7 +286,7 @@ def _normalise(A, W):
 
 def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalties = DEFAULT_PENALTIES,
                max_iter=50, tol=1e-5, w_ridge=1e-3, psi_min=1e-3):
-    """Fit the rank-``r`` model ``theta_k = A w_k`` with the items fixed (METHOD step 4).
+    """Fit the rank-``r`` model ``theta_k = A w_k`` with the items fixed (step 4).
 
     Parameters
     ----------
@@ -598,7 +598,7 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
             centre_prior=False, max_rank=4, max_extend=6, priors: Penalties | None = None, stl: IRTFit | None = None,
             pooled: IRTFit | None = None, max_iter=500, tol=1e-4, progress: Progress = None,
             verbose=False) -> MTLFit:
-    """Fit the multi-domain IRT model by the spectral MTL estimator (METHOD.md §4).
+    """Fit the multi-domain IRT model by the spectral MTL estimator (docs/model.md).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The seed paper's own estimator (METHOD.md §4b), with its global and local baselines.
+"""The seed paper's own estimator (docs/model.md), with its global and local baselines.
 
 Model and constraints, as published: per domain ``t`` a slope-intercept 2PL
 ``logit P = a_j theta_it + d_j`` with ``a_j in [0, 4]`` and ``d_j in [-4, 4]``;
@@ -20,7 +20,7 @@ smallest domain).  ``C`` is chosen by 5-fold cross-validation over
 score of a fold is the held-out mean negative log-likelihood of each domain,
 averaged over domains; a ``C`` counts only if its fits converged in every
 fold; the smallest mean score wins, ties to the smaller ``C``; the final fit
-uses all responses.  The start is spectral (METHOD.md §4b).
+uses all responses.  The start is spectral (``_spectral_start``).
 
 Variants (``fit_paper(variant=...)``):
 
@@ -401,7 +401,7 @@ def _penalty_grads(g, theta, lam):
 # start
 # ---------------------------------------------------------------------------
 def _spectral_start(prob: _Problem, obs, dom=None, K=None):
-    """METHOD.md §4b: per domain ``d = logit(item mean)`` and the leading singular
+    """The paper's start: per domain ``d = logit(item mean)`` and the leading singular
     pair of the scaled residuals gives ``theta_t`` and ``a_t``; ``theta_G`` the
     leading right singular vector of the stacked traits.  Returns (theta K x N, a, d, g)."""
     dom = prob.dom if dom is None else dom
