@@ -22,9 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from _corpus import snapshot
-
 import mtlirt.examples
+from _corpus import snapshot
 from mtlirt.cli import main
 from mtlirt.errors import InputError
 from mtlirt.io.importers import from_helm, from_lm_eval
