@@ -4,7 +4,7 @@
   ``mtlirt`` and of every sub-command that ``mtlirt.cli.build_parser()``
   defines, one section per sub-command, in the order the parser lists them.
 - ``<!-- mtlirt-model-specs -->`` is replaced by a table of the Bayesian model
-  specifications in ``src/mtlirt/models/*.toml`` (name, item model, traits, rank,
+  specifications in ``models/*.toml`` (name, item model, traits, rank,
   description).
 
 The pages therefore never go stale as commands, options or models are added.
@@ -33,7 +33,7 @@ WIDTH = 88
 
 _ROOT = Path(__file__).resolve().parents[1]
 _SRC = _ROOT / "src"
-_MODELS = _ROOT / "src" / "mtlirt" / "models"
+_MODELS = _ROOT / "models"
 
 log = logging.getLogger("mkdocs.hooks.mtlirt")
 
@@ -113,7 +113,7 @@ def _cell(value) -> str:
 
 
 def model_specs() -> str | None:
-    """A Markdown table of ``src/mtlirt/models/*.toml``, or None when there is none."""
+    """A Markdown table of ``models/*.toml``, or None when there is none."""
     paths = sorted(_MODELS.glob("*.toml"))
     if not paths:
         return None
