@@ -7,7 +7,7 @@
   ``python docs/hooks.py`` regenerates it, and the build warns (an error under
   ``mkdocs build --strict``; ``tests/test_docs.py`` fails too) when it is stale.
 - ``<!-- mtlirt-model-specs -->`` is replaced at build time by a table of the
-  Bayesian model specifications in ``src/mtlirt/models/*.toml`` (name, item
+  Bayesian model specifications in ``models/*.toml`` (name, item
   model, traits, rank, description).
 
 argparse formats help differently across Python versions, so the page is
@@ -38,7 +38,7 @@ WIDTH = 88
 
 _ROOT = Path(__file__).resolve().parents[1]
 _SRC = _ROOT / "src"
-_MODELS = _ROOT / "src" / "mtlirt" / "models"
+_MODELS = _ROOT / "models"
 CLI_PAGE = _ROOT / "docs" / "cli.md"
 
 log = logging.getLogger("mkdocs.hooks.mtlirt")
@@ -164,7 +164,7 @@ def _cell(value) -> str:
 
 
 def model_specs() -> str | None:
-    """A Markdown table of ``src/mtlirt/models/*.toml``, or None when there is none."""
+    """A Markdown table of ``models/*.toml``, or None when there is none."""
     paths = sorted(_MODELS.glob("*.toml"))
     if not paths:
         return None

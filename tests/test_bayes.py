@@ -17,7 +17,6 @@ import xarray as xr
 from mtlirt.bayes import (
     ModelSpec,
     ResponseArrays,
-    _callbacks,
     _nutpie,
     build_fixed_model,
     build_model,
@@ -507,8 +506,8 @@ def test_numpyro_cannot_run_the_marginal_model(data):
 
 def _mock(monkeypatch):
     """Replace the samplers by prior draws (``pymc.testing.mock_sample``) on
-    the paths ``fit_bayes`` takes: the compile of nutpie's model
-    (``mtlirt.bayes._callbacks.compile_pymc``) and ``nutpie.sample`` (the
+    the paths ``fit_bayes`` takes: nutpie's compile (``nutpie.compile_pymc_model``,
+    which ``mtlirt.bayes._nutpie.compile_model`` calls) and ``nutpie.sample`` (the
     default sampler), and ``pm.sample`` (``sampler="pymc"``).
     Returns the list of the samplers called, for the tests to check."""
     import nutpie
@@ -520,9 +519,9 @@ def _mock(monkeypatch):
     }
     called = []
 
-    def fake_compile(model, initvals=None):
+    def fake_compile(model, *, backend, initial_points):
         # compiled without fast-math, so that a fresh compile and PyTensor's cache give the same draws
-        assert pytensor.config.numba__fastmath is False
+        assert pytensor.config.numba__fastmath is False and backend == "numba"
         return model
 
     def fake_nutpie(compiled, *, draws, tune, chains, seed, **kwargs):
@@ -538,7 +537,7 @@ def _mock(monkeypatch):
 
     # no compiled model kept from a real fit of this worker: every mocked fit reaches the compile
     monkeypatch.setattr(_nutpie, "_cache", OrderedDict())
-    monkeypatch.setattr(_callbacks, "compile_pymc", fake_compile)
+    monkeypatch.setattr(nutpie, "compile_pymc_model", fake_compile)
     monkeypatch.setattr(nutpie, "sample", fake_nutpie)
     monkeypatch.setattr(pm, "sample", fake_pymc)
     return called
@@ -838,7 +837,6 @@ def test_accepts_lead_responses(data):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("bayes-joint-40x30")  # with the callbacks' test: PyTensor compiles this model once
 def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
     """The joint model samples with nutpie; the same seed gives the same draws. A later fit of a model
     of the same graph and shapes reuses the compiled model (``mtlirt.bayes._nutpie``) with its own data,
@@ -848,7 +846,7 @@ def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
     other, _ = toy(40, (8, 10, 12), seed=23, loading=0.6)
     other.llms[:] = [f"x{i}" for i in range(40)]
     kw = dict(draws=150, tune=150, chains=2, seed=7, progress=False)
-    hits, by_nutpie = _nutpie.stats["hits"], _nutpie.stats["nutpie"]
+    hits = _nutpie.stats["hits"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t1 = fit_bayes(arr, "factor-2pl", **kw)
@@ -859,13 +857,13 @@ def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
         _nutpie.clear()
         fresh = fit_bayes(other, "factor-2pl", **kw)
         assert _nutpie.stats["hits"] == hits + 2
-    # compiled with mtlirt's callbacks (bayes/_callbacks), not handed back to nutpie's own compile
-    assert _nutpie.stats["nutpie"] == by_nutpie
     _check_layout(t1, arr, 2, 150)
     assert np.array_equal(t1["posterior"]["theta"].values, t2["posterior"]["theta"].values)
     _check_layout(kept, other, 2, 150)
     for v in ("theta", "loadings", "discrimination"):
         assert np.array_equal(kept["posterior"][v].values, fresh["posterior"][v].values), v
+    for c in fresh["posterior"].coords:  # the reused compile's trace carries this leaderboard's labels
+        assert np.array_equal(kept["posterior"][c].values, fresh["posterior"][c].values), c
     assert not np.allclose(kept["posterior"]["theta"].values, t1["posterior"]["theta"].values)
     d = diagnostics(t1)
     assert np.isfinite(d["max_rhat"]) and np.isfinite(d["min_ess_bulk"])
@@ -875,103 +873,31 @@ def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
     assert np.corrcoef(ov, truth["eta"])[0, 1] > 0.7
 
 
-def _call_logp(compiled, x):
-    """The compiled model's log-density callback at ``x``: (return code, log density, gradient)."""
-    import ctypes
-
-    dbl = ctypes.POINTER(ctypes.c_double)
-    x = np.ascontiguousarray(x, dtype=float)
-    grad, logp = np.zeros(compiled.n_dim), np.zeros(())
-    rc = compiled.compiled_logp_func.ctypes(compiled.n_dim, x.ctypes.data_as(dbl), grad.ctypes.data_as(dbl),
-                                            logp.ctypes.data_as(dbl),
-                                            ctypes.c_void_p(compiled.user_data.ctypes.data))
-    return rc, float(logp), grad
-
-
-def _call_expand(compiled, x):
-    import ctypes
-
-    dbl = ctypes.POINTER(ctypes.c_double)
-    x = np.ascontiguousarray(x, dtype=float)
-    out = np.zeros(compiled.n_expanded)
-    rc = compiled.compiled_expand_func.ctypes(compiled.n_dim, compiled.n_expanded, x.ctypes.data_as(dbl),
-                                              out.ctypes.data_as(dbl),
-                                              ctypes.c_void_p(compiled.user_data.ctypes.data))
-    return rc, out
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("bayes-joint-40x30")
-def test_nuts_callbacks_are_pytensors_functions():
-    """The C callbacks mtlirt gives nutpie (``mtlirt.bayes._callbacks``: PyTensor's functions called by
-    address) return what PyTensor's functions return, with nutpie's return codes: 0, 3 for a non-finite
-    gradient, 4 for a non-finite log density, 1 for an error raised inside, -1 for a wrong size; with
-    another leaderboard's data swapped in (``with_data``) they return that leaderboard's values, and so do
-    that leaderboard's own callbacks, loaded from the on-disk cache."""
-    from pytensor.raise_op import Assert
-
-    from mtlirt.bayes.sample import build
-
-    arr, _ = toy(40, (8, 10, 12), seed=22, loading=0.8)
-    other, _ = toy(40, (8, 10, 12), seed=23, loading=0.6)
-    with pytensor.config.change_flags(numba__fastmath=False):
-        built = build(arr, "factor-2pl")
-        compiled = _callbacks.compile_pymc(built.model, built.initvals)
-        ref = _callbacks.compile_pymc(build(other, "factor-2pl").model)
-    swapped = compiled.with_data(**{var.name: ref.shared_data[key] for var, key in ref.shared_var_keys.items()})
-    x0 = compiled.initial_point_func(3)
-    rng = np.random.default_rng(0)
-    for x in (x0, x0 + 0.3 * rng.normal(size=x0.size), x0 - 0.3 * rng.normal(size=x0.size)):
-        rc, lp, grad = _call_logp(compiled, x)
-        want_lp, want_grad = compiled.logp_func(x)
-        assert rc == 0 and lp == float(want_lp) and np.array_equal(grad, want_grad)
-        rc, values = _call_expand(compiled, x)
-        assert rc == 0 and np.array_equal(values, compiled.expand_func(x)[0])
-    # the swapped data: the other leaderboard's log density (its own model's PyTensor function)
-    want_lp, want_grad = ref.logp_func(x0)
-    for model in (swapped, ref):
-        rc, lp, grad = _call_logp(model, x0)
-        assert rc == 0 and lp == float(want_lp) and np.array_equal(grad, want_grad)
-    # the second model of these shapes loaded its callbacks from the on-disk cache (they hold no address)
-    assert ref.compiled_logp_func.cache_hits == 1 and ref.compiled_expand_func.cache_hits == 1
-    assert lp != _call_logp(compiled, x0)[1]
-    bad = x0.copy()
-    bad[0] = np.inf
-    want_lp, want_grad = compiled.logp_func(bad)
-    want = 3 if not np.all(np.isfinite(want_grad)) else 4 if not np.isfinite(want_lp) else 0
-    assert want != 0 and _call_logp(compiled, bad)[0] == want
-    assert compiled.compiled_logp_func.ctypes(compiled.n_dim + 1, None, None, None, None) == -1
-
-    with pm.Model() as tiny:
-        x = pm.Normal("x")
-        pm.Potential("guard", Assert("x must stay below 5")(0.0, x < 5.0))
-    with pytensor.config.change_flags(numba__fastmath=False):
-        small = _callbacks.compile_pymc(tiny)
-    rc, lp, _ = _call_logp(small, np.array([1.0]))
-    assert rc == 0 and np.isclose(lp, -0.5 - 0.5 * np.log(2 * np.pi))
-    assert _call_logp(small, np.array([6.0]))[0] == 1
-
-
-def test_compile_falls_back_to_nutpie_where_the_callbacks_do_not_fit(monkeypatch):
-    """Where PyTensor's or numba's internals are not what ``_callbacks`` reads, the model is compiled by
-    nutpie itself (counted), not failed and not kept."""
+def test_a_reused_compile_s_trace_gets_the_model_s_labels(monkeypatch):
+    """nutpie draws with a reused compile (``mtlirt.bayes._nutpie``) under the coordinate labels of the
+    model it was compiled for: ``relabel`` gives every group this model's labels, other dims untouched,
+    and the NUTS fit applies it to what ``nutpie.sample`` returns."""
     import nutpie
 
-    arr, _ = toy(12, (4, 4), seed=3)
-    built = build_model(arr, "factor-2pl")
-
-    def no_vm(function, argtypes):
-        raise AttributeError("'Function' object has no attribute 'vm'")
-
-    compiled = []
-    monkeypatch.setattr(_callbacks, "_entry", no_vm)
-    monkeypatch.setattr(nutpie, "compile_pymc_model",
-                        lambda model, backend, initial_points: compiled.append((model, backend)) or "by nutpie")
+    from mtlirt.bayes import sample
+    with pm.Model(coords={"llm": ["a", "b", "c"], "domain": ["d0", "d1"]}) as model:
+        pm.Normal("theta", dims=("llm", "domain"))
+    posterior = xr.Dataset({"theta": (("chain", "draw", "llm", "domain"), np.zeros((1, 2, 3, 2)))},
+                           coords={"chain": [0], "draw": [0, 1], "llm": ["x", "y", "z"], "domain": ["d0", "d1"]})
+    stats = xr.Dataset({"diverging": (("chain", "draw"), np.zeros((1, 2), dtype=bool))},
+                       coords={"chain": [0], "draw": [0, 1]})
+    trace = xr.DataTree.from_dict({"posterior": posterior, "sample_stats": stats})
+    out = _nutpie.relabel(trace, model)
+    assert list(out["posterior"]["llm"].values) == ["a", "b", "c"]
+    assert list(out["posterior"]["domain"].values) == ["d0", "d1"] and list(out["posterior"]["draw"].values) == [0, 1]
+    assert np.array_equal(out["posterior"]["theta"].values, posterior["theta"].values)
+    assert out["sample_stats"].to_dataset().identical(stats)
+    assert list(trace["posterior"]["llm"].values) == ["x", "y", "z"]  # a new tree: the input is left as it is
     monkeypatch.setattr(_nutpie, "_cache", OrderedDict())
-    before = _nutpie.stats["nutpie"]
-    assert _nutpie.compile_model(built.model, built.initvals) == "by nutpie"
-    assert compiled == [(built.model, "numba")] and _nutpie.stats["nutpie"] == before + 1
-    assert not _nutpie._cache
+    monkeypatch.setattr(nutpie, "compile_pymc_model", lambda model, *, backend, initial_points: "compiled")
+    monkeypatch.setattr(nutpie, "sample", lambda compiled, **kwargs: trace)
+    fitted = sample._sample_nutpie(model, None, draws=2, tune=1, chains=1, cores=1, seed=0, progress=False, kw={})
+    assert list(fitted["posterior"]["llm"].values) == ["a", "b", "c"]
 
 
 @pytest.mark.slow

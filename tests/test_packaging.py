@@ -1,7 +1,8 @@
-"""The built wheel is complete: it ships the model specs and fits a Bayesian
-model from outside the checkout (the specs once lived beside ``src/`` and the
-wheel had none), and it ships every example input, which ``mtlirt example-data``
-copies out and ``mtlirt convert`` reads there."""
+"""The built wheel is complete: it ships the model specs of the top-level
+``models/`` folder inside the package and fits a Bayesian model from outside
+the checkout (the specs once lived beside ``src/`` and the wheel had none), and
+it ships every example input, which ``mtlirt example-data`` copies out and
+``mtlirt convert`` reads there."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS = sorted(p.name for p in (ROOT / "src" / "mtlirt" / "models").glob("*.toml"))
+SPECS = sorted(p.name for p in (ROOT / "models").glob("*.toml"))
 EXAMPLES = ROOT / "src" / "mtlirt" / "examples"
 
 
@@ -24,7 +26,8 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # a copy of what the build reads, so that setuptools' build/ and egg-info stay out of the checkout
     src = tmp_path_factory.mktemp("source")
-    shutil.copytree(ROOT / "src", src / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for folder in ("src", "models"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     # as a user builds it: pip fetches the build backend (pyproject's build-system) into an isolated env
@@ -33,6 +36,20 @@ def wheel(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = out.glob("mtlirt-*.whl")
     return path
+
+
+def test_the_wheel_lists_every_package_and_maps_the_specs():
+    """pyproject lists the packages (the specs' folder is mapped from outside ``src/``, so setuptools'
+    find cannot be used): every folder of the package that holds code or data is there, and the
+    specs come from the top-level ``models/``, the one copy."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    pkg = ROOT / "src" / "mtlirt"
+    folders = {"mtlirt"} | {"mtlirt." + ".".join(p.relative_to(pkg).parts) for p in pkg.rglob("*")
+                            if p.is_dir() and p.name != "__pycache__" and not p.name.endswith(".egg-info")
+                            and any(f.is_file() and f.suffix != ".pyc" for f in p.iterdir())}
+    assert set(config["packages"]) == folders | {"mtlirt.models"}
+    assert config["package-dir"] == {"": "src", "mtlirt.models": "models"}
+    assert not (pkg / "models").exists() and SPECS and "factor-2pl.toml" in SPECS
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@
 Public API
 ----------
 load_spec, list_specs, models_dir, ModelSpec
-    Named model specs (TOML files in ``mtlirt/models/``).
+    Named model specs (TOML files in ``models/``, shipped as ``mtlirt/models/``).
 build_model, build, BuiltModel
     The joint PyMC model over items and LLMs; the builders return a
     ``BuiltModel`` (the ``pymc.Model`` with its spec, anchors, initial values).

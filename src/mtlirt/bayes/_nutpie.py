@@ -1,31 +1,33 @@
 """nutpie's compiled models, reused within a process for models of the same graph.
 
-A compile rewrites the model's graph, builds PyTensor's functions (log density
-with gradient, and the expansion to the traced variables) and compiles the two
-numba C callbacks nutpie samples with. ``nutpie.compile_pymc_model`` took 16-20
-s for the joint model of 40 LLMs x 30 items in a new process whose PyTensor
-cache held its functions, most of it in callbacks that link PyTensor's code
-in; :mod:`mtlirt.bayes._callbacks` builds them calling PyTensor's functions
-by address instead and keeps them in PyTensor's on-disk cache: 3.8 s
-(``benchmarks/bench_callbacks.py``, session 14, quiet machine). A refit
-with another seed, another leaderboard of the same size, a notebook cell run
-again paid that each time; with the compiled model kept, a refit skips it.
+A NUTS fit compiles its model with nutpie's public compile
+(``nutpie.compile_pymc_model(model, backend="numba")``): it rewrites the
+model's graph, builds PyTensor's functions (log density with gradient, and the
+expansion to the traced variables; loaded from PyTensor's on-disk cache where
+it holds them) and has numba compile the two C callbacks nutpie samples with.
+The callbacks link PyTensor's code in, so numba compiles them again in every
+process, whatever PyTensor's cache holds (``benchmarks/bench_callbacks.py``
+gives the seconds). A refit in the same process (another seed, another
+leaderboard of the same size, a notebook cell run again) need not pay that:
+the compiled model is kept and reused.
 
 Two models whose log density and traced variables are the same graph up to the
 values of their shared data (mtlirt's models hold no data-dependent constants:
-``mtlirt.bayes.model._index_data``), with free and traced variables of the same
-shapes, compile to the same callbacks. Here the first compile is kept (the last
-``CACHE_SIZE`` of them) and a later model of the same graph gets it back with
-its own shared data (``CompiledPyMCModel.with_data``), its own initial point
-and its own coordinates. The graph's identity is its structure (:func:`model_key`).
+``mtlirt.bayes.model._index_data``), with traced variables of the same shapes
+and the same dims, compile to the same callbacks (:func:`model_key`). The last
+``CACHE_SIZE`` compiles are kept; a later model of the same graph gets one
+back with its own shared data (the compiled model's ``with_data``) and its
+own initial point (nutpie's initial point function, rebuilt for it); the trace
+nutpie draws with it carries the coordinates of the model it was compiled for,
+so :func:`relabel` gives it this model's. Only nutpie's, PyMC's and PyTensor's
+public API is used.
 
 A kept compile holds a copy of its model's shared data, so only compiles whose
 data take at most ``CACHE_MAX_BYTES`` are kept: at leaderboard scale the
 sampling takes minutes to hours and the compile is a small part of it.
 
 Anything this cannot match (a shared variable without a unique name, a graph
-PyTensor does not key, a nutpie whose compiled model lacks the fields used
-here) is compiled afresh and not kept.
+PyTensor does not key) is compiled afresh and not kept.
 """
 
 from __future__ import annotations
@@ -34,23 +36,23 @@ import dataclasses
 import threading
 from collections import OrderedDict
 
-from mtlirt.bayes import _callbacks
+import numpy as np
 
-__all__ = ["compile_model", "model_key", "clear", "CACHE_SIZE", "CACHE_MAX_BYTES"]
+__all__ = ["compile_model", "relabel", "model_key", "clear", "CACHE_SIZE", "CACHE_MAX_BYTES"]
 
 CACHE_SIZE = 4
 CACHE_MAX_BYTES = 2**28
 
 _cache: OrderedDict = OrderedDict()
 _lock = threading.Lock()
-stats = {"hits": 0, "misses": 0, "nutpie": 0}
+stats = {"hits": 0, "misses": 0}
 
 
 def _shared_by_name(outputs):
     """The shared variables the model's log density and traced variables
     (``outputs``) read, by name (None where two share a name or one has none)."""
-    from pytensor.compile.sharedvalue import SharedVariable
-    from pytensor.graph.traversal import ancestors
+    from pytensor.compile import SharedVariable
+    from pytensor.graph import ancestors
 
     out = {}
     for v in ancestors(outputs):
@@ -69,9 +71,8 @@ def _graph_token(outputs) -> tuple:
     matches nothing) and its inputs' positions."""
     import hashlib
 
-    import numpy as np
-    from pytensor.graph.basic import Constant
-    from pytensor.graph.traversal import graph_inputs, io_toposort
+    from pytensor.graph import Constant, graph_inputs
+    from pytensor.graph.traversal import io_toposort
 
     inputs = list(graph_inputs(outputs))
     pos, out = {}, []
@@ -93,50 +94,78 @@ def _graph_token(outputs) -> tuple:
     return tuple(out)
 
 
+def _traced_shapes(model) -> tuple:
+    """The shapes of the variables nutpie traces (the free variables on the
+    sampler's scale, the untransformed ones and the deterministics), by name,
+    at the model's initial point."""
+    import pytensor
+
+    point = model.initial_point(random_seed=0)
+    traced = model.unobserved_value_vars
+    shapes = pytensor.function(model.value_vars, [v.shape for v in traced], mode="FAST_COMPILE",
+                               on_unused_input="ignore")(*[point[v.name] for v in model.value_vars])
+    return tuple(sorted((v.name, tuple(int(s) for s in shape)) for v, shape in zip(traced, shapes)))
+
+
 def model_key(model, outputs=None) -> tuple:
     """What makes two models compile to the same nutpie callbacks: the graph
     of their log density and traced variables (:func:`_graph_token`: with its
-    constants, without the values of shared data), the shapes of the free and
-    traced variables, and the fast-math flag."""
+    constants, without the values of shared data), the shapes of the traced
+    variables, the dims of the named variables and the fast-math flag."""
     import pytensor
-    from nutpie.compile_pymc import _compute_shapes
 
     outputs = [model.logp(), *model.unobserved_value_vars] if outputs is None else outputs
-    shapes = tuple(sorted((name, tuple(int(s) for s in shape)) for name, shape in _compute_shapes(model).items()))
-    return _graph_token(outputs), shapes, bool(pytensor.config.numba__fastmath)
+    dims = tuple(sorted((name, tuple(d)) for name, d in model.named_vars_to_dims.items()))
+    return _graph_token(outputs), _traced_shapes(model), dims, bool(pytensor.config.numba__fastmath)
+
+
+def _initial_point_fn(model, initvals, names, shapes):
+    """The initial point function ``nutpie.compile_pymc_model(model,
+    initial_points=initvals)`` builds: PyMC's (support points, jittered, on
+    the transformed scale) as one float64 vector of the free variables
+    ``names`` (in that order, of ``shapes``), called under a lock."""
+    from pymc.initial_point import make_initial_point_fn
+
+    fn = make_initial_point_fn(model=model, overrides=initvals, default_strategy="support_point",
+                               jitter_rvs=set(model.free_RVs), return_transformed=True)
+    lock = threading.Lock()
+
+    def point(seed=None):
+        with lock:
+            values = fn(seed)
+        parts = []
+        for name, shape in zip(names, shapes, strict=True):
+            value = np.asarray(values[name])
+            if value.shape != tuple(shape):
+                raise ValueError(f"Size of initial value for {name} is {value.shape}, expected {tuple(shape)}")
+            parts.append(value.ravel().astype("float64"))
+        return np.concatenate(parts) if parts else np.empty(0)
+
+    return point
 
 
 def _for_model(compiled, model, initvals, shared):
-    """The compiled model of an equal graph, given this model's shared data,
-    initial point function and coordinates (as ``compile_pymc_model`` builds
-    them)."""
-    from nutpie.compile_pymc import _prepare_dims_and_coords, _rv_dict_to_flat_array_wrapper, _wrap_with_lock
-
+    """The compiled model of an equal graph, given this model's shared data
+    and initial point function."""
     # the compiled functions read some of the model's shared variables (the dims' lengths are folded
     # into the shapes, which the key holds)
     names = {var.name for var in compiled.shared_var_keys}
     if not names <= set(shared):
         return None
-    out = compiled.with_data(**{name: shared[name].get_value(borrow=True) for name in names})
     n_free = len(model.free_RVs)
     all_names, _, all_shapes = compiled.shape_info
     if [model.rvs_to_values[v].name for v in model.free_RVs] != list(all_names[:n_free]):
         return None
-    point = _rv_dict_to_flat_array_wrapper(_wrap_with_lock(_callbacks.initial_point_fn(model, initvals)),
-                                           names=list(all_names[:n_free]),
-                                           shapes=list(all_shapes[:n_free]))
-    reparameterized = [model.rvs_to_values[v].name for v in model.free_RVs
-                       if model.rvs_to_transforms.get(v) is not None]
-    dims, coords = _prepare_dims_and_coords(model, compiled.shape_info, reparameterized)
-    return dataclasses.replace(out, initial_point_func=point, dims=dims, _coords=coords)
+    out = compiled.with_data(**{name: shared[name].get_value(borrow=True) for name in names})
+    point = _initial_point_fn(model, initvals, list(all_names[:n_free]), list(all_shapes[:n_free]))
+    return dataclasses.replace(out, initial_point_func=point)
 
 
 def compile_model(model, initvals=None):
     """What ``nutpie.compile_pymc_model(model, backend="numba",
     initial_points=initvals)`` returns, from this process's earlier compile of
-    the same graph where there is one, else compiled with mtlirt's callbacks
-    (:func:`mtlirt.bayes._callbacks.compile_pymc`; by nutpie itself where
-    those do not fit this nutpie or model, counted in ``stats["nutpie"]``)."""
+    the same graph where there is one (sample with it, then :func:`relabel`
+    the trace)."""
     import nutpie
 
     try:
@@ -151,18 +180,11 @@ def compile_model(model, initvals=None):
             if hit is not None:
                 _cache.move_to_end(key)
         if hit is not None:
-            try:
-                out = _for_model(hit, model, initvals, shared)
-            except (AttributeError, TypeError, KeyError, ValueError):
-                out = None
+            out = _for_model(hit, model, initvals, shared)
             if out is not None:
                 stats["hits"] += 1
                 return out
-    try:
-        compiled = _callbacks.compile_pymc(model, initvals)
-    except _callbacks.Unsupported:
-        stats["nutpie"] += 1
-        compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=initvals)
+    compiled = nutpie.compile_pymc_model(model, backend="numba", initial_points=initvals)
     stats["misses"] += 1
     if (key is not None and shared is not None and dataclasses.is_dataclass(compiled)
             and sum(v.nbytes for v in getattr(compiled, "shared_data", {}).values()) <= CACHE_MAX_BYTES):
@@ -171,6 +193,22 @@ def compile_model(model, initvals=None):
             while len(_cache) > CACHE_SIZE:
                 _cache.popitem(last=False)
     return compiled
+
+
+def relabel(trace, model):
+    """``trace`` (nutpie's ``DataTree``) with ``model``'s coordinate labels
+    where they differ: a reused compile (:func:`compile_model`) draws with
+    the coordinates of the model it was compiled for, of the same lengths."""
+    import pandas as pd
+
+    coords = {name: pd.Index(values) for name, values in model.coords.items() if values is not None}
+
+    def one(ds):
+        new = {name: labels for name, labels in coords.items()
+               if name in ds.dims and not (name in ds.indexes and ds.indexes[name].equals(labels))}
+        return ds.assign_coords(new) if new else ds
+
+    return trace.map_over_datasets(one)
 
 
 def clear() -> None:

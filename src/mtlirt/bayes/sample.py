@@ -18,7 +18,7 @@ import xarray as xr
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import as_arrays
 from mtlirt.bayes._factor import anchor_domains, model_coords
-from mtlirt.bayes._nutpie import compile_model
+from mtlirt.bayes._nutpie import compile_model, relabel
 from mtlirt.bayes.collapsed import sample_structure, spread_off_prior
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
@@ -151,9 +151,10 @@ def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progres
     if "max_treedepth" in kw:
         kw["maxdepth"] = kw.pop("max_treedepth")
     compiled = compile_model(model, initvals)
-    return nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains,
-                         cores=cores, seed=int(seed), save_warmup=False,
-                         progress_bar=bool(progress), **kw)
+    trace = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains,
+                          cores=cores, seed=int(seed), save_warmup=False,
+                          progress_bar=bool(progress), **kw)
+    return relabel(trace, model)
 
 
 def _check_numpyro():

@@ -1,4 +1,4 @@
-"""Named model specifications for the Bayesian model (TOML files in ``mtlirt/models/``).
+"""Named model specifications for the Bayesian model (TOML files in ``models/``).
 
 A model spec is a small TOML file; its file name (without ``.toml``) is its
 name. Fields::
@@ -30,9 +30,12 @@ name. Fields::
     guessing_mean = 0.25          # guessing = "estimate": c_j ~ Beta(m k, (1-m) k)
     guessing_concentration = 50.0
 
-The named specs ship inside the package (``mtlirt/models``, read with
-:mod:`importlib.resources`); the environment variable ``MTLIRT_MODELS`` names
-another folder to use instead. A path to a TOML file works anywhere.
+The named specs are the repository's top-level ``models/`` folder, which the
+build ships inside the package as ``mtlirt/models`` (read with
+:mod:`importlib.resources`); run from a source checkout (an editable install,
+or ``src`` on the path) they are read from ``models/`` itself. The environment
+variable ``MTLIRT_MODELS`` names another folder to use instead. A path to a
+TOML file works anywhere.
 """
 
 from __future__ import annotations
@@ -181,13 +184,18 @@ def models_dir() -> Traversable:
     -------
     pathlib.Path or importlib.resources.abc.Traversable
         ``$MTLIRT_MODELS`` if set; else the specs shipped in the package
-        (``mtlirt/models``, a plain folder unless the package is imported
-        from a zip file).
+        (``mtlirt/models`` of an installed wheel, a plain folder unless the
+        package is imported from a zip file); else, in a source checkout, the
+        repository's ``models/`` beside ``src/`` (an editable install maps no
+        folder of data into the package).
     """
     env = os.environ.get("MTLIRT_MODELS")
     if env:
         return Path(env)
-    return files("mtlirt") / "models"
+    shipped = files("mtlirt") / "models"
+    if shipped.is_dir():
+        return shipped
+    return Path(__file__).resolve().parents[3] / "models"
 
 
 def list_specs() -> list[str]:
