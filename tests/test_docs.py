@@ -130,7 +130,7 @@ def test_model_page_lists_the_model_specs(site):
     out, _ = site
     html = _page(out, "model")
     assert "<!-- mtlirt-model-specs -->" not in html
-    specs = sorted((ROOT / "src" / "mtlirt" / "models").glob("*.toml"))
+    specs = sorted((ROOT / "models").glob("*.toml"))
     assert specs
     for spec in specs:
         assert f"<code>{spec.stem}</code>" in html

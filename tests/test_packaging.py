@@ -41,12 +41,14 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_lists_every_package_and_maps_the_specs():
     """pyproject lists the packages (the specs' folder is mapped from outside ``src/``, so setuptools'
     find cannot be used): every folder of the package that holds code or data is there, and the
-    specs come from the top-level ``models/``, the one copy."""
+    specs come from the top-level ``models/``, the one copy. The examples' subfolders are package data of
+    ``mtlirt.examples`` (their files are checked in the wheel below)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     pkg = ROOT / "src" / "mtlirt"
     folders = {"mtlirt"} | {"mtlirt." + ".".join(p.relative_to(pkg).parts) for p in pkg.rglob("*")
                             if p.is_dir() and p.name != "__pycache__" and not p.name.endswith(".egg-info")
-                            and any(f.is_file() and f.suffix != ".pyc" for f in p.iterdir())}
+                            and any(f.is_file() and f.suffix != ".pyc" for f in p.iterdir())
+                            and "examples" not in p.relative_to(pkg).parts[:-1]}
     assert set(config["packages"]) == folders | {"mtlirt.models"}
     assert config["package-dir"] == {"": "src", "mtlirt.models": "models"}
     assert not (pkg / "models").exists() and SPECS and "factor-2pl.toml" in SPECS
