@@ -32,13 +32,13 @@ from mtlirt.bayes import (
 )
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import pointwise_loglik
-from mtlirt.bayes.fixed_items import hermite_np, hermite_pt
 from mtlirt.bayes.model import overall_sd_guess_joint
 from mtlirt.bayes.sample import _dataset_from_draws
 from mtlirt.errors import InputError
 from mtlirt.estimate import Estimate
 from mtlirt.estimators.heldout import bernoulli_loglik
 from mtlirt.mcmc_stats import ess_bulk, ess_tail, rhat_rank
+from mtlirt.numerics.hermite import hermite_np, hermite_pt
 
 # ---------------------------------------------------------------------------
 # toy data

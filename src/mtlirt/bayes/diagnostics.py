@@ -38,9 +38,9 @@ import xarray as xr
 from scipy.special import expit
 
 from mtlirt.bayes._data import as_arrays
-from mtlirt.bayes._hermite import hermite_np
 from mtlirt.estimators.heldout import bernoulli_loglik, log_predictive
 from mtlirt.mcmc_stats import summary_stats
+from mtlirt.numerics.hermite import hermite_np
 
 __all__ = [
     "diagnostics",

@@ -48,7 +48,6 @@ from scipy.special import expit
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import anchor_domains, factor_parts, model_coords
-from mtlirt.bayes._hermite import hermite_np, hermite_pt
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import (
     kernel_inputs,
@@ -62,6 +61,7 @@ from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.errors import InputError
 from mtlirt.estimators.irt import Penalties, ResponseData, blas_threads
 from mtlirt.estimators.irt import calibrate_items as _calibrate
+from mtlirt.numerics.hermite import hermite_pt
 
 __all__ = [
     "calibrate_items",
@@ -69,7 +69,6 @@ __all__ = [
     "build_fixed_model",
     "LikelihoodTables",
     "build_tables",
-    "hermite_np",
 ]
 
 GRID_LO = -6.0

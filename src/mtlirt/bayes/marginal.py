@@ -70,7 +70,7 @@ import numba
 import numpy as np
 
 from mtlirt.bayes._factor import factor_parts
-from mtlirt.bayes._hermite import hermite_np
+from mtlirt.numerics.hermite import hermite_np, numba_versions
 from mtlirt.progress import progress_bar
 
 __all__ = [
@@ -440,6 +440,9 @@ def pin_standardisation(eta_raw, sd: float) -> None:
     pm.Potential("eta_raw_pin", -(n / (2.0 * sd**2)) * (pt.sqr(mean) + pt.sqr(rms - 1.0)).sum())
 
 
+_hermite_weights, _hermite_combine = numba_versions()
+
+
 # Module level and cached on disk (numba's cache beside this file): it is called from Python only
 # (draw_domain_scores), never inlined into PyTensor's compiled graphs, and compiles without fast-math,
 # so a cached and a fresh compile give the same draws (benchmarks/bench_reproducible.py draws). It was
@@ -472,12 +475,8 @@ def _imh_kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, zs, es, o
                     yc = min(max(y, lo), hi)
                     u = (yc - lo) * inv_h
                     i0 = min(max(int(np.floor(u)), 0), G - 2)
-                    tt = u - i0
-                    t2 = tt * tt
-                    t3 = t2 * tt
                     b = row + i0
-                    g = ((2 * t3 - 3 * t2 + 1) * Ff[b] + (t3 - 2 * t2 + tt) * h * dFf[b]
-                         + (-2 * t3 + 3 * t2) * Ff[b + 1] + (t3 - t2) * h * dFf[b + 1])
+                    g = _hermite_combine(_hermite_weights(u - i0, h), Ff[b], Ff[b + 1], dFf[b], dFf[b + 1])
                     if y > hi:
                         g += (y - hi) * dFf[row + G - 1]
                     elif y < lo:

@@ -66,6 +66,8 @@ from functools import partial
 import numpy as np
 from scipy.special import expit
 
+from ..numerics import hermite
+
 __all__ = [
     "DEFAULT_PENALTIES",
     "DenseThetaLik",
@@ -1128,16 +1130,19 @@ _NO_DOMAINS = np.zeros(0, dtype=np.bool_)
 
 def _tab_derivs(*args):
     """:func:`_tab_derivs_py` compiled by numba on first use (numba is imported
-    only when a trait step runs: it adds about a second to every process)."""
-    global _tab_derivs_jit
+    only when a trait step runs: it adds about a second to every process), with
+    the interpolation of :mod:`mtlirt.numerics.hermite` (``_hermite_weights``,
+    ``_hermite_combine``: globals it reads when compiled)."""
+    global _tab_derivs_jit, _hermite_weights, _hermite_combine
     if _tab_derivs_jit is None:
         import numba
 
+        _hermite_weights, _hermite_combine = hermite.numba_versions()
         _tab_derivs_jit = numba.njit(cache=True)(_tab_derivs_py)
     return _tab_derivs_jit(*args)
 
 
-_tab_derivs_jit = None
+_tab_derivs_jit = _hermite_weights = _hermite_combine = None
 
 
 def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, yptr, yj,
@@ -1177,18 +1182,12 @@ def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, i
                 continue
             pos = (theta[r, k] - g0) / h
             g = min(max(np.floor(pos), 0.0), M - 2.0)
-            u = min(max(pos - g, 0.0), 1.0)
+            w = _hermite_weights(min(max(pos - g, 0.0), 1.0), h)
             i0 = int(g) * K + k
             i1 = i0 + K
-            u2 = u * u
-            u3 = u2 * u
-            h00 = 2 * u3 - 3 * u2 + 1
-            h01 = 1 - h00
-            h10 = (u3 - 2 * u2 + u) * h
-            h11 = (u3 - u2) * h
-            v1 = h00 * T1[i0] + h01 * T1[i1] + h10 * T2[i0] + h11 * T2[i1]
-            v2 = h00 * I1[i0] + h01 * I1[i1] + h10 * I2[i0] + h11 * I2[i1]
-            v3 = h00 * T2[i0] + h01 * T2[i1] + h10 * T3[i0] + h11 * T3[i1]
+            v1 = _hermite_combine(w, T1[i0], T1[i1], T2[i0], T2[i1])
+            v2 = _hermite_combine(w, I1[i0], I1[i1], I2[i0], I2[i1])
+            v3 = _hermite_combine(w, T2[i0], T2[i1], T3[i0], T3[i1])
             if weighted:
                 v1 *= rw[i, k]
                 v2 *= rw[i, k]
@@ -1355,24 +1354,13 @@ class TabulatedThetaLik:
         self.a = a
         self.d = d
 
-    def _basis(self, theta):  # numpy form of _tab_derivs' basis (used by theta_loglik)
-        M = len(self.grid)
+    def _interp(self, theta, f, df):
+        """The table ``f`` (with derivative ``df``) at ``theta`` (N x K), as :func:`_tab_derivs_py` finds it."""
         pos = (theta - self.grid[0]) / self.h
-        g = np.clip(np.floor(pos).astype(np.int64), 0, M - 2)
-        u = np.clip(pos - g, 0.0, 1.0)
-        idx = g * self.K + np.arange(self.K)
-        u2 = u * u
-        u3 = u2 * u
-        h00 = 2 * u3 - 3 * u2 + 1
-        h01 = 1 - h00
-        h10 = (u3 - 2 * u2 + u) * self.h
-        h11 = (u3 - u2) * self.h
-        return idx, h00, h01, h10, h11
-
-    def _interp(self, basis, f, df):
-        idx, h00, h01, h10, h11 = basis
-        idx2 = idx + self.K
-        return h00 * f[idx] + h01 * f[idx2] + h10 * df[idx] + h11 * df[idx2]
+        g = np.clip(np.floor(pos).astype(np.int64), 0, len(self.grid) - 2)
+        i0 = g * self.K + np.arange(self.K)
+        i1 = i0 + self.K
+        return hermite.combine(hermite.weights(np.clip(pos - g, 0.0, 1.0), self.h), f[i0], f[i1], df[i0], df[i1])
 
     def theta_derivs(self, theta, rows=None, observed=False, domains=None):
         """Gradient and Fisher information of the log-likelihood in every ``theta_ik``
@@ -1398,7 +1386,7 @@ class TabulatedThetaLik:
     def theta_loglik(self, theta):
         """Log-likelihood of every (LLM, domain) block at ``theta`` (N x K)."""
         theta = np.asarray(theta, dtype=np.float64)
-        G0 = self._interp(self._basis(theta), self.T[0], self.T[1])
+        G0 = self._interp(theta, self.T[0], self.T[1])
         if self.rw is not None:
             G0 *= self.rw
         if self.n_cells:
