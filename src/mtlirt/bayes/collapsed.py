@@ -127,7 +127,8 @@ import numpy as np
 from mtlirt.bayes._factor import factor_parts, loading_layout
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 from mtlirt.bayes.diagnostics import diagnostics, pareto_khat
-from mtlirt.bayes.marginal import _likelihood_gaussian, loglik_at, quadrature_nodes
+from mtlirt.bayes.marginal import _likelihood_gaussian, quadrature_nodes
+from mtlirt.numerics.llm_side import cell_quadrature, gauss_hermite, numba_log_domain
 
 __all__ = [
     "CollapsedGrid",
@@ -218,24 +219,7 @@ def structure_from_v(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------------------
 
 
-@numba.njit(boundscheck=False, cache=True)
-def _direct(logw_k, i, t0, h, m, a):
-    # one (cell, outer node) in the log domain: log sum, E[d], E[d^2] with d = t - m
-    Q = logw_k.shape[0]
-    mx = -np.inf
-    for q in range(Q):
-        d = t0 + q * h - m
-        mx = max(mx, logw_k[q, i] - a * d * d)
-    S = 0.0
-    S1 = 0.0
-    S2 = 0.0
-    for q in range(Q):
-        d = t0 + q * h - m
-        w = np.exp(logw_k[q, i] - a * d * d - mx)
-        S += w
-        S1 += w * d
-        S2 += w * d * d
-    return mx + np.log(S), S1 / S, S2 / S
+_direct = numba_log_domain()  # one (cell, outer node) in the log domain
 
 
 # The kernel's steps, inlined into it by numba (``inline="always"``: the same
@@ -552,8 +536,8 @@ def _offsets(rank: int, n_axis: int, half_width: float, rule: str = "trapezoid")
     """Whitened offsets (G, r), log weights of the rule against ``N(0, I)``
     (G,) (``log w_g - log phi(u_g)``: trapezoid ``r log h``), and the step."""
     if rule == "hermite":
-        x, w = np.polynomial.hermite_e.hermegauss(int(n_axis))
-        lw1 = np.log(w / w.sum()) + 0.5 * x**2 + 0.5 * np.log(2 * np.pi)
+        x, lw = gauss_hermite(int(n_axis))
+        lw1 = lw + 0.5 * x**2 + 0.5 * np.log(2 * np.pi)
         h = 0.0
     elif rule == "trapezoid":
         x = np.linspace(-half_width, half_width, n_axis)
@@ -569,11 +553,8 @@ def _offsets(rank: int, n_axis: int, half_width: float, rule: str = "trapezoid")
 def _inner(tables, mean: np.ndarray, half: np.ndarray, n_inner: int):
     step = 2.0 * half / (int(n_inner) - 1)
     start = mean - half
-    nodes = start[..., None] + step[..., None] * np.arange(int(n_inner))
-    ll = loglik_at(tables, nodes)
-    mx = ll.max(-1)
-    logw = np.maximum(ll - mx[..., None], _LOGW_MIN)
-    logscale = mx + np.log(step) - 0.5 * np.log(2 * np.pi)
+    logw, logscale = cell_quadrature(tables, start, step, n_inner)
+    logw = np.maximum(logw, _LOGW_MIN)
     return (np.ascontiguousarray(start.T), np.ascontiguousarray(step.T),
             np.ascontiguousarray(logscale.T), np.ascontiguousarray(logw.transpose(1, 2, 0)))
 

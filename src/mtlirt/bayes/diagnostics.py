@@ -38,9 +38,10 @@ import xarray as xr
 from scipy.special import expit
 
 from mtlirt.bayes._data import as_arrays
-from mtlirt.estimators.heldout import bernoulli_loglik, log_predictive
+from mtlirt.estimators.heldout import log_predictive
 from mtlirt.mcmc_stats import summary_stats
 from mtlirt.numerics.hermite import hermite_np
+from mtlirt.numerics.llm_side import bernoulli_loglik
 
 __all__ = [
     "diagnostics",

@@ -14,26 +14,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit
+
+from ..numerics.llm_side import bernoulli_loglik
 
 if TYPE_CHECKING:
     from ..estimate import Estimate
 
-__all__ = ["bernoulli_loglik", "cell_loglik", "cell_probabilities", "heldout_loglik", "log_predictive"]
+__all__ = ["cell_loglik", "cell_probabilities", "heldout_loglik", "log_predictive"]
 
 _TINY = 1e-280  # below this mean probability the log is taken as a log-mean-exp of the draws' logs
-
-
-def bernoulli_loglik(x, y, c=None):
-    """``log p(y | logit x, guessing c)`` elementwise: ``p(1) = c + (1 - c) expit(x)``.
-
-    ``c`` None or all zero is the 2PL (no guessing term).
-    """
-    if c is None or not np.any(c):
-        return np.where(y > 0, log_expit(x), log_expit(-x))
-    lp = np.logaddexp(np.log(np.maximum(c, 1e-300)), np.log1p(-c) + log_expit(x))
-    l1p = np.log1p(-c) + log_expit(-x)
-    return np.where(y > 0, lp, l1p)
 
 
 def log_predictive(theta, a, d, c, item_domain, rows, cols, y, *, max_elems: float = 4e6) -> np.ndarray:

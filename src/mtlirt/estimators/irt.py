@@ -66,7 +66,8 @@ from functools import partial
 import numpy as np
 from scipy.special import expit
 
-from ..numerics import hermite
+from ..numerics import hermite, llm_side
+from ..numerics.llm_side import softplus
 
 __all__ = [
     "DEFAULT_PENALTIES",
@@ -309,17 +310,6 @@ def standardise(theta, a, d, item_domain):
     return theta_std, a_std, d_std, loc, scale
 
 
-def _softplus(z, out=None):
-    """``log(1 + exp(z))``, stable; ``out`` may be ``z`` itself."""
-    tmp = np.abs(z)
-    np.negative(tmp, out=tmp)
-    np.exp(tmp, out=tmp)
-    np.log1p(tmp, out=tmp)
-    out = np.maximum(z, 0.0, out=out)
-    out += tmp
-    return out
-
-
 # ---------------------------------------------------------------------------
 # the data, as the estimators use it
 # ---------------------------------------------------------------------------
@@ -463,9 +453,7 @@ def _nodes(priors: Penalties, level: int = 0):
     """Quadrature of level ``level``: ``(n_nodes - 1) 2^level + 1`` equally spaced nodes
     on ``[-node_max, node_max]`` (each level halves the spacing and keeps the nodes)."""
     x = np.linspace(-priors.node_max, priors.node_max, (priors.n_nodes - 1) * 2**int(level) + 1)
-    logw = -0.5 * (x / priors.theta_sd) ** 2
-    logw -= np.log(np.exp(logw).sum())
-    return x, logw
+    return x, llm_side.normal_log_weights(x, priors.theta_sd)
 
 
 def node_levels(a, item_domain, K, priors: Penalties = DEFAULT_PENALTIES) -> np.ndarray:
@@ -536,34 +524,15 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
             ll += _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_items, nq)
             continue
         Yk = data.Y[:, sl]
-        Zk = np.multiply.outer(a[sl], x)
-        Zk += d[sl][:, None]
-        if c is None:
-            s = Yk @ a32[sl]
-            L = np.multiply.outer(s.astype(np.float64), x)
-            sp = _softplus(Zk, out=Zk)
-            if data.O is None:
-                L -= sp.sum(axis=0)
-            else:
-                L -= data.O[:, sl] @ sp.astype(np.float32)
+        Ok = None if data.O is None else data.O[:, sl]
+        if c is None:  # the answers through s = Y a; sum_j n1_j d_j is added below
+            L = np.multiply.outer((Yk @ a32[sl]).astype(np.float64), x)
+            L -= llm_side.partition(Ok, a[sl], d[sl], x, np.float32)
         else:
-            ck = c[sl][:, None]
-            sig = expit(Zk)
-            P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
-            logP0 = np.log1p(-P1)
-            B1 = (np.log(P1) - logP0).astype(np.float32)
-            L = (Yk @ B1).astype(np.float64)
-            if data.O is None:
-                L += logP0.sum(axis=0)
-            else:
-                L += data.O[:, sl] @ logP0.astype(np.float32)
-        L += logw
-        m = L.max(axis=1, keepdims=True)
-        L -= m
-        P = np.exp(L, out=L)
-        z = P.sum(axis=1, keepdims=True)
-        P /= z
-        ll += float(np.sum(np.log(z[:, 0]) + m[:, 0]))
+            L = llm_side.grid_loglik(Yk, Ok, *llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x)),
+                                     np.float32)
+        P, lml = llm_side.posterior(L, logw)
+        ll += float(np.sum(lml))
         eap[:, g] = P @ x
         if data.row_obs is None:
             mom[g] = (float(N), eap[:, g].sum(), float((P @ (x * x)).sum()))
@@ -589,21 +558,11 @@ def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_
     its marginal log-likelihood (without the ``sum_j n1_j d_j`` term that
     :func:`_estep` adds for every item)."""
     Yu, Ou, cnt, inv = pat
-    Zk = np.multiply.outer(a[sl], x)
-    Zk += d[sl][:, None]
     if c is None:
-        L = Yu @ (a[sl][:, None] * x[None, :]) - Ou @ _softplus(Zk)
+        L = Yu @ (a[sl][:, None] * x[None, :]) - llm_side.partition(Ou, a[sl], d[sl], x)
     else:
-        ck = c[sl][:, None]
-        P1 = np.clip(ck + (1 - ck) * expit(Zk), 1e-12, 1 - 1e-12)
-        logP0 = np.log1p(-P1)
-        L = Yu @ (np.log(P1) - logP0) + Ou @ logP0
-    L += logw
-    m = L.max(axis=1, keepdims=True)
-    L -= m
-    P = np.exp(L)
-    z = P.sum(axis=1, keepdims=True)
-    P /= z
+        L = llm_side.grid_loglik(Yu, Ou, *llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x)))
+    P, lml = llm_side.posterior(L, logw)
     e_u = P @ x
     e2_u = P @ (x * x)
     eap[:, g] = e_u[inv]
@@ -618,14 +577,14 @@ def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_
         nq[g] = cnt @ P
     else:
         Nq_items[loc] = ((cnt[:, None] * P).T @ Ou).T
-    return float(cnt @ (np.log(z[:, 0]) + m[:, 0]))
+    return float(cnt @ lml)
 
 
 def _mstep_objective(a, d, stats, x, c, Nq, priors):
     Z = np.multiply.outer(a, x)
     Z += d[:, None]
     if c is None:
-        f = a * stats["t"] + d * stats["n1"] - np.einsum("jq,jq->j", Nq, _softplus(Z, out=Z))
+        f = a * stats["t"] + d * stats["n1"] - np.einsum("jq,jq->j", Nq, softplus(Z, out=Z))
     else:
         ck = c[:, None]
         P1 = np.clip(ck + (1 - ck) * expit(Z), 1e-12, 1 - 1e-12)
@@ -1331,7 +1290,7 @@ class TabulatedThetaLik:
             else:
                 T[4, :, k] = T[2, :, k]
                 T[5, :, k] = T[3, :, k]
-            T[0, :, k] = _softplus(Z, out=Z).sum(axis=1)
+            T[0, :, k] = softplus(Z, out=Z).sum(axis=1)
             Yk = data.Y[:, sl]
             if floored and np.ptp(c) == 0:
                 n_obs = np.full(self.N, float(sl.stop - sl.start)) if data.obs is None else \
@@ -1390,7 +1349,7 @@ class TabulatedThetaLik:
         if self.rw is not None:
             G0 *= self.rw
         if self.n_cells:
-            G0 -= self._cell_sum(theta, self.uptr, self.uj, lambda z, c: _softplus(z))
+            G0 -= self._cell_sum(theta, self.uptr, self.uj, lambda z, c: softplus(z))
         out = theta * self.s + self.const - G0
         if len(self.yj):
             out += self._cell_sum(theta, self.yptr, self.yj, _log_c_plus_exp)
@@ -1428,7 +1387,7 @@ class DenseThetaLik:
             r = y - sig
             w = sig * (1 - sig)
             if want_ll:
-                ll = y * Z - _softplus(Z)
+                ll = y * Z - softplus(Z)
         else:
             c = data.c[sl]
             P = np.clip(c + (1 - c) * sig, 1e-12, 1 - 1e-12)
