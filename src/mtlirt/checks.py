@@ -152,10 +152,6 @@ def _n_item_parameters(est) -> int:
     return 1 if est.info.get("settings", {}).get("model") == "1pl" else 2
 
 
-def _domain_codes(est) -> np.ndarray:
-    return est.domains.get_indexer(est.posterior["item_domain"].values.astype(str))
-
-
 def _population_items(est) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Item parameters (posterior means) on the scale where every domain trait is ``N(0, 1)``
     over the population: the item calibration's scale (``info["population_scale"]``) when the
@@ -168,14 +164,8 @@ def _population_items(est) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from .estimators.irt import to_internal
 
         loc, scale = np.asarray(pop["loc"], float), np.asarray(pop["scale"], float)
-        _, a, d = to_internal(np.zeros((1, len(loc))), a, d, loc, scale, _domain_codes(est))
+        _, a, d = to_internal(np.zeros((1, len(loc))), a, d, loc, scale, est.item_domain)
     return a, d, c
-
-
-def _stacked(est, var: str) -> np.ndarray:
-    """``(chain * draw, ...)`` values of a posterior variable."""
-    v = est.posterior[var].values
-    return v.reshape((-1,) + v.shape[2:])
 
 
 def _two_sided(rep: np.ndarray, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -285,10 +275,10 @@ def _worlds(est, responses, n: int, rng: np.random.Generator, _observed: np.ndar
     if method == "bayes" or est.n_draws > 1:
         S = est.n_draws
         take = rng.choice(S, size=n, replace=S < n)
-        a, d = _stacked(est, "discrimination"), _stacked(est, "intercept")
-        c = _stacked(est, "guessing") if "guessing" in post else np.zeros_like(a)
+        a, d = est.draws("discrimination", source="posterior"), est.draws("intercept", source="posterior")
+        c = est.draws("guessing", source="posterior") if "guessing" in post else np.zeros_like(a)
         if "eta" in post and "loadings" in post:
-            eta, lam = _stacked(est, "eta"), _stacked(est, "loadings")
+            eta, lam = est.draws("eta", source="posterior"), est.draws("loadings", source="posterior")
 
             def gen():
                 for s in take:
@@ -297,7 +287,7 @@ def _worlds(est, responses, n: int, rng: np.random.Generator, _observed: np.ndar
                     yield eta[s] @ lam[s].T + z * psi, a[s], d[s], c[s]
 
             return "posterior draws: the draw's overall traits and loadings, new domain deviations", gen()
-        R = _stacked(est, "domain_corr")
+        R = est.draws("domain_corr", source="posterior")
 
         def gen_corr():
             for s in take:
@@ -661,9 +651,9 @@ def item_fit_ppc(est, responses, *, n_draws: int = 50, seed: int = 0, min_expect
     rng = np.random.default_rng(seed)
     S = est.n_draws
     take = np.sort(rng.choice(S, size=min(n_draws, S), replace=False))
-    theta = _stacked(est, "theta")
-    a_all, d_all = _stacked(est, "discrimination"), _stacked(est, "intercept")
-    c_all = _stacked(est, "guessing") if "guessing" in est.posterior else np.zeros_like(a_all)
+    theta = est.draws("theta", source="posterior")
+    a_all, d_all = est.draws("discrimination", source="posterior"), est.draws("intercept", source="posterior")
+    c_all = est.draws("guessing", source="posterior") if "guessing" in est.posterior else np.zeros_like(a_all)
     # replicates from the reported scores and items; the expected proportions on the population
     # scale (a point fit's items mapped there; a posterior's items are on it)
     fixed = all(np.ptp(v, axis=0).max() == 0 for v in (a_all, d_all, c_all))
@@ -733,16 +723,13 @@ def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_the
     C, D = post.sizes["chain"], post.sizes["draw"]
     step = max(1, int(np.ceil(C * D / max_draws)))
     keep = np.arange(0, D, step)
-    theta = post["theta"].values[:, keep].astype(np.float64)  # C D' N K
-    eta = post["eta"].values[:, keep].astype(np.float64)  # C D' N r
-    lam = post["loadings"].values[:, keep].astype(np.float64)  # C D' K r
-    a_all = post["discrimination"].values[:, keep]
-    d_all = post["intercept"].values[:, keep]
-    c_all = post["guessing"].values[:, keep] if "guessing" in post else np.zeros_like(a_all)
+    th_all, eta_all, lam, a_all, d_all = (est.draws(v, source="posterior", by_chain=True).astype(np.float64)
+                                          for v in ("theta", "eta", "loadings", "discrimination", "intercept"))
+    c_all = est.draws("guessing", source="posterior", by_chain=True) if "guessing" in post else np.zeros_like(a_all)
+    theta, eta, lam, a_all, d_all, c_all = (v[:, keep] for v in (th_all, eta_all, lam, a_all, d_all, c_all))
     Dk = len(keep)
     N, K = theta.shape[2:]
     r = eta.shape[-1]
-    th_all = post["theta"].values.astype(np.float64)
     mu = th_all.mean((0, 1))
     sd = np.maximum(th_all.std((0, 1)), 0.02)
     xq, lwq = gauss_hermite(n_theta_nodes)
@@ -772,7 +759,6 @@ def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_the
         xe, lwe = gauss_hermite(n_eta_nodes)
         grids = np.stack(np.meshgrid(*([xe] * r), indexing="ij"), -1).reshape(-1, r)  # P r
         lw_grid = np.stack(np.meshgrid(*([lwe] * r), indexing="ij"), -1).reshape(-1, r).sum(-1)
-        eta_all = post["eta"].values.astype(np.float64)
         nu = eta_all.mean((0, 1))  # N r
         tau = np.maximum(eta_all.std((0, 1)), 0.02)
         eta_nodes = nu[:, None, :] + tau[:, None, :] * grids[None]  # N P r

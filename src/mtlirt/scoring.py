@@ -298,12 +298,10 @@ class Scorer:
             return a_i, d - a_i * self.loc[jd], c
 
         if fit.n_draws > 1 and "discrimination" in post:
-            n = fit.n_draws
-            take = np.unique(np.linspace(0, n - 1, min(draws, n)).round().astype(int))
-            flat = {v: post[v].values.reshape((n,) + post[v].shape[2:])
+            flat = {v: fit.draws(v, source="posterior", max_draws=draws)
                     for v in ("discrimination", "intercept", "guessing", "loadings", "domain_corr") if v in post}
             out = []
-            for s in take:
+            for s in range(len(flat["discrimination"])):
                 c = flat["guessing"][s] if "guessing" in flat else np.zeros(self.n_items)
                 a, d, c = pop_items(flat["discrimination"][s], flat["intercept"][s], c)
                 lam = (overall_loadings(flat["loadings"][s]) if "loadings" in flat
