@@ -359,10 +359,10 @@ def _outer_sum(acc, pi, nb, total):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam, dpsi):
-    # the block's share of d/dlambda_k and d/dpsi_k (D1, D2 already scaled to
-    # the derivatives of log f per outer node)
-    G, r = offsets.shape
+def _node_means(k, nb, pi, D1, D2, s1v, s2v):
+    # per LLM: the means of D1[k] and D2[k] over the outer nodes, weighted by
+    # the nodes' posterior weights pi
+    G = pi.shape[0]
     for i in range(nb):
         s1v[i] = 0.0
         s2v[i] = 0.0
@@ -370,6 +370,14 @@ def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam
         for i in range(nb):
             s1v[i] += pi[g, i] * D1[k, g, i]
             s2v[i] += pi[g, i] * D2[k, g, i]
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam, dpsi):
+    # the block's share of d/dlambda_k and d/dpsi_k (D1, D2 already scaled to
+    # the derivatives of log f per outer node)
+    G, r = offsets.shape
+    _node_means(k, nb, pi, D1, D2, s1v, s2v)
     for i in range(nb):
         dpsi[k] += s2v[i]
     for l in range(r):
@@ -391,11 +399,9 @@ def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
 def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1, mom2):
-    # theta = m_g + d: mean and mean square over the nodes
+    # theta = m_g + d: D1[k], D2[k] turned into theta's first two moments at
+    # each outer node, then their means over the nodes
     G, r = offsets.shape
-    for i in range(nb):
-        t1v[i] = 0.0
-        t2v[i] = 0.0
     for g in range(G):
         for i in range(nb):
             m = 0.0
@@ -404,8 +410,10 @@ def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1
                 for l in range(r):
                     ej += chol[j, l, b0 + i] * offsets[g, l]
                 m += lam[k, j] * ej
-            t1v[i] += pi[g, i] * (m + D1[k, g, i])
-            t2v[i] += pi[g, i] * (m * m + 2.0 * m * D1[k, g, i] + D2[k, g, i])
+            d1 = D1[k, g, i]
+            D1[k, g, i] = m + d1
+            D2[k, g, i] = m * m + 2.0 * m * d1 + D2[k, g, i]
+    _node_means(k, nb, pi, D1, D2, t1v, t2v)
     for i in range(nb):
         mom1[k, b0 + i] = t1v[i]
         mom2[k, b0 + i] = t2v[i]

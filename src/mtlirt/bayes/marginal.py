@@ -174,11 +174,10 @@ def marginal_kernel():
         B = _BLOCK
         d0 = np.empty(B)
         dmin2 = np.empty(B)
-        S = np.empty(B)
-        S1 = np.empty(B)
-        S2 = np.empty(B)
-        r2 = np.empty(N)
         lv = np.empty(B)
+        sums = np.empty((3, B))  # a block's sums over the nodes of w, w d and w d^2
+        S, S1, S2 = sums[0], sums[1], sums[2]
+        r2 = np.empty(N)
         total = 0.0
         for k in range(K):
             a = 0.5 / (psi[k] * psi[k])
