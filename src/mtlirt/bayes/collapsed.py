@@ -238,11 +238,10 @@ def _centres(k, b0, nb, st, hh, Qc, lam, mu, chol, c, e):
         lkj = lam[k, j]
         for i in range(nb):
             c[i] -= lkj * mu[j, b0 + i]
-    for j in range(r):
-        for i in range(nb):
-            e[j, i] = 0.0
-        for l in range(r):
-            lkl = lam[k, l]
+    e[:, :nb] = 0.0
+    for l in range(r):
+        lkl = lam[k, l]
+        for j in range(r):
             for i in range(nb):
                 e[j, i] += lkl * chol[l, j, b0 + i]
 
@@ -398,7 +397,7 @@ def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1, mom2):
+def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, s1v, s2v, mom1, mom2):
     # theta = m_g + d: D1[k], D2[k] turned into theta's first two moments at
     # each outer node, then their means over the nodes
     G, r = offsets.shape
@@ -413,10 +412,10 @@ def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1
             d1 = D1[k, g, i]
             D1[k, g, i] = m + d1
             D2[k, g, i] = m * m + 2.0 * m * d1 + D2[k, g, i]
-    _node_means(k, nb, pi, D1, D2, t1v, t2v)
+    _node_means(k, nb, pi, D1, D2, s1v, s2v)
     for i in range(nb):
-        mom1[k, b0 + i] = t1v[i]
-        mom2[k, b0 + i] = t2v[i]
+        mom1[k, b0 + i] = s1v[i]
+        mom2[k, b0 + i] = s2v[i]
 
 
 @numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, nogil=True, cache=True)
@@ -431,24 +430,12 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam,
     D1 = np.empty((K, G, B))
     D2 = np.empty((K, G, B))
     A = np.empty((Q, B))
-    c = np.empty(B)
-    M = np.empty(B)
-    gq = np.empty(B)
-    rq = np.empty(B)
-    kq = np.empty(B)
     bad = np.empty(B, dtype=np.bool_)
     e = np.empty((r, B))
-    v = np.empty(B)
-    Y = np.empty(B)
-    P0 = np.empty(B)
-    P1 = np.empty(B)
-    P2 = np.empty(B)
-    LF = np.empty(B)
-    s1v = np.empty(B)
-    s2v = np.empty(B)
-    t1v = np.empty(B)
-    t2v = np.empty(B)
     so = np.empty((r, B))
+    work = np.empty((13, B))  # the block's per-LLM work vectors, one row each
+    c, M, gq, rq, kq, v, Y = work[0], work[1], work[2], work[3], work[4], work[5], work[6]
+    P0, P1, P2, LF, s1v, s2v = work[7], work[8], work[9], work[10], work[11], work[12]
     pi = np.empty((G, B))
     dlam = np.zeros((K, r))
     dpsi = np.zeros(K)
@@ -488,7 +475,7 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam,
             if mode == 1:
                 _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam, dpsi)
             else:
-                _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1, mom2)
+                _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, s1v, s2v, mom1, mom2)
     return total, dlam, dpsi
 
 
