@@ -24,20 +24,20 @@ from mtlirt.bayes import (
     calibrate_items,
     diagnostics,
     fit_bayes,
-    heldout_loglik,
     list_specs,
     load_spec,
     posterior_predictive_checks,
 )
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import pointwise_loglik
-from mtlirt.bayes.fixed_items import hermite_np, hermite_pt
 from mtlirt.bayes.model import overall_sd_guess_joint
 from mtlirt.bayes.sample import _dataset_from_draws
 from mtlirt.errors import InputError
 from mtlirt.estimate import Estimate
-from mtlirt.estimators.heldout import bernoulli_loglik
+from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.mcmc_stats import ess_bulk, ess_tail, rhat_rank
+from mtlirt.numerics.hermite import hermite_np, hermite_pt
+from mtlirt.numerics.llm_side import bernoulli_loglik
 
 # ---------------------------------------------------------------------------
 # toy data
@@ -694,9 +694,10 @@ def test_map_and_advi(data):
     # held-out log-likelihood and PPC on a one-chain result
     rng = np.random.default_rng(0)
     mask = rng.random(arr.correct.shape) < 0.2
-    h = heldout_loglik(ta, arr.correct, mask)
-    per = heldout_loglik(ta, arr.correct, mask, reduce="none")
-    assert per.shape == (mask.sum(),) and np.isclose(h, per.sum()) and h < 0
+    res = heldout_loglik(ta, arr, mask, eps=0, max_draws=None, pointwise=True)
+    per = res["pointwise"]
+    h = per.sum()
+    assert per.shape == (mask.sum(),) and np.isclose(res["mean_loglik"], per.mean()) and h < 0
     post = ta["posterior"]
     ii, jj = np.nonzero(mask)
     x = post["discrimination"].values[0][:, jj] * post["theta"].values[0][:, ii, arr.item_domain[jj]] \
@@ -739,10 +740,9 @@ def _draws_estimate(chains=2, draws=7, n=12, sizes=(4, 6), seed=0) -> tuple[Esti
 
 
 def test_one_heldout_loglik_for_trees_and_estimates():
-    """mtlirt.bayes.heldout_loglik (a fit's tree) and mtlirt.heldout_loglik (any Estimate) are one
-    computation: log of the mean over all 14 draws of p(y), against a direct 3PL computation."""
+    """mtlirt.heldout_loglik of a fit's tree and of its Estimate is one computation: log of the mean
+    over all 14 draws of p(y), against a direct 3PL computation."""
     from mtlirt.estimators.heldout import cell_probabilities
-    from mtlirt.estimators.heldout import heldout_loglik as est_heldout
 
     est, arr = _draws_estimate()
     mask = np.random.default_rng(1).random(arr.correct.shape) < 0.5
@@ -753,11 +753,10 @@ def test_one_heldout_loglik_for_trees_and_estimates():
     p_draws = c[:, jj] + (1 - c[:, jj]) / (1 + np.exp(-(a[:, jj] * th[:, ii, arr.item_domain[jj]] + d[:, jj])))
     y = arr.correct[ii, jj]
     manual = np.log(np.where(y > 0, p_draws, 1 - p_draws).mean(0))
-    per = heldout_loglik(est.tree, arr.correct, mask, reduce="none")
+    per = heldout_loglik(est.tree, arr, mask, eps=0, max_draws=None, pointwise=True)["pointwise"]
     np.testing.assert_allclose(per, manual, rtol=1e-12)
-    res = est_heldout(est, arr, mask)
+    res = heldout_loglik(est, arr, mask)
     assert res["n"] == mask.sum()
-    assert np.isclose(res["mean_loglik"], heldout_loglik(est.tree, arr.correct, mask, reduce="mean"), rtol=1e-12)
     assert np.isclose(res["mean_loglik"], manual.mean(), rtol=1e-12) and res["log_loss"] == -res["mean_loglik"]
     np.testing.assert_allclose(cell_probabilities(est, ii, jj, arr.item_domain), p_draws.mean(0), rtol=1e-12)
     assert np.isclose(res["brier"], ((p_draws.mean(0) - y) ** 2).mean(), rtol=1e-12)

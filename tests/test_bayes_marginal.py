@@ -12,7 +12,6 @@ import pytest
 from mtlirt.bayes import build_fixed_model, build_model, fit_bayes, load_spec
 from mtlirt.bayes.fixed_items import build_tables
 from mtlirt.bayes.marginal import (
-    conditional_moments,
     draw_domain_scores,
     kernel_inputs,
     marginal_kernel,
@@ -20,6 +19,7 @@ from mtlirt.bayes.marginal import (
     quadrature_nodes,
 )
 from mtlirt.errors import InputError
+from mtlirt.numerics.llm_side import conditional_moments
 from test_bayes import toy
 
 

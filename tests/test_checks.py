@@ -217,7 +217,7 @@ def _loo_per_llm_on_the_marginal_likelihood(r, est):
 def _marginal_loglik_matches_the_tabulated_integral(r, est):
     """Given the overall trait, the Gauss-Hermite marginal is bayes.marginal's integral on its fine grid."""
     from mtlirt.bayes.fixed_items import build_tables
-    from mtlirt.bayes.marginal import conditional_moments
+    from mtlirt.numerics.llm_side import conditional_moments
 
     post = est.posterior
     # the default 32 nodes per domain trait are within 1e-2 at every draw checked, 64 within 1e-3 (16 nodes,

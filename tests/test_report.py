@@ -20,7 +20,7 @@ import xarray as xr
 from mtlirt.errors import InputError
 from mtlirt.estimate import INFO_ATTR, Estimate
 from mtlirt.io.responses import Responses
-from mtlirt.report.compare import compare, fit_summary, heldout_loglik, load_fits
+from mtlirt.report.compare import compare, fit_summary, load_fits, recorded_heldout_loglik
 from mtlirt.report.html import render_report, write_report
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # Debian's package (make test installs it as root)
@@ -327,9 +327,9 @@ def test_fit_summary_and_heldout():
     assert s.loc["b", "draws"] == 40 and s.loc["b", "converged"]
     assert s.loc["m", "time_s"] == 3.0
     assert s.loc["m", "mean_width_overall"] > 0
-    assert heldout_loglik({"heldout": {"loglik": -1.5}}) == -1.5
-    assert np.isnan(heldout_loglik({}))
-    assert np.isnan(heldout_loglik({"heldout": {"other": "x"}}))
+    assert recorded_heldout_loglik({"heldout": {"loglik": -1.5}}) == -1.5
+    assert np.isnan(recorded_heldout_loglik({}))
+    assert np.isnan(recorded_heldout_loglik({"heldout": {"other": "x"}}))
 
 
 def test_report_reads_fitting_conventions(tmp_path):

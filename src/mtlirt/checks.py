@@ -71,11 +71,19 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
 
 from .errors import InputError
 from .estimators.correlation import error_corrected_corr, principal_axes
-from .estimators.heldout import bernoulli_loglik
+from .numerics.llm_side import (
+    EPS,
+    curves,
+    gauss_hermite,
+    grid_loglik,
+    log_curves,
+    node_loglik,
+    normal_log_weights,
+    posterior,
+)
 
 __all__ = [
     "CorrelationCheck",
@@ -144,10 +152,6 @@ def _n_item_parameters(est) -> int:
     return 1 if est.info.get("settings", {}).get("model") == "1pl" else 2
 
 
-def _domain_codes(est) -> np.ndarray:
-    return est.domains.get_indexer(est.posterior["item_domain"].values.astype(str))
-
-
 def _population_items(est) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Item parameters (posterior means) on the scale where every domain trait is ``N(0, 1)``
     over the population: the item calibration's scale (``info["population_scale"]``) when the
@@ -160,14 +164,8 @@ def _population_items(est) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from .estimators.irt import to_internal
 
         loc, scale = np.asarray(pop["loc"], float), np.asarray(pop["scale"], float)
-        _, a, d = to_internal(np.zeros((1, len(loc))), a, d, loc, scale, _domain_codes(est))
+        _, a, d = to_internal(np.zeros((1, len(loc))), a, d, loc, scale, est.item_domain)
     return a, d, c
-
-
-def _stacked(est, var: str) -> np.ndarray:
-    """``(chain * draw, ...)`` values of a posterior variable."""
-    v = est.posterior[var].values
-    return v.reshape((-1,) + v.shape[2:])
 
 
 def _two_sided(rep: np.ndarray, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -277,10 +275,10 @@ def _worlds(est, responses, n: int, rng: np.random.Generator, _observed: np.ndar
     if method == "bayes" or est.n_draws > 1:
         S = est.n_draws
         take = rng.choice(S, size=n, replace=S < n)
-        a, d = _stacked(est, "discrimination"), _stacked(est, "intercept")
-        c = _stacked(est, "guessing") if "guessing" in post else np.zeros_like(a)
+        a, d = est.draws("discrimination", source="posterior"), est.draws("intercept", source="posterior")
+        c = est.draws("guessing", source="posterior") if "guessing" in post else np.zeros_like(a)
         if "eta" in post and "loadings" in post:
-            eta, lam = _stacked(est, "eta"), _stacked(est, "loadings")
+            eta, lam = est.draws("eta", source="posterior"), est.draws("loadings", source="posterior")
 
             def gen():
                 for s in take:
@@ -289,7 +287,7 @@ def _worlds(est, responses, n: int, rng: np.random.Generator, _observed: np.ndar
                     yield eta[s] @ lam[s].T + z * psi, a[s], d[s], c[s]
 
             return "posterior draws: the draw's overall traits and loadings, new domain deviations", gen()
-        R = _stacked(est, "domain_corr")
+        R = est.draws("domain_corr", source="posterior")
 
         def gen_corr():
             for s in take:
@@ -439,8 +437,7 @@ def _nodes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     info = float(np.sum(np.asarray(a, float) ** 2)) / 4.0
     h = min(0.1, 0.8 / np.sqrt(max(info, 1e-12)))
     x = np.linspace(-6.0, 6.0, int(np.ceil(12.0 / h)) + 1)
-    w = np.exp(-0.5 * x**2)
-    return x, w / w.sum()
+    return x, np.exp(normal_log_weights(x))
 
 
 def sx2_expected(a, d, c=None, *, nodes: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -465,8 +462,7 @@ def sx2_expected(a, d, c=None, *, nodes: tuple[np.ndarray, np.ndarray] | None = 
     c = np.zeros_like(a) if c is None else np.asarray(c, float)
     x, w = nodes if nodes is not None else _nodes(a)
     J, Q = len(a), len(x)
-    P = c[:, None] + (1 - c[:, None]) * expit(a[:, None] * x[None, :] + d[:, None])
-    P = np.clip(P, 1e-12, 1 - 1e-12)
+    P = np.clip(curves(a, d, c, x), EPS, 1 - EPS)
     f = np.zeros((J + 1, Q))
     f[0] = 1.0
     for j in range(J):  # Lord-Wingersky
@@ -543,11 +539,9 @@ def _impute(y: np.ndarray, obs: np.ndarray, a, d, c, rng: np.random.Generator, n
     """One completion of a block: each row's trait drawn from its posterior given its observed
     answers (``N(0, 1)`` population, on a grid), its missing answers drawn from the model."""
     x = np.linspace(-6.0, 6.0, n_nodes)
-    P = np.clip(c[:, None] + (1 - c[:, None]) * expit(a[:, None] * x + d[:, None]), 1e-12, 1 - 1e-12)
-    yo = (y * obs).astype(float)
-    L = yo @ np.log(P) + (obs & (y == 0)).astype(float) @ np.log1p(-P) - 0.5 * x**2
-    L = np.exp(L - L.max(1, keepdims=True))
-    cdf = np.cumsum(L, 1)
+    P = curves(a, d, c, x)
+    L = grid_loglik((y * obs).astype(float), obs.astype(float), *log_curves(P))
+    cdf = np.cumsum(posterior(L, -0.5 * x**2)[0], 1)
     node = (cdf < rng.random(len(y))[:, None] * cdf[:, -1:]).sum(1)
     draw = (rng.random(y.shape) < P[:, node].T).astype(y.dtype)
     return np.where(obs, y, draw)
@@ -657,9 +651,9 @@ def item_fit_ppc(est, responses, *, n_draws: int = 50, seed: int = 0, min_expect
     rng = np.random.default_rng(seed)
     S = est.n_draws
     take = np.sort(rng.choice(S, size=min(n_draws, S), replace=False))
-    theta = _stacked(est, "theta")
-    a_all, d_all = _stacked(est, "discrimination"), _stacked(est, "intercept")
-    c_all = _stacked(est, "guessing") if "guessing" in est.posterior else np.zeros_like(a_all)
+    theta = est.draws("theta", source="posterior")
+    a_all, d_all = est.draws("discrimination", source="posterior"), est.draws("intercept", source="posterior")
+    c_all = est.draws("guessing", source="posterior") if "guessing" in est.posterior else np.zeros_like(a_all)
     # replicates from the reported scores and items; the expected proportions on the population
     # scale (a point fit's items mapped there; a posterior's items are on it)
     fixed = all(np.ptp(v, axis=0).max() == 0 for v in (a_all, d_all, c_all))
@@ -701,31 +695,6 @@ def item_fit_ppc(est, responses, *, n_draws: int = 50, seed: int = 0, min_expect
 # ---------------------------------------------------------------------------
 
 
-def _node_loglik(correct, observed, domain_slices, a, d, c, nodes, *, max_elems: float = 2e7) -> np.ndarray:
-    """``l_ik(t)`` at per-cell nodes ``t`` (N, K, Q): each LLM's log-likelihood in each domain."""
-    N, K, Q = nodes.shape
-    out = np.zeros((N, K, Q))
-    guess = np.any(c > 0)
-    for k, sl in enumerate(domain_slices):
-        Jk = sl.stop - sl.start
-        per = max(1, int(max_elems // max(Jk * Q, 1)))
-        for r0 in range(0, N, per):
-            rs = slice(r0, min(N, r0 + per))
-            x = nodes[rs, k, :, None] * a[sl] + d[sl]  # n Q J
-            y = correct[rs, sl][:, None, :] > 0
-            ll = bernoulli_loglik(x, y, c[sl] if guess else None)
-            if observed is not None:
-                ll = np.where(observed[rs, sl][:, None, :], ll, 0.0)
-            out[rs, k] = ll.sum(-1)
-    return out
-
-
-def _gh(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Hermite nodes and log weights for ``int f(t) N(t; 0, 1) dt = sum w f``."""
-    x, w = np.polynomial.hermite_e.hermegauss(n)
-    return x, np.log(w / np.sqrt(2 * np.pi))
-
-
 def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_theta_nodes: int = 32,
                         n_eta_nodes: int = 12, max_draws: int = 400, max_elems: float = 2e7) -> dict:
     """Per draw and LLM, the log-likelihood of all of the LLM's responses with its domain traits
@@ -754,19 +723,16 @@ def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_the
     C, D = post.sizes["chain"], post.sizes["draw"]
     step = max(1, int(np.ceil(C * D / max_draws)))
     keep = np.arange(0, D, step)
-    theta = post["theta"].values[:, keep].astype(np.float64)  # C D' N K
-    eta = post["eta"].values[:, keep].astype(np.float64)  # C D' N r
-    lam = post["loadings"].values[:, keep].astype(np.float64)  # C D' K r
-    a_all = post["discrimination"].values[:, keep]
-    d_all = post["intercept"].values[:, keep]
-    c_all = post["guessing"].values[:, keep] if "guessing" in post else np.zeros_like(a_all)
+    th_all, eta_all, lam, a_all, d_all = (est.draws(v, source="posterior", by_chain=True).astype(np.float64)
+                                          for v in ("theta", "eta", "loadings", "discrimination", "intercept"))
+    c_all = est.draws("guessing", source="posterior", by_chain=True) if "guessing" in post else np.zeros_like(a_all)
+    theta, eta, lam, a_all, d_all, c_all = (v[:, keep] for v in (th_all, eta_all, lam, a_all, d_all, c_all))
     Dk = len(keep)
     N, K = theta.shape[2:]
     r = eta.shape[-1]
-    th_all = post["theta"].values.astype(np.float64)
     mu = th_all.mean((0, 1))
     sd = np.maximum(th_all.std((0, 1)), 0.02)
-    xq, lwq = _gh(n_theta_nodes)
+    xq, lwq = gauss_hermite(n_theta_nodes)
     nodes = mu[..., None] + sd[..., None] * xq  # N K Q
     # importance form: int f(t) dt = sum_q w_q f(t_q) / N(x_q; 0, 1) / sd
     lbase = lwq + 0.5 * xq**2 + 0.5 * np.log(2 * np.pi)  # Q
@@ -777,8 +743,8 @@ def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_the
     fixed = all(np.ptp(v.reshape(-1, v.shape[-1]), axis=0).max() == 0 for v in (a_all, d_all, c_all))
     L = None
     if fixed:
-        L = _node_loglik(responses.correct, responses.mask, responses.domain_slices, a_all[0, 0], d_all[0, 0],
-                         c_all[0, 0], nodes, max_elems=max_elems)
+        L = node_loglik(responses.correct, responses.mask, responses.domain_slices, a_all[0, 0], d_all[0, 0],
+                        c_all[0, 0], nodes, max_elems=max_elems)
 
     def cell_terms(Ln, m, psi):
         """log int exp(l(t)) N(t; m, psi^2) dt per cell; m (..., N, K), psi (K,)."""
@@ -790,10 +756,9 @@ def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_the
 
     overall = integrate_overall and r <= 2
     if overall:
-        xe, lwe = _gh(n_eta_nodes)
+        xe, lwe = gauss_hermite(n_eta_nodes)
         grids = np.stack(np.meshgrid(*([xe] * r), indexing="ij"), -1).reshape(-1, r)  # P r
         lw_grid = np.stack(np.meshgrid(*([lwe] * r), indexing="ij"), -1).reshape(-1, r).sum(-1)
-        eta_all = post["eta"].values.astype(np.float64)
         nu = eta_all.mean((0, 1))  # N r
         tau = np.maximum(eta_all.std((0, 1)), 0.02)
         eta_nodes = nu[:, None, :] + tau[:, None, :] * grids[None]  # N P r
@@ -803,8 +768,8 @@ def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_the
     out = np.empty((C, Dk, N))
     for ch in range(C):
         for t in range(Dk):
-            Ln = L if fixed else _node_loglik(responses.correct, responses.mask, responses.domain_slices,
-                                               a_all[ch, t], d_all[ch, t], c_all[ch, t], nodes, max_elems=max_elems)
+            Ln = L if fixed else node_loglik(responses.correct, responses.mask, responses.domain_slices,
+                                             a_all[ch, t], d_all[ch, t], c_all[ch, t], nodes, max_elems=max_elems)
             lm = lam[ch, t]
             psi = np.sqrt(np.clip(1.0 - (lm**2).sum(-1), 1e-8, None))
             if not overall:

@@ -270,16 +270,43 @@ class Estimate:
         """The point value of a variable: the posterior mean over chains and draws."""
         return self.posterior[var].mean(SAMPLE_DIMS).values
 
-    def draws(self, var: str) -> np.ndarray | None:
-        """Draws of a variable stacked as ``(sample, ...)`` from the uncertainty source, or None."""
-        src = self.uncertainty_source
-        if src is None:
+    @property
+    def item_domain(self) -> np.ndarray:
+        """The domain code of every item (``J``, positions in :attr:`domains`)."""
+        return self.domains.get_indexer(self.posterior["item_domain"].values.astype(str)).astype(np.int64)
+
+    def draws(self, var: str, *, source: str | None = None, max_draws: int | None = None,
+              by_chain: bool = False) -> np.ndarray | None:
+        """Draws of a variable, or None where the source or the variable is absent.
+
+        Parameters
+        ----------
+        var
+            A variable of the source group.
+        source
+            ``"posterior"`` (a point estimate's is its one draw), ``"bootstrap"``,
+            or None: the :attr:`uncertainty_source` (None for a bare point estimate).
+        max_draws
+            At most this many draws, evenly spaced over all of them (the first and
+            the last kept).
+        by_chain
+            ``(chain, draw, ...)`` instead of ``(sample, ...)`` (all draws).
+        """
+        src = self.uncertainty_source if source is None else source
+        if src is None or src not in self.tree.children:
             return None
         ds = self.tree[src].to_dataset()
         if var not in ds:
             return None
-        v = ds[var].values
-        return v.reshape((-1,) + v.shape[2:])
+        v = ds[var].transpose(*SAMPLE_DIMS, ...).values
+        if by_chain:
+            if max_draws is not None:
+                raise ValueError("max_draws thins the stacked draws; by_chain returns them all")
+            return v
+        v = v.reshape((-1,) + v.shape[2:])
+        if max_draws is not None and len(v) > max_draws:
+            v = v[np.unique(np.linspace(0, len(v) - 1, max_draws).round().astype(int))]
+        return v
 
     def rank_draws(self) -> np.ndarray | None:
         """Each draw's ranking of the LLMs by overall score (``sample x N``, 1 = best)."""

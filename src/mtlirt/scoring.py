@@ -71,12 +71,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
 
 from .errors import InputError
 from .estimate import Estimate
 from .estimators.correlation import principal_axes
 from .io.outputs import FolderKind
+from .numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights
 
 __all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
 
@@ -162,23 +162,17 @@ def _tabulate(a, d, c, item_domain, lam, n_domains) -> _Structure:
     lam = np.clip(np.nan_to_num(np.asarray(lam, dtype=np.float64)), -np.sqrt(1 - PSI_MIN**2),
                   np.sqrt(1 - PSI_MIN**2))
     psi = np.sqrt(1.0 - lam**2)
-    z = a[:, None] * T_GRID[None, :] + d[:, None]
-    p = c[:, None] + (1.0 - c[:, None]) * expit(z)
-    p = np.clip(p, 1e-12, 1 - 1e-12)
+    p = np.clip(curves(a, d, c, T_GRID), EPS, 1 - EPS)
     acc = np.zeros((n_domains, len(T_GRID)))
     np.add.at(acc, item_domain, p / len(a))
     pq = np.zeros((n_domains, len(T_GRID)))
     np.add.at(pq, item_domain, p * (1.0 - p))
-    return _Structure(lam=lam, psi=psi, p=p, logp=np.log(p), log1mp=np.log1p(-p), acc=acc, pq=pq)
+    logp, log1mp = log_curves(p)
+    return _Structure(lam=lam, psi=psi, p=p, logp=logp, log1mp=log1mp, acc=acc, pq=pq)
 
 
 # ------------------------------------------------------------------ posterior on the grid
-def _prior_g() -> np.ndarray:
-    w = np.exp(-0.5 * G_GRID**2)
-    return np.log(w / w.sum())
-
-
-LOG_PRIOR_G = _prior_g()
+LOG_PRIOR_G = normal_log_weights(G_GRID)
 
 
 def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None):
@@ -344,12 +338,10 @@ class Scorer:
             return a_i, d - a_i * self.loc[jd], c
 
         if fit.n_draws > 1 and "discrimination" in post:
-            n = fit.n_draws
-            take = np.unique(np.linspace(0, n - 1, min(draws, n)).round().astype(int))
-            flat = {v: post[v].values.reshape((n,) + post[v].shape[2:])
+            flat = {v: fit.draws(v, source="posterior", max_draws=draws)
                     for v in ("discrimination", "intercept", "guessing", "loadings", "domain_corr") if v in post}
             out = []
-            for s in take:
+            for s in range(len(flat["discrimination"])):
                 c = flat["guessing"][s] if "guessing" in flat else np.zeros(self.n_items)
                 a, d, c = pop_items(flat["discrimination"][s], flat["intercept"][s], c)
                 lam = (overall_loadings(flat["loadings"][s]) if "loadings" in flat
@@ -450,11 +442,15 @@ class Scorer:
 
     # -------------------------------------------------------------- core
     def loglik_table(self, st: _Structure, pos: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """(K, Q): each domain's log-likelihood of the answers on ``T_GRID``."""
-        rows = np.where(y[:, None] == 1, st.logp[pos], st.log1mp[pos])
-        out = np.zeros((self.n_domains, len(T_GRID)))
-        np.add.at(out, self.item_domain[pos], rows)
-        return out
+        """(K, Q): each domain's log-likelihood of the answers on ``T_GRID`` (each domain one row of
+        :func:`~mtlirt.numerics.llm_side.grid_loglik`, its answers a sparse row)."""
+        from scipy.sparse import csr_matrix
+
+        cells = (self.item_domain[pos], np.arange(len(pos)))
+        shape = (self.n_domains, len(pos))
+        Y = csr_matrix((np.asarray(y, dtype=np.float64), cells), shape=shape)
+        O = csr_matrix((np.ones(len(pos)), cells), shape=shape)
+        return grid_loglik(Y, O, st.logp[pos], st.log1mp[pos])
 
     def posterior(self, pos: np.ndarray, y: np.ndarray, *, seed=0, n_draws: int = 2000, scale: str = "fit") -> dict:
         """One LLM's posterior summaries (a dict of arrays; see :meth:`score`).

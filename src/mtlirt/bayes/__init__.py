@@ -12,10 +12,11 @@ build_fixed_model, calibrate_items
     per-(LLM, domain) likelihoods.
 fit_bayes
     NUTS / ADVI / MAP fit returning an ArviZ-layout ``xarray.DataTree``.
-diagnostics, heldout_loglik, posterior_predictive_checks, add_log_likelihood,
+diagnostics, posterior_predictive_checks, add_log_likelihood,
 add_llm_marginal_log_likelihood, loo, compare
     Checks of a fit (``add_llm_marginal_log_likelihood``: one element per LLM,
-    its traits integrated out, for ``loo(tree, var_name="llm_marginal")``).
+    its traits integrated out, for ``loo(tree, var_name="llm_marginal")``);
+    its held-out log-likelihood is :func:`mtlirt.heldout_loglik`, as of every fit.
 ResponseArrays, default_init
     A minimal Responses-like container, and a quick accuracy-based init.
 """
@@ -27,7 +28,6 @@ from mtlirt.bayes.diagnostics import (
     add_log_likelihood,
     compare,
     diagnostics,
-    heldout_loglik,
     loo,
     posterior_predictive_checks,
 )
@@ -54,7 +54,6 @@ __all__ = [
     "default_init",
     "diagnostics",
     "fit_bayes",
-    "heldout_loglik",
     "list_specs",
     "load_spec",
     "loo",

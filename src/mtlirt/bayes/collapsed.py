@@ -127,7 +127,8 @@ import numpy as np
 from mtlirt.bayes._factor import factor_parts, loading_layout
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 from mtlirt.bayes.diagnostics import diagnostics, pareto_khat
-from mtlirt.bayes.marginal import _likelihood_gaussian, loglik_at, quadrature_nodes
+from mtlirt.bayes.marginal import _likelihood_gaussian, quadrature_nodes
+from mtlirt.numerics.llm_side import cell_quadrature, gauss_hermite, numba_log_domain
 
 __all__ = [
     "CollapsedGrid",
@@ -218,24 +219,7 @@ def structure_from_v(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------------------
 
 
-@numba.njit(boundscheck=False, cache=True)
-def _direct(logw_k, i, t0, h, m, a):
-    # one (cell, outer node) in the log domain: log sum, E[d], E[d^2] with d = t - m
-    Q = logw_k.shape[0]
-    mx = -np.inf
-    for q in range(Q):
-        d = t0 + q * h - m
-        mx = max(mx, logw_k[q, i] - a * d * d)
-    S = 0.0
-    S1 = 0.0
-    S2 = 0.0
-    for q in range(Q):
-        d = t0 + q * h - m
-        w = np.exp(logw_k[q, i] - a * d * d - mx)
-        S += w
-        S1 += w * d
-        S2 += w * d * d
-    return mx + np.log(S), S1 / S, S2 / S
+_direct = numba_log_domain()  # one (cell, outer node) in the log domain
 
 
 # The kernel's steps, inlined into it by numba (``inline="always"``: the same
@@ -254,11 +238,10 @@ def _centres(k, b0, nb, st, hh, Qc, lam, mu, chol, c, e):
         lkj = lam[k, j]
         for i in range(nb):
             c[i] -= lkj * mu[j, b0 + i]
-    for j in range(r):
-        for i in range(nb):
-            e[j, i] = 0.0
-        for l in range(r):
-            lkl = lam[k, l]
+    e[:, :nb] = 0.0
+    for l in range(r):
+        lkl = lam[k, l]
+        for j in range(r):
             for i in range(nb):
                 e[j, i] += lkl * chol[l, j, b0 + i]
 
@@ -375,10 +358,10 @@ def _outer_sum(acc, pi, nb, total):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam, dpsi):
-    # the block's share of d/dlambda_k and d/dpsi_k (D1, D2 already scaled to
-    # the derivatives of log f per outer node)
-    G, r = offsets.shape
+def _node_means(k, nb, pi, D1, D2, s1v, s2v):
+    # per LLM: the means of D1[k] and D2[k] over the outer nodes, weighted by
+    # the nodes' posterior weights pi
+    G = pi.shape[0]
     for i in range(nb):
         s1v[i] = 0.0
         s2v[i] = 0.0
@@ -386,6 +369,14 @@ def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam
         for i in range(nb):
             s1v[i] += pi[g, i] * D1[k, g, i]
             s2v[i] += pi[g, i] * D2[k, g, i]
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam, dpsi):
+    # the block's share of d/dlambda_k and d/dpsi_k (D1, D2 already scaled to
+    # the derivatives of log f per outer node)
+    G, r = offsets.shape
+    _node_means(k, nb, pi, D1, D2, s1v, s2v)
     for i in range(nb):
         dpsi[k] += s2v[i]
     for l in range(r):
@@ -406,12 +397,10 @@ def _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1, mom2):
-    # theta = m_g + d: mean and mean square over the nodes
+def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, s1v, s2v, mom1, mom2):
+    # theta = m_g + d: D1[k], D2[k] turned into theta's first two moments at
+    # each outer node, then their means over the nodes
     G, r = offsets.shape
-    for i in range(nb):
-        t1v[i] = 0.0
-        t2v[i] = 0.0
     for g in range(G):
         for i in range(nb):
             m = 0.0
@@ -420,11 +409,13 @@ def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1
                 for l in range(r):
                     ej += chol[j, l, b0 + i] * offsets[g, l]
                 m += lam[k, j] * ej
-            t1v[i] += pi[g, i] * (m + D1[k, g, i])
-            t2v[i] += pi[g, i] * (m * m + 2.0 * m * D1[k, g, i] + D2[k, g, i])
+            d1 = D1[k, g, i]
+            D1[k, g, i] = m + d1
+            D2[k, g, i] = m * m + 2.0 * m * d1 + D2[k, g, i]
+    _node_means(k, nb, pi, D1, D2, s1v, s2v)
     for i in range(nb):
-        mom1[k, b0 + i] = t1v[i]
-        mom2[k, b0 + i] = t2v[i]
+        mom1[k, b0 + i] = s1v[i]
+        mom2[k, b0 + i] = s2v[i]
 
 
 @numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, nogil=True, cache=True)
@@ -439,24 +430,12 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam,
     D1 = np.empty((K, G, B))
     D2 = np.empty((K, G, B))
     A = np.empty((Q, B))
-    c = np.empty(B)
-    M = np.empty(B)
-    gq = np.empty(B)
-    rq = np.empty(B)
-    kq = np.empty(B)
     bad = np.empty(B, dtype=np.bool_)
     e = np.empty((r, B))
-    v = np.empty(B)
-    Y = np.empty(B)
-    P0 = np.empty(B)
-    P1 = np.empty(B)
-    P2 = np.empty(B)
-    LF = np.empty(B)
-    s1v = np.empty(B)
-    s2v = np.empty(B)
-    t1v = np.empty(B)
-    t2v = np.empty(B)
     so = np.empty((r, B))
+    work = np.empty((13, B))  # the block's per-LLM work vectors, one row each
+    c, M, gq, rq, kq, v, Y = work[0], work[1], work[2], work[3], work[4], work[5], work[6]
+    P0, P1, P2, LF, s1v, s2v = work[7], work[8], work[9], work[10], work[11], work[12]
     pi = np.empty((G, B))
     dlam = np.zeros((K, r))
     dpsi = np.zeros(K)
@@ -496,7 +475,7 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam,
             if mode == 1:
                 _gradient_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, s1v, s2v, so, dlam, dpsi)
             else:
-                _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, t1v, t2v, mom1, mom2)
+                _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, s1v, s2v, mom1, mom2)
     return total, dlam, dpsi
 
 
@@ -552,8 +531,8 @@ def _offsets(rank: int, n_axis: int, half_width: float, rule: str = "trapezoid")
     """Whitened offsets (G, r), log weights of the rule against ``N(0, I)``
     (G,) (``log w_g - log phi(u_g)``: trapezoid ``r log h``), and the step."""
     if rule == "hermite":
-        x, w = np.polynomial.hermite_e.hermegauss(int(n_axis))
-        lw1 = np.log(w / w.sum()) + 0.5 * x**2 + 0.5 * np.log(2 * np.pi)
+        x, lw = gauss_hermite(int(n_axis))
+        lw1 = lw + 0.5 * x**2 + 0.5 * np.log(2 * np.pi)
         h = 0.0
     elif rule == "trapezoid":
         x = np.linspace(-half_width, half_width, n_axis)
@@ -569,11 +548,8 @@ def _offsets(rank: int, n_axis: int, half_width: float, rule: str = "trapezoid")
 def _inner(tables, mean: np.ndarray, half: np.ndarray, n_inner: int):
     step = 2.0 * half / (int(n_inner) - 1)
     start = mean - half
-    nodes = start[..., None] + step[..., None] * np.arange(int(n_inner))
-    ll = loglik_at(tables, nodes)
-    mx = ll.max(-1)
-    logw = np.maximum(ll - mx[..., None], _LOGW_MIN)
-    logscale = mx + np.log(step) - 0.5 * np.log(2 * np.pi)
+    logw, logscale = cell_quadrature(tables, start, step, n_inner)
+    logw = np.maximum(logw, _LOGW_MIN)
     return (np.ascontiguousarray(start.T), np.ascontiguousarray(step.T),
             np.ascontiguousarray(logscale.T), np.ascontiguousarray(logw.transpose(1, 2, 0)))
 

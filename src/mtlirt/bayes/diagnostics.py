@@ -1,5 +1,6 @@
-"""Convergence diagnostics, pointwise log-likelihood, held-out log-likelihood
-and posterior predictive checks for fits of :func:`mtlirt.bayes.fit_bayes`.
+"""Convergence diagnostics, pointwise log-likelihood and posterior predictive
+checks for fits of :func:`mtlirt.bayes.fit_bayes` (their held-out
+log-likelihood: :func:`mtlirt.heldout_loglik`, as of every fit).
 
 Two pointwise log-likelihoods for LOO: ``y`` (:func:`add_log_likelihood`),
 one element per (LLM, domain), *conditional* on that cell's domain trait;
@@ -38,9 +39,9 @@ import xarray as xr
 from scipy.special import expit
 
 from mtlirt.bayes._data import as_arrays
-from mtlirt.bayes._hermite import hermite_np
-from mtlirt.estimators.heldout import bernoulli_loglik, log_predictive
 from mtlirt.mcmc_stats import summary_stats
+from mtlirt.numerics.hermite import hermite_np
+from mtlirt.numerics.llm_side import bernoulli_loglik
 
 __all__ = [
     "diagnostics",
@@ -53,7 +54,6 @@ __all__ = [
     "pointwise_loglik",
     "add_log_likelihood",
     "add_llm_marginal_log_likelihood",
-    "heldout_loglik",
     "posterior_predictive_checks",
     "loo",
     "compare",
@@ -249,16 +249,13 @@ def _sampler_checks(tree) -> dict:
 
 
 def _draw_arrays(tree):
-    post = _post(tree)
-    th = post["theta"].transpose("chain", "draw", "llm", "domain").values
-    a = post["discrimination"].transpose("chain", "draw", "item").values
-    d = post["intercept"].transpose("chain", "draw", "item").values
-    c = post["guessing"].transpose("chain", "draw", "item").values
-    dom_names = list(post["domain"].values)
-    idom = post["item_domain"].values
-    pos = {n: i for i, n in enumerate(dom_names)}
-    item_domain = np.array([pos[x] for x in idom], dtype=np.int64)
-    return th, a, d, c, item_domain
+    """``theta`` (chain, draw, llm, domain), ``a, d, c`` (chain, draw, item) and the items' domain codes."""
+    from mtlirt.estimate import Estimate
+
+    est = Estimate(tree)
+    th, a, d, c = (est.draws(v, source="posterior", by_chain=True)
+                   for v in ("theta", "discrimination", "intercept", "guessing"))
+    return th, a, d, c, est.item_domain
 
 
 def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e6) -> np.ndarray:
@@ -374,53 +371,6 @@ def add_llm_marginal_log_likelihood(tree, responses: Any, *, integrate_overall: 
     ds["llm_marginal"].attrs["overall_integrated"] = int(ml["overall_integrated"])
     tree["log_likelihood"] = xr.DataTree(ds)
     return tree
-
-
-def heldout_loglik(tree, correct: np.ndarray, observed_mask: np.ndarray, *,
-                   reduce: str = "sum", max_elems: float = 2e7):
-    """Log pointwise predictive density of held-out responses.
-
-    ``lppd = sum over held-out cells of log mean_s p(y_ij | draw s)``, over
-    every draw (:func:`mtlirt.estimators.heldout.log_predictive`, which
-    :func:`mtlirt.heldout_loglik` applies to any estimate, thinned to 200 draws).
-
-    Parameters
-    ----------
-    tree : xarray.DataTree
-        A fit (theta, discrimination, intercept, guessing per draw).
-    correct : ndarray (N, J)
-        0/1 responses, LLMs and items in the fit's order.
-    observed_mask : ndarray of bool (N, J)
-        The held-out cells to score.
-    reduce : {"sum", "mean", "none"}
-        Total, mean per response, or the per-cell values (in
-        ``np.nonzero(observed_mask)`` order).
-    max_elems : float
-        Chunk size.
-
-    Returns
-    -------
-    float or ndarray
-    """
-    th, a, d, c, item_domain = _draw_arrays(tree)
-    C, D, N, K = th.shape
-    correct = np.asarray(correct)
-    mask = np.asarray(observed_mask, dtype=bool)
-    if correct.shape != (N, a.shape[-1]) or mask.shape != correct.shape:
-        from mtlirt.errors import InputError
-
-        raise InputError(f"correct/observed_mask must have shape {(N, a.shape[-1])}, "
-                         f"got {correct.shape} and {mask.shape}")
-    ii, jj = np.nonzero(mask)
-    S = C * D
-    res = log_predictive(th.reshape(S, N, K), a.reshape(S, -1), d.reshape(S, -1), c.reshape(S, -1), item_domain,
-                         ii, jj, correct[ii, jj], max_elems=max_elems)
-    M = len(ii)
-    if reduce == "none":
-        return res
-    if reduce == "mean":
-        return float(res.mean()) if M else float("nan")
-    return float(res.sum())
 
 
 def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, seed: int = 0,

@@ -23,10 +23,11 @@ number ``theta_ik``:
   sums are matrix products ``Y_k @ M`` and ``O_k @ M`` (N x J_k by J_k x G).
 
 Either way the tables (values and exact first derivatives) are built once by
-matrix products on a uniform theta grid on [-6, 6], and evaluated inside the
-PyTensor graph by cubic Hermite interpolation (C1, analytic derivative, error
-O(h^4)); outside the grid the function is continued linearly. Each gradient
-then costs O(N K) gathers instead of O(N J).
+matrix products on a uniform theta grid on [-6, 6]
+(:func:`mtlirt.numerics.llm_side.tabulate`), and evaluated inside the
+PyTensor graph by cubic Hermite interpolation (:mod:`mtlirt.numerics.hermite`:
+C1, analytic derivative, error O(h^4)); outside the grid the function is
+continued linearly. Each gradient then costs O(N K) gathers instead of O(N J).
 
 Items are calibrated by penalised marginal maximum likelihood with the
 frequentist fits' EM (:func:`mtlirt.estimators.irt.calibrate_items`; the
@@ -39,16 +40,13 @@ optimistic when N is small).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import anchor_domains, factor_parts, model_coords
-from mtlirt.bayes._hermite import hermite_np, hermite_pt
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import (
     kernel_inputs,
@@ -62,23 +60,15 @@ from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.errors import InputError
 from mtlirt.estimators.irt import Penalties, ResponseData, blas_threads
 from mtlirt.estimators.irt import calibrate_items as _calibrate
+from mtlirt.numerics.hermite import hermite_pt
+from mtlirt.numerics.llm_side import LikelihoodTables, tabulate
 
 __all__ = [
     "calibrate_items",
     "item_penalties",
     "build_fixed_model",
-    "LikelihoodTables",
     "build_tables",
-    "hermite_np",
 ]
-
-GRID_LO = -6.0
-GRID_HI = 6.0
-
-
-def _softplus(x):
-    return np.logaddexp(0.0, x)
-
 
 # ---------------------------------------------------------------------------
 # calibration: the frequentist fits' EM (one item calibration in the package)
@@ -163,98 +153,6 @@ def calibrate_items(
 # ---------------------------------------------------------------------------
 
 
-@dataclass
-class LikelihoodTables:
-    """Tabulated per-(LLM, domain) log-likelihoods on a uniform theta grid.
-
-    ``loglik_ik(theta) = s[i, k] * theta + const[i, k] - F[table[i, k]](theta)``,
-    ``F`` and its derivative ``dF`` tabulated at ``lo + h * arange(G)``.
-    ``A``/``dA`` (K x G): sum over *all* items of domain ``k`` of ``P_j(theta)``
-    (for the expected accuracy).
-    """
-
-    s: np.ndarray
-    const: np.ndarray
-    table: np.ndarray
-    F: np.ndarray
-    dF: np.ndarray
-    A: np.ndarray
-    dA: np.ndarray
-    lo: float
-    h: float
-    kind: str  # "pattern" or "cell"
-
-    @property
-    def n_grid(self) -> int:
-        return self.F.shape[1]
-
-    @property
-    def nbytes(self) -> int:
-        return sum(getattr(self, k).nbytes for k in ("s", "const", "table", "F", "dF", "A", "dA"))
-
-
-def _grid(step: float) -> tuple[np.ndarray, float]:
-    G = int(round((GRID_HI - GRID_LO) / step)) + 1
-    g = np.linspace(GRID_LO, GRID_HI, G)
-    return g, g[1] - g[0]
-
-
-def _response_patterns(arr) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The observation patterns of every domain: each LLM's pattern id (n, K),
-    numbered across domains, and per domain the patterns as a P_k x J_k bool mask."""
-    n, K = arr.n_llms, arr.n_domains
-    obs = arr.observed
-    pat_ids = np.zeros((n, K), dtype=np.int64)
-    pat_masks: list[np.ndarray] = []
-    total = 0
-    for k, s in enumerate(arr.domain_slices):
-        if obs is None:
-            masks = np.ones((1, s.stop - s.start), dtype=bool)
-            inv = np.zeros(n, dtype=np.int64)
-        else:
-            packed = np.packbits(obs[:, s], axis=1)
-            _, first, inv = np.unique(packed, axis=0, return_index=True, return_inverse=True)
-            masks = obs[first][:, s]
-            inv = inv.reshape(-1)
-        pat_ids[:, k] = total + inv
-        total += len(masks)
-        pat_masks.append(masks)
-    return pat_ids, pat_masks
-
-
-def _table_step(step: float | None, use_cells: bool, n_cells: int, max_cell_bytes: float) -> float:
-    """The grid step: the one given, else 0.025 for pattern tables and 0.05 for
-    per-cell tables, made coarser (up to 0.2) until they fit ``max_cell_bytes``."""
-    if step is not None:
-        return step
-    if not use_cells:
-        return 0.025
-    step = 0.05
-    while n_cells * (int(12 / step) + 1) * 16 > max_cell_bytes and step < 0.2:
-        step *= 1.25
-    return step
-
-
-def _cell_tables(Y, O, P, dP) -> tuple[np.ndarray, np.ndarray]:
-    """One domain's per-cell tables: minus the log-likelihood of each LLM's
-    responses ``Y`` (n x J_k, 0 where unobserved; ``O`` the observed mask or None)
-    at every grid point, and its derivative, from ``P`` and ``dP`` (J_k x G)."""
-    Pc = np.clip(P, 1e-300, None)
-    lp = np.log(Pc)
-    l1p = np.log1p(-np.minimum(P, 1 - 1e-16))
-    dlp = dP / Pc
-    dl1p = -dP / np.clip(1 - P, 1e-300, None)
-    ll = Y @ (lp - l1p)
-    dll = Y @ (dlp - dl1p)
-    if O is None:
-        ll += l1p.sum(0)[None, :]
-        dll += dl1p.sum(0)[None, :]
-    else:
-        ll += O @ l1p
-        dll += O @ dl1p
-    return -ll, -dll
-
-
 def build_tables(
     responses: Any,
     a: np.ndarray,
@@ -264,7 +162,8 @@ def build_tables(
     step: float | None = None,
     max_cell_bytes: float = 2e9,
 ) -> LikelihoodTables:
-    """Tabulate the fixed-item log-likelihoods (see module docstring).
+    """Tabulate the fixed-item log-likelihoods of a leaderboard (see module docstring):
+    :func:`mtlirt.numerics.llm_side.tabulate` of its answers.
 
     Parameters
     ----------
@@ -284,54 +183,7 @@ def build_tables(
     LikelihoodTables
     """
     arr = as_arrays(responses)
-    a = np.asarray(a, float)
-    d = np.asarray(d, float)
-    J = arr.n_items
-    c = np.broadcast_to(np.asarray(c, float), (J,))
-    n, K = arr.n_llms, arr.n_domains
-    obs = arr.observed
-    use_cells = bool(np.any(c > 0))
-    if not use_cells:
-        pat_ids, pat_masks = _response_patterns(arr)
-        if sum(len(m) for m in pat_masks) > 0.5 * n * K:
-            use_cells = True
-    grid, h = _grid(_table_step(step, use_cells, n * K, max_cell_bytes))
-    G = len(grid)
-    s_stat = np.zeros((n, K))
-    const = np.zeros((n, K))
-    A = np.zeros((K, G))
-    dA = np.zeros((K, G))
-    if use_cells:
-        F = np.zeros((n * K, G))
-        dF = np.zeros((n * K, G))
-        table = (np.arange(n)[:, None] * K + np.arange(K)[None, :]).astype(np.int64)
-    else:
-        F = np.zeros((int(pat_ids.max()) + 1, G))
-        dF = np.zeros_like(F)
-        table = pat_ids
-    for k, s in enumerate(arr.domain_slices):
-        ak, dk, ck = a[s], d[s], c[s]
-        X = ak[:, None] * grid[None, :] + dk[:, None]  # J_k x G
-        sg = expit(X)
-        P = ck[:, None] + (1 - ck[:, None]) * sg
-        dP = (1 - ck[:, None]) * sg * (1 - sg) * ak[:, None]
-        A[k] = P.sum(0)
-        dA[k] = dP.sum(0)
-        Y = arr.correct[:, s].astype(np.float64)
-        O = None if obs is None else obs[:, s].astype(np.float64)
-        if O is not None:
-            Y *= O
-        if not use_cells:
-            s_stat[:, k] = Y @ ak
-            const[:, k] = Y @ dk
-            masks = pat_masks[k].astype(np.float64)
-            rows = slice(int(pat_ids[:, k].min()), int(pat_ids[:, k].min()) + len(masks))
-            F[rows] = masks @ _softplus(X)
-            dF[rows] = masks @ (sg * ak[:, None])
-        else:
-            F[table[:, k]], dF[table[:, k]] = _cell_tables(Y, O, P, dP)
-    return LikelihoodTables(s=s_stat, const=const, table=table, F=F, dF=dF, A=A, dA=dA,
-                            lo=float(grid[0]), h=float(h), kind="cell" if use_cells else "pattern")
+    return tabulate(arr.correct, arr.observed, arr.domain_slices, a, d, c, step=step, max_cell_bytes=max_cell_bytes)
 
 
 # ---------------------------------------------------------------------------

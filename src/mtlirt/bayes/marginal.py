@@ -70,13 +70,13 @@ import numba
 import numpy as np
 
 from mtlirt.bayes._factor import factor_parts
-from mtlirt.bayes._hermite import hermite_np
+from mtlirt.numerics.hermite import numba_versions
+from mtlirt.numerics.llm_side import cell_quadrature, conditional_moments, numba_log_domain
 from mtlirt.progress import progress_bar
 
 __all__ = [
     "N_NODES",
     "add_domain_scores",
-    "conditional_moments",
     "draw_domain_scores",
     "kernel_inputs",
     "marginal_kernel",
@@ -91,61 +91,6 @@ N_NODES = 13
 NODE_HALF_WIDTH = 6.0
 PROPOSAL_INFLATION = 1.1
 MH_STEPS = 4
-
-
-def _loglik_grid(tables, rows: slice) -> np.ndarray:
-    """``l_ik`` (up to a per-cell constant) at the table's grid nodes for the
-    LLMs ``rows``: (n, K, G)."""
-    G = tables.n_grid
-    grid = tables.lo + tables.h * np.arange(G)
-    return tables.s[rows, :, None] * grid - tables.F[tables.table[rows]]
-
-
-def loglik_at(tables, x: np.ndarray, llms: slice | None = None) -> np.ndarray:
-    """``l_ik(x)`` by the tables' cubic Hermite interpolation; ``x`` is
-    (n, K, ...) for the LLMs ``llms`` (default all)."""
-    llms = slice(None) if llms is None else llms
-    extra = (None,) * (x.ndim - 2)
-    rows = tables.table[llms][(...,) + extra]
-    s = tables.s[llms][(...,) + extra]
-    return s * x - hermite_np(tables.F, tables.dF, rows, x, tables.lo, tables.h)
-
-
-def conditional_moments(tables, m: np.ndarray, psi: np.ndarray, *, max_elems: float = 2e7):
-    """Mean and sd of each cell's conditional posterior of ``theta_ik`` under
-    the prior ``N(m_ik, psi_k^2)``, and the log of the integral (exact on the
-    table grid, trapezoid rule).
-
-    Parameters
-    ----------
-    tables : LikelihoodTables
-    m : ndarray (N, K)
-    psi : ndarray (K,)
-
-    Returns
-    -------
-    mean, sd, log_integral : ndarray (N, K)
-    """
-    N, K = m.shape
-    G = tables.n_grid
-    grid = tables.lo + tables.h * np.arange(G)
-    mean = np.empty((N, K))
-    sd = np.empty((N, K))
-    logi = np.empty((N, K))
-    per = max(1, int(max_elems // max(K * G, 1)))
-    inv2 = 1.0 / (2.0 * psi**2)
-    for a in range(0, N, per):
-        sl = slice(a, min(N, a + per))
-        lp = _loglik_grid(tables, sl) - (grid - m[sl, :, None]) ** 2 * inv2[None, :, None]
-        mx = lp.max(-1, keepdims=True)
-        w = np.exp(lp - mx)
-        Z = w.sum(-1)
-        mu = (w * grid).sum(-1) / Z
-        var = (w * (grid - mu[..., None]) ** 2).sum(-1) / Z
-        mean[sl] = mu
-        sd[sl] = np.sqrt(np.maximum(var, (0.25 * tables.h) ** 2))
-        logi[sl] = np.log(Z) + mx[..., 0] + np.log(tables.h) - np.log(psi)[None, :] - 0.5 * np.log(2 * np.pi)
-    return mean, sd, logi
 
 
 def quadrature_nodes(tables, m0: np.ndarray, psi0: np.ndarray, n_nodes: int = N_NODES,
@@ -176,11 +121,8 @@ def quadrature_nodes(tables, m0: np.ndarray, psi0: np.ndarray, n_nodes: int = N_
     x = np.linspace(-half_width, half_width, int(n_nodes))
     step = sd * (x[1] - x[0])
     start = mean + sd * x[0]
-    nodes = start[..., None] + step[..., None] * np.arange(len(x))
-    ll = loglik_at(tables, nodes)
-    mx = ll.max(-1)
-    return {"start": start, "step": step, "weight": np.exp(ll - mx[..., None]),
-            "logscale": mx + np.log(step) - 0.5 * np.log(2 * np.pi),
+    logw, logscale = cell_quadrature(tables, start, step, len(x))
+    return {"start": start, "step": step, "weight": np.exp(logw), "logscale": logscale,
             "mean": mean, "sd": sd, "m0": np.asarray(m0, float), "psi0": np.asarray(psi0, float)}
 
 
@@ -218,25 +160,7 @@ def marginal_kernel():
             tail += x[i]
         return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 
-    @numba.njit(boundscheck=False)
-    def log_domain(weight_k, t0, h, mm, a, i):
-        # the sums of one cell in the log domain, relative to their largest
-        # term: (log S, S1 / S, S2 / S) for a prior far from every node with weight
-        Q = weight_k.shape[0]
-        mx = -np.inf
-        for q in range(Q):
-            d = t0 + q * h - mm
-            mx = max(mx, np.log(weight_k[q, i]) - a * d * d)
-        S = 0.0
-        S1 = 0.0
-        S2 = 0.0
-        for q in range(Q):
-            d = t0 + q * h - mm
-            w = np.exp(np.log(weight_k[q, i]) - a * d * d - mx)
-            S += w
-            S1 += w * d
-            S2 += w * d * d
-        return mx + np.log(S), S1 / S, S2 / S
+    log_domain = numba_log_domain()
 
     # "contract" only: no loop here reduces across its vectorised index, so
     # nothing needs reassociation, and the result does not depend on memory
@@ -250,11 +174,10 @@ def marginal_kernel():
         B = _BLOCK
         d0 = np.empty(B)
         dmin2 = np.empty(B)
-        S = np.empty(B)
-        S1 = np.empty(B)
-        S2 = np.empty(B)
-        r2 = np.empty(N)
         lv = np.empty(B)
+        sums = np.empty((3, B))  # a block's sums over the nodes of w, w d and w d^2
+        S, S1, S2 = sums[0], sums[1], sums[2]
+        r2 = np.empty(N)
         total = 0.0
         for k in range(K):
             a = 0.5 / (psi[k] * psi[k])
@@ -297,7 +220,7 @@ def marginal_kernel():
                 if n_bad:
                     for i in range(nb):
                         if S[i] < _TINY:
-                            lsd, m1, m2 = log_domain(weight[k], st[i], hh[i], mk[i], a, b0 + i)
+                            lsd, m1, m2 = log_domain(np.log(weight[k, :, b0 + i:b0 + i + 1]), 0, st[i], hh[i], mk[i], a)
                             lv[i] = ls[i] + lsd
                             dmk[i] = 2.0 * a * m1
                             r2k[i] = m2
@@ -440,6 +363,9 @@ def pin_standardisation(eta_raw, sd: float) -> None:
     pm.Potential("eta_raw_pin", -(n / (2.0 * sd**2)) * (pt.sqr(mean) + pt.sqr(rms - 1.0)).sum())
 
 
+_hermite_weights, _hermite_combine = numba_versions()
+
+
 # Module level and cached on disk (numba's cache beside this file): it is called from Python only
 # (draw_domain_scores), never inlined into PyTensor's compiled graphs, and compiles without fast-math,
 # so a cached and a fresh compile give the same draws (benchmarks/bench_reproducible.py draws). It was
@@ -472,12 +398,8 @@ def _imh_kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, zs, es, o
                     yc = min(max(y, lo), hi)
                     u = (yc - lo) * inv_h
                     i0 = min(max(int(np.floor(u)), 0), G - 2)
-                    tt = u - i0
-                    t2 = tt * tt
-                    t3 = t2 * tt
                     b = row + i0
-                    g = ((2 * t3 - 3 * t2 + 1) * Ff[b] + (t3 - 2 * t2 + tt) * h * dFf[b]
-                         + (-2 * t3 + 3 * t2) * Ff[b + 1] + (t3 - t2) * h * dFf[b + 1])
+                    g = _hermite_combine(_hermite_weights(u - i0, h), Ff[b], Ff[b + 1], dFf[b], dFf[b + 1])
                     if y > hi:
                         g += (y - hi) * dFf[row + G - 1]
                     elif y < lo:

@@ -2,11 +2,11 @@
 
 One computation serves every fit: :func:`log_predictive`, the log of the
 mean over draws of ``p(y | draw)`` of each cell (a point estimate is one
-draw). :func:`heldout_loglik` and :func:`cell_probabilities` apply it to any
-:class:`~mtlirt.estimate.Estimate`; :func:`mtlirt.bayes.heldout_loglik` to a
-Bayesian fit's tree; :func:`cell_loglik` to one set of arrays (the MTL
-tuning's cross-validation); :func:`bernoulli_loglik` is the per-draw term,
-also the Bayesian pointwise log-likelihood's.
+draw). :func:`heldout_loglik` (the package's held-out log-likelihood,
+``mtlirt.heldout_loglik``) and :func:`cell_probabilities` apply it to any
+:class:`~mtlirt.estimate.Estimate`, Bayesian fits included;
+:func:`cell_loglik` to one set of arrays (the MTL tuning's
+cross-validation).
 """
 
 from __future__ import annotations
@@ -14,26 +14,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit
+
+from ..numerics.llm_side import bernoulli_loglik
 
 if TYPE_CHECKING:
     from ..estimate import Estimate
 
-__all__ = ["bernoulli_loglik", "cell_loglik", "cell_probabilities", "heldout_loglik", "log_predictive"]
+__all__ = ["cell_loglik", "cell_probabilities", "heldout_loglik", "log_predictive"]
 
 _TINY = 1e-280  # below this mean probability the log is taken as a log-mean-exp of the draws' logs
-
-
-def bernoulli_loglik(x, y, c=None):
-    """``log p(y | logit x, guessing c)`` elementwise: ``p(1) = c + (1 - c) expit(x)``.
-
-    ``c`` None or all zero is the 2PL (no guessing term).
-    """
-    if c is None or not np.any(c):
-        return np.where(y > 0, log_expit(x), log_expit(-x))
-    lp = np.logaddexp(np.log(np.maximum(c, 1e-300)), np.log1p(-c) + log_expit(x))
-    l1p = np.log1p(-c) + log_expit(-x)
-    return np.where(y > 0, lp, l1p)
 
 
 def log_predictive(theta, a, d, c, item_domain, rows, cols, y, *, max_elems: float = 4e6) -> np.ndarray:
@@ -115,18 +105,11 @@ def cell_loglik(correct, rows, cols, theta, a, d, c=None, item_domain=None) -> n
                           rows, cols, correct[rows, cols])
 
 
-def _draws(est: Estimate, max_draws: int):
-    """``theta (S, N, K)``, ``a, d (S, J)`` and ``c`` (or None) of up to ``max_draws`` evenly thinned draws."""
-    post = est.posterior
-    n = est.n_draws
-    pick = np.unique(np.linspace(0, n - 1, min(n, max_draws)).round().astype(int))
-
-    def flat(var):
-        v = post[var].values
-        return v.reshape((-1,) + v.shape[2:])[pick]
-
-    c = flat("guessing") if "guessing" in post else None
-    return flat("theta"), flat("discrimination"), flat("intercept"), c
+def _draws(est: Estimate, max_draws: int | None):
+    """``theta (S, N, K)``, ``a, d (S, J)`` and ``c`` (or None) of the posterior's draws, up to
+    ``max_draws`` of them evenly thinned (None: all)."""
+    return tuple(est.draws(v, source="posterior", max_draws=max_draws)
+                 for v in ("theta", "discrimination", "intercept", "guessing"))
 
 
 def _accuracy(est: Estimate, rows, cols, item_domain) -> np.ndarray | None:
@@ -152,38 +135,62 @@ def cell_probabilities(est: Estimate, rows: np.ndarray, cols: np.ndarray, item_d
     return np.exp(log_predictive(*_draws(est, max_draws), item_domain, rows, cols, 1))
 
 
-def heldout_loglik(est: Estimate, responses, mask: np.ndarray, eps: float = 1e-9) -> dict:
+def heldout_loglik(est: Estimate, responses, mask: np.ndarray, *, eps: float = 1e-9, max_draws: int | None = 200,
+                   pointwise: bool = False) -> dict:
     """Mean log-likelihood (and log-loss, Brier score) of the cells in ``mask``.
 
-    Each cell's log-likelihood is ``log mean_s p(y | draw s)`` over up to 200
-    evenly thinned draws (:func:`log_predictive`; the accuracy baseline: its
-    proportions), kept in ``[log(eps), log(1 - eps)]``.
+    Each cell's log-likelihood is ``log mean_s p(y | draw s)`` over the
+    posterior's draws (:func:`log_predictive`; the accuracy baseline: its
+    proportions), kept in ``[log(eps), log(1 - eps)]``; the sum over the cells
+    with ``eps=0`` and ``max_draws=None`` is the log pointwise predictive
+    density of the held-out responses.
 
     Parameters
     ----------
     est
-        An estimate fitted without the cells in ``mask``.
+        An estimate (or a fit's :class:`xarray.DataTree`) fitted without the cells in ``mask``.
     responses
         The full data (the answers of the held-out cells are read from it).
     mask
         Boolean ``N x J`` mask of the held-out cells.
     eps
-        Predicted probabilities are kept in ``[eps, 1 - eps]``.
+        Predicted probabilities are kept in ``[eps, 1 - eps]`` (0: as they are).
+    max_draws
+        Posterior draws used at most, evenly thinned (None: all).
+    pointwise
+        Also return every cell's log-likelihood.
 
     Returns
     -------
     dict
-        ``n`` cells, ``mean_loglik``, ``log_loss`` (= ``-mean_loglik``), ``brier``.
+        ``n`` cells, ``mean_loglik``, ``log_loss`` (= ``-mean_loglik``), ``brier``;
+        with ``pointwise`` also ``pointwise`` (the cells in ``np.nonzero(mask)`` order).
     """
+    from ..errors import InputError
+    from ..estimate import Estimate
+
+    est = est if isinstance(est, Estimate) else Estimate(est)
+    correct = np.asarray(responses.correct)
+    mask = np.asarray(mask, dtype=bool)
+    shape = (len(est.llms), len(est.items))
+    if correct.shape != shape or mask.shape != shape:
+        raise InputError(f"the responses and the held-out mask must have the fit's shape {shape} "
+                         f"(LLMs x items), got {correct.shape} and {mask.shape}")
     rows, cols = np.nonzero(mask)
-    y = responses.correct[rows, cols].astype(np.float64)
-    item_domain = responses.item_domain
+    y = correct[rows, cols].astype(np.float64)
+    item_domain = est.item_domain
     p = _accuracy(est, rows, cols, item_domain)
     if p is None:
-        ll = np.clip(log_predictive(*_draws(est, 200), item_domain, rows, cols, y), np.log(eps), np.log1p(-eps))
+        ll = log_predictive(*_draws(est, max_draws), item_domain, rows, cols, y)
+        if eps > 0:
+            ll = np.clip(ll, np.log(eps), np.log1p(-eps))
         p = np.where(y > 0, np.exp(ll), -np.expm1(ll))  # P(correct) = 1 - P(wrong)
     else:
         p = np.clip(p, eps, 1 - eps)
         ll = np.where(y > 0, np.log(p), np.log1p(-p))
-    return {"n": int(len(rows)), "mean_loglik": float(ll.mean()), "log_loss": float(-ll.mean()),
-            "brier": float(((p - y) ** 2).mean())}
+    out = {"n": int(len(rows)), "mean_loglik": float(ll.mean()) if len(rows) else float("nan"),
+           "log_loss": float(-ll.mean()) if len(rows) else float("nan"),
+           "brier": float(((p - y) ** 2).mean()) if len(rows) else float("nan")}
+    if pointwise:
+        out["pointwise"] = ll
+    return out

@@ -66,6 +66,9 @@ from functools import partial
 import numpy as np
 from scipy.special import expit
 
+from ..numerics import hermite, llm_side
+from ..numerics.llm_side import softplus
+
 __all__ = [
     "DEFAULT_PENALTIES",
     "DenseThetaLik",
@@ -307,17 +310,6 @@ def standardise(theta, a, d, item_domain):
     return theta_std, a_std, d_std, loc, scale
 
 
-def _softplus(z, out=None):
-    """``log(1 + exp(z))``, stable; ``out`` may be ``z`` itself."""
-    tmp = np.abs(z)
-    np.negative(tmp, out=tmp)
-    np.exp(tmp, out=tmp)
-    np.log1p(tmp, out=tmp)
-    out = np.maximum(z, 0.0, out=out)
-    out += tmp
-    return out
-
-
 # ---------------------------------------------------------------------------
 # the data, as the estimators use it
 # ---------------------------------------------------------------------------
@@ -461,9 +453,7 @@ def _nodes(priors: Penalties, level: int = 0):
     """Quadrature of level ``level``: ``(n_nodes - 1) 2^level + 1`` equally spaced nodes
     on ``[-node_max, node_max]`` (each level halves the spacing and keeps the nodes)."""
     x = np.linspace(-priors.node_max, priors.node_max, (priors.n_nodes - 1) * 2**int(level) + 1)
-    logw = -0.5 * (x / priors.theta_sd) ** 2
-    logw -= np.log(np.exp(logw).sum())
-    return x, logw
+    return x, llm_side.normal_log_weights(x, priors.theta_sd)
 
 
 def node_levels(a, item_domain, K, priors: Penalties = DEFAULT_PENALTIES) -> np.ndarray:
@@ -534,34 +524,15 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
             ll += _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_items, nq)
             continue
         Yk = data.Y[:, sl]
-        Zk = np.multiply.outer(a[sl], x)
-        Zk += d[sl][:, None]
-        if c is None:
-            s = Yk @ a32[sl]
-            L = np.multiply.outer(s.astype(np.float64), x)
-            sp = _softplus(Zk, out=Zk)
-            if data.O is None:
-                L -= sp.sum(axis=0)
-            else:
-                L -= data.O[:, sl] @ sp.astype(np.float32)
+        Ok = None if data.O is None else data.O[:, sl]
+        if c is None:  # the answers through s = Y a; sum_j n1_j d_j is added below
+            L = np.multiply.outer((Yk @ a32[sl]).astype(np.float64), x)
+            L -= llm_side.partition(Ok, a[sl], d[sl], x, np.float32)
         else:
-            ck = c[sl][:, None]
-            sig = expit(Zk)
-            P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
-            logP0 = np.log1p(-P1)
-            B1 = (np.log(P1) - logP0).astype(np.float32)
-            L = (Yk @ B1).astype(np.float64)
-            if data.O is None:
-                L += logP0.sum(axis=0)
-            else:
-                L += data.O[:, sl] @ logP0.astype(np.float32)
-        L += logw
-        m = L.max(axis=1, keepdims=True)
-        L -= m
-        P = np.exp(L, out=L)
-        z = P.sum(axis=1, keepdims=True)
-        P /= z
-        ll += float(np.sum(np.log(z[:, 0]) + m[:, 0]))
+            L = llm_side.grid_loglik(Yk, Ok, *llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x)),
+                                     np.float32)
+        P, lml = llm_side.posterior(L, logw)
+        ll += float(np.sum(lml))
         eap[:, g] = P @ x
         if data.row_obs is None:
             mom[g] = (float(N), eap[:, g].sum(), float((P @ (x * x)).sum()))
@@ -587,21 +558,11 @@ def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_
     its marginal log-likelihood (without the ``sum_j n1_j d_j`` term that
     :func:`_estep` adds for every item)."""
     Yu, Ou, cnt, inv = pat
-    Zk = np.multiply.outer(a[sl], x)
-    Zk += d[sl][:, None]
     if c is None:
-        L = Yu @ (a[sl][:, None] * x[None, :]) - Ou @ _softplus(Zk)
+        L = Yu @ (a[sl][:, None] * x[None, :]) - llm_side.partition(Ou, a[sl], d[sl], x)
     else:
-        ck = c[sl][:, None]
-        P1 = np.clip(ck + (1 - ck) * expit(Zk), 1e-12, 1 - 1e-12)
-        logP0 = np.log1p(-P1)
-        L = Yu @ (np.log(P1) - logP0) + Ou @ logP0
-    L += logw
-    m = L.max(axis=1, keepdims=True)
-    L -= m
-    P = np.exp(L)
-    z = P.sum(axis=1, keepdims=True)
-    P /= z
+        L = llm_side.grid_loglik(Yu, Ou, *llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x)))
+    P, lml = llm_side.posterior(L, logw)
     e_u = P @ x
     e2_u = P @ (x * x)
     eap[:, g] = e_u[inv]
@@ -616,14 +577,14 @@ def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_
         nq[g] = cnt @ P
     else:
         Nq_items[loc] = ((cnt[:, None] * P).T @ Ou).T
-    return float(cnt @ (np.log(z[:, 0]) + m[:, 0]))
+    return float(cnt @ lml)
 
 
 def _mstep_objective(a, d, stats, x, c, Nq, priors):
     Z = np.multiply.outer(a, x)
     Z += d[:, None]
     if c is None:
-        f = a * stats["t"] + d * stats["n1"] - np.einsum("jq,jq->j", Nq, _softplus(Z, out=Z))
+        f = a * stats["t"] + d * stats["n1"] - np.einsum("jq,jq->j", Nq, softplus(Z, out=Z))
     else:
         ck = c[:, None]
         P1 = np.clip(ck + (1 - ck) * expit(Z), 1e-12, 1 - 1e-12)
@@ -1128,16 +1089,19 @@ _NO_DOMAINS = np.zeros(0, dtype=np.bool_)
 
 def _tab_derivs(*args):
     """:func:`_tab_derivs_py` compiled by numba on first use (numba is imported
-    only when a trait step runs: it adds about a second to every process)."""
-    global _tab_derivs_jit
+    only when a trait step runs: it adds about a second to every process), with
+    the interpolation of :mod:`mtlirt.numerics.hermite` (``_hermite_weights``,
+    ``_hermite_combine``: globals it reads when compiled)."""
+    global _tab_derivs_jit, _hermite_weights, _hermite_combine
     if _tab_derivs_jit is None:
         import numba
 
+        _hermite_weights, _hermite_combine = hermite.numba_versions()
         _tab_derivs_jit = numba.njit(cache=True)(_tab_derivs_py)
     return _tab_derivs_jit(*args)
 
 
-_tab_derivs_jit = None
+_tab_derivs_jit = _hermite_weights = _hermite_combine = None
 
 
 def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, yptr, yj,
@@ -1177,18 +1141,12 @@ def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, i
                 continue
             pos = (theta[r, k] - g0) / h
             g = min(max(np.floor(pos), 0.0), M - 2.0)
-            u = min(max(pos - g, 0.0), 1.0)
+            w = _hermite_weights(min(max(pos - g, 0.0), 1.0), h)
             i0 = int(g) * K + k
             i1 = i0 + K
-            u2 = u * u
-            u3 = u2 * u
-            h00 = 2 * u3 - 3 * u2 + 1
-            h01 = 1 - h00
-            h10 = (u3 - 2 * u2 + u) * h
-            h11 = (u3 - u2) * h
-            v1 = h00 * T1[i0] + h01 * T1[i1] + h10 * T2[i0] + h11 * T2[i1]
-            v2 = h00 * I1[i0] + h01 * I1[i1] + h10 * I2[i0] + h11 * I2[i1]
-            v3 = h00 * T2[i0] + h01 * T2[i1] + h10 * T3[i0] + h11 * T3[i1]
+            v1 = _hermite_combine(w, T1[i0], T1[i1], T2[i0], T2[i1])
+            v2 = _hermite_combine(w, I1[i0], I1[i1], I2[i0], I2[i1])
+            v3 = _hermite_combine(w, T2[i0], T2[i1], T3[i0], T3[i1])
             if weighted:
                 v1 *= rw[i, k]
                 v2 *= rw[i, k]
@@ -1332,7 +1290,7 @@ class TabulatedThetaLik:
             else:
                 T[4, :, k] = T[2, :, k]
                 T[5, :, k] = T[3, :, k]
-            T[0, :, k] = _softplus(Z, out=Z).sum(axis=1)
+            T[0, :, k] = softplus(Z, out=Z).sum(axis=1)
             Yk = data.Y[:, sl]
             if floored and np.ptp(c) == 0:
                 n_obs = np.full(self.N, float(sl.stop - sl.start)) if data.obs is None else \
@@ -1355,24 +1313,13 @@ class TabulatedThetaLik:
         self.a = a
         self.d = d
 
-    def _basis(self, theta):  # numpy form of _tab_derivs' basis (used by theta_loglik)
-        M = len(self.grid)
+    def _interp(self, theta, f, df):
+        """The table ``f`` (with derivative ``df``) at ``theta`` (N x K), as :func:`_tab_derivs_py` finds it."""
         pos = (theta - self.grid[0]) / self.h
-        g = np.clip(np.floor(pos).astype(np.int64), 0, M - 2)
-        u = np.clip(pos - g, 0.0, 1.0)
-        idx = g * self.K + np.arange(self.K)
-        u2 = u * u
-        u3 = u2 * u
-        h00 = 2 * u3 - 3 * u2 + 1
-        h01 = 1 - h00
-        h10 = (u3 - 2 * u2 + u) * self.h
-        h11 = (u3 - u2) * self.h
-        return idx, h00, h01, h10, h11
-
-    def _interp(self, basis, f, df):
-        idx, h00, h01, h10, h11 = basis
-        idx2 = idx + self.K
-        return h00 * f[idx] + h01 * f[idx2] + h10 * df[idx] + h11 * df[idx2]
+        g = np.clip(np.floor(pos).astype(np.int64), 0, len(self.grid) - 2)
+        i0 = g * self.K + np.arange(self.K)
+        i1 = i0 + self.K
+        return hermite.combine(hermite.weights(np.clip(pos - g, 0.0, 1.0), self.h), f[i0], f[i1], df[i0], df[i1])
 
     def theta_derivs(self, theta, rows=None, observed=False, domains=None):
         """Gradient and Fisher information of the log-likelihood in every ``theta_ik``
@@ -1398,11 +1345,11 @@ class TabulatedThetaLik:
     def theta_loglik(self, theta):
         """Log-likelihood of every (LLM, domain) block at ``theta`` (N x K)."""
         theta = np.asarray(theta, dtype=np.float64)
-        G0 = self._interp(self._basis(theta), self.T[0], self.T[1])
+        G0 = self._interp(theta, self.T[0], self.T[1])
         if self.rw is not None:
             G0 *= self.rw
         if self.n_cells:
-            G0 -= self._cell_sum(theta, self.uptr, self.uj, lambda z, c: _softplus(z))
+            G0 -= self._cell_sum(theta, self.uptr, self.uj, lambda z, c: softplus(z))
         out = theta * self.s + self.const - G0
         if len(self.yj):
             out += self._cell_sum(theta, self.yptr, self.yj, _log_c_plus_exp)
@@ -1440,7 +1387,7 @@ class DenseThetaLik:
             r = y - sig
             w = sig * (1 - sig)
             if want_ll:
-                ll = y * Z - _softplus(Z)
+                ll = y * Z - softplus(Z)
         else:
             c = data.c[sl]
             P = np.clip(c + (1 - c) * sig, 1e-12, 1 - 1e-12)

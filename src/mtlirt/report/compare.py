@@ -23,7 +23,8 @@ import pandas as pd
 from ..errors import InputError
 from ..estimate import Estimate
 
-__all__ = ["compare", "fit_diagnostics", "fit_summary", "fit_timings", "heldout_loglik", "load_fit", "load_fits"]
+__all__ = ["compare", "fit_diagnostics", "fit_summary", "fit_timings", "load_fit", "load_fits",
+           "recorded_heldout_loglik"]
 
 #: Keys looked up, in order, when ``info["heldout"]`` is a dict.
 HELDOUT_KEYS = ("mean_loglik", "loglik_per_response", "mean_log_likelihood", "loglik_mean",
@@ -99,7 +100,7 @@ def load_fits(fits, names=None) -> tuple[dict[str, Estimate], dict[str, dict]]:
     return out, records
 
 
-def heldout_loglik(info: dict) -> float:
+def recorded_heldout_loglik(info: dict) -> float:
     """The held-out log-likelihood recorded in an estimate's ``info``, or NaN.
 
     ``info["heldout"]`` may be a number, or a dict holding one under one of
@@ -201,7 +202,7 @@ def fit_summary(estimates_or_dirs, *, names=None, interval: float = 0.9) -> pd.D
             "rank": info.get("rank", np.nan),
             "mean_width_overall": _mean_width(est, "overall", interval),
             "mean_width_domain": _mean_width(est, "theta", interval),
-            "heldout_loglik": heldout_loglik(info),
+            "heldout_loglik": recorded_heldout_loglik(info),
             "converged": diag.get("converged", None),
             "time_s": _total_time(info),
         })
@@ -322,7 +323,7 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
           difference that the correlations cannot show;
         - ``mean_width_overall_a/_b``, ``mean_width_domain_a/_b``: mean width
           of the intervals of each fit (NaN without draws);
-        - ``heldout_loglik_a/_b``: held-out log-likelihood (see :func:`heldout_loglik`).
+        - ``heldout_loglik_a/_b``: held-out log-likelihood (see :func:`recorded_heldout_loglik`).
 
     Raises
     ------
@@ -340,7 +341,8 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
                     allow_different_data=allow_different_data, warn_missing=False,
                     hint="compare fits of one table, or pass allow_different_data=True to compare the LLMs and "
                     "domains they share")
-    per = {n: (_mean_width(e, "overall", interval), _mean_width(e, "theta", interval), heldout_loglik(e.info))
+    per = {n: (_mean_width(e, "overall", interval), _mean_width(e, "theta", interval),
+               recorded_heldout_loglik(e.info))
            for n, e in fits.items()}
     rows = []
     for a, b in combinations(fits, 2):

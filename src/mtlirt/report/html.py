@@ -23,8 +23,8 @@ from .compare import (
     fit_diagnostics,
     fit_summary,
     fit_timings,
-    heldout_loglik,
     load_fits,
+    recorded_heldout_loglik,
 )
 from .plots.items import _domain_item_table
 
@@ -431,7 +431,7 @@ def _fit_section(name: str, est, record: dict, responses, interval: float, top: 
                            dpi=dpi))
         out.append(_figure(lambda: plots.convergence(est, kind="ess"),
                            "Effective sample size of the overall scores with the largest R-hat.", dpi=dpi))
-    h = heldout_loglik(info)
+    h = recorded_heldout_loglik(info)
     if np.isfinite(h):
         out.append(f"<p>Held-out log-likelihood: <strong>{h:.4f}</strong></p>")
 

@@ -1,0 +1,10 @@
+"""Shared numerics of the LLM side: a leaf package (numpy, scipy; numba and PyTensor where asked for).
+
+:mod:`~mtlirt.numerics.hermite`
+    Cubic Hermite interpolation of tabulated functions, one definition in
+    numpy, PyTensor and numba.
+:mod:`~mtlirt.numerics.llm_side`
+    The likelihood of an LLM's responses on a grid of trait values (2PL,
+    3PL, floors, missing cells), its tables and their interpolation, and its
+    integrals against a normal prior.
+"""

@@ -1,0 +1,147 @@
+"""The shared numerics of the LLM side (mtlirt.numerics): the interpolation in its numpy, PyTensor-free
+and numba forms, the grid log-likelihood in its matrix, sparse, partition, table and per-cell forms
+against each other, the integrals; and the one draws accessor and held-out API built on them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy.special import logsumexp
+
+from mtlirt.errors import InputError
+from mtlirt.estimate import Estimate
+from mtlirt.estimators.heldout import heldout_loglik
+from mtlirt.numerics import hermite, llm_side
+
+
+def _data(n=7, sizes=(3, 5), missing=0.3, seed=0):
+    """Answers with missing cells and items with floors, moderate enough that no clip binds."""
+    rng = np.random.default_rng(seed)
+    J = int(sum(sizes))
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    slices = [slice(int(bounds[k]), int(bounds[k + 1])) for k in range(len(sizes))]
+    obs = rng.random((n, J)) > missing
+    y = np.where(obs, rng.random((n, J)) < 0.6, 0).astype(np.int8)
+    a = np.exp(rng.normal(0.0, 0.3, J))
+    d = rng.normal(0.0, 1.0, J)
+    c = rng.uniform(0.0, 0.3, J)
+    return y, obs, slices, a, d, c
+
+
+def test_hermite_numba_gives_the_numpy_bits_and_is_exact_on_a_cubic():
+    w_nb, c_nb = hermite.numba_versions()
+    t = np.linspace(0.0, 1.0, 101)
+    h = 0.37
+    f0, f1, d0, d1 = 0.3, -1.2, 2.5, 0.4
+    ref = hermite.combine(hermite.weights(t, h), f0, f1, d0, d1)
+    got = np.array([c_nb(w_nb(v, h), f0, f1, d0, d1) for v in t])
+    assert np.array_equal(got, ref)
+    # a cubic is interpolated exactly from its values and slopes at the nodes, and continued linearly
+    grid = -1.0 + 0.25 * np.arange(9)
+    F, dF = (grid**3 - grid)[None], (3 * grid**2 - 1)[None]
+    x = np.array([[-0.9, -0.13, 0.4, 0.99]])
+    np.testing.assert_allclose(hermite.hermite_np(F, dF, np.zeros((1, 4), int), x, -1.0, 0.25), x**3 - x,
+                               atol=1e-14)
+    out = hermite.hermite_np(F, dF, np.zeros((1, 2), int), np.array([[-1.5, 1.5]]), -1.0, 0.25)
+    np.testing.assert_allclose(out, [[0.0 + 2.0 * -0.5, 0.0 + 2.0 * 0.5]], atol=1e-14)
+
+
+def test_grid_loglik_forms_agree():
+    y, obs, slices, a, d, c = _data()
+    x = np.linspace(-3, 3, 13)
+    nodes = np.broadcast_to(x, (y.shape[0], len(slices), len(x)))
+    exact = llm_side.node_loglik(y, obs, slices, a, d, c, nodes)  # per cell, log_expit
+    from scipy.sparse import csr_matrix
+
+    for k, sl in enumerate(slices):
+        Y, O = (y * obs)[:, sl].astype(float), obs[:, sl].astype(float)
+        lp, l1p = llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x))
+        np.testing.assert_allclose(llm_side.grid_loglik(Y, O, lp, l1p), exact[:, k], rtol=1e-12)
+        sparse = llm_side.grid_loglik(csr_matrix(Y), csr_matrix(O), lp, l1p)
+        np.testing.assert_allclose(sparse, exact[:, k], rtol=1e-12)
+        low = llm_side.grid_loglik(Y.astype(np.float32), O.astype(np.float32), lp, l1p, np.float32)
+        np.testing.assert_allclose(low, exact[:, k], rtol=1e-5)
+    # without a floor: s t + Y d - partition
+    exact0 = llm_side.node_loglik(y, obs, slices, a, d, np.zeros_like(c), nodes)
+    for k, sl in enumerate(slices):
+        Y, O = (y * obs)[:, sl].astype(float), obs[:, sl].astype(float)
+        part = np.multiply.outer(Y @ a[sl], x) + (Y @ d[sl])[:, None] - llm_side.partition(O, a[sl], d[sl], x)
+        np.testing.assert_allclose(part, exact0[:, k], rtol=1e-12)
+
+
+@pytest.mark.parametrize("floor, missing, kind", [(False, 0.0, "pattern"), (False, 0.3, "cell"), (True, 0.3, "cell")])
+def test_tables_interpolate_the_likelihood(floor, missing, kind):
+    y, obs, slices, a, d, c = _data(n=9, missing=missing, seed=2)
+    c = c if floor else np.zeros_like(c)
+    tb = llm_side.tabulate(y, obs, slices, a, d, c)
+    assert tb.kind == kind
+    t = np.random.default_rng(3).uniform(-4, 4, size=(9, len(slices), 5))
+    exact = llm_side.node_loglik(y, obs, slices, a, d, c, t)
+    np.testing.assert_allclose(llm_side.loglik_at(tb, t) + tb.const[..., None], exact, atol=1e-6)
+
+
+def test_integrals():
+    rng = np.random.default_rng(4)
+    L = rng.normal(0, 3, size=(5, 11))
+    x = np.linspace(-3, 3, 11)
+    logw = llm_side.normal_log_weights(x)
+    assert np.isclose(logsumexp(logw), 0.0)
+    want = logsumexp(L + logw, axis=1)
+    P, lml = llm_side.posterior(L.copy(), logw)
+    np.testing.assert_allclose(lml, want, rtol=1e-13)
+    np.testing.assert_allclose(P, np.exp(L + logw - want[:, None]), rtol=1e-12)
+    gx, glw = llm_side.gauss_hermite(20)
+    assert np.isclose(np.exp(glw) @ gx**2, 1.0) and np.isclose(np.exp(glw) @ gx**4, 3.0)
+    # the log-domain sums of one cell, in numpy and numba
+    logw_k = rng.normal(0, 2, size=(9, 3))
+    ref = llm_side.log_domain(logw_k, 1, -2.0, 0.5, 0.3, 0.7)
+    d = -2.0 + 0.5 * np.arange(9) - 0.3
+    e = logw_k[:, 1] - 0.7 * d * d
+    assert np.isclose(ref[0], logsumexp(e)) and np.isclose(ref[1], np.exp(e - logsumexp(e)) @ d)
+    assert llm_side.numba_log_domain()(logw_k, 1, -2.0, 0.5, 0.3, 0.7) == pytest.approx(ref, rel=1e-14)
+
+
+def _estimate(chains=2, draws=5, n=4, J=3, boot=False):
+    rng = np.random.default_rng(5)
+    s = (chains, draws)
+    post = xr.Dataset(
+        {"theta": (("chain", "draw", "llm", "domain"), rng.normal(size=s + (n, 1))),
+         "overall": (("chain", "draw", "llm"), rng.normal(size=s + (n,))),
+         "discrimination": (("chain", "draw", "item"), np.exp(rng.normal(size=s + (J,)))),
+         "intercept": (("chain", "draw", "item"), rng.normal(size=s + (J,))),
+         "guessing": (("chain", "draw", "item"), np.zeros(s + (J,))),
+         "domain_corr": (("chain", "draw", "domain_a", "domain_b"), np.ones(s + (1, 1)))},
+        coords={"chain": np.arange(chains), "draw": np.arange(draws), "llm": [f"m{i}" for i in range(n)],
+                "domain": ["d"], "domain_a": ["d"], "domain_b": ["d"], "item": [f"q{j}" for j in range(J)],
+                "item_domain": ("item", ["d"] * J)})
+    groups = {"posterior": post}
+    if boot:
+        groups["bootstrap"] = post.isel(chain=[0])
+    return Estimate(xr.DataTree.from_dict(groups))
+
+
+def test_draws_accessor():
+    est = _estimate()
+    theta = est.posterior["theta"].values
+    assert np.array_equal(est.draws("theta", source="posterior", by_chain=True), theta)
+    flat = theta.reshape(10, 4, 1)
+    assert np.array_equal(est.draws("theta"), flat)  # the uncertainty source: the posterior
+    assert np.array_equal(est.draws("theta", max_draws=4), flat[[0, 3, 6, 9]])
+    assert est.draws("eta") is None and est.draws("theta", source="bootstrap") is None
+    with pytest.raises(ValueError):
+        est.draws("theta", max_draws=3, by_chain=True)
+    assert np.array_equal(est.item_domain, [0, 0, 0])
+    point = _estimate(chains=1, draws=1, boot=True)
+    assert point.uncertainty_source == "bootstrap"
+    assert np.array_equal(point.draws("theta", source="posterior"), point.posterior["theta"].values[0])
+
+
+def test_heldout_loglik_names_a_wrong_shape():
+    est = _estimate()
+
+    class R:
+        correct = np.zeros((4, 2), dtype=np.int8)
+
+    with pytest.raises(InputError, match="shape"):
+        heldout_loglik(est, R(), np.ones((4, 2), bool))
