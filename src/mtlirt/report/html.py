@@ -625,6 +625,99 @@ def _scores_section(aid: str, est, chosen: list[str] | None, top_llms: int, inte
     return "\n".join(out)
 
 
+def _domains_section(aid: str, est, responses, interval: float, dpi: int, fname: str) -> str:
+    """Domains (table, difficulty against size) and items (item map, item curves)."""
+    out = [f'<h3 id="{_e(aid)}-domains">Domains: difficulty and size</h3>']
+    out.append(_howto(
+        "Per domain: its items, their mean difficulty (the domain score at which an item is answered right "
+        "halfway between its guessing floor and certainty) and discrimination (how sharply an item separates "
+        "weaker from stronger LLMs), and how closely the domain score follows the overall score. A domain "
+        "with a low correlation measures a skill of its own, or mostly noise when it is small."))
+    dt = _domain_table(est, responses)
+    num = [c for c in dt.columns if c != "domain"]
+    fmts = {c: (lambda v: f"{v:.3f}") for c in num if c not in ("items", "observed")}
+    fmts["observed"] = lambda v: "–" if not np.isfinite(v) else f"{v:.1%}"
+    out.append(_table(dt, num=num, name=("domain",), formats=fmts, cls="tall" if len(dt) > 25 else "",
+                      csv=f"{fname}-domains.csv"))
+    sizes = responses.domain_sizes if responses is not None else None
+    out.append(_figure(lambda: plots.domain_difficulty(est, sizes=sizes),
+                       "Domain difficulty (mean item difficulty) against domain size; colour: mean discrimination.",
+                       dpi=dpi, name=f"{fname}-domain-difficulty"))
+
+    out.append(f'<h3 id="{_e(aid)}-items">Items: the item map</h3>')
+    out.append(_howto(
+        "The item map puts every item's difficulty (orange tick) on the scale of the LLMs' domain scores (blue: "
+        "the middle half of the LLMs, whiskers from the 5th to the 95th percentile). Items far below the box "
+        "are answered right by nearly every LLM, items far above by almost none: both tell the LLMs little "
+        "apart. A domain whose ticks spread over the box measures the whole leaderboard. The curves give the "
+        "probability of a right answer against the domain score: the steeper, the more discriminating."))
+    out.append(_figure(lambda: plots.item_map(est),
+                       "Item map: item difficulties against the LLMs' domain scores, one row per domain.",
+                       dpi=dpi, name=f"{fname}-item-map"))
+    items = est.item_parameters().sort_values("discrimination")
+    chosen_items = list(dict.fromkeys([items["item"].iloc[0], items["item"].iloc[len(items) // 2],
+                                       items["item"].iloc[-1]]))
+    out.append(_figure(lambda: plots.item_curves(est, chosen_items, interval=interval),
+                       "Item characteristic curves of the least, the median and the most discriminating item.",
+                       dpi=dpi, name=f"{fname}-item-curves"))
+
+    return "\n".join(out)
+
+
+def _structure_section(aid: str, est, interval: float, dpi: int, fname: str) -> str:
+    """The correlation structure (heatmap, strongest and weakest pairs) and MTL's scree plot."""
+    out = [f'<h3 id="{_e(aid)}-correlation">Correlation structure</h3>']
+    out.append(_howto(
+        "The correlation of the LLMs' domain traits across each pair of domains, free of the scores' "
+        "measurement noise. High everywhere: one general ability explains most of the leaderboard; blocks of "
+        "higher correlation: groups of related skills; a pale row: a domain that measures something else. "
+        "With draws, the second panel shows how uncertain each correlation is."))
+    out.append(_figure(lambda: plots.correlation_heatmap(est, interval=interval),
+                       "Cross-domain correlation, domains ordered by hierarchical clustering on 1 − correlation"
+                       + ("; second panel: width of the interval of each correlation."
+                          if est.draws("domain_corr") is not None else "."), dpi=dpi,
+                       name=f"{fname}-domain-correlation"))
+    out.append(_correlation_pairs(est, interval, fname=fname))
+
+    if est.info.get("singular_values") is not None:
+        out.append(f'<h3 id="{_e(aid)}-scree">Shared representation</h3>')
+        out.append(_howto(
+            "The singular values of the domain scores: one large value and a flat tail mean one overall trait. "
+            "The selected rank is the number of overall traits the MTL estimator kept."))
+        out.append(_figure(lambda: plots.scree(est),
+                           "Singular values of the domain scores; the selected rank is marked.", dpi=dpi,
+                           name=f"{fname}-scree"))
+
+    return "\n".join(out)
+
+
+def _settings_section(aid: str, info: Mapping, record: Mapping, fname: str) -> str:
+    """Settings (with the values selected from the data), timings and the rest of the record."""
+    out = [f'<h3 id="{_e(aid)}-settings">Settings and timings</h3>']
+    out.append(_howto(
+        "The options the fit ran with; a setting left to the data (the rank, the shrinkage) shows the value "
+        "selected. Timings are wall-clock seconds of each stage."))
+    settings = _settings(info)
+    timings = fit_timings(info)
+    if settings or timings:
+        out.append('<div class="grid2">')
+        out.append("<div><h4>Settings</h4>" + (_kv_table(settings, csv=f"{fname}-settings.csv") if settings
+                                                 else '<p class="note">none recorded</p>') + "</div>")
+        out.append("<div><h4>Timings</h4>" + (_kv_table(timings, seconds=True, csv=f"{fname}-timings.csv")
+                                                if timings else '<p class="note">none recorded</p>') + "</div></div>")
+    else:
+        out.append('<p class="note">No settings or timings recorded for this fit.</p>')
+    skip = {"method", "settings", "timings", "seconds", "diagnostics"}
+    rest = {k: v for k, v in info.items() if k not in skip}
+    for k in ("interval", "sizes", "versions"):
+        if k in record and k not in rest:
+            rest[k] = record[k]
+    if rest:
+        out.append("<details><summary>Other recorded information</summary>"
+                   + _kv_table(rest, csv=f"{fname}-recorded.csv") + "</details>")
+    return "\n".join(out)
+
+
 def _fit_section(name: str, est, record: dict, responses, interval: float, top: int, full_table: bool,
                  dpi: int, checks_html: str = "", *, chosen: list[str] | None = None, top_llms: int = 30,
                  accuracy=None, accuracy_source: str | None = None) -> tuple[str, str | None]:
@@ -669,67 +762,15 @@ def _fit_section(name: str, est, record: dict, responses, interval: float, top: 
     out.append(_accuracy_section(aid, est, accuracy, accuracy_source, interval, dpi, fname))
     out.append(_scores_section(aid, est, chosen, top_llms, interval, dpi, fname))
 
-    out.append(f'<h3 id="{_e(aid)}-domains">Domains: difficulty and size</h3>')
-    out.append(_howto(
-        "Per domain: its items, their mean difficulty (the domain score at which an item is answered right "
-        "halfway between its guessing floor and certainty) and discrimination (how sharply an item separates "
-        "weaker from stronger LLMs), and how closely the domain score follows the overall score. A domain "
-        "with a low correlation measures a skill of its own, or mostly noise when it is small."))
-    dt = _domain_table(est, responses)
-    num = [c for c in dt.columns if c != "domain"]
-    fmts = {c: (lambda v: f"{v:.3f}") for c in num if c not in ("items", "observed")}
-    fmts["observed"] = lambda v: "–" if not np.isfinite(v) else f"{v:.1%}"
-    out.append(_table(dt, num=num, name=("domain",), formats=fmts, cls="tall" if len(dt) > 25 else "",
-                      csv=f"{fname}-domains.csv"))
-    sizes = responses.domain_sizes if responses is not None else None
-    out.append(_figure(lambda: plots.domain_difficulty(est, sizes=sizes),
-                       "Domain difficulty (mean item difficulty) against domain size; colour: mean discrimination.",
-                       dpi=dpi, name=f"{fname}-domain-difficulty"))
-
-    out.append(f'<h3 id="{_e(aid)}-items">Items: the item map</h3>')
-    out.append(_howto(
-        "The item map puts every item's difficulty (orange tick) on the scale of the LLMs' domain scores (blue: "
-        "the middle half of the LLMs, whiskers from the 5th to the 95th percentile). Items far below the box "
-        "are answered right by nearly every LLM, items far above by almost none: both tell the LLMs little "
-        "apart. A domain whose ticks spread over the box measures the whole leaderboard. The curves give the "
-        "probability of a right answer against the domain score: the steeper, the more discriminating."))
-    out.append(_figure(lambda: plots.item_map(est),
-                       "Item map: item difficulties against the LLMs' domain scores, one row per domain.",
-                       dpi=dpi, name=f"{fname}-item-map"))
-    items = est.item_parameters().sort_values("discrimination")
-    chosen_items = list(dict.fromkeys([items["item"].iloc[0], items["item"].iloc[len(items) // 2],
-                                       items["item"].iloc[-1]]))
-    out.append(_figure(lambda: plots.item_curves(est, chosen_items, interval=interval),
-                       "Item characteristic curves of the least, the median and the most discriminating item.",
-                       dpi=dpi, name=f"{fname}-item-curves"))
-
-    out.append(f'<h3 id="{_e(aid)}-correlation">Correlation structure</h3>')
-    out.append(_howto(
-        "The correlation of the LLMs' domain traits across each pair of domains, free of the scores' "
-        "measurement noise. High everywhere: one general ability explains most of the leaderboard; blocks of "
-        "higher correlation: groups of related skills; a pale row: a domain that measures something else. "
-        "With draws, the second panel shows how uncertain each correlation is."))
-    out.append(_figure(lambda: plots.correlation_heatmap(est, interval=interval),
-                       "Cross-domain correlation, domains ordered by hierarchical clustering on 1 − correlation"
-                       + ("; second panel: width of the interval of each correlation."
-                          if est.draws("domain_corr") is not None else "."), dpi=dpi,
-                       name=f"{fname}-domain-correlation"))
-    out.append(_correlation_pairs(est, interval, fname=fname))
-
-    if info.get("singular_values") is not None:
-        out.append(f'<h3 id="{_e(aid)}-scree">Shared representation</h3>')
-        out.append(_howto(
-            "The singular values of the domain scores: one large value and a flat tail mean one overall trait. "
-            "The selected rank is the number of overall traits the MTL estimator kept."))
-        out.append(_figure(lambda: plots.scree(est),
-                           "Singular values of the domain scores; the selected rank is marked.", dpi=dpi,
-                           name=f"{fname}-scree"))
+    out.append(_domains_section(aid, est, responses, interval, dpi, fname))
+    out.append(_structure_section(aid, est, interval, dpi, fname))
 
     out.append(f'<h3 id="{_e(aid)}-diagnostics">Diagnostics</h3>')
     out.append(_howto(
         "Whether the fitter converged. For a sampled posterior: R-hat at most 1.01 means the chains agree, "
-        "the effective sample sizes should reach the threshold (400 by default), and there should be no "
-        "divergent transitions. Do not use the numbers of a fit that fails these."))
+        "the effective sample sizes should reach the threshold (400, or 100 per chain with fewer than 4 "
+        "chains), and there should be no divergent transitions. Do not use the numbers of a fit that fails "
+        "these."))
     if diag_html_later is not None:
         out.append(diag_html_later)
     else:
@@ -746,28 +787,7 @@ def _fit_section(name: str, est, record: dict, responses, interval: float, top: 
         out.append(f"<p>Held-out log-likelihood: <strong>{h:.4f}</strong></p>")
 
     out.append(checks_html)
-    out.append(f'<h3 id="{_e(aid)}-settings">Settings and timings</h3>')
-    out.append(_howto(
-        "The options the fit ran with; a setting left to the data (the rank, the shrinkage) shows the value "
-        "selected. Timings are wall-clock seconds of each stage."))
-    settings = _settings(info)
-    timings = fit_timings(info)
-    if settings or timings:
-        out.append('<div class="grid2">')
-        out.append("<div><h4>Settings</h4>" + (_kv_table(settings, csv=f"{fname}-settings.csv") if settings
-                                                 else '<p class="note">none recorded</p>') + "</div>")
-        out.append("<div><h4>Timings</h4>" + (_kv_table(timings, seconds=True, csv=f"{fname}-timings.csv")
-                                                if timings else '<p class="note">none recorded</p>') + "</div></div>")
-    else:
-        out.append('<p class="note">No settings or timings recorded for this fit.</p>')
-    skip = {"method", "settings", "timings", "seconds", "diagnostics"}
-    rest = {k: v for k, v in info.items() if k not in skip}
-    for k in ("interval", "sizes", "versions"):
-        if k in record and k not in rest:
-            rest[k] = record[k]
-    if rest:
-        out.append("<details><summary>Other recorded information</summary>"
-                   + _kv_table(rest, csv=f"{fname}-recorded.csv") + "</details>")
+    out.append(_settings_section(aid, info, record, fname))
     out.append("</section>")
     return "\n".join(out), warn
 
