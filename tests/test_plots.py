@@ -523,6 +523,8 @@ def test_figure_to_svg(boot):
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     assert "<?xml" not in svg and "<metadata" not in svg
     assert svg.count("font-family") == 1  # one style rule, not one per label
+    styles = re.findall(r'<text style="([^"]*)"', svg)
+    assert styles and all(re.fullmatch(r"font-size: [\d.]+px(; [a-z-]+: [^;]+)*", st) for st in styles), styles
     assert "Scree plot of the shared representation" in svg  # text kept as text
     other = plots.figure_to_svg(fig, salt="two", close=True)
     ids = set(re.findall(r'id="(p[0-9a-f]{10})"', svg))

@@ -99,6 +99,12 @@ def figure_to_base64_png(fig, dpi: int = 100, close: bool = False) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _without_font_family(match) -> str:
+    """A ``<text style="...">`` opening without its font-family declaration."""
+    kept = [d.strip() for d in match.group(1).split(";") if d.strip() and not d.strip().startswith("font-family")]
+    return '<text style="' + "; ".join(kept) + '"'
+
+
 #: Font stack of the SVG text (matplotlib's default sans-serif list, then the browser's).
 SVG_FONTS = "'DejaVu Sans','Bitstream Vera Sans',Verdana,Arial,Helvetica,sans-serif"
 
@@ -134,5 +140,5 @@ def figure_to_svg(fig, close: bool = False, salt: str = "mtlirt", dpi: int = 100
     text = buf.getvalue()
     text = text[text.index("<svg"):]
     text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.DOTALL)
-    text = re.sub(r"(<text style=\"[^\"]*?)(?:; )?font-family:[^;\"]*(?:;\s*)?", r"\1", text)
+    text = re.sub(r"<text style=\"([^\"]*)\"", _without_font_family, text)
     return text.replace("<style type=\"text/css\">", f"<style type=\"text/css\">text{{font-family:{SVG_FONTS}}}", 1)
