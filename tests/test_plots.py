@@ -6,6 +6,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import matplotlib
+import matplotlib.collections
 import matplotlib.patches
 import matplotlib.text
 
@@ -499,6 +500,25 @@ def test_item_map_rows_ticks_and_clipped_items():
         "abstract_algebra", "anatomy"]
     with pytest.raises(KeyError, match="nope"):
         plots.item_map(est, ["nope"])
+
+
+def test_item_map_draws_a_histogram_for_a_large_domain():
+    rng = np.random.default_rng(9)
+    item_domain = np.repeat([0, 1], [70, 5])
+    d = rng.normal(0, 0.5, 75)
+    est = Estimate.from_point(method="mtl", theta=rng.normal(size=(30, 2)), overall=rng.normal(size=30),
+                              llms=[f"m{i}" for i in range(30)], domains=["big", "small"],
+                              items=[f"q{i}" for i in range(75)], item_domain=item_domain,
+                              discrimination=np.ones(75), intercept=d)
+    ax = plots.item_map(est).axes[0]
+    ticks = [p for p in ax.patches if isinstance(p, matplotlib.patches.PathPatch)][0]
+    assert len(ticks.get_path().vertices) == 2 * 5  # the small domain: one tick per item
+    fills = [c for c in ax.collections if isinstance(c, matplotlib.collections.PolyCollection)]
+    assert len(fills) == 1  # the large one: a histogram
+    row = _yticks(ax).index("big")
+    ys = fills[0].get_paths()[0].vertices[:, 1]
+    assert row < ys.min() and ys.max() <= row + 0.4  # within the domain's row, under its box
+    assert "histogram above 60 items" in " ".join(t.get_text() for t in ax.figure.legends[0].get_texts())
 
 
 def test_item_curves_title_and_legend_stay_in_the_figure():

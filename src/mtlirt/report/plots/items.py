@@ -214,6 +214,10 @@ def item_curves(est, items, theta_range=(-3.0, 3.0), *, ax=None, interval: float
     return fig
 
 
+#: Above this many items in a domain, the item map draws their difficulties as a histogram, not as ticks.
+HISTOGRAM_ABOVE = 60
+
+
 def item_map(est, domains=None, *, ax=None, order: str = "difficulty", label_width: int = 40) -> Figure:
     """Item map (Wright map) per domain: the items' difficulties against the LLMs' domain scores.
 
@@ -223,7 +227,9 @@ def item_map(est, domains=None, *, ax=None, order: str = "difficulty", label_wid
     answer is halfway between the guessing floor and 1).  Items far from the
     LLMs tell little apart: a domain whose ticks sit below the box is easy for
     this leaderboard, one with ticks above it hard.  Difficulties outside the
-    drawn range (near-zero discriminations) are marked at its edge.
+    drawn range (near-zero discriminations) are marked at its edge.  A domain
+    of more than :data:`HISTOGRAM_ABOVE` items shows a histogram of the
+    difficulties instead of one tick per item.
 
     Parameters
     ----------
@@ -287,14 +293,24 @@ def item_map(est, domains=None, *, ax=None, order: str = "difficulty", label_wid
     ax.scatter(q[2], y - 0.17, marker="|", s=30 if k <= 30 else 16, color="black", lw=1.0, zorder=3,
                label="median LLM")
     xs, ys, left, right = [], [], [], []
+    edges = np.linspace(lo, hi, 49)
+    dense = False
     for i, d in enumerate(chosen):
         v = diff[d][~np.isnan(diff[d])]
         inside = (v >= lo) & (v <= hi)
-        xs.append(v[inside])
-        ys.append(np.full(inside.sum(), i + 0.2))
         left.append(np.full(int((v < lo).sum()), i + 0.2))
         right.append(np.full(int((v > hi).sum()), i + 0.2))
-    xs, ys = np.concatenate(xs), np.concatenate(ys)
+        if inside.sum() > HISTOGRAM_ABOVE:  # ticks would merge into a bar: a histogram instead
+            counts = np.histogram(v[inside], bins=edges)[0]
+            h = 0.34 * counts / max(counts.max(), 1)
+            ax.fill_between(edges, i + 0.04, i + 0.04 + np.r_[h, h[-1]], step="post", color=_ORANGE, alpha=0.6,
+                            lw=0, zorder=2)
+            dense = True
+            continue
+        xs.append(v[inside])
+        ys.append(np.full(inside.sum(), i + 0.2))
+    xs = np.concatenate(xs) if xs else np.array([])
+    ys = np.concatenate(ys) if ys else np.array([])
     many = len(xs) > 3000
     # one path of short vertical strokes: a tenth of the size of one marker per item in SVG
     verts = np.empty((2 * len(xs), 2))
@@ -305,7 +321,7 @@ def item_map(est, domains=None, *, ax=None, order: str = "difficulty", label_wid
                       zorder=2, rasterized=many)
     ax.add_patch(ticks)
     handles = [Line2D([], [], ls="none", marker="|", ms=7, mew=1.2, color=_ORANGE,
-                      label="item difficulty (−intercept / discrimination)")]
+                      label="item difficulty −d/a" + (f" (histogram above {HISTOGRAM_ABOVE} items)" if dense else ""))]
     left, right = np.concatenate(left), np.concatenate(right)
     edge = 0.006 * (hi - lo)
     if left.size or right.size:

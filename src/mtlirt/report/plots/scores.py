@@ -410,7 +410,7 @@ def domain_heatmap(est, llms=None, top: int = 30, *, order="cluster", fig=None, 
         for i in range(m):
             for j in range(k):
                 if np.isfinite(vals[i, j]):
-                    ax.text(j, i, f"{vals[i, j]:.1f}", ha="center", va="center", fontsize=6.5,
+                    ax.text(j, i, f"{vals[i, j]:.1f}".replace("-0.0", "0.0"), ha="center", va="center", fontsize=6.5,
                             color="white" if abs(vals[i, j]) > 0.6 * lim else "black")
     pred = est.predicted
     note = ""
