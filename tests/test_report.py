@@ -397,6 +397,8 @@ window.addEventListener('load', function () {
     }
     out.sections[h.id] = sec;
   });
+  var csv = document.querySelector('a.csv');
+  out.csv = {name: csv.getAttribute('download'), size: mtCsvBlob(csv).size};
   mtPngBlob(document.querySelector('figure svg'), 2, function (b) {
     out.png = b ? b.size : -1;
     document.body.setAttribute('data-mt', JSON.stringify(out));
@@ -430,6 +432,9 @@ def test_report_in_headless_chromium(tmp_path, report_file, fits):
     assert found, proc.stderr[-2000:]
     dom = json.loads(html.unescape(found.group(1)))
     assert dom["png"] > 5_000  # the "PNG" link's conversion works in the browser
+    href = re.search(rf'download="{dom["csv"]["name"]}" href="([^"]+)"', text).group(1)
+    body = unquote(html.unescape(href).split(",", 1)[1])
+    assert dom["csv"]["size"] == len(body.encode()) > 100  # a CSV link saves the table, decoded
     # (figures, CSV links) of each section; the synthetic MTL fit records no diagnostics, the posterior (not
     # converged: its diagnostics table heads the fit) no settings
     want = {"leaderboard": (2, 1), "accuracy": (1, 1), "scores": (4, 1), "domains": (1, 1), "items": (2, 0),

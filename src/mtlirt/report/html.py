@@ -99,8 +99,9 @@ p.dl{margin:-8px 0 14px;font-size:12.5px;color:#5b6475}
 .howto b{color:#1f3f6e}
 """
 
-#: Saving a figure: its inline SVG as a file, or drawn on a canvas at 200 dpi as PNG; a click on a figure
-#: toggles its full size.
+#: Saving a figure: its inline SVG as a file, or drawn on a canvas at 200 dpi as PNG; a CSV link saved
+#: through a Blob (a browser may refuse to open a data: URL over 2 MB); a click on a figure toggles its
+#: full size.
 _SCRIPT = """
 function mtSvgText(svg){return new XMLSerializer().serializeToString(svg);}
 function mtSave(url,name){var a=document.createElement('a');a.href=url;a.download=name;
@@ -110,7 +111,11 @@ function mtPngBlob(svg,scale,done){var vb=svg.viewBox.baseVal,w=Math.round(vb.wi
  img.onload=function(){var c=document.createElement('canvas');c.width=w;c.height=h;var g=c.getContext('2d');
   g.fillStyle='#fff';g.fillRect(0,0,w,h);g.drawImage(img,0,0,w,h);c.toBlob(done,'image/png');};
  img.src='data:image/svg+xml;charset=utf-8,'+encodeURIComponent(mtSvgText(svg));}
+function mtCsvBlob(a){var h=a.getAttribute('href');
+ return new Blob([decodeURIComponent(h.slice(h.indexOf(',')+1))],{type:'text/csv'});}
 document.addEventListener('click',function(e){
+ var c=e.target.closest('a.csv');
+ if(c){e.preventDefault();mtSave(URL.createObjectURL(mtCsvBlob(c)),c.getAttribute('download'));return;}
  var a=e.target.closest('a[data-save]');
  if(a){e.preventDefault();var svg=a.closest('figure').querySelector('svg'),name=a.getAttribute('data-name');
   if(a.getAttribute('data-save')==='svg'){
@@ -979,6 +984,8 @@ def render_report(fit_dirs_or_estimates, responses=None, title: str = "mtlirt re
     fits, records = load_fits(fit_dirs_or_estimates, names)
     if not fits:
         raise ValueError("no fit given")
+    if int(top_llms) < 1:
+        raise ValueError(f"top_llms must be at least 1, got {top_llms}")
     chosen = _check_llms(llms, fits)
     accuracy, acc_source = _accuracy_source(responses, fits)
     global _FIG_IDS
