@@ -476,6 +476,20 @@ def test_rank_vs_accuracy_names_the_largest_moves(boot):
     assert ax.get_ylim()[0] > ax.get_ylim()[1]
 
 
+def test_rank_vs_accuracy_names_llms_at_one_place_once():
+    """LLMs with the same answers sit at nearly one place: one name says how many more are there; the
+    names never resize the plot."""
+    n = 40
+    est, acc = _ranked(np.linspace(2, -2, n), np.linspace(0.9, 0.1, n))
+    acc.iloc[[30, 31, 32]] = 0.95  # three copies: best by accuracy, IRT ranks 31 to 33
+    acc.iloc[10] = 0.05  # and one that falls alone
+    fig = plots.rank_vs_accuracy(est, acc, label=2)
+    ax = fig.axes[0]
+    texts = sorted(x.get_text() for x in ax.texts)
+    assert texts == ["llm-010: 40 → 11", "llm-032 (+2 nearby): 1 → 33"]
+    assert all(not x.get_in_layout() for x in ax.texts)
+
+
 # ---------------------------------------------------------------- item map
 def test_item_map_rows_ticks_and_clipped_items():
     est = make_point(n=50, k=4, B=0, seed=7)

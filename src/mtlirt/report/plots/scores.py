@@ -419,7 +419,7 @@ def domain_heatmap(est, llms=None, top: int = 30, *, order="cluster", fig=None, 
         if miss.any():
             yy, xx = np.nonzero(miss)
             ax.scatter(xx, yy, s=4, color="black", marker="o", lw=0, zorder=3)
-            note = "; dot: no response in the domain (predicted)"
+            note = "\ndot: no response in the domain (score predicted)"
     cb = fig.colorbar(im, ax=ax, shrink=min(1.0, 4.0 / max(fig.get_size_inches()[1], 1.0)) if m > 8 else 1.0,
                       pad=0.01, aspect=30)
     cb.set_label("domain score (SD units)", fontsize=8)
@@ -528,7 +528,9 @@ def rank_vs_accuracy(est, accuracy, interval: float = 0.9, *, label: int = 8, ax
         Probability mass of the IRT rank intervals (grey bars), when the
         estimate has draws.
     label : int
-        Number of LLMs named: those with the largest ``|shift|``.
+        Number of LLMs named: those with the largest ``|shift|``, one per
+        place (one name, ``(+k nearby)``, stands for the LLMs within 1% of
+        the ranks, at least 2, on both axes: copies of one model).
     ax : matplotlib.axes.Axes, optional
         Axes to draw into.
     label_width : int
@@ -545,7 +547,8 @@ def rank_vs_accuracy(est, accuracy, interval: float = 0.9, *, label: int = 8, ax
 
     t = rank_shift(est, accuracy, interval)
     n = len(t)
-    fig, ax = _axes(ax, (6.4, 6.0))
+    own = ax is None
+    fig, ax = _axes(ax, (6.4, 6.4))
     x, y = t["accuracy_rank"].to_numpy(float), t["rank"].to_numpy(float)
     lo, hi = t["rank_lower"].to_numpy(float), t["rank_upper"].to_numpy(float)
     ok = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
@@ -555,9 +558,18 @@ def rank_vs_accuracy(est, accuracy, interval: float = 0.9, *, label: int = 8, ax
                                          alpha=0.35, rasterized=n > 2000,
                                          label=f"IRT {interval:.0%} rank interval"), autolim=True)
     shift = t["shift"].to_numpy()
-    named = np.zeros(n, bool)
-    named[:min(max(int(label), 0), n)] = True
-    named &= shift != 0
+    # the `label` largest moves, one name per place: LLMs with the same answers (copies, merges) share
+    # nearly the same two ranks, and one name stands for those within `tol` ranks on both axes
+    tol = max(2.0, 0.01 * n)
+    chosen, near = [], np.zeros(n, bool)
+    for i in np.flatnonzero(shift != 0):
+        if len(chosen) >= max(int(label), 0):
+            break
+        if near[i]:
+            continue
+        chosen.append(i)
+        near |= (np.abs(x - x[i]) <= tol) & (np.abs(y - y[i]) <= tol)
+    named = near & (shift != 0)
     small = 14 if n <= 300 else (6 if n <= 3000 else 3)
     ax.scatter(x[~named], y[~named], s=small, color=_GREY, alpha=0.6 if n <= 3000 else 0.3, lw=0, zorder=3,
                rasterized=n > 2000)
@@ -582,12 +594,18 @@ def rank_vs_accuracy(est, accuracy, interval: float = 0.9, *, label: int = 8, ax
                  f"{np.median(np.abs(shift)):.0f}, largest {np.abs(shift).max():.0f} places", fontsize=9)
     ax.grid(alpha=0.3)
     ax.tick_params(labelsize=8)
-    ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
-    if named.any():
-        idx = np.flatnonzero(named)
-        _label_off_diagonal(ax, x[idx], y[idx], shift[idx],
-                            [f"{_shorten(t['llm'].iloc[i], label_width)}: {int(x[i])} → {int(y[i])}" for i in idx],
-                            list(cols[idx]))
+    if own:  # under the plot: the largest moves sit in its corners
+        fig.legend(fontsize=7, loc="outside lower center", ncols=2, frameon=False)
+    else:
+        ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
+    if chosen:
+        idx = np.asarray(chosen)
+        labels = []
+        for i in idx:
+            more = int(((np.abs(x - x[i]) <= tol) & (np.abs(y - y[i]) <= tol)).sum()) - 1
+            labels.append(f"{_shorten(t['llm'].iloc[i], label_width)}" + (f" (+{more} nearby)" if more else "")
+                          + f": {int(x[i])} → {int(y[i])}")
+        _label_off_diagonal(ax, x[idx], y[idx], shift[idx], labels, list(cols[idx]))
     return fig
 
 
@@ -601,9 +619,10 @@ def _nice_step(x: float) -> int:
 
 
 def _label_off_diagonal(ax, x, y, shift, labels, colors, fontsize=7.0):
-    """Name points away from the identity line (up or left above it, down or right below), each with a
-    leader line; of the candidate offsets, the first whose text lies inside the axes and overlaps no
-    earlier text nor named point is taken (else the first candidate)."""
+    """Name points away from the identity line (up or left above it, down or right below; the other side
+    when that side is full), each with a leader line: the first candidate offset whose text lies inside
+    the axes and overlaps no earlier text nor named point.  A point with no such place stays unnamed
+    (the table beside the figure names it); the texts never resize the axes."""
     from matplotlib.text import Text
 
     fig = ax.figure
@@ -615,10 +634,9 @@ def _label_off_diagonal(ax, x, y, shift, labels, colors, fontsize=7.0):
     steps = [(28, 18), (18, 28), (40, 0), (0, 40), (45, 10), (10, 45), (60, 30), (30, 60), (70, 0), (0, 70),
              (80, 12), (12, 80), (95, 45), (45, 95)]
     for i in range(len(x)):
-        sign = 1 if shift[i] > 0 else -1  # above the line: text up or left; below: down or right
-        others = taken[:i] + taken[i + 1:len(x)] + taken[len(x):]
-        first = None
-        for dx, dy in steps:
+        side = 1 if shift[i] > 0 else -1  # above the line: text up or left; below: down or right
+        others = taken[:i] + taken[i + 1:]
+        for sign, (dx, dy) in [(side, st) for st in steps] + [(-side, st) for st in steps]:
             ox, oy = -sign * dx, sign * dy
             t = ax.annotate(labels[i], (x[i], y[i]), xytext=(ox, oy), textcoords="offset points",
                             ha="center" if ox == 0 else ("right" if ox < 0 else "left"),
@@ -627,18 +645,12 @@ def _label_off_diagonal(ax, x, y, shift, labels, colors, fontsize=7.0):
                             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
                             arrowprops={"arrowstyle": "-", "color": colors[i], "lw": 0.6, "shrinkA": 0,
                                         "shrinkB": 3})
+            t.set_in_layout(False)
             t.update_positions(renderer)
             bb = Text.get_window_extent(t, renderer)
             box = (bb.x0, bb.y0, bb.x1, bb.y1)
             inside = box[0] >= axbox.x0 and box[2] <= axbox.x1 and box[1] >= axbox.y0 and box[3] <= axbox.y1
-            free = all(box[2] < q[0] or box[0] > q[2] or box[3] < q[1] or box[1] > q[3] for q in others)
-            if inside and free:
-                if first is not None:
-                    first[0].remove()
-                first = (t, box)
+            if inside and all(box[2] < q[0] or box[0] > q[2] or box[3] < q[1] or box[1] > q[3] for q in others):
+                taken.append(box)
                 break
-            if first is None:
-                first = (t, box)  # kept when no candidate fits
-            else:
-                t.remove()
-        taken.append(first[1])
+            t.remove()
