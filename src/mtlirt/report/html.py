@@ -93,7 +93,8 @@ figure .figwrap.zoom{cursor:zoom-out}
 figure .figwrap.zoom svg{max-width:none}
 a.dl,span.dl a{color:#1f5fa8;text-decoration:none;font-size:12.5px}
 a.dl:hover,span.dl a:hover{text-decoration:underline}
-p.dl{margin:-8px 0 14px;font-size:12.5px;color:#5b6475}
+p.dl{margin:4px 0 14px;font-size:12.5px;color:#5b6475}
+.tablewrap:not(.tall) + p.dl{margin-top:-8px}
 .howto{background:#f4f8fd;border-left:3px solid #8fb3e0;padding:7px 12px;margin:8px 0 12px;font-size:13.5px;
  color:#2c3a4f;max-width:980px}
 .howto b{color:#1f3f6e}
