@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -283,14 +284,19 @@ def test_report_cli_llms_option(tmp_path, fits, capsys):
     names = tmp_path / "llms.txt"
     names.write_text("# the two to show\nllm-007\n\nllm-002  # and this one\n")
     out = tmp_path / "r.html"
-    assert main(["report", str(fit_dir), "--llms", str(names), "--out", str(out)]) == 0
+    with warnings.catch_warnings():  # a bare posterior.nc, a fit without fit.json: said on stderr
+        warnings.simplefilter("always", UserWarning)
+        assert main(["report", str(fit_dir), "--llms", str(names), "--out", str(out)]) == 0
+    assert "mtlirt: warning: " in capsys.readouterr().err
     text = out.read_text()
     assert set(_csvs(text)["fit-domain-heatmap.csv"]["llm"]) == {"llm-007", "llm-002"}
     for argv, says in ((["--llms", "llm-007,no-such-llm"], "'no-such-llm'"), (["--llms", " , "], "no LLM name"),
                        (["--top-llms", "0"], "--top-llms")):
         bad = tmp_path / "bad.html"
         capsys.readouterr()
-        assert main(["report", str(fit_dir), *argv, "--out", str(bad)]) == 2
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", ".*no fingerprint", UserWarning)
+            assert main(["report", str(fit_dir), *argv, "--out", str(bad)]) == 2
         err = capsys.readouterr().err
         assert err.startswith("mtlirt: error: ") and len(err.strip().splitlines()) == 1, err
         assert says in err and not bad.exists()
