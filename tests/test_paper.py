@@ -121,6 +121,44 @@ def test_choice_ties_to_the_smaller_C_and_skips_unconverged():
     assert k == 1 and np.isnan(mean[3]) and not failed
     k, _, failed = paper._choose(loss, np.zeros_like(conv))
     assert k == 3 and failed
+    # fused fits of neighbouring C agree only to the optimiser's precision: a tie all the same
+    noisy = np.array([[0.5, 0.4 + 3e-9, 0.4 - 2e-9, 0.4], [0.5, 0.4 + 1e-9, 0.4, 0.4 - 1e-9]])
+    assert paper._choose(noisy, np.ones_like(conv))[0] == 1
+    assert paper._choose(np.array([[0.5, 0.4, 0.4 - 1e-4]]), np.ones((1, 3), dtype=bool))[0] == 2
+
+
+def test_fast_converges_where_a_split_returns_to_its_fused_set():
+    """A domain on the verge of fusing (its tangent gradient a hair above lambda): splitting it
+    off comes back to the kink without lowering F.  The fit must stop converged there, not cycle
+    to its iteration limit (which dropped that C from the cross-validation's choice)."""
+    sizes = (20, 30, 40, 50, 60, 70)
+    sim = simulate_paper(0.2, n_llms=80, domain_sizes=sizes, seed=3)
+    prob = paper._Problem(sim.correct, None, _slices(sizes))
+    train = paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=3) != 1
+    r = paper.fit_paper(sim.correct * train, train, _slices(sizes), C=0.2)
+    assert r.converged and r.n_iter < 1000
+    assert r.fused.sum() == 1  # the domain on the verge stays fused
+    _check_constraints(r, 80)
+
+
+def test_global_baseline_keeps_its_one_trait_in_the_box():
+    """An LLM with every answer right pushes the global trait to the box |theta| <= 4: the fit
+    must stay the global problem's (its objective recomputed as one trait for all domains) and
+    beat the paper's Adam on it."""
+    sim = simulate_paper(0.3, n_llms=80, domain_sizes=SIZES, seed=4)
+    y = sim.correct.copy()
+    y[0] = 1
+    sl = _slices(SIZES)
+    fast = paper.fit_paper(y, None, sl, variant="paper-global")
+    adam = paper.fit_paper(y, None, sl, variant="paper-global", optimizer="adam")
+    prob = paper._Problem(y, None, sl)
+    one = paper._Objective(prob, prob.mask(), one_trait=True)
+    for r in (fast, adam):
+        assert abs(one.lik(r.overall[None, :], r.a[prob.kept], r.d[prob.kept]) - r.objective) < 1e-9 * r.objective
+        assert np.array_equal(r.theta, np.repeat(r.overall[:, None], 3, axis=1))
+        _check_constraints(r, 80)
+    assert fast.overall[0] == paper.BOUND and fast.converged  # the box binds
+    assert fast.objective <= adam.objective
 
 
 def test_folds_split_each_llms_responses_within_each_domain(small):
