@@ -211,6 +211,7 @@ def test_fit_variants_and_bootstrap(small):
     data = Responses.from_frame(simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4).responses)
     est = fit(data, "mtl", variant="paper", gamma=0.2, bootstrap=2, n_jobs=1)
     assert est.info["C"] == 0.2 and est.info["settings"]["variant"] == "paper"
+    assert est.info["settings"]["optimizer"] == "fast" and est.info["settings"]["cv_seed"] == 0
     assert est.info["diagnostics"]["converged"] is True
     draws = est.draws("theta")  # parametric replicates refitted with C held at 0.2
     assert est.uncertainty_source == "bootstrap" and draws.shape == (2, 50, 3)
@@ -246,3 +247,79 @@ def test_paper_design_shapes_and_truth():
     t0 = flat.domain_scores.to_numpy()
     assert np.allclose(t0, t0[:, :1]) and np.allclose(flat.overall["score"], t0[:, 0])
     assert np.array_equal(simulate_paper(0.3, seed=2).correct, sim.correct)
+
+
+def test_fit_takes_the_papers_optimizer_and_fold_seed(small):
+    y, obs, sl = small
+    data = Responses.from_frame(simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4).responses)
+    est = fit(data, "mtl", variant="paper", gamma=0.2, optimizer="adam")
+    ref = paper.fit_paper(data.correct, data.mask, data.domain_slices, C=0.2, optimizer="adam")
+    assert est.info["optimizer"] == "adam" and np.array_equal(est.point("theta"), ref.theta)
+    assert est.info["objective"] == ref.objective
+    fast = fit(data, "mtl", variant="paper", gamma=0.2)
+    assert fast.info["optimizer"] == "fast" and fast.info["objective"] < ref.objective
+    assert fit(data, "mtl", variant="paper", gamma=0.2, seed=2).info["settings"]["cv_seed"] == 2  # default: seed
+    with pytest.raises(InputError, match="optimizer applies to the paper variants"):
+        fit(data, "mtl", optimizer="adam")
+    with pytest.raises(InputError, match="unknown optimizer"):
+        fit(data, "mtl", variant="paper", optimizer="lbfgs")
+    with pytest.raises(InputError, match="cv_seed applies to variant 'paper' only"):
+        fit(data, "mtl", variant="paper-local", cv_seed=3)
+    with pytest.raises(InputError, match="cv_seed must be an integer >= 0"):
+        fit(data, "mtl", variant="paper", cv_seed=-1)
+
+
+def test_folds_are_the_papers_from_its_seed():
+    """The paper's fold maker: ``default_rng(seed + 100003)``, domain by domain, LLM by LLM, a
+    permutation of the LLM's observed items cut by ``array_split``; the same ``--cv-seed`` gives
+    the paper's folds."""
+    sim = simulate_paper(0.3, n_llms=12, domain_sizes=(7, 9), seed=0)
+    obs = np.random.default_rng(0).random(sim.correct.shape) > 0.2
+    prob = paper._Problem(sim.correct * obs, obs, _slices((7, 9)))
+    assert prob.dropped.size == 0  # (the paper's code, too, drops constant items first)
+    fold = paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=20260803)
+    rng = np.random.default_rng(20260803 + 100_003)
+    for s in _slices((7, 9)):
+        block = obs[:, s]
+        for i in range(12):
+            parts = np.array_split(rng.permutation(np.flatnonzero(block[i])), 5)
+            for f, items in enumerate(parts):
+                assert (fold[i, s][items] == f).all()
+
+
+def test_paper_variant_keeps_its_traits_where_cells_are_empty():
+    """The paper variant's domain scores are the paper's theta_t (centred, norm sqrt(N) over all
+    LLMs), also when an LLM has no response in a domain: not re-standardised over the others."""
+    sim = simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4)
+    df = sim.responses
+    df = df[~((df["llm"] == df["llm"].iloc[0]) & (df["domain"] == df["domain"].iloc[0]))]
+    data = Responses.from_frame(df)
+    est = fit(data, "mtl", variant="paper", gamma=0.2)
+    ref = paper.fit_paper(data.correct, data.mask, data.domain_slices, C=0.2)
+    assert est.predicted.sum() == 1
+    assert np.array_equal(est.point("theta"), ref.theta)
+    assert np.allclose(np.linalg.norm(est.point("theta"), axis=0), math.sqrt(50))
+
+
+def test_cli_paper_optimizer_and_cv_seed(tmp_path, capsys):
+    import json
+
+    from mtlirt.cli import main
+
+    data = tmp_path / "small.csv"
+    simulate_paper(0.3, n_llms=30, domain_sizes=(8, 10), seed=1).responses.to_csv(data, index=False)
+    out = tmp_path / "fit"
+    assert main(["fit", str(data), "--variant", "paper", "--gamma", "0.2", "--optimizer", "adam",
+                 "--out", str(out)]) == 0
+    info = json.loads((out / "fit.json").read_text())
+    assert info["optimizer"] == "adam" and info["settings"]["optimizer"] == "adam"
+    out2 = tmp_path / "fit2"
+    assert main(["fit", str(data), "--variant", "paper", "--cv-seed", "20260803", "--out", str(out2)]) == 0
+    assert json.loads((out2 / "fit.json").read_text())["cv"]["seed"] == 20260803
+    capsys.readouterr()
+    assert main(["fit", str(data), "--optimizer", "adam", "--out", str(tmp_path / "x")]) == 2
+    assert main(["fit", str(data), "--variant", "paper-global", "--cv-seed", "1", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["mtlirt: error: --optimizer applies to --variant paper, paper-global or paper-local only",
+                   "mtlirt: error: --cv-seed applies to --variant paper only (its cross-validation folds)"]
+    assert not (tmp_path / "x").exists()

@@ -66,14 +66,16 @@ def _point_stl(correct, observed, slices, *, model, guessing, **_):
     return posterior_mean_scale(res, _cell_counts(observed, slices, correct.shape[0]) > 0)
 
 
-def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default", **_):
+def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default",
+               optimizer=None, cv_seed=None, **_):
     if variant != "default":
         from .estimators.paper import fit_paper
 
         if model != "2pl" or guessing is not None or rank not in (None, 1):
             raise InputError(f"the {variant} variant is the paper's rank-one 2PL without guessing: "
                              "it takes no rank, guessing or 1PL model")
-        return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C, seed=seed)
+        return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C,
+                         seed=seed if cv_seed is None else cv_seed, optimizer=optimizer or "fast")
     from .estimators.mtl import fit_mtl
 
     res = fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
@@ -132,7 +134,8 @@ def _cell_counts(observed, slices, n_llms) -> np.ndarray:
     return np.column_stack([observed[:, s].sum(axis=1) for s in slices])
 
 
-def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray) -> dict:
+def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray,
+                   variant: str = "default") -> dict:
     """Scores of cells without responses, and domain scales from the LLMs with responses.
 
     MTL: an empty cell gets its centre (the model's prediction from the
@@ -142,9 +145,11 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     1: docs/model.md "The estimand"; STL's by
     :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).  The items
     follow, so ``a theta + d`` is unchanged.
-    Other methods are left alone.
+    Other methods, and MTL's paper variants (their ``theta_t`` as the
+    paper's estimator gives them: centred, norm ``sqrt(N)`` over all LLMs),
+    are left alone.
     """
-    if method not in ("mtl", "stl") or not empty.any():
+    if method not in ("mtl", "stl") or variant != "default" or not empty.any():
         return arr
     arr = dict(arr)
     theta = arr["theta"].copy()
@@ -184,7 +189,8 @@ def _replicate(correct, observed, *, method, slices, settings):
     arr = _arrays(res)
     empty = _cell_counts(observed, slices, correct.shape[0]) == 0
     arr = _predict_cells(arr, method, empty, np.concatenate([np.full(s.stop - s.start, k)
-                                                             for k, s in enumerate(slices)]))
+                                                             for k, s in enumerate(slices)]),
+                         settings.get("variant", "default"))
     keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
     if arr.get("overall") is not None:
         keep["overall"] = arr["overall"]
@@ -205,6 +211,8 @@ def fit(
     seed: int = 0,
     n_jobs: int | None = None,
     variant: str = "default",
+    optimizer: str | None = None,
+    cv_seed: int | None = None,
     **bayes_options,
 ) -> Estimate:
     """Fit a model to a leaderboard and return its :class:`Estimate`.
@@ -240,11 +248,20 @@ def fit(
         seed paper's ``paper`` (its estimator exactly, C tuned by its 5-fold
         cross-validation), ``paper-global`` or ``paper-local`` baselines
         (:mod:`mtlirt.estimators.paper`).
+    optimizer
+        For the paper variants: ``"adam"``, the paper's projected Adam with
+        its early stop (its published output), or ``"fast"`` (default), ours,
+        which reaches the exact minimiser of the paper's objective.
+    cv_seed
+        For ``variant="paper"``: the seed of its cross-validation folds
+        (default ``seed``); the paper's own run uses the seed its code was
+        given (folds from ``numpy.random.default_rng(cv_seed + 100003)``).
     **bayes_options
         For ``method="bayes"``: passed to :func:`mtlirt.bayes.fit_bayes`
         (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
     """
     _check_method(method, variant)
+    _check_paper_options(variant, optimizer, cv_seed)
     if method == "bayes":
         return _fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options)
     if bayes_options:
@@ -253,6 +270,8 @@ def fit(
     settings = dict(model=model, guessing=guessing, rank=rank, gamma=gamma, seed=seed)
     if method == "mtl":
         settings["variant"] = variant
+    if variant != "default":
+        settings.update(optimizer=optimizer or "fast", cv_seed=seed if cv_seed is None else cv_seed)
     timings = {}
     t0 = time.perf_counter()
     stage(f"fitting {method} to {responses.n_llms:,} LLMs x {responses.n_items:,} items")
@@ -261,7 +280,7 @@ def fit(
     arr = _arrays(res)
     n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
     empty = n_resp == 0
-    arr = _predict_cells(arr, method, empty, responses.item_domain)
+    arr = _predict_cells(arr, method, empty, responses.item_domain, variant)
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
     info.update(_method_info(res))
     pop = _population_scale(res, arr["theta"], ~empty)
@@ -320,6 +339,21 @@ def _check_method(method: str, variant: str) -> None:
         raise InputError(f"unknown variant {variant!r}: expected one of {', '.join(MTL_VARIANTS)}")
     if variant != "default" and method != "mtl":
         raise InputError(f"variant {variant!r} applies to method 'mtl' only, not {method!r}")
+
+
+def _check_paper_options(variant: str, optimizer, cv_seed) -> None:
+    """``optimizer`` and ``cv_seed`` given to the paper variants only, and valid."""
+    if optimizer is not None:
+        if variant == "default":
+            raise InputError("optimizer applies to the paper variants of mtl only (variant paper, "
+                             "paper-global or paper-local)")
+        if optimizer not in ("fast", "adam"):
+            raise InputError(f"unknown optimizer {optimizer!r}: expected 'fast' or 'adam'")
+    if cv_seed is not None:
+        if variant != "paper":
+            raise InputError("cv_seed applies to variant 'paper' only (the others have no cross-validation)")
+        if isinstance(cv_seed, bool) or not isinstance(cv_seed, (int, np.integer)) or cv_seed < 0:
+            raise InputError(f"cv_seed must be an integer >= 0, got {cv_seed!r}")
 
 
 def _check_guessing(guessing) -> None:
