@@ -213,7 +213,7 @@ def test_fit_variants_and_bootstrap(small):
     assert est.info["C"] == 0.2 and est.info["settings"]["variant"] == "paper"
     assert est.info["settings"]["optimizer"] == "fast" and est.info["settings"]["cv_seed"] == 0
     assert est.info["diagnostics"]["converged"] is True
-    draws = est.draws("theta")  # parametric replicates refitted with C held at 0.2
+    draws = est.draws("theta")  # error replicates refitted with C held at 0.2
     assert est.uncertainty_source == "bootstrap" and draws.shape == (2, 50, 3)
     assert not np.array_equal(draws[0], draws[1])
     for v in ("paper-global", "paper-local"):
@@ -247,6 +247,30 @@ def test_paper_design_shapes_and_truth():
     t0 = flat.domain_scores.to_numpy()
     assert np.allclose(t0, t0[:, :1]) and np.allclose(flat.overall["score"], t0[:, 0])
     assert np.array_equal(simulate_paper(0.3, seed=2).correct, sim.correct)
+
+
+def test_a_fused_fits_intervals_carry_the_domains_deviations():
+    """A fit that fuses every domain onto theta_G has no deviations left: answers redrawn from
+    it refit to fused traits, so every domain's interval was the overall score's (coverage of
+    the domain truths 0.45 on the paper's design).  The error bootstrap's world draws
+    deviations with each domain's estimated spread, and says so in fit.json."""
+    sim = simulate_paper(0.4, n_llms=50, domain_sizes=SIZES, seed=4)
+    data = Responses.from_frame(sim.responses)
+    est = fit(data, "mtl", variant="paper", gamma=1e3, bootstrap=8, n_jobs=1)
+    theta = est.point("theta")
+    assert np.allclose(theta, theta[:, :1])  # fused: every domain is theta_G
+    draws = est.draws("theta")
+    assert not np.allclose(draws, draws[:, :, :1])  # each domain's own error
+    psi = np.array(est.info["deviation_spread"])
+    assert psi.shape == (3,) and (psi > 0.01).all()
+    for k, m in ((0, 1), (0, 2), (1, 2)):  # fused refits: two domains' errors differ by their truths' deviations
+        spread = (draws[:, :, k] - draws[:, :, m]).std()
+        assert 0.7 < spread / math.sqrt(psi[k] + psi[m]) < 1.4
+    assert est.info["intervals"].startswith("estimate minus quantiles of the bootstrap error")
+    assert "sine centre" in est.info["intervals"]
+    # the replicates keep the optimiser
+    est = fit(data, "mtl", variant="paper-global", bootstrap=2, n_jobs=1, optimizer="adam")
+    assert est.info["settings"]["optimizer"] == "adam" and est.info["optimizer"] == "adam"
 
 
 def test_fit_takes_the_papers_optimizer_and_fold_seed(small):
@@ -323,3 +347,23 @@ def test_cli_paper_optimizer_and_cv_seed(tmp_path, capsys):
     assert err == ["mtlirt: error: --optimizer applies to --variant paper, paper-global or paper-local only",
                    "mtlirt: error: --cv-seed applies to --variant paper only (its cross-validation folds)"]
     assert not (tmp_path / "x").exists()
+
+
+def test_deviation_variance_recovers_the_spread_of_deviations():
+    """Maximum likelihood of each domain's deviation variance about a known centre, the deviation
+    integrated out: near the truth for small and large spreads (where moments of the score lose
+    the large deviations to the logistic's curvature), at the floor for a domain on its centre,
+    and larger by 1 / (1 - h)^2 for a centre that follows a share h of the domain."""
+    rng = np.random.default_rng(3)
+    N, sizes, psi = 400, (40, 40, 40), np.array([0.0, 0.1, 0.5])
+    centre = rng.standard_normal((N, 1)) * np.ones((1, 3))
+    a, d = rng.uniform(0.5, 1.5, 120), rng.uniform(-1, 1, 120)
+    theta = centre + rng.standard_normal((N, 3)) * np.sqrt(psi)
+    sl = _slices(sizes)
+    p = np.concatenate([1 / (1 + np.exp(-(theta[:, [k]] * a[s] + d[s]))) for k, s in enumerate(sl)], axis=1)
+    y = (rng.random(p.shape) < p).astype(np.int8)
+    obs = rng.random(p.shape) > 0.1
+    est = paper.deviation_variance(y * obs, obs, sl, centre, a, d)
+    assert est[0] < 0.02 and abs(est[1] - 0.1) < 0.04 and abs(est[2] - 0.5) < 0.12
+    lev = paper.deviation_variance(y * obs, obs, sl, centre, a, d, leverage=[0.1, 0.1, 0.1])
+    assert np.allclose(lev[1:], est[1:] / 0.81)

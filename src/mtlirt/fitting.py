@@ -8,8 +8,10 @@ the observed cells), with percentile intervals of the replicates; for
 the intervals are intervals of the estimation error: their scores are
 shrunk (posterior-mean-like, docs/model.md "The estimand"), so each
 replicate draws a new truth (MTL: shared traits around the fitted ones, the
-fit's centre, deviations with each domain's estimated spread; STL: traits
-from the population ``N(0, R)``), and the refit's error against that truth
+fit's centre, deviations with each domain's estimated spread; MTL's paper
+variants: the paper's model around the fit, its general trait and each
+domain's deviations, the overall truth the sine centre; STL: traits from
+the population ``N(0, R)``), and the refit's error against that truth
 is taken off the point estimate (``/bootstrap`` holds ``estimate -
 error``; the interval is the estimate minus the error's quantiles), for
 domain scores, overall scores and ranks.
@@ -306,9 +308,7 @@ def fit(
     corr, rel = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)
     info["reliability"] = rel.tolist()
     if boot is not None:
-        info["intervals"] = {"mtl": "estimate minus quantiles of the bootstrap error (world: centre plus deviations)",
-                             "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
-                             }.get(method, "bootstrap percentile")
+        info["intervals"] = _interval_label(method, variant)
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
     return Estimate.from_point(
         method=method,
@@ -375,18 +375,19 @@ def _fit_diagnostics(res) -> dict:
 
 def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, info: dict, *, method: str,
                variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None) -> dict:
-    """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's and STL's
-    error bootstrap draw a new truth from the fit's world, the others are parametric or resample items.
-    MTL's world records its deviations' spread in ``info["deviation_spread"]``."""
+    """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's (its paper
+    variants' too) and STL's error bootstrap draw a new truth from the fit's world, the others are parametric
+    or resample items.  MTL's world records its deviations' spread in ``info["deviation_spread"]``."""
     # replicates keep the tuned settings fixed: the selected rank and shrinkage
     fixed = dict(settings)
     if method == "mtl":
         fixed.update(rank=res.rank, C=res.C, gamma=None)
-    kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric",
-            "stl": "world"}.get(method, "parametric")
+    kind = {"accuracy": "items", "mtl": "world", "stl": "world"}.get(method, "parametric")
     point = arr if kind == "parametric" else None
     if method == "stl":
         point = _stl_world(arr, pop, error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0])
+    elif method == "mtl" and variant != "default":
+        point = _paper_world(responses, arr, info)
     elif kind == "world":
         point = _mtl_world(responses, arr, info)
     boot = run_bootstrap(
@@ -401,6 +402,8 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
         n_jobs=n_jobs,
         desc=f"{method} bootstrap",
     )
+    if method == "mtl" and variant != "default":  # the paper's overall truth: the sine centre of the domain truths
+        boot["world_overall"] = _sine_centres(boot["world_theta"], boot["world_overall"])
     if kind == "world":  # STL's cells without responses: 0 minus an error of a N(0, 1) truth
         _error_draws(boot, arr, empty)
     return boot
@@ -420,6 +423,74 @@ def _mtl_world(responses, arr: dict, info: dict) -> dict:
     info["deviation_spread"] = psi.tolist()
     return dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
                 loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
+
+
+def _interval_label(method: str, variant: str) -> str:
+    """What the bootstrap intervals of ``method`` are, for ``fit.json``'s ``intervals``."""
+    if method == "mtl" and variant != "default":
+        return ("estimate minus quantiles of the bootstrap error (world: the fit's general trait, each domain "
+                "sqrt(1 - psi_k) times it plus deviations of estimated variance psi_k; overall truth the sine "
+                "centre of the domain truths)")
+    return {"mtl": "estimate minus quantiles of the bootstrap error (world: centre plus deviations)",
+            "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
+            }.get(method, "bootstrap percentile")
+
+
+def _paper_world(responses, arr: dict, info: dict, n_iter: int = 3) -> dict:
+    """The error bootstrap's world of the paper variants (``bootstrap.run_bootstrap``, ``kind="world"``).
+
+    The paper's model (METHOD.md §4b) around the fit: ``theta_t = sqrt(1 - psi_t) g* + sqrt(psi_t) z``,
+    ``g*`` the fit's general trait ``g`` plus its approximate posterior spread
+    (:func:`~mtlirt.estimators.bootstrap.overall_spread`), ``psi_t`` each domain's spread about
+    ``sqrt(1 - psi_t) g`` by its posterior mean (:func:`~mtlirt.estimators.paper.deviation_variance`,
+    corrected for the domain's share of the information on ``g`` in the paper's ``1/J_t``-weighted
+    objective; iterated with the loading ``sqrt(1 - psi_t)``), the fit's items.  A fused fit has no
+    deviations left, so answers redrawn from it cannot show the error of fusing; this world has them.
+    The spreads are recorded in ``info["deviation_spread"]``."""
+    from .estimators.paper import deviation_variance
+
+    g = arr["overall"]
+    eta = ((g - g.mean()) / g.std())[:, None]
+    slices = responses.domain_slices
+    sizes = np.array([s.stop - s.start for s in slices], dtype=np.float64)
+    psi = np.zeros(arr["theta"].shape[1])
+    for _ in range(n_iter):
+        W = np.sqrt(1.0 - psi)[:, None]
+        centre = eta @ W.T
+        cell_info = _cell_information(responses, centre, arr["a"], arr["d"])
+        share = cell_info.mean(axis=0) / sizes
+        psi_new = np.minimum(deviation_variance(responses.correct, responses.mask, slices, centre, arr["a"], arr["d"],
+                                                leverage=share / share.sum()), 0.99)
+        done = np.abs(psi_new - psi).max() < 1e-4
+        psi = psi_new
+        if done:
+            break
+    W = np.sqrt(1.0 - psi)[:, None]
+    info["deviation_spread"] = psi.tolist()
+    return dict(centre=eta @ W.T, psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W), loadings=W,
+                a=arr["a"], d=arr["d"], c=None)
+
+
+def _cell_information(responses, theta: np.ndarray, a: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Fisher information ``sum_j a_j^2 p (1 - p)`` of each LLM's observed answers in each domain at ``theta``."""
+    out = np.empty(theta.shape)
+    for k, s in enumerate(responses.domain_slices):
+        p = 1.0 / (1.0 + np.exp(-(theta[:, k][:, None] * a[s] + d[s])))
+        v = a[s] ** 2 * p * (1.0 - p)
+        out[:, k] = (v if responses.mask is None else v * responses.mask[:, s]).sum(axis=1)
+    return out
+
+
+def _sine_centres(world_theta: np.ndarray, world_shared: np.ndarray) -> np.ndarray:
+    """Each replicate's sine centre of its true domain traits (B x N), signed like its shared trait."""
+    from .estimators.paper import sine_centre
+
+    out = np.empty(world_shared.shape)
+    for b, (truth, shared) in enumerate(zip(world_theta, world_shared)):
+        t = truth - truth.mean(axis=0)
+        c = sine_centre(t.T, start=shared)[0]
+        out[b] = c if c @ shared >= 0 else -c
+    return out
 
 
 def _stl_world(arr: dict, pop: dict, corr: np.ndarray) -> dict:
