@@ -214,6 +214,15 @@ def cmd_fit(args) -> int:
         raise InputError(f"--variant applies to --method mtl only, not {args.method}")
     if args.variant is not None:
         options["variant"] = args.variant
+    paper = args.variant not in (None, "default")
+    if args.optimizer is not None and not paper:
+        raise InputError("--optimizer applies to --variant paper, paper-global or paper-local only")
+    if args.cv_seed is not None and args.variant != "paper":
+        raise InputError("--cv-seed applies to --variant paper only (its cross-validation folds)")
+    if args.optimizer is not None:
+        options["optimizer"] = args.optimizer
+    if args.cv_seed is not None:
+        options["cv_seed"] = args.cv_seed
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         est = fit(data, args.method, rank=args.rank, gamma=args.gamma, model=args.item_model,
@@ -554,6 +563,12 @@ def _add_fit(sub) -> None:
     p.add_argument("--variant", default=None, metavar="NAME",
                    help="mtl variant: default (the package's estimator), paper (the seed paper's estimator, C "
                    "by its 5-fold cross-validation; --gamma fixes its C), paper-global or paper-local (its baselines)")
+    p.add_argument("--optimizer", default=None, choices=["fast", "adam"],
+                   help="paper variants: fast (default; ours, reaches the exact minimiser of the paper's objective) "
+                   "or adam (the paper's projected Adam with its early stop: the paper's published output)")
+    p.add_argument("--cv-seed", type=int, default=None, metavar="S",
+                   help="--variant paper: seed of its cross-validation folds (default --seed); the paper's code "
+                   "draws them from numpy.random.default_rng(S + 100003)")
     p.add_argument("--item-model", default="2pl", choices=["2pl", "1pl"],
                    help="item model of the frequentist methods (default 2pl)")
     p.add_argument("--guessing", type=_floor, default=None, metavar="C",

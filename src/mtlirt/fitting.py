@@ -8,8 +8,10 @@ the observed cells), with percentile intervals of the replicates; for
 the intervals are intervals of the estimation error: their scores are
 shrunk (posterior-mean-like, docs/model.md "The estimand"), so each
 replicate draws a new truth (MTL: shared traits around the fitted ones, the
-fit's centre, deviations with each domain's estimated spread; STL: traits
-from the population ``N(0, R)``), and the refit's error against that truth
+fit's centre, deviations with each domain's estimated spread; MTL's paper
+variants: the paper's model around the fit, its general trait and each
+domain's deviations, the overall truth the sine centre; STL: traits from
+the population ``N(0, R)``), and the refit's error against that truth
 is taken off the point estimate (``/bootstrap`` holds ``estimate -
 error``; the interval is the estimate minus the error's quantiles), for
 domain scores, overall scores and ranks.
@@ -66,14 +68,16 @@ def _point_stl(correct, observed, slices, *, model, guessing, **_):
     return posterior_mean_scale(res, _cell_counts(observed, slices, correct.shape[0]) > 0)
 
 
-def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default", **_):
+def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default",
+               optimizer=None, cv_seed=None, **_):
     if variant != "default":
         from .estimators.paper import fit_paper
 
         if model != "2pl" or guessing is not None or rank not in (None, 1):
             raise InputError(f"the {variant} variant is the paper's rank-one 2PL without guessing: "
                              "it takes no rank, guessing or 1PL model")
-        return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C, seed=seed)
+        return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C,
+                         seed=seed if cv_seed is None else cv_seed, optimizer=optimizer or "fast")
     from .estimators.mtl import fit_mtl
 
     res = fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
@@ -132,7 +136,8 @@ def _cell_counts(observed, slices, n_llms) -> np.ndarray:
     return np.column_stack([observed[:, s].sum(axis=1) for s in slices])
 
 
-def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray) -> dict:
+def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray,
+                   variant: str = "default") -> dict:
     """Scores of cells without responses, and domain scales from the LLMs with responses.
 
     MTL: an empty cell gets its centre (the model's prediction from the
@@ -142,9 +147,11 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     1: docs/model.md "The estimand"; STL's by
     :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).  The items
     follow, so ``a theta + d`` is unchanged.
-    Other methods are left alone.
+    Other methods, and MTL's paper variants (their ``theta_t`` as the
+    paper's estimator gives them: centred, norm ``sqrt(N)`` over all LLMs),
+    are left alone.
     """
-    if method not in ("mtl", "stl") or not empty.any():
+    if method not in ("mtl", "stl") or variant != "default" or not empty.any():
         return arr
     arr = dict(arr)
     theta = arr["theta"].copy()
@@ -184,7 +191,8 @@ def _replicate(correct, observed, *, method, slices, settings):
     arr = _arrays(res)
     empty = _cell_counts(observed, slices, correct.shape[0]) == 0
     arr = _predict_cells(arr, method, empty, np.concatenate([np.full(s.stop - s.start, k)
-                                                             for k, s in enumerate(slices)]))
+                                                             for k, s in enumerate(slices)]),
+                         settings.get("variant", "default"))
     keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
     if arr.get("overall") is not None:
         keep["overall"] = arr["overall"]
@@ -205,6 +213,8 @@ def fit(
     seed: int = 0,
     n_jobs: int | None = None,
     variant: str = "default",
+    optimizer: str | None = None,
+    cv_seed: int | None = None,
     **bayes_options,
 ) -> Estimate:
     """Fit a model to a leaderboard and return its :class:`Estimate`.
@@ -240,11 +250,20 @@ def fit(
         seed paper's ``paper`` (its estimator exactly, C tuned by its 5-fold
         cross-validation), ``paper-global`` or ``paper-local`` baselines
         (:mod:`mtlirt.estimators.paper`).
+    optimizer
+        For the paper variants: ``"adam"``, the paper's projected Adam with
+        its early stop (its published output), or ``"fast"`` (default), ours,
+        which reaches the exact minimiser of the paper's objective.
+    cv_seed
+        For ``variant="paper"``: the seed of its cross-validation folds
+        (default ``seed``); the paper's own run uses the seed its code was
+        given (folds from ``numpy.random.default_rng(cv_seed + 100003)``).
     **bayes_options
         For ``method="bayes"``: passed to :func:`mtlirt.bayes.fit_bayes`
         (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
     """
     _check_method(method, variant)
+    _check_paper_options(variant, optimizer, cv_seed)
     if method == "bayes":
         return _record_data(_fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options),
                             responses)
@@ -254,6 +273,8 @@ def fit(
     settings = dict(model=model, guessing=guessing, rank=rank, gamma=gamma, seed=seed)
     if method == "mtl":
         settings["variant"] = variant
+    if variant != "default":
+        settings.update(optimizer=optimizer or "fast", cv_seed=seed if cv_seed is None else cv_seed)
     timings = {}
     t0 = time.perf_counter()
     stage(f"fitting {method} to {responses.n_llms:,} LLMs x {responses.n_items:,} items")
@@ -262,7 +283,7 @@ def fit(
     arr = _arrays(res)
     n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
     empty = n_resp == 0
-    arr = _predict_cells(arr, method, empty, responses.item_domain)
+    arr = _predict_cells(arr, method, empty, responses.item_domain, variant)
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
     info.update(_method_info(res))
     pop = _population_scale(res, arr["theta"], ~empty)
@@ -288,9 +309,7 @@ def fit(
     corr, rel = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)
     info["reliability"] = rel.tolist()
     if boot is not None:
-        info["intervals"] = {"mtl": "estimate minus quantiles of the bootstrap error (world: centre plus deviations)",
-                             "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
-                             }.get(method, "bootstrap percentile")
+        info["intervals"] = _interval_label(method, variant)
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
     est = Estimate.from_point(
         method=method,
@@ -335,6 +354,21 @@ def _check_method(method: str, variant: str) -> None:
         raise InputError(f"variant {variant!r} applies to method 'mtl' only, not {method!r}")
 
 
+def _check_paper_options(variant: str, optimizer, cv_seed) -> None:
+    """``optimizer`` and ``cv_seed`` given to the paper variants only, and valid."""
+    if optimizer is not None:
+        if variant == "default":
+            raise InputError("optimizer applies to the paper variants of mtl only (variant paper, "
+                             "paper-global or paper-local)")
+        if optimizer not in ("fast", "adam"):
+            raise InputError(f"unknown optimizer {optimizer!r}: expected 'fast' or 'adam'")
+    if cv_seed is not None:
+        if variant != "paper":
+            raise InputError("cv_seed applies to variant 'paper' only (the others have no cross-validation)")
+        if isinstance(cv_seed, bool) or not isinstance(cv_seed, (int, np.integer)) or cv_seed < 0:
+            raise InputError(f"cv_seed must be an integer >= 0, got {cv_seed!r}")
+
+
 def _check_guessing(guessing) -> None:
     """The frequentist methods' ``guessing``: None, a number in [0, 1) or ``"estimate"``."""
     if isinstance(guessing, str):
@@ -354,18 +388,19 @@ def _fit_diagnostics(res) -> dict:
 
 def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, info: dict, *, method: str,
                variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None) -> dict:
-    """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's and STL's
-    error bootstrap draw a new truth from the fit's world, the others are parametric or resample items.
-    MTL's world records its deviations' spread in ``info["deviation_spread"]``."""
+    """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's (its paper
+    variants' too) and STL's error bootstrap draw a new truth from the fit's world, the others are parametric
+    or resample items.  MTL's world records its deviations' spread in ``info["deviation_spread"]``."""
     # replicates keep the tuned settings fixed: the selected rank and shrinkage
     fixed = dict(settings)
     if method == "mtl":
         fixed.update(rank=res.rank, C=res.C, gamma=None)
-    kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric",
-            "stl": "world"}.get(method, "parametric")
+    kind = {"accuracy": "items", "mtl": "world", "stl": "world"}.get(method, "parametric")
     point = arr if kind == "parametric" else None
     if method == "stl":
         point = _stl_world(arr, pop, error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0])
+    elif method == "mtl" and variant != "default":
+        point = _paper_world(responses, arr, info)
     elif kind == "world":
         point = _mtl_world(responses, arr, info)
     boot = run_bootstrap(
@@ -380,6 +415,8 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
         n_jobs=n_jobs,
         desc=f"{method} bootstrap",
     )
+    if method == "mtl" and variant != "default":  # the paper's overall truth: the sine centre of the domain truths
+        boot["world_overall"] = _sine_centres(boot["world_theta"], boot["world_overall"])
     if kind == "world":  # STL's cells without responses: 0 minus an error of a N(0, 1) truth
         _error_draws(boot, arr, empty)
     return boot
@@ -399,6 +436,74 @@ def _mtl_world(responses, arr: dict, info: dict) -> dict:
     info["deviation_spread"] = psi.tolist()
     return dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
                 loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
+
+
+def _interval_label(method: str, variant: str) -> str:
+    """What the bootstrap intervals of ``method`` are, for ``fit.json``'s ``intervals``."""
+    if method == "mtl" and variant != "default":
+        return ("estimate minus quantiles of the bootstrap error (world: the fit's general trait, each domain "
+                "sqrt(1 - psi_k) times it plus deviations of estimated variance psi_k; overall truth the sine "
+                "centre of the domain truths)")
+    return {"mtl": "estimate minus quantiles of the bootstrap error (world: centre plus deviations)",
+            "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
+            }.get(method, "bootstrap percentile")
+
+
+def _paper_world(responses, arr: dict, info: dict, n_iter: int = 3) -> dict:
+    """The error bootstrap's world of the paper variants (``bootstrap.run_bootstrap``, ``kind="world"``).
+
+    The paper's model (METHOD.md §4b) around the fit: ``theta_t = sqrt(1 - psi_t) g* + sqrt(psi_t) z``,
+    ``g*`` the fit's general trait ``g`` plus its approximate posterior spread
+    (:func:`~mtlirt.estimators.bootstrap.overall_spread`), ``psi_t`` each domain's spread about
+    ``sqrt(1 - psi_t) g`` by its posterior mean (:func:`~mtlirt.estimators.paper.deviation_variance`,
+    corrected for the domain's share of the information on ``g`` in the paper's ``1/J_t``-weighted
+    objective; iterated with the loading ``sqrt(1 - psi_t)``), the fit's items.  A fused fit has no
+    deviations left, so answers redrawn from it cannot show the error of fusing; this world has them.
+    The spreads are recorded in ``info["deviation_spread"]``."""
+    from .estimators.paper import deviation_variance
+
+    g = arr["overall"]
+    eta = ((g - g.mean()) / g.std())[:, None]
+    slices = responses.domain_slices
+    sizes = np.array([s.stop - s.start for s in slices], dtype=np.float64)
+    psi = np.zeros(arr["theta"].shape[1])
+    for _ in range(n_iter):
+        W = np.sqrt(1.0 - psi)[:, None]
+        centre = eta @ W.T
+        cell_info = _cell_information(responses, centre, arr["a"], arr["d"])
+        share = cell_info.mean(axis=0) / sizes
+        psi_new = np.minimum(deviation_variance(responses.correct, responses.mask, slices, centre, arr["a"], arr["d"],
+                                                leverage=share / share.sum()), 0.99)
+        done = np.abs(psi_new - psi).max() < 1e-4
+        psi = psi_new
+        if done:
+            break
+    W = np.sqrt(1.0 - psi)[:, None]
+    info["deviation_spread"] = psi.tolist()
+    return dict(centre=eta @ W.T, psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W), loadings=W,
+                a=arr["a"], d=arr["d"], c=None)
+
+
+def _cell_information(responses, theta: np.ndarray, a: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Fisher information ``sum_j a_j^2 p (1 - p)`` of each LLM's observed answers in each domain at ``theta``."""
+    out = np.empty(theta.shape)
+    for k, s in enumerate(responses.domain_slices):
+        p = 1.0 / (1.0 + np.exp(-(theta[:, k][:, None] * a[s] + d[s])))
+        v = a[s] ** 2 * p * (1.0 - p)
+        out[:, k] = (v if responses.mask is None else v * responses.mask[:, s]).sum(axis=1)
+    return out
+
+
+def _sine_centres(world_theta: np.ndarray, world_shared: np.ndarray) -> np.ndarray:
+    """Each replicate's sine centre of its true domain traits (B x N), signed like its shared trait."""
+    from .estimators.paper import sine_centre
+
+    out = np.empty(world_shared.shape)
+    for b, (truth, shared) in enumerate(zip(world_theta, world_shared)):
+        t = truth - truth.mean(axis=0)
+        c = sine_centre(t.T, start=shared)[0]
+        out[b] = c if c @ shared >= 0 else -c
+    return out
 
 
 def _stl_world(arr: dict, pop: dict, corr: np.ndarray) -> dict:
