@@ -788,7 +788,7 @@ def test_bayes_modules_import_each_other_at_module_level():
     """No import cycle inside mtlirt.bayes is hidden in a function body: every
     mtlirt.bayes module imports its siblings at the top (the shared pieces live
     in the leaf modules _factor and _hermite), except the optional JAX module
-    and the numba kernels' helpers."""
+    and the numba kernels' building blocks."""
     import ast
     from pathlib import Path
 

@@ -148,7 +148,7 @@ _DIAG_MEANINGS = {
 _FIG_IDS = itertools.count()
 
 
-# ------------------------------------------------------------------ helpers
+# ------------------------------------------------------------------ building blocks
 def _e(x) -> str:
     return html.escape(str(x), quote=True)
 

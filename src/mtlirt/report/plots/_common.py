@@ -1,4 +1,4 @@
-"""Shared styling helpers of the plots: colours, row heights, label widths, interval bars, PNG and SVG export."""
+"""Shared styling of the plots: colours, row heights, label widths, interval bars, PNG and SVG export."""
 
 from __future__ import annotations
 
