@@ -44,6 +44,7 @@ from .errors import InputError
 from .estimate import Estimate
 from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstrap
 from .estimators.correlation import corr_draws, error_corrected_corr
+from .io import validate
 from .io.responses import Responses
 from .progress import stage
 
@@ -132,7 +133,8 @@ def _cell_counts(observed, slices, n_llms) -> np.ndarray:
     return np.column_stack([observed[:, s].sum(axis=1) for s in slices])
 
 
-def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray) -> dict:
+def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray,
+                   thin: np.ndarray | None = None, pop: tuple | None = None) -> dict:
     """Scores of cells without responses, and domain scales from the LLMs with responses.
 
     MTL: an empty cell gets its centre (the model's prediction from the
@@ -140,27 +142,42 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     re-centred over the LLMs that have responses in it and given, over them,
     the fit's own spread of the domain (the spread of posterior means, below
     1: docs/model.md "The estimand"; STL's by
-    :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).  The items
-    follow, so ``a theta + d`` is unchanged.
-    Other methods are left alone.
+    :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).
+
+    A *thin* domain with empty cells (``thin``: too few LLMs or responses,
+    :func:`mtlirt.io.validate.thin_domains`) is not re-scaled: the spread of
+    its few LLMs' estimates is mostly noise (none at all for one LLM, or for
+    LLMs that gave the same answers), and dividing by it stretched its
+    predicted cells without bound. It keeps the fit's population scale
+    (``pop = (loc, scale)``, ``internal = theta * scale + loc``: the item
+    calibration's ``N(0, 1)``), re-centred over the LLMs with responses
+    (over none: not at all). The items follow, so ``a theta + d`` is
+    unchanged; ``arr["rescale"]`` records ``(m, sd)``, the new scores being
+    ``(theta - m) / sd``. Other methods are left alone.
     """
     if method not in ("mtl", "stl") or not empty.any():
         return arr
     arr = dict(arr)
     theta = arr["theta"].copy()
-    if method == "mtl":
+    if method == "mtl" and "centre" in arr:
         theta[empty] = arr["centre"][empty]
     seen = ~empty
-    cnt = seen.sum(axis=0)
+    cnt = np.maximum(seen.sum(axis=0), 1)
     m = np.where(seen, theta, 0.0).sum(axis=0) / cnt
     sd = np.sqrt(np.where(seen, (theta - m) ** 2, 0.0).sum(axis=0) / cnt)
     sd = np.where(sd > 1e-12, sd, 1.0)
     own = arr["theta"].std(axis=0)  # keep the fit's own spread of the domain, now over the LLMs with responses
     sd = sd / np.where(own > 1e-12, own, 1.0)
+    if thin is not None and pop is not None:
+        loc, scale = (np.asarray(v, dtype=np.float64) for v in pop)
+        keep = np.asarray(thin, dtype=bool) & empty.any(axis=0)
+        m = np.where(keep & ~seen.any(axis=0), -loc / scale, m)  # no LLM with responses: the population's mean
+        sd = np.where(keep, 1.0 / scale, sd)
     theta = (theta - m) / sd
     if method == "stl":
         theta[empty] = 0.0
     arr["theta"] = theta
+    arr["rescale"] = (m, sd)
     if "centre" in arr:
         arr["centre"] = (arr["centre"] - m) / sd
     if arr.get("a") is not None:
@@ -178,13 +195,14 @@ def _basis_se(res, method: str) -> np.ndarray | None:
     return getattr(basis, "theta_se", None)
 
 
-def _replicate(correct, observed, *, method, slices, settings):
+def _replicate(correct, observed, *, method, slices, settings, thin=None):
     """Refit one bootstrap replicate; module-level so worker processes can run it."""
     res = _POINT[method](correct, observed, slices, **settings)
     arr = _arrays(res)
     empty = _cell_counts(observed, slices, correct.shape[0]) == 0
     arr = _predict_cells(arr, method, empty, np.concatenate([np.full(s.stop - s.start, k)
-                                                             for k, s in enumerate(slices)]))
+                                                             for k, s in enumerate(slices)]),
+                         thin=thin, pop=_fit_map(res))
     keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
     if arr.get("overall") is not None:
         keep["overall"] = arr["overall"]
@@ -245,6 +263,7 @@ def fit(
         (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
     """
     _check_method(method, variant)
+    responses, thin = _guard(responses, method)
     if method == "bayes":
         return _fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options)
     if bayes_options:
@@ -261,10 +280,10 @@ def fit(
     arr = _arrays(res)
     n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
     empty = n_resp == 0
-    arr = _predict_cells(arr, method, empty, responses.item_domain)
+    arr = _predict_cells(arr, method, empty, responses.item_domain, thin=thin, pop=_fit_map(res))
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
     info.update(_method_info(res))
-    pop = _population_scale(res, arr["theta"], ~empty)
+    pop = _population_scale(res, arr)
     if pop is not None:
         info["population_scale"] = pop
     info["diagnostics"] = _fit_diagnostics(res)
@@ -278,7 +297,7 @@ def fit(
     if bootstrap:
         t1 = time.perf_counter()
         boot = _bootstrap(responses, res, arr, empty, pop, info, method=method, variant=variant, settings=settings,
-                          bootstrap=bootstrap, seed=seed, n_jobs=n_jobs)
+                          bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, thin=thin)
         timings["bootstrap"] = time.perf_counter() - t1
     secs = getattr(res, "seconds", None)
     info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
@@ -291,6 +310,8 @@ def fit(
                              "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
                              }.get(method, "bootstrap percentile")
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
+        _centre_thin(boot, arr["theta"], thin)
+        _record_reach(boot, arr, info)
     return Estimate.from_point(
         method=method,
         theta=arr["theta"],
@@ -310,6 +331,79 @@ def fit(
         bootstrap=boot,
         n_responses=n_resp,
     )
+
+
+def _guard(responses: Responses, method: str) -> tuple[Responses, np.ndarray]:
+    """The rules for degenerate and tiny data (docs/data.md "Degenerate and tiny data").
+
+    No response varying within any domain is an :class:`~mtlirt.errors.InputError`. A constant domain
+    (every response the same) can tell neither the LLMs apart nor the domain's tie to the others: the
+    model-based methods set its responses aside, so every LLM's score there is predicted from its other
+    domains (flagged ``predicted``), and the accuracy baseline keeps its proportions; a
+    :class:`~mtlirt.io.validate.DataWarning` names it. A thin domain (too few LLMs or responses) gets
+    a warning too. Returns the responses the fit uses and the ``K`` booleans of the thin domains
+    (constant ones included).
+    """
+    args = (responses.correct, responses.mask, responses.domain_slices, responses.domains)
+    const = validate.constant_domains(*args)
+    thin = validate.thin_domains(*args)
+    if const:
+        treat = ("kept with its proportions (the accuracy baseline)" if method == "accuracy" else
+                 "kept, its responses set aside: every LLM's score there is predicted from its other domains")
+        warnings.warn(f"constant domain{'s' if len(const) > 1 else ''} {validate.describe_constant(const)}: "
+                      f"no response varies, so nothing there tells the LLMs apart; {treat}",
+                      validate.DataWarning, stacklevel=3)
+        if method != "accuracy":
+            cols = np.isin(responses.item_domain, responses.domains.get_indexer(list(const)))
+            observed = responses.observed & ~cols
+            responses = Responses(np.where(observed, responses.correct, 0).astype(np.int8), observed,
+                                  responses.llms, responses.items, responses.domains, responses.item_domain)
+    rest = {d: v for d, v in thin.items() if d not in const}
+    if rest:
+        warnings.warn(f"thin domain{'s' if len(rest) > 1 else ''} {validate.describe_thin(rest)}: under "
+                      f"{validate.MIN_LLMS} LLMs or {validate.MIN_RESPONSES} responses a domain's items and "
+                      "scale rest on too little, and its scores are rough (wide intervals)",
+                      validate.DataWarning, stacklevel=3)
+    return responses, np.isin(np.asarray(responses.domains, dtype=str), list(thin) + list(const))
+
+
+def _centre_thin(boot: dict, theta: np.ndarray, thin: np.ndarray) -> None:
+    """Centre the bootstrap draws of the thin domains' scores at the estimate (in place).
+
+    An error bootstrap's interval is bias-corrected: the estimate minus the error's quantiles, whose
+    median need not be 0 (MTL's shrinkage). That correction is only as good as the bootstrap's world,
+    and a thin domain's world rests on a handful of LLMs (loadings fitted at their bound, items at
+    their priors): its refits then look shrunk against it, and the "correction" pushed intervals
+    beyond the estimate. There the draws keep their spread but not their offset (their median is the
+    estimate); every other domain keeps its bias-corrected interval.
+    """
+    if thin is None or not thin.any() or boot.get("theta") is None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells (the accuracy baseline's unrun cells)
+        med = np.nanmedian(boot["theta"][:, :, thin], axis=0)
+    boot["theta"][:, :, thin] += np.where(np.isfinite(med), theta[:, thin] - med, 0.0)
+
+
+def _record_reach(boot: dict, arr: dict, info: dict, interval: float = 0.9) -> None:
+    """Count the scores whose bootstrap interval (at the default level) misses the estimate itself.
+
+    MTL's error bootstrap gives the estimate minus the error's quantiles, an interval corrected for
+    the shrinkage's bias: for an LLM far from its centre its error is off-centre, and the interval can
+    lie wholly beyond the estimate. The tables extend such an interval to reach the estimate
+    (:meth:`~mtlirt.estimate.Estimate.domain_scores`), which only widens it; the counts go to
+    ``info["intervals_extended"]``.
+    """
+    lo = (1 - interval) / 2
+    counts = {}
+    for name, what in (("theta", "domain_scores"), ("overall", "overall")):
+        if boot.get(name) is None or arr.get(name) is None:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells (no responses, accuracy)
+            q = np.nanquantile(boot[name], [lo, 1 - lo], axis=0)
+        counts[what] = int(np.count_nonzero((arr[name] < q[0]) | (arr[name] > q[1])))
+    info["intervals_extended"] = counts
 
 
 def _check_method(method: str, variant: str) -> None:
@@ -340,7 +434,8 @@ def _fit_diagnostics(res) -> dict:
 
 
 def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, info: dict, *, method: str,
-               variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None) -> dict:
+               variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None,
+               thin: np.ndarray | None = None) -> dict:
     """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's and STL's
     error bootstrap draw a new truth from the fit's world, the others are parametric or resample items.
     MTL's world records its deviations' spread in ``info["deviation_spread"]``."""
@@ -354,9 +449,9 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
     if method == "stl":
         point = _stl_world(arr, pop, error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0])
     elif kind == "world":
-        point = _mtl_world(responses, arr, info)
+        point = _mtl_world(responses, arr, info, pop, empty)
     boot = run_bootstrap(
-        partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed),
+        partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed, thin=thin),
         n=bootstrap,
         seed=seed,
         domain_slices=responses.domain_slices,
@@ -368,14 +463,19 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
         desc=f"{method} bootstrap",
     )
     if kind == "world":  # STL's cells without responses: 0 minus an error of a N(0, 1) truth
-        _error_draws(boot, arr, empty)
+        _error_draws(boot, arr, empty, None if thin is None else thin & empty.any(axis=0))
     return boot
 
 
-def _mtl_world(responses, arr: dict, info: dict) -> dict:
+def _mtl_world(responses, arr: dict, info: dict, pop: dict | None = None, empty: np.ndarray | None = None) -> dict:
     """The error bootstrap's world of MTL (``bootstrap.run_bootstrap``, ``kind="world"``): shared traits
     around the fitted ones, the fit's centre, deviations with each domain's estimated spread (recorded in
-    ``info["deviation_spread"]``)."""
+    ``info["deviation_spread"]``).
+
+    A domain trait has unit variance on the population scale (``pop``: population ``= theta * scale +
+    loc``), ``1 / scale^2`` on the reported one, and a deviation from it cannot have more; a domain
+    without any response (``empty``) has no moments, and its deviations get what the centre leaves,
+    ``1 / scale^2 - ||W_k||^2``: the prior predictive of a trait the data say nothing about."""
     eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
     eta_c = eta - eta.mean(axis=0)  # the centre's slopes on the shared traits (its loadings)
     W = np.linalg.lstsq(eta_c, arr["centre"] - arr["centre"].mean(axis=0), rcond=None)[0].T
@@ -383,6 +483,11 @@ def _mtl_world(responses, arr: dict, info: dict) -> dict:
     psi, cell_info = deviation_spread(responses.correct, responses.mask, responses.domain_slices,
                                       arr["centre"], arr["a"], arr["d"], arr["c"], return_info=True,
                                       loadings=W)
+    if pop is not None:
+        var = 1.0 / np.asarray(pop["scale"]) ** 2
+        psi = np.minimum(psi, var)
+        if empty is not None:
+            psi = np.where(empty.all(axis=0), np.maximum(var - (W**2).sum(axis=1), 1e-3), psi)
     info["deviation_spread"] = psi.tolist()
     return dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
                 loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
@@ -406,22 +511,28 @@ def _stl_world(arr: dict, pop: dict, corr: np.ndarray) -> dict:
                 eta_var=np.ones((N, K)), loadings=L / scale[:, None], a=arr["a"], d=arr["d"], c=arr["c"])
 
 
-def _error_draws(boot: dict, arr: dict, empty: np.ndarray) -> None:
+def _error_draws(boot: dict, arr: dict, empty: np.ndarray, population: np.ndarray | None = None) -> None:
     """Turn world replicates into draws of ``estimate - error`` (in place).
 
     The error of replicate ``b`` is its refit minus its truth, the truth
     standardised per domain over the LLMs with responses (the scale of the
-    estimate); the overall score's truth is the world's first shared trait,
-    standardised over the LLMs.  Quantiles of ``estimate - error`` are the estimate minus
-    the error's quantiles.
+    estimate), or, in the domains on the population scale (``population``:
+    thin ones, :func:`_predict_cells`), only re-centred over them; the overall
+    score's truth is the world's first shared trait, standardised over the
+    LLMs.  Quantiles of ``estimate - error`` are the estimate minus the
+    error's quantiles.
     """
     world = boot.pop("world_theta")
     world_overall = boot.pop("world_overall")
     seen = ~empty
-    cnt = seen.sum(axis=0)
+    cnt = np.maximum(seen.sum(axis=0), 1)
     m = np.where(seen, world, 0.0).sum(axis=1, keepdims=True) / cnt
     sd = np.sqrt(np.where(seen, (world - m) ** 2, 0.0).sum(axis=1, keepdims=True) / cnt)
-    truth = (world - m) / np.where(sd > 1e-12, sd, 1.0)
+    sd = np.where(sd > 1e-12, sd, 1.0)
+    if population is not None:
+        m = np.where(population & ~seen.any(axis=0), 0.0, m)
+        sd = np.where(population, 1.0, sd)
+    truth = (world - m) / sd
     boot["theta"] = arr["theta"][None] - (boot["theta"] - truth)
     if "overall" in boot and arr.get("overall") is not None:
         z = world_overall - world_overall.mean(axis=1, keepdims=True)
@@ -429,27 +540,31 @@ def _error_draws(boot: dict, arr: dict, empty: np.ndarray) -> None:
         boot["overall"] = arr["overall"][None] - (boot["overall"] - z)
 
 
-def _population_scale(res, theta, has_responses) -> dict | None:
+def _fit_map(res) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(loc, scale)`` of a point fit, ``internal = theta * scale + loc`` (None: the fit has no population
+    scale, e.g. the accuracy baseline or the paper's variants)."""
+    loc, scale = getattr(res, "theta_loc", None), getattr(res, "theta_scale", None)
+    if loc is None or scale is None:
+        return None
+    return np.asarray(loc, dtype=np.float64), np.asarray(scale, dtype=np.float64)
+
+
+def _population_scale(res, arr: dict) -> dict | None:
     """Per-domain ``loc, scale`` with ``theta_population = theta * scale + loc``.
 
     The reported scores are standardised over the LLMs; the item calibration's
     traits are ``N(0, 1)`` over the population (``theta_loc``/``theta_scale`` of
     an IRT fit map its standardised output there).  The reported ``theta`` is
-    an affine image of the fit's own (re-standardised over the LLMs with
-    responses), so the map is recovered from those rows."""
-    loc, scale = getattr(res, "theta_loc", None), getattr(res, "theta_scale", None)
-    if loc is None or scale is None:
+    the fit's own after :func:`_predict_cells`' affine map ``(theta - m) / sd``
+    (``arr["rescale"]``), so the two maps compose."""
+    fmap = _fit_map(res)
+    if fmap is None:
         return None
-    internal = res.theta * scale + loc
-    out_loc, out_scale = np.zeros(theta.shape[1]), np.ones(theta.shape[1])
-    for k in range(theta.shape[1]):
-        rows = has_responses[:, k]
-        if rows.sum() < 2:
-            continue
-        sd = theta[rows, k].std()
-        out_scale[k] = internal[rows, k].std() / sd if sd > 1e-12 else 1.0
-        out_loc[k] = internal[rows, k].mean() - out_scale[k] * theta[rows, k].mean()
-    return {"loc": out_loc.tolist(), "scale": out_scale.tolist()}
+    loc, scale = fmap
+    if "rescale" in arr:
+        m, sd = arr["rescale"]
+        loc, scale = loc + scale * m, scale * sd
+    return {"loc": loc.tolist(), "scale": scale.tolist()}
 
 
 def init_from(est: Estimate) -> dict:
