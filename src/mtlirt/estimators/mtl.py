@@ -945,7 +945,8 @@ def _overall_and_loadings(stl, A_rot, W_rot):
     """
     N = A_rot.shape[0]
     overall = A_rot - A_rot.mean(axis=0)
-    overall /= overall.std(axis=0)
+    sd = overall.std(axis=0)
+    overall /= np.where(sd > 1e-12, sd, 1.0)  # a replicate of a tiny leaderboard can leave no spread
     basis = np.nan_to_num(stl.theta)
     basis = (basis - basis.mean(axis=0)) / np.where(basis.std(axis=0) > 1e-12, basis.std(axis=0), 1.0)
     loadings = basis.T @ overall / N / np.sqrt(reliability_from_se(stl.theta_se))[:, None]
