@@ -134,7 +134,7 @@ def _cell_counts(observed, slices, n_llms) -> np.ndarray:
 
 
 def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray,
-                   thin: np.ndarray | None = None, pop: tuple | None = None) -> dict:
+                   few: np.ndarray | None = None, pop: tuple | None = None) -> dict:
     """Scores of cells without responses, and domain scales from the LLMs with responses.
 
     MTL: an empty cell gets its centre (the model's prediction from the
@@ -144,11 +144,11 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     1: docs/model.md "The estimand"; STL's by
     :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).
 
-    A *thin* domain with empty cells (``thin``: too few LLMs or responses,
-    :func:`mtlirt.io.validate.thin_domains`) is not re-scaled: the spread of
-    its few LLMs' estimates is mostly noise (none at all for one LLM, or for
-    LLMs that gave the same answers), and dividing by it stretched its
-    predicted cells without bound. It keeps the fit's population scale
+    A domain with empty cells answered by fewer than
+    :data:`~mtlirt.io.validate.MIN_LLMS` LLMs (``few``) is not re-scaled: the
+    spread of its few LLMs' estimates is mostly noise (none at all for one
+    LLM, or for LLMs that gave the same answers), and dividing by it
+    stretched its predicted cells without bound. It keeps the fit's population scale
     (``pop = (loc, scale)``, ``internal = theta * scale + loc``: the item
     calibration's ``N(0, 1)``), re-centred over the LLMs with responses
     (over none: not at all). The items follow, so ``a theta + d`` is
@@ -168,9 +168,9 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     sd = np.where(sd > 1e-12, sd, 1.0)
     own = arr["theta"].std(axis=0)  # keep the fit's own spread of the domain, now over the LLMs with responses
     sd = sd / np.where(own > 1e-12, own, 1.0)
-    if thin is not None and pop is not None:
+    if few is not None and pop is not None:
         loc, scale = (np.asarray(v, dtype=np.float64) for v in pop)
-        keep = np.asarray(thin, dtype=bool) & empty.any(axis=0)
+        keep = np.asarray(few, dtype=bool) & empty.any(axis=0)
         m = np.where(keep & ~seen.any(axis=0), -loc / scale, m)  # no LLM with responses: the population's mean
         sd = np.where(keep, 1.0 / scale, sd)
     theta = (theta - m) / sd
@@ -195,14 +195,14 @@ def _basis_se(res, method: str) -> np.ndarray | None:
     return getattr(basis, "theta_se", None)
 
 
-def _replicate(correct, observed, *, method, slices, settings, thin=None):
+def _replicate(correct, observed, *, method, slices, settings, few=None):
     """Refit one bootstrap replicate; module-level so worker processes can run it."""
     res = _POINT[method](correct, observed, slices, **settings)
     arr = _arrays(res)
     empty = _cell_counts(observed, slices, correct.shape[0]) == 0
     arr = _predict_cells(arr, method, empty, np.concatenate([np.full(s.stop - s.start, k)
                                                              for k, s in enumerate(slices)]),
-                         thin=thin, pop=_fit_map(res))
+                         few=few, pop=_fit_map(res))
     keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
     if arr.get("overall") is not None:
         keep["overall"] = arr["overall"]
@@ -263,7 +263,7 @@ def fit(
         (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
     """
     _check_method(method, variant)
-    responses, thin = _guard(responses, method)
+    responses, few = _guard(responses, method)
     if method == "bayes":
         return _fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options)
     if bayes_options:
@@ -280,7 +280,7 @@ def fit(
     arr = _arrays(res)
     n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
     empty = n_resp == 0
-    arr = _predict_cells(arr, method, empty, responses.item_domain, thin=thin, pop=_fit_map(res))
+    arr = _predict_cells(arr, method, empty, responses.item_domain, few=few, pop=_fit_map(res))
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
     info.update(_method_info(res))
     pop = _population_scale(res, arr)
@@ -297,7 +297,7 @@ def fit(
     if bootstrap:
         t1 = time.perf_counter()
         boot = _bootstrap(responses, res, arr, empty, pop, info, method=method, variant=variant, settings=settings,
-                          bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, thin=thin)
+                          bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, few=few)
         timings["bootstrap"] = time.perf_counter() - t1
     secs = getattr(res, "seconds", None)
     info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
@@ -310,7 +310,7 @@ def fit(
                              "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
                              }.get(method, "bootstrap percentile")
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
-        _centre_thin(boot, arr["theta"], thin)
+        _centre_few(boot, arr["theta"], few)
         _record_reach(boot, arr, info)
     return Estimate.from_point(
         method=method,
@@ -340,13 +340,13 @@ def _guard(responses: Responses, method: str) -> tuple[Responses, np.ndarray]:
     (every response the same) can tell neither the LLMs apart nor the domain's tie to the others: the
     model-based methods set its responses aside, so every LLM's score there is predicted from its other
     domains (flagged ``predicted``), and the accuracy baseline keeps its proportions; a
-    :class:`~mtlirt.io.validate.DataWarning` names it. A thin domain (too few LLMs or responses) gets
-    a warning too. Returns the responses the fit uses and the ``K`` booleans of the thin domains
-    (constant ones included).
+    :class:`~mtlirt.io.validate.DataWarning` names it. A thin domain (too few LLMs, or too few
+    responses per LLM) gets a warning too. Returns the responses the fit uses and the ``K`` booleans of
+    the domains those leave with fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs.
     """
     args = (responses.correct, responses.mask, responses.domain_slices, responses.domains)
     const = validate.constant_domains(*args)
-    thin = validate.thin_domains(*args)
+    thin = {d: v for d, v in validate.thin_domains(*args).items() if d not in const}
     if const:
         treat = ("kept with its proportions (the accuracy baseline)" if method == "accuracy" else
                  "kept, its responses set aside: every LLM's score there is predicted from its other domains")
@@ -358,31 +358,31 @@ def _guard(responses: Responses, method: str) -> tuple[Responses, np.ndarray]:
             observed = responses.observed & ~cols
             responses = Responses(np.where(observed, responses.correct, 0).astype(np.int8), observed,
                                   responses.llms, responses.items, responses.domains, responses.item_domain)
-    rest = {d: v for d, v in thin.items() if d not in const}
-    if rest:
-        warnings.warn(f"thin domain{'s' if len(rest) > 1 else ''} {validate.describe_thin(rest)}: under "
-                      f"{validate.MIN_LLMS} LLMs or {validate.MIN_RESPONSES} responses a domain's items and "
-                      "scale rest on too little, and its scores are rough (wide intervals)",
-                      validate.DataWarning, stacklevel=3)
-    return responses, np.isin(np.asarray(responses.domains, dtype=str), list(thin) + list(const))
+    if thin:
+        warnings.warn(f"thin domain{'s' if len(thin) > 1 else ''} {validate.describe_thin(thin)}: under "
+                      f"{validate.MIN_LLMS} LLMs, or under {validate.MIN_RESPONSES} responses per LLM, a "
+                      "domain's scores are rough and its intervals cover less", validate.DataWarning, stacklevel=3)
+    llms = validate.domain_counts(responses.correct, responses.mask, responses.domain_slices)[2]
+    return responses, llms < validate.MIN_LLMS
 
 
-def _centre_thin(boot: dict, theta: np.ndarray, thin: np.ndarray) -> None:
-    """Centre the bootstrap draws of the thin domains' scores at the estimate (in place).
+def _centre_few(boot: dict, theta: np.ndarray, few: np.ndarray | None) -> None:
+    """Centre the bootstrap draws of the scores of domains with few LLMs at the estimate (in place).
 
     An error bootstrap's interval is bias-corrected: the estimate minus the error's quantiles, whose
     median need not be 0 (MTL's shrinkage). That correction is only as good as the bootstrap's world,
-    and a thin domain's world rests on a handful of LLMs (loadings fitted at their bound, items at
-    their priors): its refits then look shrunk against it, and the "correction" pushed intervals
-    beyond the estimate. There the draws keep their spread but not their offset (their median is the
-    estimate); every other domain keeps its bias-corrected interval.
+    and the world of a domain answered by fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs rests on
+    a handful of them (loadings fitted at their bound, items at their priors): its refits then look
+    shrunk against it, and the "correction" pushed intervals beyond the estimate. There the draws keep
+    their spread but not their offset (their median is the estimate); every other domain keeps its
+    bias-corrected interval.
     """
-    if thin is None or not thin.any() or boot.get("theta") is None:
+    if few is None or not few.any() or boot.get("theta") is None:
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells (the accuracy baseline's unrun cells)
-        med = np.nanmedian(boot["theta"][:, :, thin], axis=0)
-    boot["theta"][:, :, thin] += np.where(np.isfinite(med), theta[:, thin] - med, 0.0)
+        med = np.nanmedian(boot["theta"][:, :, few], axis=0)
+    boot["theta"][:, :, few] += np.where(np.isfinite(med), theta[:, few] - med, 0.0)
 
 
 def _record_reach(boot: dict, arr: dict, info: dict, interval: float = 0.9) -> None:
@@ -435,7 +435,7 @@ def _fit_diagnostics(res) -> dict:
 
 def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, info: dict, *, method: str,
                variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None,
-               thin: np.ndarray | None = None) -> dict:
+               few: np.ndarray | None = None) -> dict:
     """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's and STL's
     error bootstrap draw a new truth from the fit's world, the others are parametric or resample items.
     MTL's world records its deviations' spread in ``info["deviation_spread"]``."""
@@ -451,7 +451,7 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
     elif kind == "world":
         point = _mtl_world(responses, arr, info, pop, empty)
     boot = run_bootstrap(
-        partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed, thin=thin),
+        partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed, few=few),
         n=bootstrap,
         seed=seed,
         domain_slices=responses.domain_slices,
@@ -463,7 +463,7 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
         desc=f"{method} bootstrap",
     )
     if kind == "world":  # STL's cells without responses: 0 minus an error of a N(0, 1) truth
-        _error_draws(boot, arr, empty, None if thin is None else thin & empty.any(axis=0))
+        _error_draws(boot, arr, empty, None if few is None else few & empty.any(axis=0))
     return boot
 
 
@@ -517,7 +517,7 @@ def _error_draws(boot: dict, arr: dict, empty: np.ndarray, population: np.ndarra
     The error of replicate ``b`` is its refit minus its truth, the truth
     standardised per domain over the LLMs with responses (the scale of the
     estimate), or, in the domains on the population scale (``population``:
-    thin ones, :func:`_predict_cells`), only re-centred over them; the overall
+    those with few LLMs, :func:`_predict_cells`), only re-centred over them; the overall
     score's truth is the world's first shared trait, standardised over the
     LLMs.  Quantiles of ``estimate - error`` are the estimate minus the
     error's quantiles.

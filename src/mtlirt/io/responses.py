@@ -47,7 +47,7 @@ class Summary:
     perfect_llms: list[str] = field(default_factory=list)
     zero_llms: list[str] = field(default_factory=list)
     constant_domains: dict[str, int] = field(default_factory=dict)
-    thin_domains: dict[str, tuple[int, int]] = field(default_factory=dict)
+    thin_domains: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         lines = [
@@ -72,8 +72,8 @@ class Summary:
             lines.append("constant domains (every response the same; a fit predicts their scores): "
                          + validate.describe_constant(self.constant_domains))
         if self.thin_domains:
-            lines.append(f"thin domains (under {validate.MIN_LLMS} LLMs or {validate.MIN_RESPONSES} responses; "
-                         "rough scores): " + validate.describe_thin(self.thin_domains))
+            lines.append(f"thin domains (under {validate.MIN_LLMS} LLMs, or under {validate.MIN_RESPONSES} responses "
+                         "per LLM; rough scores): " + validate.describe_thin(self.thin_domains))
         table = self.domains.copy()
         table["observed"] = table["observed"].map(lambda v: f"{v:.1%}")
         table["accuracy"] = table["accuracy"].map(lambda v: f"{v:.3f}")

@@ -19,11 +19,13 @@ from ..errors import InputError
 #: How many offending rows or values a message lists before "and N more".
 SHOW = 5
 
-#: A domain answered by fewer LLMs than this is *thin*: its items are calibrated, and its scores
-#: placed, on too few LLMs (``benchmarks/bench_thin.py``; docs/data.md "Degenerate and tiny data").
-MIN_LLMS = 10
-#: A domain with fewer responses than this (over all its LLMs and items) is *thin* too.
-MIN_RESPONSES = 100
+#: A domain answered by fewer LLMs than this is *thin*: its items are calibrated, its scale set and its
+#: bootstrap world drawn on too few LLMs; its intervals cover less (``benchmarks/bench_thin.py``;
+#: docs/data.md "Degenerate and tiny data").
+MIN_LLMS = 20
+#: A domain whose LLMs gave it fewer responses than this (the median over the LLMs with responses in it) is
+#: *thin* too: its own answers explain less than half of the variance of its scores.
+MIN_RESPONSES = 5
 
 
 class DataWarning(UserWarning):
@@ -207,13 +209,14 @@ def check_duplicates(
 
 
 def domain_counts(correct, observed, domain_slices) -> np.ndarray:
-    """Per domain (``3 x K``): responses, correct ones, and LLMs with responses (``correct`` is 0 where
-    unobserved; ``observed`` None when complete)."""
+    """Per domain (``4 x K``): responses, correct ones, LLMs with responses, and the median number of
+    responses of those LLMs (``correct`` is 0 where unobserved; ``observed`` None when complete)."""
     n_llms = correct.shape[0]
-    out = np.zeros((3, len(domain_slices)), dtype=np.int64)
+    out = np.zeros((4, len(domain_slices)))
     for k, sl in enumerate(domain_slices):
         seen = np.full(n_llms, sl.stop - sl.start) if observed is None else observed[:, sl].sum(axis=1)
-        out[:, k] = seen.sum(), correct[:, sl].sum(dtype=np.int64), np.count_nonzero(seen)
+        ran = seen[seen > 0]
+        out[:, k] = seen.sum(), correct[:, sl].sum(dtype=np.int64), len(ran), np.median(ran) if len(ran) else 0
     return out
 
 
@@ -223,7 +226,7 @@ def constant_domains(correct, observed, domain_slices, domain_names) -> dict[str
     Raises :class:`~mtlirt.errors.InputError` when every domain is constant:
     no response varies within any domain, so nothing tells the LLMs apart.
     """
-    n, right, _ = domain_counts(correct, observed, domain_slices)
+    n, right, _, _ = domain_counts(correct, observed, domain_slices)
     const = (right == 0) | (right == n)
     out = {str(domain_names[k]): int(right[k] > 0) for k in np.flatnonzero(const & (n > 0))}
     if const.all():
@@ -237,12 +240,12 @@ def constant_domains(correct, observed, domain_slices, domain_names) -> dict[str
     return out
 
 
-def thin_domains(correct, observed, domain_slices, domain_names) -> dict[str, tuple[int, int]]:
-    """The domains answered by fewer than :data:`MIN_LLMS` LLMs or holding fewer than
-    :data:`MIN_RESPONSES` responses, each with its numbers of LLMs and responses."""
-    n, _, llms = domain_counts(correct, observed, domain_slices)
-    thin = (llms < MIN_LLMS) | (n < MIN_RESPONSES)
-    return {str(domain_names[k]): (int(llms[k]), int(n[k])) for k in np.flatnonzero(thin)}
+def thin_domains(correct, observed, domain_slices, domain_names) -> dict[str, tuple[int, float]]:
+    """The domains answered by fewer than :data:`MIN_LLMS` LLMs, or by LLMs with fewer than
+    :data:`MIN_RESPONSES` responses in them (the median), each with these two numbers."""
+    _, _, llms, per_llm = domain_counts(correct, observed, domain_slices)
+    thin = (llms < MIN_LLMS) | (per_llm < MIN_RESPONSES)
+    return {str(domain_names[k]): (int(llms[k]), float(per_llm[k])) for k in np.flatnonzero(thin)}
 
 
 def describe_constant(domains: dict[str, int]) -> str:
@@ -250,7 +253,7 @@ def describe_constant(domains: dict[str, int]) -> str:
     return _values([f"{d} (all {'correct' if v else 'wrong'})" for d, v in domains.items()]).replace("'", "")
 
 
-def describe_thin(domains: dict[str, tuple[int, int]]) -> str:
-    """``a (3 LLMs, 9 responses)``, the first few and a count."""
-    return _values([f"{d} ({n} LLM{'s' if n != 1 else ''}, {r} response{'s' if r != 1 else ''})"
+def describe_thin(domains: dict[str, tuple[int, float]]) -> str:
+    """``a (3 LLMs, 2 responses each)``, the first few and a count."""
+    return _values([f"{d} ({n} LLM{'s' if n != 1 else ''}, {r:g} response{'s' if r != 1 else ''} each)"
                     for d, (n, r) in domains.items()]).replace("'", "")
