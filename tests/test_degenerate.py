@@ -140,6 +140,7 @@ def test_constant_domain_through_the_command_line(constant_domain, tmp_path, cap
 # ------------------------------------------------------------------ thin domains
 
 
+@pytest.mark.filterwarnings("default::mtlirt.io.validate.DataWarning")  # the command prints them
 def test_thin_domains_are_named(tmp_path, capsys):
     """Fewer than MIN_LLMS LLMs in a domain, or fewer than MIN_RESPONSES responses per LLM: a warning
     naming it, and a line of mtlirt validate."""
@@ -153,6 +154,11 @@ def test_thin_domains_are_named(tmp_path, capsys):
     assert main(["validate", str(table)]) == 0
     assert ("thin domains (under 20 LLMs, or under 5 responses per LLM; rough scores): " + named
             in capsys.readouterr().out)
+    rc, err = _run(["fit", table, "--method", "stl", "--out", tmp_path / "fit"], capsys)
+    assert rc == 0 and (tmp_path / "fit" / "domain_scores.csv").exists()
+    assert [ln for ln in err.splitlines() if "thin" in ln] == [
+        f"mtlirt: warning: thin domains {named}: under 20 LLMs, or under 5 responses per LLM, a domain's scores "
+        "are rough and its intervals cover less"]
     r = Responses.from_frame(df)
     for method in ("mtl", "accuracy"):
         with pytest.warns(DataWarning, match=re.escape(f"thin domains {named}: under 20 LLMs, or under 5 "
