@@ -19,8 +19,12 @@ MTL puts them at their centre (the model's prediction from the LLM's other
 domains) and its error replicates give them the spread of a deviation
 (prior predictive); STL, which knows nothing there, gives the population
 mean 0 and its replicates the spread of the population's ``N(0, 1)``.  Domain standardisation
-uses the LLMs with responses only.  Measured coverage: ``docs/results.md``
-("Intervals").
+uses the LLMs with responses only (fewer than ``MIN_LLMS`` of them: the population scale, only
+re-centred).  Measured coverage: ``docs/results.md`` ("Intervals").  An interval that misses its
+own estimate is extended to reach it (:meth:`~mtlirt.estimate.Estimate.domain_scores`).
+
+Degenerate data (docs/data.md, "Degenerate and tiny data"): nothing varying is an error, a constant
+domain's responses are set aside (its scores predicted), thin domains are warned about.
 
 Methods
 -------
