@@ -382,7 +382,7 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalt
     th_old = A @ W.T
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
         # alternating with A, the bound is left to the end: A's whitening moves W on and off the sphere,
-        # and the alternation crawled (oll_v1: no convergence in 200 sweeps against 14)
+        # and with one domain at the bound the alternation crawled instead of converging
         W = w_steps(A, W, np.inf if refine else w_max)
         if refine:
             for _ in range(2):  # A step: r-dim Newton per LLM, prior N(0, I)
