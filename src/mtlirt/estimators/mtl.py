@@ -344,8 +344,9 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalt
         scale. Without it a short domain whose answers the shared trait
         separates (the LLMs above some level right, those below wrong) has
         no finite maximum, and the centre, hence the prediction of every
-        unrun cell, grows with the iterations. With ``refine`` the bound
-        applies to the loadings refitted, ``A`` fixed, after the alternation.
+        unrun cell, grows with the iterations. With ``refine`` the domains
+        beyond the bound after the alternation have their loadings refitted
+        within it, ``A`` fixed.
 
     Returns
     -------
@@ -408,14 +409,15 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalt
         if change < tol:
             converged = True
             break
-    if refine and (np.linalg.norm(W, axis=1) > w_max).any():  # the loadings within the ball, A fixed
-        norm = np.linalg.norm(W, axis=1, keepdims=True)
-        W *= np.minimum(1.0, w_max / np.maximum(norm, 1e-300))  # a start inside it
+    out = np.linalg.norm(W, axis=1) > w_max
+    if refine and out.any():  # those loadings refitted within the ball, A fixed (each domain's w_k is its own)
+        Wb = W * np.minimum(1.0, w_max / np.linalg.norm(W, axis=1, keepdims=True))  # a start inside it
         for _ in range(max_iter):
-            before = W.copy()
-            W = w_steps(A, W, w_max)
-            if np.max(np.abs(W - before)) < tol:
+            before = Wb.copy()
+            Wb = w_steps(A, Wb, w_max)
+            if np.max(np.abs(Wb[out] - before[out])) < tol:
                 break
+        W[out] = Wb[out]
     return A, W, {"n_iter": n_iter, "converged": converged}
 
 
