@@ -411,7 +411,7 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalt
             break
     out = np.linalg.norm(W, axis=1) > w_max
     if refine and out.any():  # those loadings refitted within the ball, A fixed (each domain's w_k is its own)
-        Wb = W * np.minimum(1.0, w_max / np.linalg.norm(W, axis=1, keepdims=True))  # a start inside it
+        Wb = W * np.minimum(1.0, w_max / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-300))  # inside
         for _ in range(max_iter):
             before = Wb.copy()
             Wb = w_steps(A, Wb, w_max)
