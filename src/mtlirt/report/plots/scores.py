@@ -198,14 +198,14 @@ def rank_uncertainty(est, top: int = 30, interval: float = 0.9, *, k: int = 10, 
     ax = axes[0]
     y = np.arange(m)
     if has_draws:
-        _hbars(ax, y, tab["rank_lower"].to_numpy(float) - 0.0, tab["rank_upper"].to_numpy(float), _BLUE,
-               lw=3, alpha=0.5)
+        lo, hi = (tab[c].to_numpy(float, na_value=np.nan) for c in ("rank_lower", "rank_upper"))
+        _hbars(ax, y, lo, hi, _BLUE, lw=3, alpha=0.5)
     ax.scatter(tab["rank"], y, s=16, color=_BLUE, zorder=3)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=fs)
     ax.invert_yaxis()
     ax.set_xlabel("rank (1 = best)", fontsize=9)
-    hi = float(max(tab["rank_upper"].max(), tab["rank"].max()))
+    hi = float(np.nanmax(np.r_[tab["rank_upper"].to_numpy(float, na_value=np.nan), tab["rank"].to_numpy(float)]))
     ax.set_xlim(0.3, hi + 0.7 + 0.03 * hi)
     ax.grid(axis="x", alpha=0.3)
     ax.tick_params(axis="y", length=0)
