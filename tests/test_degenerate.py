@@ -232,9 +232,9 @@ def test_every_point_estimate_lies_inside_its_interval(ordinary, method, variant
     """On ordinary and on tiny data, with bootstrap intervals: every score, overall score, rank and
     correlation inside its own interval (MTL's error bootstrap misses the estimate of LLMs far from
     their centre, its bias-corrected interval lying beyond it: the interval reaches the estimate).
-    The paper's own variant tunes C by 5-fold cross-validation, which 6 LLMs cannot feed: ordinary
-    data only."""
-    for data in (ordinary,) if variant == "paper" else (ordinary, _tiny(1)):
+    The paper's own variant tunes C by 5-fold cross-validation, on 6 LLMs from folds some of which
+    hold nothing out (they count for nothing; it crashed on their missing loss)."""
+    for data in (ordinary, _tiny(1)):
         est = fit(data, method, variant=variant, bootstrap=8, seed=0, n_jobs=1)
         assert _inside(est), (method, variant, data)
         assert est.info["intervals_extended"].keys() <= {"domain_scores", "overall"}

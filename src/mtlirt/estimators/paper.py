@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numba
@@ -958,7 +959,7 @@ def _fold_path(prob, fold, f, variant, grid, optimizer, adam):
             cur, fz = (theta, a, d, g), res[7]
         s, n = _domain_nll(prob.y, test, np.ascontiguousarray(theta.T), a, d, prob.dom, prob.K)
         has = n > 0
-        losses.append(float(np.mean(s[has] / n[has])))
+        losses.append(float(np.mean(s[has] / n[has])) if has.any() else np.nan)  # nothing held out: no loss
         oks.append(bool(res[6]))
     return losses, oks
 
@@ -970,10 +971,16 @@ def _choose(loss, converged, rtol=TIE_RTOL):
     smallest mean: fits that agree to the optimiser's precision (fused fits
     of neighbouring C, say) tie, and the tie goes to the smaller C.
     Returns (index, mean losses with NaN for the C left out, whether none converged)."""
-    mean = np.where(converged.all(axis=0), loss.mean(axis=0), np.nan)
+    with warnings.catch_warnings():  # a fold that held nothing out (tiny data) has no loss and counts for nothing
+        warnings.simplefilter("ignore", RuntimeWarning)
+        fold_mean = np.nanmean(loss, axis=0)
+    if np.isnan(fold_mean).all():
+        raise InputError("too few responses to cross-validate the paper variant's C (no fold holds a response "
+                         "out); fix C with --gamma")
+    mean = np.where(converged.all(axis=0), fold_mean, np.nan)
     all_failed = bool(np.isnan(mean).all())
     if all_failed:
-        mean = loss.mean(axis=0)
+        mean = fold_mean
     best = np.nanmin(mean)
     return int(np.flatnonzero(mean <= best + rtol * abs(best))[0]), mean, all_failed
 
