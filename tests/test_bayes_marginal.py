@@ -98,12 +98,13 @@ def test_kernel_does_not_depend_on_alignment(setup):
 
 
 def test_marginal_model_potential(setup):
-    """The default fixed-items factor model samples only the overall traits and
-    loadings, and its potential is the quadrature's marginal log-likelihood."""
+    """The default fixed-items factor model samples only the overall traits (their
+    standardised values, mean and variance) and loadings, and its potential is the
+    quadrature's marginal log-likelihood."""
     arr, truth, tables, m0, psi, _ = setup
     built = build_fixed_model(arr, "factor-2pl", item_values={"a": truth["a"], "d": truth["d"]})
     model = built.model
-    assert {rv.name for rv in model.free_RVs} == {"eta_raw", "loading_free", "loading_diag"}
+    assert {rv.name for rv in model.free_RVs} == {"eta_raw", "eta_mean", "eta_var", "loading_free", "loading_diag"}
     quad = built.marginal
     import pytensor
 
@@ -114,9 +115,38 @@ def test_marginal_model_potential(setup):
     fn = pytensor.function(model.value_vars, pot, on_unused_input="ignore", mode="FAST_COMPILE")
     got = float(fn(*[ip[v.name] for v in model.value_vars]))
     eta, lam, ps = factor_parts(ip["eta_raw"], ip["loading_free"], np.exp(ip["loading_diag_log__"]),
-                                arr.n_domains, built.anchors)
+                                arr.n_domains, built.anchors, eta_mean=ip["eta_mean"],
+                                eta_var=np.exp(ip["eta_var_log__"]))
     want = marginal_loglik_np(quad, eta @ lam.T, ps).sum()
     assert np.isclose(got, want, rtol=1e-9)
+
+
+def test_sampled_route_gives_the_overall_traits_the_population_prior(setup):
+    """The overall traits the likelihood sees (``eta_raw`` standardised, then given
+    ``eta_mean`` and ``eta_var``) are, under the model's prior, N LLMs drawn
+    independently from N(0, 1): each draw's mean over the LLMs is N(0, 1 / N) and
+    N times its variance chi2(N - 1). With the traits standardised inside the
+    model (mean 0 and variance 1 in every draw) the posterior is conditioned on
+    the LLMs spreading exactly like the prior on the fixed items' scale, which
+    pulls the least-measured LLMs (a leaderboard's extremes) in or out."""
+    import pymc as pm
+    from scipy import stats
+
+    from mtlirt.bayes.derived import factor_parts
+
+    arr, truth, *_ = setup
+    built = build_fixed_model(arr, "factor-2pl", item_values={"a": truth["a"], "d": truth["d"]})
+    m = built.model
+    raw, mean, var = pm.draw([m["eta_raw"], m["eta_mean"], m["eta_var"]], draws=4000, random_seed=1,
+                             mode="FAST_COMPILE")
+    K, n = arr.n_domains, arr.n_llms
+    eta, _, _ = factor_parts(raw, np.zeros((4000, K - 1)), np.ones((4000, 1)), K, built.anchors,
+                             eta_mean=mean, eta_var=var)
+    e = eta[..., 0]
+    assert stats.kstest(np.sqrt(n) * e.mean(1), "norm").pvalue > 0.01
+    assert stats.kstest(n * e.var(1), stats.chi2(n - 1).cdf).pvalue > 0.01
+    assert stats.kstest(e[:, :5].ravel(), "norm").pvalue > 0.01  # each LLM's trait N(0, 1)
+    assert abs(np.corrcoef(e[:, 0], e[:, 1])[0, 1]) < 0.05  # independent LLMs
 
 
 def test_marginal_needs_fixed_items_and_factor(setup):
@@ -159,7 +189,9 @@ def test_map_gives_conditional_means(setup):
     post = tree["posterior"]
     assert post.sizes["draw"] == 1
     th = post["theta"].values[0, 0]
-    eta = post["eta"].values[0, 0]
+    # the overall traits the likelihood sees: the reported (standardised) ones at the
+    # traits' mean and variance over the LLMs
+    eta = post["eta_mean"].values[0, 0] + np.sqrt(post["eta_var"].values[0, 0]) * post["eta"].values[0, 0]
     lam = post["loadings"].values[0, 0]
     psi = np.sqrt(1 - (lam**2).sum(-1))
     tables = build_tables(arr, truth["a"], truth["d"], 0.0)

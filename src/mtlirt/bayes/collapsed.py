@@ -16,8 +16,10 @@ and domain scores are drawn afterwards, exactly, from their conditional
 posteriors given each structure draw (:func:`draw_llm_side`). The overall
 traits here have the population prior ``N(0, I_r)`` (LLMs independent), and
 each draw's overall traits are standardised over the LLMs when the overall
-scores are reported (as the sampled route, whose overall traits are
-standardised in the model).
+scores are reported. The sampled route has the same prior, written as the
+standardised traits with their mean and variance over the LLMs
+(:func:`mtlirt.bayes.model.population_eta`), so both routes give the same
+posterior.
 
 The two integrals (:func:`build_grid`)
 -------------------------------------
@@ -1679,7 +1681,11 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         ss = ss.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
         lam, psi = lam[:, keep], psi[:, keep]
     eta, theta = draw_llm_side(grid, lam, psi, seed=seed)
+    # the traits' mean and variance over the LLMs, the variables of the sampled route's population model
+    # (mtlirt.bayes.model.population_eta): the derived quantities then read both routes' draws alike
     post = post.assign(eta_raw=xr.Variable(("chain", "draw", "llm", "factor"), eta),
+                       eta_mean=xr.Variable(("chain", "draw", "factor"), eta.mean(axis=2, dtype=np.float64)),
+                       eta_var=xr.Variable(("chain", "draw", "factor"), eta.var(axis=2, dtype=np.float64)),
                        theta_raw=xr.Variable(("chain", "draw", "llm", "domain"), theta))
     post = post.assign_coords(llm=list(coords["llm"]), domain=list(coords["domain"]),
                               factor=list(coords.get("factor", range(r))))

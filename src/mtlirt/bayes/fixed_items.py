@@ -371,8 +371,9 @@ def build_fixed_model(
         ``tables``, ``items`` (dict a, d, c), ``spec``, ``anchors``,
         ``initvals``. Factor models with ``trait_parameterization``
         ``"auto"``/``"marginal"`` integrate the domain-specific traits out
-        (free variables ``eta_raw``, ``loading_*`` only; ``marginal`` holds
-        the quadrature, see :mod:`mtlirt.bayes.marginal`);
+        (free variables ``eta_raw``, ``eta_mean``, ``eta_var`` and
+        ``loading_*`` only; ``marginal`` holds the quadrature, see
+        :mod:`mtlirt.bayes.marginal`);
         :func:`mtlirt.bayes.fit_bayes` then draws the domain scores from
         their conditional posterior.
     """
@@ -395,7 +396,7 @@ def build_fixed_model(
         Ff = pm.Data("table_values", tables.F.reshape(-1))
         dFf = pm.Data("table_slopes", tables.dF.reshape(-1))
         rows = pm.Data("table_rows", tables.table, dims=("llm", "domain"))
-        theta = add_traits(spec, n, K, anchors, tc)
+        theta = add_traits(spec, n, K, anchors, tc, population=True)
         g = hermite_pt(Ff, dFf, rows, theta, tables.lo, tables.h, G)
         pm.Potential("loglik", (s * theta - g).sum())
     iv = initial_values(arr, spec, anchors, init, include_items=False, trait_centered=tc)
@@ -412,8 +413,10 @@ def use_marginal(spec: ModelSpec) -> bool:
 def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[int], items: dict,
                           tables: LikelihoodTables, init: dict | None):
     """The fixed-items factor model with the domain traits integrated out
-    (:mod:`mtlirt.bayes.marginal`): free variables ``eta_raw``,
-    ``loading_free``, ``loading_diag`` only."""
+    (:mod:`mtlirt.bayes.marginal`): free variables ``eta_raw``, ``eta_mean``,
+    ``eta_var`` (the overall traits' population prior,
+    :func:`mtlirt.bayes.model.population_eta`), ``loading_free`` and
+    ``loading_diag`` only."""
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -426,7 +429,7 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
     with pm.Model(coords=model_coords(arr, spec)) as model:
         data = [pm.Data(f"quad_{k}", v)
                 for k, v in zip(("start", "step", "weight", "logscale"), kernel_inputs(quad))]
-        eta, lam, psi = add_factor_block(spec, n, K, anchors)
+        eta, lam, psi = add_factor_block(spec, n, K, anchors, population=True)
         pm.Potential("loglik", marginal_loglik_pt(*data, pt.dot(lam, eta.T), psi))
         if n >= 3:
             pin_standardisation(model["eta_raw"], overall_sd_guess(quad, lam0, psi0))
