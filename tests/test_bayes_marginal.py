@@ -117,6 +117,7 @@ def test_marginal_model_potential(setup):
     eta, lam, ps = factor_parts(ip["eta_raw"], ip["loading_free"], np.exp(ip["loading_diag_log__"]),
                                 arr.n_domains, built.anchors, eta_mean=ip["eta_mean"],
                                 eta_var=np.exp(ip["eta_var_log__"]))
+    assert not np.allclose(eta.std(0), 1.0)  # the initial point spreads the traits as the data do
     want = marginal_loglik_np(quad, eta @ lam.T, ps).sum()
     assert np.isclose(got, want, rtol=1e-9)
 
@@ -147,6 +148,33 @@ def test_sampled_route_gives_the_overall_traits_the_population_prior(setup):
     assert stats.kstest(n * e.var(1), stats.chi2(n - 1).cdf).pvalue > 0.01
     assert stats.kstest(e[:, :5].ravel(), "norm").pvalue > 0.01  # each LLM's trait N(0, 1)
     assert abs(np.corrcoef(e[:, 0], e[:, 1])[0, 1]) < 0.05  # independent LLMs
+
+
+def test_nodes_placed_where_the_population_model_puts_an_llm():
+    """The quadrature nodes of every cell are placed at the LLM's posterior under the
+    population prior, not at the standardised start. LLMs spread 1.7 times wider than
+    the start (the items' discriminations divided by 1.6) with long domains (narrow
+    conditionals) put the extremes' domain scores near the edge of nodes placed at the
+    start: 3 posterior sds below the lowest LLM's mean such nodes missed the integral by
+    0.16, and a truncated integral pulls an LLM in (ChemBench's lowest LLM, at -5.6 on
+    the population scale, sampled at -5.0). Across every LLM's posterior the quadrature
+    matches the integral over the whole table grid."""
+    from mtlirt.bayes.collapsed import llm_posteriors
+    from mtlirt.bayes.derived import factor_parts
+
+    arr, truth = toy(30, (200, 200, 200), seed=6, loading=0.9)
+    items = {"a": truth["a"] / 1.6, "d": truth["d"]}
+    built = build_fixed_model(arr, "factor-2pl", item_values=items)
+    quad, tables = built.marginal, built.tables
+    ip = built.initvals
+    _, lam, ps = factor_parts(ip["eta_raw"], ip["loading_free"], ip["loading_diag"], arr.n_domains, built.anchors)
+    mu, cov = llm_posteriors(tables, quad, lam, ps)
+    assert mu[:, 0].std() > 1.5  # the LLMs spread as the data put them
+    sd = np.sqrt(cov[:, :, 0])
+    for k in (-3.0, -1.5, 0.0, 1.5, 3.0):
+        m = (mu + k * sd) @ lam.T
+        err = marginal_loglik_np(quad, m, ps).sum(1) - conditional_moments(tables, m, ps)[2].sum(1)
+        assert np.abs(err).max() < 0.01, (k, np.abs(err).max())
 
 
 def test_marginal_needs_fixed_items_and_factor(setup):

@@ -768,6 +768,17 @@ def regrid(grid: CollapsedGrid, tables, lam, psi, **kw) -> CollapsedGrid:
     return build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=info, **kw)
 
 
+def llm_posteriors(tables, quad: dict, lam: np.ndarray, psi: np.ndarray):
+    """Every LLM's posterior mean (N, r) and covariance (N, r, r) of its overall
+    trait under the population prior ``N(0, I)`` at the structure ``(lam, psi)``:
+    the quadrature of a grid placed by the cells' Gaussian approximations
+    (``quad``: :func:`mtlirt.bayes.marginal.quadrature_nodes` at a start point),
+    re-centred on its own moments (:func:`regrid`)."""
+    grid = regrid(build_grid(tables, lam, psi, quad=quad), tables, lam, psi)
+    mu, cov, _, _ = posterior_moments(grid, lam, psi)
+    return mu, cov
+
+
 # ---------------------------------------------------------------------------
 # the structure's parameters: V (unsquashed loadings) <-> free variables
 # ---------------------------------------------------------------------------

@@ -426,6 +426,8 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
     iv = {k: v for k, v in iv.items() if k in ("eta_raw", "loading_free", "loading_diag")}
     eta0, lam0, psi0 = factor_parts(iv["eta_raw"], iv.get("loading_free"), iv["loading_diag"], K, anchors)
     quad = quadrature_nodes(tables, eta0 @ lam0.T, psi0)
+    if n >= 3:
+        quad, iv = _population_start(tables, quad, lam0, psi0, iv)
     with pm.Model(coords=model_coords(arr, spec)) as model:
         data = [pm.Data(f"quad_{k}", v)
                 for k, v in zip(("start", "step", "weight", "logscale"), kernel_inputs(quad))]
@@ -435,6 +437,30 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
             pin_standardisation(model["eta_raw"], overall_sd_guess(quad, lam0, psi0))
     return BuiltModel(model=model, spec=spec, anchors=anchors, kind="fixed", initvals=iv, trait_centered=allc,
                       tables=tables, items=items, marginal=quad)
+
+
+def _population_start(tables: LikelihoodTables, quad: dict, lam0: np.ndarray, psi0: np.ndarray, iv: dict):
+    """The quadrature nodes and the overall traits' initial values where the
+    population model puts the LLMs at the initial loadings.
+
+    The start point's overall traits are standardised (the MTL fit's), but the
+    population model's spread them as the data do (1.8 on ChemBench, whose
+    lowest LLM then lies at -5.6 instead of -3). Nodes placed at the
+    standardised traits miss such an LLM's domain scores, and the truncated
+    integrals pull it in. So the nodes are placed at every LLM's posterior mean
+    of its overall trait under ``N(0, I)`` at the initial loadings
+    (:func:`mtlirt.bayes.collapsed.llm_posteriors`), and the sampler starts
+    there: ``eta_raw`` at those means standardised (where the potential
+    ``eta_raw_pin`` wants its mean and scale), ``eta_mean`` and ``eta_var`` at
+    the mean and the variance over the LLMs that draws of them have."""
+    from mtlirt.bayes.collapsed import llm_posteriors
+
+    mu, cov = llm_posteriors(tables, quad, lam0, psi0)
+    iv = dict(iv)
+    iv["eta_raw"] = (mu - mu.mean(0)) / np.maximum(mu.std(0), 1e-12)
+    iv["eta_mean"] = mu.mean(0)
+    iv["eta_var"] = mu.var(0) + np.diagonal(cov, axis1=1, axis2=2).mean(0)
+    return quadrature_nodes(tables, mu @ lam0.T, psi0), iv
 
 
 def resolve_item_values(arr: ResponseArrays, spec: ModelSpec, item_values: dict | None,
