@@ -114,12 +114,20 @@ def test_marginal_model_potential(setup):
     pot = model.replace_rvs_by_values([model.potentials[0]])[0]
     fn = pytensor.function(model.value_vars, pot, on_unused_input="ignore", mode="FAST_COMPILE")
     got = float(fn(*[ip[v.name] for v in model.value_vars]))
-    eta, lam, ps = factor_parts(ip["eta_raw"], ip["loading_free"], np.exp(ip["loading_diag_log__"]),
+    eta, lam, ps = factor_parts(ip["eta_raw"], np.sinh(ip["loading_free_asinh__"]), np.exp(ip["loading_diag_log__"]),
                                 arr.n_domains, built.anchors, eta_mean=ip["eta_mean"],
                                 eta_var=np.exp(ip["eta_var_log__"]))
     assert not np.allclose(eta.std(0), 1.0)  # the initial point spreads the traits as the data do
     want = marginal_loglik_np(quad, eta @ lam.T, ps).sum()
     assert np.isclose(got, want, rtol=1e-9)
+    # the free loadings are sampled as x = asinh(V): density N(sinh x; 0, s) cosh x, the same prior on V
+    from scipy.stats import norm
+
+    x = np.linspace(-3.0, 2.5, len(ip["loading_free_asinh__"]))
+    lp = model.compile_logp(vars=[model["loading_free"]], jacobian=True, mode="FAST_COMPILE")
+    scale = load_spec("factor-2pl").priors.loading_scale
+    want = (norm.logpdf(np.sinh(x), 0, scale) + np.log(np.cosh(x))).sum()
+    assert np.isclose(lp({**ip, "loading_free_asinh__": x}), want, rtol=1e-12)
 
 
 def test_sampled_route_gives_the_overall_traits_the_population_prior(setup):

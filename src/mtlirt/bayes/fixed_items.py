@@ -415,8 +415,8 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
     """The fixed-items factor model with the domain traits integrated out
     (:mod:`mtlirt.bayes.marginal`): free variables ``eta_raw``, ``eta_mean``,
     ``eta_var`` (the overall traits' population prior,
-    :func:`mtlirt.bayes.model.population_eta`), ``loading_free`` and
-    ``loading_diag`` only."""
+    :func:`mtlirt.bayes.model.population_eta`), ``loading_free`` (in asinh
+    coordinates) and ``loading_diag`` only."""
     import pymc as pm
     import pytensor.tensor as pt
 

@@ -253,12 +253,39 @@ def add_factor_block(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list
     parts = pt.zeros((pm.modelcontext(None).dim_lengths.get("domain", K), r))
     if len(rows):
         rows, cols = _index_data(rows, "loading_free_rows"), _index_data(cols, "loading_free_cols")
-        free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=(rows.shape[0],))
+        # the population model's loadings lie nearer |Lambda| = 1 (where V runs off) when the LLMs spread
+        # wider than the prior: NUTS samples them in asinh coordinates there, as the integrated route does
+        free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=(rows.shape[0],),
+                         **({"default_transform": asinh_transform()} if population else {}))
         parts = pt.set_subtensor(parts[rows, cols], free)
     diag = pm.HalfNormal("loading_diag", p.loading_scale, shape=r)
     V = pt.set_subtensor(parts[_index_data(drows, "loading_diag_rows"), np.arange(r)], diag)
     psi = 1.0 / pt.sqrt(1.0 + pt.sum(V**2, axis=1))
     return eta, V * psi[:, None], psi
+
+
+def asinh_transform():
+    """The transform ``x = asinh(V)`` of an unbounded variable (PyMC's ``Transform``): its
+    density is ``p(sinh(x)) cosh(x)``. Heavy tails in ``V`` (a loading near 1, ``V =
+    Lambda / psi``) become nearly Gaussian ones in ``x``."""
+    import pytensor.tensor as pt
+    from pymc.logprob.transforms import Transform
+
+    class AsinhTransform(Transform):
+        name = "asinh"
+        ndim_supp = 0
+
+        def forward(self, value, *inputs):
+            return pt.arcsinh(value)
+
+        def backward(self, value, *inputs):
+            return pt.sinh(value)
+
+        def log_jac_det(self, value, *inputs):
+            a = pt.abs(value)
+            return a + pt.log1p(pt.exp(-2.0 * a)) - np.log(2.0)  # log cosh, without overflow
+
+    return AsinhTransform()
 
 
 def population_eta(eta):
