@@ -432,7 +432,7 @@ def test_routes_agree_at_the_extremes():
     resp = Responses.from_frame(sim.responses)
     items = sim.items.set_index("item").loc[resp.items]
     iv = {"a": items["discrimination"].values / 1.3, "d": items["intercept"].values}
-    draws = {}
+    draws, thetas = {}, {}
     for side in ("integrated", "sampled"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PriorSpreadWarning)  # a wide spread: this design's point
@@ -443,9 +443,10 @@ def test_routes_agree_at_the_extremes():
             tree = fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side=side, draws=1000,
                              chains=2, cores=1, seed=3, progress=False, log_likelihood=False)
         assert json.loads(tree.attrs["mtlirt_info"])["diagnostics"]["max_rhat"] < 1.02
-        o = tree["posterior"]["overall"]
-        ess = az.ess(xr.Dataset({"o": o}))["o"].values
-        draws[side] = (o.values.reshape(-1, o.shape[-1]), ess)
+        o, th = tree["posterior"]["overall"], tree["posterior"]["theta"]
+        ess = az.ess(xr.Dataset({"o": o, "th": th}))
+        draws[side] = (o.values.reshape(-1, o.shape[-1]), ess["o"].values)
+        thetas[side] = (th.values.reshape(-1, *th.shape[2:]), ess["th"].values)
         if side == "sampled":
             assert json.loads(tree.attrs["mtlirt_info"])["overall_spread"]["median_sd"][0] > 1.1
     (a, ea), (b, eb) = draws["integrated"], draws["sampled"]
@@ -457,6 +458,10 @@ def test_routes_agree_at_the_extremes():
     # and the intervals: the same width at the extremes within a few percent
     w = [np.quantile(x, 0.95, 0) - np.quantile(x, 0.05, 0) for x in (a, b)]
     assert np.all(np.abs(w[0] / w[1] - 1)[np.r_[worst, best]] < 0.1)
+    # the extremes' domain scores too (drawn given the overall traits the likelihood sees)
+    (ta, tea), (tb, teb) = thetas["integrated"], thetas["sampled"]
+    zt = (ta.mean(0) - tb.mean(0)) / np.sqrt(ta.var(0) / tea + tb.var(0) / teb)
+    assert np.all(np.abs(zt[np.r_[worst, best]]) < 4.5), zt[np.r_[worst, best]]
 
 
 def test_llm_side_checked():
