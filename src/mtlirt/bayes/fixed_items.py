@@ -23,10 +23,18 @@ number ``theta_ik``:
   sums are matrix products ``Y_k @ M`` and ``O_k @ M`` (N x J_k by J_k x G).
 
 Either way the tables (values and exact first derivatives) are built once by
-matrix products on a uniform theta grid on [-6, 6], and evaluated inside the
+matrix products on a uniform theta grid on [-10, 10], and evaluated inside the
 PyTensor graph by cubic Hermite interpolation (C1, analytic derivative, error
 O(h^4)); outside the grid the function is continued linearly. Each gradient
 then costs O(N K) gathers instead of O(N J).
+
+The grid reaches -10 because a domain score's posterior can lie beyond -6: on
+ChemBench two LLMs answered 0 and 5 of a 1,001-item topic right, and their
+scores there have posterior means -7.27 and -6.63 (an exact per-item integral).
+A grid on [-6, 6] gave -6.71 and -6.87 on the integrated route, whose nodes
+reach past the edge into the linear continuation (which overstates the
+likelihood there: -13.7 alone), and -5.99 on the sampled route, whose draws
+stop at the edge; on [-10, 10] both give the exact values.
 
 Items are calibrated by penalised marginal maximum likelihood with the
 frequentist fits' EM (:func:`mtlirt.estimators.irt.calibrate_items`; the
@@ -72,8 +80,8 @@ __all__ = [
     "hermite_np",
 ]
 
-GRID_LO = -6.0
-GRID_HI = 6.0
+GRID_LO = -10.0
+GRID_HI = 10.0
 
 
 def _softplus(x):
@@ -230,7 +238,7 @@ def _table_step(step: float | None, use_cells: bool, n_cells: int, max_cell_byte
     if not use_cells:
         return 0.025
     step = 0.05
-    while n_cells * (int(12 / step) + 1) * 16 > max_cell_bytes and step < 0.2:
+    while n_cells * (int((GRID_HI - GRID_LO) / step) + 1) * 16 > max_cell_bytes and step < 0.2:
         step *= 1.25
     return step
 
@@ -274,7 +282,7 @@ def build_tables(
     c : float or ndarray (J,)
         Lower asymptote (0: the sufficient-statistic route).
     step : float, optional
-        Grid step on [-6, 6]; default 0.025 for pattern tables, 0.05 (or
+        Grid step on [-10, 10]; default 0.025 for pattern tables, 0.05 (or
         coarser to fit ``max_cell_bytes``) for per-cell tables.
     max_cell_bytes : float
         Memory budget for per-cell tables.
