@@ -57,6 +57,7 @@ from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import anchor_domains, factor_parts, model_coords
 from mtlirt.bayes._hermite import hermite_np, hermite_pt
+from mtlirt.bayes.collapsed import llm_posteriors
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import (
     kernel_inputs,
@@ -461,8 +462,6 @@ def _population_start(tables: LikelihoodTables, quad: dict, lam0: np.ndarray, ps
     there: ``eta_raw`` at those means standardised (where the potential
     ``eta_raw_pin`` wants its mean and scale), ``eta_mean`` and ``eta_var`` at
     the mean and the variance over the LLMs that draws of them have."""
-    from mtlirt.bayes.collapsed import llm_posteriors
-
     mu, cov = llm_posteriors(tables, quad, lam0, psi0)
     iv = dict(iv)
     iv["eta_raw"] = (mu - mu.mean(0)) / np.maximum(mu.std(0), 1e-12)
