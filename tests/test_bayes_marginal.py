@@ -185,6 +185,36 @@ def test_nodes_placed_where_the_population_model_puts_an_llm():
         assert np.abs(err).max() < 0.01, (k, np.abs(err).max())
 
 
+def test_a_domain_score_beyond_minus_six():
+    """An LLM that answered none of 1,000 items right, with a prior mean of -2, has its domain score's
+    posterior near -5.8 (sd 0.46), reaching past -6: the tables' conditional posterior and the sampled
+    route's draws match the exact per-item integral there. Tables on [-6, 6] gave -5.56 (sd 0.30), and
+    on ChemBench the two routes' domain scores of such LLMs (exact -7.27) 2.2 interval widths apart."""
+    from scipy.special import log_expit
+
+    from mtlirt.bayes._data import ResponseArrays
+
+    arr, truth = toy(20, (1000,), seed=8)
+    y = arr.correct.copy()
+    y[0] = 0
+    arr = ResponseArrays.from_arrays(y, None, arr.domain_slices, arr.llms, arr.items, arr.domains)
+    tables = build_tables(arr, truth["a"], truth["d"])
+    m, psi = np.full((20, 1), -2.0), np.array([0.94])
+    t = np.linspace(-20.0, 10.0, 30001)
+    lp = log_expit(-(truth["a"][:, None] * t + truth["d"][:, None])).sum(0) - 0.5 * ((t + 2.0) / 0.94) ** 2
+    w = np.exp(lp - lp.max())
+    w /= w.sum()
+    exact = (w * t).sum()
+    exact_sd = np.sqrt((w * t**2).sum() - exact**2)
+    mu, sd, _ = conditional_moments(tables, m, psi)
+    assert abs(mu[0, 0] - exact) < 0.01 and abs(sd[0, 0] - exact_sd) < 0.01, (mu[0, 0], sd[0, 0], exact, exact_sd)
+    D = 4000
+    th, _ = draw_domain_scores(tables, quadrature_nodes(tables, m, psi), np.broadcast_to(m, (1, D, 20, 1)),
+                               np.broadcast_to(psi, (1, D, 1)), seed=2)
+    assert abs(th[0, :, 0, 0].mean() - exact) < 4 * exact_sd / np.sqrt(D)
+    assert abs(th[0, :, 0, 0].std() / exact_sd - 1) < 0.1
+
+
 def test_marginal_needs_fixed_items_and_factor(setup):
     arr = setup[0]
     spec = load_spec("factor-2pl").with_changes(trait_parameterization="marginal")
