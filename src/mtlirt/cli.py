@@ -183,22 +183,18 @@ def cmd_convert(args) -> int:
 
 def cmd_fit(args) -> int:
     from .estimators.heldout import heldout_loglik
-    from .fitting import ConvergenceWarning, data_record, fit
+    from .fitting import ConvergenceWarning, check_settings, data_record, fit
     from .io.fitdir import FIT_FOLDER, write_fit
     from .io.outputs import check_folder
 
     if not 0 < args.interval < 1:
         raise InputError(f"--interval must be in (0, 1), got {args.interval}")
-    if args.bootstrap < 0 or args.bootstrap == 1:
-        raise InputError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {args.bootstrap}")
-    if args.rank is not None and args.rank < 1:
-        raise InputError(f"--rank must be at least 1, got {args.rank}")
+    check_settings(bootstrap=args.bootstrap, rank=args.rank)
     if args.checks and args.check_replicates < 2:
         raise InputError(f"--check-replicates must be at least 2, got {args.check_replicates}")
     check_folder(args.out, FIT_FOLDER, overwrite=args.force, inputs=[args.data])
     responses = _read(args)
-    if args.rank is not None and args.rank > responses.n_domains:
-        raise InputError(f"--rank {args.rank} exceeds the number of domains ({responses.n_domains})")
+    check_settings(bootstrap=args.bootstrap, rank=args.rank, n_domains=responses.n_domains)
     heldout = None
     data = responses
     if args.heldout:

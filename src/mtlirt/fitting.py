@@ -284,6 +284,7 @@ def fit(
     """
     _check_method(method, variant)
     _check_paper_options(variant, optimizer, cv_seed)
+    check_settings(bootstrap=bootstrap, rank=rank, n_domains=responses.n_domains)
     table = responses  # the fingerprint is the table's as given, constant domains included
     responses, few = _guard(responses, method)
     if method == "bayes":
@@ -449,6 +450,21 @@ def _check_method(method: str, variant: str) -> None:
         raise InputError(f"unknown variant {variant!r}: expected one of {', '.join(MTL_VARIANTS)}")
     if variant != "default" and method != "mtl":
         raise InputError(f"variant {variant!r} applies to method 'mtl' only, not {method!r}")
+
+
+def check_settings(*, bootstrap: int = 0, rank: int | None = None, n_domains: int | None = None) -> None:
+    """The settings every method shares: the bootstrap's replicates and the rank against the domains.
+
+    Checked by :func:`fit` and, before the table is read, by the CLI, so a notebook
+    and the command line refuse the same values with the same message.
+    """
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0 or bootstrap == 1:
+        raise InputError(f"bootstrap (--bootstrap) must be 0 (none) or at least 2 replicates, got {bootstrap!r}")
+    if rank is not None:
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
+            raise InputError(f"rank (--rank) must be an integer of at least 1, got {rank!r}")
+        if n_domains is not None and rank > n_domains:
+            raise InputError(f"rank (--rank) {rank} exceeds the number of domains ({n_domains})")
 
 
 def _check_paper_options(variant: str, optimizer, cv_seed) -> None:

@@ -494,7 +494,7 @@ class Responses:
         boolean ``N x J`` mask of the held-out cells.  Seeded.
         """
         if not 0 < share < 1:
-            raise ValueError("share must be in (0, 1)")
+            raise InputError(f"the held-out share must be in (0, 1), got {share!r}")
         rng = np.random.default_rng(seed)
         held = self.observed & (rng.random(self.shape, dtype=np.float32) < share)
         train = Responses(
