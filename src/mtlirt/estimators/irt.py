@@ -314,12 +314,13 @@ def standardise(theta, a, d, item_domain):
 # the data, as the estimators use it
 # ---------------------------------------------------------------------------
 class ResponseData:
-    """A response matrix prepared for fitting: ``float32`` copies, mask, domains.
+    """A response matrix prepared for fitting: the answers, the mask, the domains, and the ``float32``
+    copies the EM's matrix products take (built on first use).
 
     Parameters
     ----------
     correct : ndarray (N, J) of int8
-        0/1 answers, 0 where unobserved.
+        0/1 answers, 0 where unobserved (kept as given, not copied).
     observed : ndarray (N, J) of bool or None
         Observation mask; ``None`` means complete.
     domain_slices : list of slice
@@ -329,23 +330,32 @@ class ResponseData:
         by :func:`calibrate_items` (which then sets ``c``).
     exclude : tuple (rows, cols), optional
         Observed cells to treat as unobserved (held-out responses).
+    share : ResponseData, optional
+        Data of the same answers and mask (other domains or floors allowed)
+        and the same ``exclude`` (the same object): this one uses its mask,
+        ``float32`` copies and column sums instead of making its own (at the
+        flagship shape each copy of the answers is 240 MB).
 
     Attributes
     ----------
+    correct : ndarray (N, J) int8
+        The answers as given.
     Y : ndarray (N, J) float32
-        Answers, 0 where unobserved or excluded.
+        Answers, 0 where unobserved or excluded (built on first use).
     O : ndarray (N, J) float32 or None
-        Observation mask (``None`` when complete).
+        Observation mask (``None`` when complete; built on first use).
     obs : ndarray (N, J) bool or None
     row_obs : ndarray (N, K) bool or None
         Whether LLM ``i`` has any response in domain ``k`` (``None``: all).
+    n1 : ndarray (J,)
+        Correct answers per item.
     c : ndarray (J,) or None
         Guessing floors (``None`` when all zero).
     estimate_floor : bool
         Whether the floors are to be estimated (``guessing="estimate"``).
     """
 
-    def __init__(self, correct, observed, domain_slices, *, guessing=None, exclude=None):
+    def __init__(self, correct, observed, domain_slices, *, guessing=None, exclude=None, share=None):
         correct = np.asarray(correct)
         if correct.ndim != 2:
             raise ValueError("correct must be an N x J matrix")
@@ -370,8 +380,15 @@ class ResponseData:
             observed = np.asarray(observed, dtype=bool)
             if observed.shape != correct.shape:
                 raise ValueError("observed must have the shape of correct")
+        self.correct = correct if correct.dtype == np.int8 else correct.astype(np.int8)
+        self._exclude = exclude
+        same = share is not None and share.correct is self.correct and share._exclude is exclude and (
+            share._observed is observed or (share._observed is None and observed is None))
+        self._observed = observed
         obs = observed
-        if exclude is not None and len(exclude[0]):
+        if same:  # the mask, the float32 copies and the column sums are share's
+            obs = share.obs
+        elif exclude is not None and len(exclude[0]) > 0:
             if obs is None:
                 obs = np.ones((N, J), dtype=bool)
             else:
@@ -380,18 +397,39 @@ class ResponseData:
         if obs is not None and obs.all():
             obs = None
         self.obs = obs
-        self.Y = correct.astype(np.float32)
-        self._O = None
+        self._copies = share._copies if same else {}
         if obs is not None:
-            self.Y[~obs] = 0.0
             self.row_obs = np.column_stack([obs[:, sl].any(axis=1) for sl in self.slices])
             if self.row_obs.all():
                 self.row_obs = None
         else:
             self.row_obs = None
-        self.n1 = self.Y.sum(axis=0, dtype=np.float64)
         self._theta_lik = None
         self._patterns = {}
+
+    @property
+    def Y(self):
+        """``float32`` answers, 0 where unobserved or excluded (built on first use, shared)."""
+        Y = self._copies.get("Y")
+        if Y is None:
+            Y = self.correct.astype(np.float32)
+            if self.obs is not None:
+                Y[~self.obs] = 0.0
+            self._copies["Y"] = Y
+        return Y
+
+    @property
+    def n1(self):
+        """Correct answers per item (float64)."""
+        n1 = self._copies.get("n1")
+        if n1 is None:
+            n1 = np.zeros(self.J, dtype=np.int64)
+            step = max(1, 2**22 // max(self.J, 1))
+            for i0 in range(0, self.N, step):
+                block = self.correct[i0:i0 + step]
+                n1 += (block if self.obs is None else block * self.obs[i0:i0 + step]).sum(axis=0, dtype=np.int64)
+            n1 = self._copies["n1"] = n1.astype(np.float64)
+        return n1
 
     def patterns(self, k, max_items=8):
         """The distinct response patterns of a short domain ``k`` (``None`` above ``max_items`` items).
@@ -406,7 +444,9 @@ class ResponseData:
         if sl.stop - sl.start > max_items:
             return None
         if k not in self._patterns:
-            Yk = self.Y[:, sl].astype(np.int64)
+            Yk = self.correct[:, sl].astype(np.int64)
+            if self.obs is not None:
+                Yk *= self.obs[:, sl]
             code = Yk + (1 if self.obs is None else self.obs[:, sl].astype(np.int64))
             key = code @ (3 ** np.arange(code.shape[1], dtype=np.int64))
             _, first, inv, cnt = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
@@ -420,9 +460,10 @@ class ResponseData:
         """``float32`` observation mask for the EM's matrix products (``None`` when complete; built on first use)."""
         if self.obs is None:
             return None
-        if self._O is None:
-            self._O = self.obs.astype(np.float32)
-        return self._O
+        O = self._copies.get("O")
+        if O is None:
+            O = self._copies["O"] = self.obs.astype(np.float32)
+        return O
 
     def set_floor(self, c) -> None:
         """Set the guessing floors (``J``, or ``None``) and drop the cached trait evaluator, unless
@@ -485,7 +526,8 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
     Parameters
     ----------
     c : ndarray (J,), optional
-        Guessing floors (default ``data.c``).
+        Guessing floors (default ``data.c``); a domain whose floors are all 0
+        takes the 2PL's sufficient statistics.
     domains : sequence of int, optional
         Only these domains (default all); the item statistics are then over
         their items, in order.
@@ -493,63 +535,88 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
     Returns
     -------
     stats : dict
-        ``t`` (J) = sum_i E[theta] y_ij (no guessing) or ``R`` (J x Q) expected
-        correct counts; ``Nq`` (J x Q) or ``nq`` (K x Q) expected numbers of
-        responses at each node; ``eap`` (N x K); ``ll`` marginal log-likelihood.
+        ``t`` (J) = sum_i E[theta] y_ij (items without a floor), ``R`` (J x Q,
+        or None) expected correct counts (items with one; ``floored`` says
+        which); ``Nq`` (J x Q) or ``nq`` (K x Q) expected numbers of responses
+        at each node; ``eap`` (N x K); ``ll`` marginal log-likelihood and
+        ``ll_domain`` its split by domain.
     """
     if c is None:
         c = data.c
     ks = list(range(data.K)) if domains is None else [int(k) for k in domains]
     sizes = [data.slices[k].stop - data.slices[k].start for k in ks]
+    floored = [c is not None and bool(np.any(c[data.slices[k]] > 0)) for k in ks]
     Jg = int(sum(sizes))
     N, Kg, Q = data.N, len(ks), len(x)
     eap = np.empty((N, Kg))
-    ll = 0.0
-    t = np.empty(Jg) if c is None else None
-    R = None if c is None else np.empty((Jg, Q))
+    ll_domain = np.zeros(Kg)
+    t = np.zeros(Jg)
+    R = np.zeros((Jg, Q)) if any(floored) else None
     Nq_items = None if data.O is None else np.empty((Jg, Q))
-    nq = np.empty((Kg, Q))
+    nq = np.zeros((Kg, Q))
     mom = np.zeros((Kg, 3))
     a32 = a.astype(np.float32)
+    kern = _em_kernels()
+    e2, lml = np.empty(N), np.empty(N)
     off = 0
-    n1d = 0.0
     for g, k in enumerate(ks):
         sl = data.slices[k]
         loc = slice(off, off + sizes[g])
         off = loc.stop
-        if c is None:
-            n1d += float(np.dot(data.n1[sl], d[sl]))
+        fl = floored[g]
+        if not fl:
+            ll_domain[g] += float(np.dot(data.n1[sl], d[sl]))
         pat = data.patterns(k)
         if pat is not None:
-            ll += _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_items, nq)
+            ll_domain[g] += _estep_patterns(data, g, sl, loc, pat, a, d, c if fl else None, x, logw, eap, mom, t, R,
+                                            Nq_items, nq)
             continue
         Yk = data.Y[:, sl]
         Ok = None if data.O is None else data.O[:, sl]
-        if c is None:  # the answers through s = Y a; sum_j n1_j d_j is added below
-            L = np.multiply.outer((Yk @ a32[sl]).astype(np.float64), x)
-            L -= llm_side.partition(Ok, a[sl], d[sl], x, np.float32)
+        P32 = np.empty((N, Q), dtype=np.float32) if fl or Ok is not None else _NO_P
+        nq_g = nq[g] if Ok is None else _NO_CELLS_F
+        eap_g = np.empty(N)
+        if not fl:  # the answers through s = Y a; sum_j n1_j d_j is added above
+            s_k = (Yk @ a32[sl]).astype(np.float64)
+            if Ok is None:
+                kern.posterior_linear(s_k, x, logw - llm_side.partition(None, a[sl], d[sl], x), eap_g, e2, nq_g,
+                                      lml, P32)
+            else:
+                L = np.multiply.outer(s_k, x)
+                L -= llm_side.partition(Ok, a[sl], d[sl], x, np.float32)
+                kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         else:
             L = llm_side.grid_loglik(Yk, Ok, *llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x)),
                                      np.float32)
-        P, lml = llm_side.posterior(L, logw)
-        ll += float(np.sum(lml))
-        eap[:, g] = P @ x
+            kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
+        eap[:, g] = eap_g
+        ll_domain[g] += float(np.sum(lml))
         if data.row_obs is None:
-            mom[g] = (float(N), eap[:, g].sum(), float((P @ (x * x)).sum()))
+            mom[g] = (float(N), eap_g.sum(), e2.sum())
         else:
             ro = data.row_obs[:, k]
-            mom[g] = (float(ro.sum()), eap[ro, g].sum(), float((P[ro] @ (x * x)).sum()))
-        P32 = P.astype(np.float32)
-        if c is None:
-            t[loc] = eap[:, g].astype(np.float32) @ Yk
-        else:
+            mom[g] = (float(ro.sum()), eap_g[ro].sum(), e2[ro].sum())
+        if fl:
             R[loc] = (P32.T @ Yk).T
-        if data.O is None:
-            nq[g] = P.sum(axis=0)
         else:
+            t[loc] = eap_g.astype(np.float32) @ Yk
+        if Ok is not None:
             Nq_items[loc] = (P32.T @ data.O[:, sl]).T
-    ll += n1d
-    return {"t": t, "R": R, "nq": nq, "Nq": Nq_items, "eap": eap, "ll": ll, "moments": mom}
+    fl_items = np.repeat(np.asarray(floored, dtype=bool), sizes)
+    return {"t": t, "R": R, "floored": fl_items, "nq": nq, "Nq": Nq_items, "eap": eap,
+            "ll": float(ll_domain.sum()), "ll_domain": ll_domain, "moments": mom}
+
+
+_NO_P = np.zeros((0, 0), dtype=np.float32)
+_NO_MASK = np.zeros((0, 0), dtype=bool)
+_NO_CELLS_F = np.zeros(0)
+
+
+def _em_kernels():
+    """The EM's numba kernels (:mod:`mtlirt.estimators._kernels`), imported on first use."""
+    from . import _kernels
+
+    return _kernels
 
 
 def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_items, nq):
@@ -580,24 +647,34 @@ def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_
     return float(cnt @ lml)
 
 
-def _mstep_objective(a, d, stats, x, c, Nq, priors):
-    Z = np.multiply.outer(a, x)
-    Z += d[:, None]
+def _nq_of(stats, n):
+    """The M-step's expected numbers of responses: a matrix and each item's row in it."""
+    if stats["Nq"] is not None:
+        return stats["Nq"], np.arange(n)
+    return stats["nq"], stats["nq_rows"]
+
+
+def _mstep_objective(a, d, stats, x, c, priors):
+    """Every item's expected complete-data log-likelihood plus its penalties (:mod:`._kernels`)."""
+    NqM, rows = _nq_of(stats, len(a))
+    f = np.empty(len(a))
+    _em_kernels().mstep_objective(a, d, x, NqM, rows, _NO_CELLS_F if c is None else c,
+                                  _NO_P_F if c is None else stats["R"], f)
     if c is None:
-        f = a * stats["t"] + d * stats["n1"] - np.einsum("jq,jq->j", Nq, softplus(Z, out=Z))
-    else:
-        ck = c[:, None]
-        P1 = np.clip(ck + (1 - ck) * expit(Z), 1e-12, 1 - 1e-12)
-        R = stats["R"]
-        f = np.einsum("jq,jq->j", R, np.log(P1)) + np.einsum("jq,jq->j", Nq - R, np.log1p(-P1))
+        f += a * stats["t"] + d * stats["n1"]
     f -= 0.5 * ((np.log(a) - priors.log_a_mean) / priors.log_a_sd) ** 2
     f -= 0.5 * (d / priors.d_sd) ** 2
     return f
 
 
+_NO_P_F = np.zeros((0, 0))
+
+
 def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=5):
-    """Penalised Fisher-scoring steps on every item's expected complete-data log-likelihood."""
-    Nq = stats["Nq"] if stats["Nq"] is not None else stats["nq"][item_domain]
+    """Penalised Fisher-scoring steps on every item's expected complete-data log-likelihood.
+
+    ``stats`` holds the E-step's statistics of these items (``nq_rows``: each item's row of
+    ``nq``); ``item_domain`` their domains numbered from 0 (the 1PL's blocks)."""
     a = a.copy()
     d = d.copy()
     pa = 1.0 / priors.log_a_sd**2
@@ -605,28 +682,18 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
     lo_u, hi_u = np.log(priors.a_min), np.log(priors.a_max)
     K = int(item_domain.max()) + 1 if len(item_domain) else 0
     first = np.searchsorted(item_domain, np.arange(K))
-    f0 = _mstep_objective(a, d, stats, x, c, Nq, priors)
+    kern = _em_kernels()
+    NqM, rows = _nq_of(stats, len(a))
+    cc = _NO_CELLS_F if c is None else np.ascontiguousarray(c, dtype=np.float64)
+    RR = _NO_P_F if c is None else stats["R"]
+    der = np.empty((len(a), 5))
+    f0 = _mstep_objective(a, d, stats, x, c, priors)
     for _ in range(n_newton):
-        Z = np.multiply.outer(a, x)
-        Z += d[:, None]
-        sig = expit(Z)
-        if c is None:
-            r = -Nq * sig  # d f / d z, minus the y part handled by t, n1
-            w = Nq * sig * (1 - sig)
-            ga = stats["t"] + r @ x
-            gd = stats["n1"] + r.sum(axis=1)
-        else:
-            ck = c[:, None]
-            P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
-            dP = (1 - ck) * sig * (1 - sig)
-            R = stats["R"]
-            r = R * dP / P1 - (Nq - R) * dP / (1 - P1)
-            w = Nq * dP * dP / (P1 * (1 - P1))
-            ga = r @ x
-            gd = r.sum(axis=1)
-        Iaa = w @ (x * x)
-        Iad = w @ x
-        Idd = w.sum(axis=1)
+        kern.mstep_derivs(a, d, x, NqM, rows, cc, RR, der)
+        ga, gd, Iaa, Iad, Idd = der.T
+        if c is None:  # the answers' part: t and n1
+            ga = ga + stats["t"]
+            gd = gd + stats["n1"]
         u = np.log(a)
         gu = a * ga - pa * (u - priors.log_a_mean)
         gdd = gd - pd_ * d
@@ -657,7 +724,7 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
         step = np.ones_like(a)
         a_new = np.exp(np.clip(u + step * du, lo_u, hi_u))
         d_new = np.clip(d + step * dd, -priors.d_max, priors.d_max)
-        f1 = _mstep_objective(a_new, d_new, stats, x, c, Nq, priors)
+        f1 = _mstep_objective(a_new, d_new, stats, x, c, priors)
         for _b in range(backtrack + 1):
             diff = f1 - f0
             if model != "2pl":
@@ -672,7 +739,7 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
             a_new[sub] = np.exp(np.clip(u[sub] + step[sub] * du[sub], lo_u, hi_u))
             d_new[sub] = np.clip(d[sub] + step[sub] * dd[sub], -priors.d_max, priors.d_max)
             f1[sub] = _mstep_objective(a_new[sub], d_new[sub], _rows(stats, sub), x, None if c is None else c[sub],
-                                       Nq[sub], priors)
+                                       priors)
         a = np.where(bad, a, a_new)
         d = np.where(bad, d, d_new)
         f0 = np.where(bad, f0, f1)  # the objective at the new items
@@ -680,8 +747,10 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
 
 
 def _rows(stats, sub):
-    """The M-step's per-item statistics of the items ``sub`` only."""
-    return {k: (None if stats.get(k) is None else stats[k][sub]) for k in ("t", "n1", "R")}
+    """The M-step's statistics of the items ``sub`` only."""
+    out = {k: (None if stats.get(k) is None else stats[k][sub]) for k in ("t", "n1", "R", "Nq", "nq_rows")}
+    out["nq"] = stats["nq"]
+    return out
 
 
 def _mstep_stride(nq, x, tol=1e-7):
@@ -710,14 +779,6 @@ def _mstep_stride(nq, x, tol=1e-7):
     return m
 
 
-def _floor_objective(cd, sig, R, Nq, item_domain, K, priors):
-    """Per domain: expected complete-data log-likelihood of the floors ``cd`` (K) plus their Beta prior."""
-    ck = cd[item_domain][:, None]
-    P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
-    f = np.einsum("jq,jq->j", R, np.log(P1)) + np.einsum("jq,jq->j", Nq - R, np.log1p(-P1))
-    return np.bincount(item_domain, f, minlength=K) + _floor_logprior(cd, priors)
-
-
 def _floor_logprior(cd, priors):
     """The floors' ``Beta(guessing_alpha, guessing_beta)`` log-density, per domain (up to a constant)."""
     return (priors.guessing_alpha - 1) * np.log(cd) + (priors.guessing_beta - 1) * np.log1p(-cd)
@@ -728,41 +789,42 @@ def _mstep_floor(a, d, cd, stats, x, priors, item_domain, n_newton=3, backtrack=
 
     The expected complete-data log-likelihood is concave in ``c_k``
     (``P = c + (1 - c) sigma`` is linear in it), and so is the log of the
-    Beta prior for ``alpha, beta >= 1``: a safeguarded 1-D Newton per domain."""
+    Beta prior for ``alpha, beta >= 1``: a safeguarded 1-D Newton per domain
+    (per item terms: :func:`mtlirt.estimators._kernels.floor_terms`)."""
     K = len(cd)
-    Nq = stats["Nq"] if stats["Nq"] is not None else stats["nq"][item_domain]
+    NqM, rows = _nq_of(stats, len(a))
     R = stats["R"]
-    Z = np.multiply.outer(a, x)
-    Z += d[:, None]
-    sig = expit(Z)
-    S = 1.0 - sig  # dP / dc
-    NR = (Nq - R).sum(axis=1)
+    kern = _em_kernels()
+    terms = np.empty((len(a), 3))
     al, be = priors.guessing_alpha - 1.0, priors.guessing_beta - 1.0
     lo, hi = 1e-4, priors.guessing_max
+
+    def at(cdv):
+        kern.floor_terms(a, d, cdv[item_domain], x, NqM, rows, R, terms)
+        return [np.bincount(item_domain, terms[:, m], minlength=K) for m in range(3)]
+
     cd = np.clip(np.asarray(cd, dtype=np.float64), lo, hi)
-    f0 = _floor_objective(cd, sig, R, Nq, item_domain, K, priors)
+    fb, gb, Hb = at(cd)
+    f0 = fb + _floor_logprior(cd, priors)
     for _ in range(n_newton):
-        ck = cd[item_domain][:, None]
-        P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
-        q = R * S / P1
-        g = np.bincount(item_domain, q.sum(axis=1) - NR / (1 - cd[item_domain]), minlength=K)
-        H = np.bincount(item_domain, np.einsum("jq,jq->j", q, S / P1) + NR / (1 - cd[item_domain]) ** 2,
-                        minlength=K)
-        g += al / cd - be / (1 - cd)
-        H += al / cd**2 + be / (1 - cd) ** 2
+        g = gb + al / cd - be / (1 - cd)
+        H = Hb + al / cd**2 + be / (1 - cd) ** 2
         step = g / np.maximum(H, 1e-12)
         # at most half-way to a bound
         step = np.clip(step, -0.5 * (cd - lo), 0.5 * (hi - cd))
         t = np.ones(K)
         for _b in range(backtrack + 1):
             c1 = cd + t * step
-            f1 = _floor_objective(c1, sig, R, Nq, item_domain, K, priors)
+            f1b, g1b, H1b = at(c1)
+            f1 = f1b + _floor_logprior(c1, priors)
             bad = f1 < f0 - 1e-10 * (1 + np.abs(f0))
             if not bad.any():
                 break
             t = np.where(bad, 0.5 * t, t)
         cd = np.where(bad, cd, c1)
         f0 = np.where(bad, f0, f1)
+        gb = np.where(bad, gb, g1b)
+        Hb = np.where(bad, Hb, H1b)
     return cd
 
 
@@ -935,13 +997,23 @@ def _em_sweep(data: ResponseData, groups, a, d, cd, *, priors: Penalties, model,
         eap[:, kk] = st["eap"]
         mom[kk] = st["moments"]
         st["n1"] = data.n1[idx]
+        st["nq_rows"] = local
         if priors.mstep_stride and st["Nq"] is None and st["R"] is None:
             m = _mstep_stride(st["nq"], x)
             if m > 1:  # the M-step on every m-th node: same integrals, J x Q / m work
                 st["nq"] = st["nq"][:, ::m] * m
                 x = x[::m]
         cg = None if c_items is None else c_items[idx]
-        ag, dg = _mstep(a[idx], d[idx], st, x, cg, priors, model, local)
+        fl = st["floored"]
+        if fl.all() or not fl.any():
+            ag, dg = _mstep(a[idx], d[idx], st, x, cg if fl.any() else None, priors, model, local)
+        else:  # domains without a floor take the 2PL's M-step (their statistics are t, not R)
+            ag, dg = np.empty(len(fl)), np.empty(len(fl))
+            for part, cp in ((~fl, None), (fl, cg)):
+                sub = np.flatnonzero(part)
+                ag[sub], dg[sub] = _mstep(a[idx][sub], d[idx][sub], _rows(st, sub), x,
+                                          None if cp is None else cp[sub], priors, model,
+                                          np.unique(local[sub], return_inverse=True)[1].ravel())
         if cd is not None:
             cd2[kk] = _mstep_floor(ag, dg, cd[kk], st, x, priors, local)
         a2[idx], d2[idx] = ag, dg
@@ -1008,12 +1080,14 @@ def _curve_change(old, new, *, x, item_domain, c_fixed=None):
     success probability within 0.002 of the floor up to theta = 3) has an intercept held by its
     penalty alone: with the floor estimated it went on moving by up to 9e-4 per SQUAREM cycle,
     back and forth, while no probability on the grid changed by more than 3e-5."""
-    def curves(a, d, cd):
-        p = expit(np.multiply.outer(a, x) + d[:, None])
-        c = c_fixed if cd is None else cd[item_domain]
-        return p if c is None else c[:, None] + (1.0 - c[:, None]) * p
+    J = len(old[0])
 
-    return float(np.max(np.abs(curves(*new) - curves(*old))))
+    def floors(cd):
+        c = c_fixed if cd is None else cd[item_domain]
+        return np.zeros(J) if c is None else np.ascontiguousarray(c, dtype=np.float64)
+
+    return float(_em_kernels().curve_change(old[0], old[1], floors(old[2]), new[0], new[1], floors(new[2]),
+                                            np.ascontiguousarray(x, dtype=np.float64)))
 
 
 def _pack(a, d, cd):
@@ -1175,11 +1249,6 @@ def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, i
     return G1, np.maximum(G2, 0.0), G3
 
 
-def _floor_weight(sig, c):
-    """Fisher information of one cell in ``z`` with floor ``c``: ``(1 - c) s^2 (1 - s) / (c + (1 - c) s)``."""
-    return (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
-
-
 def _log_c_plus_exp(z, c):
     """``log(c + exp(z))``, stable for ``c >= 0`` (``z`` where ``c = 0``)."""
     e = np.exp(-np.abs(z))
@@ -1243,14 +1312,16 @@ class TabulatedThetaLik:
         self.h = float(self.grid[1] - self.grid[0])
 
     def _correct_cells(self):
-        """CSR (by LLM) of the correct answers in domains with a floor (``Y`` is 0 where unobserved)."""
+        """CSR (by LLM) of the correct answers in domains with a floor."""
         data = self.data
         cols = np.flatnonzero(self.floored[self.item_domain])
         ptr = np.zeros(self.N + 1, dtype=np.int64)
         parts = []
         step = max(1, 2**22 // max(len(cols), 1))
         for i0 in range(0, self.N, step):
-            Yc = data.Y[i0:i0 + step]
+            Yc = data.correct[i0:i0 + step]
+            if data.obs is not None:
+                Yc = Yc * data.obs[i0:i0 + step]
             if len(cols) < self.J:
                 Yc = Yc[:, cols]
             i, j = np.nonzero(Yc)
@@ -1261,57 +1332,38 @@ class TabulatedThetaLik:
         return ptr, yj
 
     def set_items(self, a, d):
-        """Tabulate ``G_k``, its derivatives and the information; compute ``s_ik`` and the constant terms."""
+        """Tabulate ``G_k``, its derivatives and the information; compute ``s_ik`` and the constant terms
+        (nothing to do when the items are the ones set last)."""
         data = self.data
         a = np.asarray(a, dtype=np.float64)
         d = np.asarray(d, dtype=np.float64)
+        if getattr(self, "a", None) is not None and np.array_equal(a, self.a) and np.array_equal(d, self.d):
+            return
         M, K = len(self.grid), self.K
         T = np.empty((6, M, K))
-        s = np.zeros((self.N, K))
-        const = np.zeros((self.N, K))
-        for k, sl in enumerate(data.slices):
-            ak, dk = a[sl], d[sl]
-            Z = np.multiply.outer(self.grid, ak)
-            Z += dk
-            sig = expit(Z)
-            T[1, :, k] = sig @ ak
-            w = sig * (1.0 - sig)
-            T[2, :, k] = w @ (ak * ak)
-            w *= 1.0 - 2.0 * sig
-            T[3, :, k] = w @ (ak * ak * ak)
-            c = self.citem[sl]
-            floored = self.floored[k]
-            if floored:
-                wc = _floor_weight(sig, c)
-                T[4, :, k] = wc @ (ak * ak)
-                P = c + (1.0 - c) * sig
-                wc *= (2.0 - 3.0 * sig) - (1.0 - c) * sig * (1.0 - sig) / P
-                T[5, :, k] = wc @ (ak * ak * ak)
-            else:
-                T[4, :, k] = T[2, :, k]
-                T[5, :, k] = T[3, :, k]
-            T[0, :, k] = softplus(Z, out=Z).sum(axis=1)
-            Yk = data.Y[:, sl]
-            if floored and np.ptp(c) == 0:
-                n_obs = np.full(self.N, float(sl.stop - sl.start)) if data.obs is None else \
-                    data.obs[:, sl].sum(axis=1, dtype=np.float64)
-                const[:, k] = (n_obs - Yk.sum(axis=1, dtype=np.float64)) * np.log1p(-c[0])
-            elif floored:  # sum over the wrong answers of log(1 - c_j), in float64 (by row blocks)
-                lc = np.log1p(-c)
-                step = max(1, 2**22 // len(lc))
-                for i0 in range(0, self.N, step):
-                    rs = slice(i0, i0 + step)
-                    wrong = (1.0 if data.obs is None else data.obs[rs, sl]) - Yk[rs].astype(np.float64)
-                    const[rs, k] = wrong @ lc
-            else:  # float64 sums (float32 ones were off by 4e-6 in s on 40-item domains)
-                Yk = Yk.astype(np.float64)
-                s[:, k] = Yk @ ak
-                const[:, k] = Yk @ dk
+        s = np.empty((self.N, K))
+        starts = np.array([sl.start for sl in data.slices], dtype=np.int64)
+        stops = np.array([sl.stop for sl in data.slices], dtype=np.int64)
+        _em_kernels().item_tables(self.grid, a, d, self.citem, starts, stops, self.floored, T)
+        # the answers' sums in float64 (float32 ones were off by 4e-6 in s on 40-item domains), one
+        # pass over the int8 answers: s = Y a and Y d without a floor; with one, the wrong answers'
+        # sum of log(1 - c_j) (s is 0: the correct cells are summed one by one)
+        lc = np.log1p(-self.citem)
+        fl_items = self.floored[self.item_domain]
+        w1 = np.where(fl_items, 0.0, a)
+        w2 = np.where(fl_items, lc, d)
+        y_w2 = np.empty((self.N, K))
+        o_w2 = np.empty((self.N, K)) if self.floored.any() else np.zeros((0, 0))
+        _em_kernels().block_sums(data.correct, _NO_MASK if data.obs is None else data.obs, starts, stops, w1, w2,
+                                 s, y_w2, o_w2)
+        const = y_w2
+        if self.floored.any():
+            const[:, self.floored] = o_w2[:, self.floored] - y_w2[:, self.floored]
         self.T = [np.ascontiguousarray(T[m]).ravel() for m in range(6)]
         self.s = s
         self.const = const
-        self.a = a
-        self.d = d
+        self.a = a.copy()
+        self.d = d.copy()
 
     def _interp(self, theta, f, df):
         """The table ``f`` (with derivative ``df``) at ``theta`` (N x K), as :func:`_tab_derivs_py` finds it."""
@@ -1432,6 +1484,11 @@ class DenseThetaLik:
 def _make_theta_lik(data: ResponseData, max_sparse_share=0.25):
     if data.obs is None:
         return TabulatedThetaLik(data)
+    if data._observed is None:  # complete but for held-out cells: those are the unobserved ones
+        rows, cols = (np.asarray(v, dtype=np.int64) for v in data._exclude)
+        keep = np.ones(len(rows), dtype=bool) if data.row_obs is None else data.row_obs[rows, data.item_domain[cols]]
+        order = np.argsort(rows[keep] * data.J + cols[keep], kind="stable")
+        return TabulatedThetaLik(data, (rows[keep][order], cols[keep][order].astype(np.int32)))
     ci_list, cj_list = [], []
     n_cells = 0
     for k, sl in enumerate(data.slices):

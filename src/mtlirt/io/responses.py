@@ -549,11 +549,13 @@ class _Names:
         elif self.kind != lab.order:
             raise Unsupported("label types differ between batches")
         last = self._last
-        if last is not None and len(last[0]) == len(lab.names) and np.array_equal(last[0], lab.names):
+        if last is not None and last[0].same_names(lab):
             return last[1], last[2]  # the same dictionary as the batch before (Parquet row groups)
+        kept = Labels(lab.names, lab.codes[:0], lab.order)  # the names as read, for that comparison
         code, names = self.code, self.names
-        out = np.empty(len(lab.names), dtype=np.int64)
-        for i, name in enumerate(lab.names):
+        batch = lab.names_array()
+        out = np.empty(len(batch), dtype=np.int64)
+        for i, name in enumerate(batch):
             c = code.get(name)
             if c is None:
                 c = code[name] = len(names)
@@ -561,8 +563,8 @@ class _Names:
             out[i] = c
         if np.array_equal(out, np.arange(len(out))):
             out = None
-        blank = np.asarray(pd.Index(lab.names, dtype=object).astype(str).str.strip() == "", dtype=bool)
-        self._last = (lab.names, out, blank)
+        blank = np.asarray(pd.Index(batch, dtype=object).astype(str).str.strip() == "", dtype=bool)
+        self._last = (kept, out, blank)
         return out, blank
 
     def order(self, used: np.ndarray) -> tuple[np.ndarray, pd.Index]:

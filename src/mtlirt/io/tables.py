@@ -131,10 +131,23 @@ class Labels:
     of the numpy kind ``K`` sorted as such) or ``"appearance"`` (the first
     appearance of each name's text)."""
 
-    names: np.ndarray
+    names: object
     codes: np.ndarray
     order: str
     missing: bool = False
+
+    def names_array(self) -> np.ndarray:
+        """The names as a numpy array (a Parquet dictionary is kept as read until asked for)."""
+        if not isinstance(self.names, np.ndarray):
+            self.names = self.names.to_numpy(zero_copy_only=False)
+        return self.names
+
+    def same_names(self, other: Labels) -> bool:
+        """Whether ``other`` has the same names in the same order."""
+        if not isinstance(self.names, np.ndarray) and not isinstance(other.names, np.ndarray):
+            return self.names.equals(other.names)  # two Parquet dictionaries: compared as read
+        a, b = self.names_array(), other.names_array()
+        return len(a) == len(b) and np.array_equal(a, b)
 
 
 def _parquet_labels(arr, name: str) -> Labels:
@@ -145,8 +158,7 @@ def _parquet_labels(arr, name: str) -> Labels:
         if not (pa.types.is_string(arr.type.value_type) or pa.types.is_large_string(arr.type.value_type)):
             raise Unsupported(f"{name}: dictionary of {arr.type.value_type}")
         codes = arr.indices.fill_null(-1) if arr.null_count else arr.indices
-        return Labels(arr.dictionary.to_numpy(zero_copy_only=False), codes.to_numpy(), "dictionary",
-                      bool(arr.null_count))
+        return Labels(arr.dictionary, codes.to_numpy(), "dictionary", bool(arr.null_count))
     if pa.types.is_integer(arr.type) and not arr.null_count:  # the DataFrame path: the text, as it comes
         codes, uniques = pd.factorize(arr.to_numpy(), sort=False)
         return Labels(np.asarray([str(v) for v in uniques], dtype=object), codes, "appearance")
@@ -212,7 +224,7 @@ def iter_batches(path: str | Path, labels: tuple[str, ...], correct: str = "corr
         strings = [f.name for f in schema if f.name in labels
                    and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))]
         pf = pq.ParquetFile(path, read_dictionary=strings)
-        for batch in pf.iter_batches(batch_size=batch_rows, columns=[*labels, correct], use_threads=False):
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=[*labels, correct]):
             y = batch.column(correct)
             if y.null_count:
                 raise Unsupported("missing correct")

@@ -1,0 +1,281 @@
+"""The numba kernels of the item calibration's EM (:mod:`mtlirt.estimators.irt`).
+
+One pass over each ``N x Q`` or ``J x Q`` array instead of numpy's one pass
+per operation: the E-step's posterior over the nodes with its moments, and
+the M-step's per-item derivatives and objective (2PL, or with guessing
+floors), with the exponential and logarithm of :mod:`mtlirt.numerics.vecmath`
+that LLVM vectorises.  Sums are reassociated (fast-math ``reassoc``), so
+results differ from numpy's in the last bits.  Imported on first use (numba
+costs about a second to import).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ..numerics.vecmath import exp_nonpos, log1p_nonneg, log_pos
+
+__all__ = ["mstep_derivs", "mstep_objective", "floor_terms", "posterior_linear", "posterior_rows"]
+
+_FAST = {"contract", "reassoc", "nsz"}
+_EPS = 1e-12
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def _row_stats(L, m, x, row, eap, e2, nq, lml, P32):
+    """Normalise one row of log-posterior values ``L`` (max ``m``) in place and record its moments."""
+    Q = x.shape[0]
+    z = 0.0
+    for q in range(Q):
+        p = exp_nonpos(L[q] - m)
+        L[q] = p
+        z += p
+    inv = 1.0 / z
+    s1 = 0.0
+    s2 = 0.0
+    keep = P32.shape[0] > 0
+    add = nq.shape[0] > 0
+    for q in range(Q):
+        p = L[q] * inv
+        s1 += p * x[q]
+        s2 += p * x[q] * x[q]
+        if add:
+            nq[q] += p
+        if keep:
+            P32[row, q] = p
+    eap[row] = s1
+    e2[row] = s2
+    lml[row] = math.log(z) + m
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def posterior_linear(s, x, b, eap, e2, nq, lml, P32):
+    """The posterior over the nodes ``x`` of every row whose log-likelihood plus log prior is
+    ``s_i x_q + b_q`` (a complete domain without floors: ``b`` = log weights minus the log-partition).
+
+    Fills each row's mean ``eap`` and mean square ``e2``, its log marginal likelihood ``lml``, adds its
+    posterior to ``nq`` (unless empty) and writes it to ``P32`` (unless empty)."""
+    N = s.shape[0]
+    Q = x.shape[0]
+    L = np.empty(Q)
+    for i in range(N):
+        si = s[i]
+        m = -np.inf
+        for q in range(Q):
+            v = si * x[q] + b[q]
+            L[q] = v
+            m = max(m, v)
+        _row_stats(L, m, x, i, eap, e2, nq, lml, P32)
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def posterior_rows(Lg, logw, x, eap, e2, nq, lml, P32):
+    """As :func:`posterior_linear`, each row's log-likelihood on the nodes given (``Lg``, N x Q)."""
+    N, Q = Lg.shape
+    L = np.empty(Q)
+    for i in range(N):
+        m = -np.inf
+        for q in range(Q):
+            v = Lg[i, q] + logw[q]
+            L[q] = v
+            m = max(m, v)
+        _row_stats(L, m, x, i, eap, e2, nq, lml, P32)
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def _sigmoid(z):
+    e = exp_nonpos(-abs(z))
+    return (1.0 if z >= 0 else e) / (1.0 + e), e
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def mstep_derivs(a, d, x, Nq, rows, c, R, out):
+    """Per item ``j``: the derivatives in ``(a_j, d_j)`` of its expected complete-data log-likelihood
+    ``sum_q`` over the nodes, without the answers' linear part when there is no floor (``c`` empty: the
+    caller adds ``t_j`` and ``n1_j``), and its Fisher information: ``out[j]`` = (``g_a``, ``g_d``,
+    ``I_aa``, ``I_ad``, ``I_dd``).  ``Nq[rows[j]]`` are the expected numbers of responses at the nodes,
+    ``R[j]`` the expected correct ones (with floors)."""
+    J = a.shape[0]
+    Q = x.shape[0]
+    floor = c.shape[0] > 0
+    for j in range(J):
+        aj, dj = a[j], d[j]
+        nrow = Nq[rows[j]]
+        ga = 0.0
+        gd = 0.0
+        iaa = 0.0
+        iad = 0.0
+        idd = 0.0
+        if floor:
+            cj = c[j]
+            Rj = R[j]
+            for q in range(Q):
+                sig, _ = _sigmoid(aj * x[q] + dj)
+                P1 = min(max(cj + (1.0 - cj) * sig, _EPS), 1.0 - _EPS)
+                dP = (1.0 - cj) * sig * (1.0 - sig)
+                r = Rj[q] * dP / P1 - (nrow[q] - Rj[q]) * dP / (1.0 - P1)
+                w = nrow[q] * dP * dP / (P1 * (1.0 - P1))
+                ga += r * x[q]
+                gd += r
+                iaa += w * x[q] * x[q]
+                iad += w * x[q]
+                idd += w
+        else:
+            for q in range(Q):
+                sig, _ = _sigmoid(aj * x[q] + dj)
+                r = -nrow[q] * sig
+                w = nrow[q] * sig * (1.0 - sig)
+                ga += r * x[q]
+                gd += r
+                iaa += w * x[q] * x[q]
+                iad += w * x[q]
+                idd += w
+        out[j, 0] = ga
+        out[j, 1] = gd
+        out[j, 2] = iaa
+        out[j, 3] = iad
+        out[j, 4] = idd
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def mstep_objective(a, d, x, Nq, rows, c, R, out):
+    """Per item: its expected complete-data log-likelihood, ``-sum_q Nq softplus(a x_q + d)`` without a
+    floor (the caller adds ``a t + d n1``), ``sum_q R log P + (Nq - R) log(1 - P)`` with one
+    (``P`` kept inside ``[1e-12, 1 - 1e-12]``)."""
+    J = a.shape[0]
+    Q = x.shape[0]
+    floor = c.shape[0] > 0
+    for j in range(J):
+        aj, dj = a[j], d[j]
+        nrow = Nq[rows[j]]
+        f = 0.0
+        if floor:
+            cj = c[j]
+            Rj = R[j]
+            for q in range(Q):
+                sig, _ = _sigmoid(aj * x[q] + dj)
+                P1 = min(max(cj + (1.0 - cj) * sig, _EPS), 1.0 - _EPS)
+                f += Rj[q] * log_pos(P1) + (nrow[q] - Rj[q]) * log_pos(1.0 - P1)
+        else:
+            for q in range(Q):
+                z = aj * x[q] + dj
+                f -= nrow[q] * (max(z, 0.0) + log1p_nonneg(exp_nonpos(-abs(z))))
+        out[j] = f
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def floor_terms(a, d, c, x, Nq, rows, R, out):
+    """Per item, in its floor ``c_j``: the expected complete-data log-likelihood ``f``, its derivative
+    ``g`` and minus its second derivative ``H``: ``out[j]`` = (``f``, ``g``, ``H``)."""
+    J = a.shape[0]
+    Q = x.shape[0]
+    for j in range(J):
+        aj, dj, cj = a[j], d[j], c[j]
+        nrow = Nq[rows[j]]
+        Rj = R[j]
+        f = 0.0
+        g = 0.0
+        h = 0.0
+        nr = 0.0
+        for q in range(Q):
+            sig, _ = _sigmoid(aj * x[q] + dj)
+            P1 = min(max(cj + (1.0 - cj) * sig, _EPS), 1.0 - _EPS)
+            S = 1.0 - sig
+            f += Rj[q] * log_pos(P1) + (nrow[q] - Rj[q]) * log_pos(1.0 - P1)
+            u = Rj[q] * S / P1
+            g += u
+            h += u * S / P1
+            nr += nrow[q] - Rj[q]
+        out[j, 0] = f
+        out[j, 1] = g - nr / (1.0 - cj)
+        out[j, 2] = h + nr / ((1.0 - cj) * (1.0 - cj))
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def block_sums(correct, obs, starts, stops, w1, w2, out1, out2, out3):
+    """Per LLM ``i`` and domain ``k`` (items ``starts[k]:stops[k]``): ``out1 = sum_j y_ij w1_j``,
+    ``out2 = sum_j y_ij w2_j`` and, unless ``out3`` is empty, ``out3 = sum_j o_ij w2_j``, with ``y``
+    the answers where observed (``obs`` empty: all are) -- the tabulated trait step's statistics, one
+    pass over the ``int8`` answers."""
+    N = correct.shape[0]
+    K = starts.shape[0]
+    masked = obs.shape[0] > 0
+    third = out3.shape[0] > 0
+    for i in range(N):
+        for k in range(K):
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            for j in range(starts[k], stops[k]):
+                if masked:
+                    o = 1.0 if obs[i, j] else 0.0
+                    y = o * correct[i, j]
+                    s3 += o * w2[j]
+                else:
+                    y = 1.0 * correct[i, j]
+                    s3 += w2[j]
+                s1 += y * w1[j]
+                s2 += y * w2[j]
+            out1[i, k] = s1
+            out2[i, k] = s2
+            if third:
+                out3[i, k] = s3
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def curve_change(a0, d0, c0, a1, d1, c1, x):
+    """The largest change, over the items and the nodes ``x``, of ``c + (1 - c) sigmoid(a x + d)``
+    between the items ``(a0, d0, c0)`` and ``(a1, d1, c1)`` (``c`` per item)."""
+    J = a0.shape[0]
+    Q = x.shape[0]
+    out = 0.0
+    for j in range(J):
+        for q in range(Q):
+            p0, _ = _sigmoid(a0[j] * x[q] + d0[j])
+            p1, _ = _sigmoid(a1[j] * x[q] + d1[j])
+            out = max(out, abs((c1[j] + (1.0 - c1[j]) * p1) - (c0[j] + (1.0 - c0[j]) * p0)))
+    return out
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def item_tables(grid, a, d, c, starts, stops, floored, T):
+    """The tabulated trait step's tables of every domain ``k`` at the trait values ``grid``
+    (``T[m, g, k]``, see :class:`mtlirt.estimators.irt.TabulatedThetaLik`): the log-partition
+    ``sum_j softplus(z)``, its derivatives ``sum a s``, ``sum a^2 s (1 - s)`` and ``sum a^3 s (1 - s)
+    (1 - 2 s)``, and (with a floor) the Fisher information ``sum a^2 (1 - c) s^2 (1 - s) / P`` and its
+    derivative, ``z = a_j t + d_j``, ``s = sigmoid(z)``, ``P = c + (1 - c) s``."""
+    M = grid.shape[0]
+    for k in range(starts.shape[0]):
+        fl = floored[k]
+        for g in range(M):
+            t = grid[g]
+            t0 = 0.0
+            t1 = 0.0
+            t2 = 0.0
+            t3 = 0.0
+            t4 = 0.0
+            t5 = 0.0
+            for j in range(starts[k], stops[k]):
+                aj = a[j]
+                z = aj * t + d[j]
+                sig, e = _sigmoid(z)
+                w = sig * (1.0 - sig)
+                t0 += max(z, 0.0) + log1p_nonneg(e)
+                t1 += aj * sig
+                t2 += aj * aj * w
+                t3 += aj * aj * aj * w * (1.0 - 2.0 * sig)
+                if fl:
+                    cj = c[j]
+                    P = cj + (1.0 - cj) * sig
+                    wc = (1.0 - cj) * sig * w / P
+                    t4 += aj * aj * wc
+                    t5 += aj * aj * aj * wc * ((2.0 - 3.0 * sig) - (1.0 - cj) * w / P)
+            T[0, g, k] = t0
+            T[1, g, k] = t1
+            T[2, g, k] = t2
+            T[3, g, k] = t3
+            T[4, g, k] = t4 if fl else t2
+            T[5, g, k] = t5 if fl else t3
