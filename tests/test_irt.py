@@ -396,3 +396,35 @@ def test_em_kernels_match_numpy(missing, guessing):
             want = np.column_stack([r2 @ x, r2.sum(1), w2 @ (x * x), w2 @ x, w2.sum(1)])
             np.testing.assert_allclose(obj, -(Nq * np.logaddexp(0, Z)).sum(1), rtol=1e-12)
         np.testing.assert_allclose(der, want, rtol=1e-11, atol=1e-9)
+
+
+def test_auto_keeps_a_floor_where_the_data_have_one():
+    """``guessing="auto"``: the two multiple-choice domains (guessing 0.25) keep an estimated floor, the
+    two others none (their floors exactly 0), each decision by the floor's log-likelihood gain against
+    BIC's penalty."""
+    sim = simulate(500, domain_sizes=[30, 30, 30, 30], guessing=0.25, mc_share=0.5, seed=1)
+    sl = _slices(sim)
+    truth = np.array([sim.items.guessing.iloc[s].mean() for s in sl])
+    assert np.array_equal(truth > 0, [False, True, True, False])
+    f = irt.fit_stl(sim.correct, None, sl, guessing="auto")
+    keep = np.asarray(f.floors["keep"])
+    assert np.array_equal(keep, truth > 0)
+    gain, thr = np.asarray(f.floors["gain"]), np.asarray(f.floors["threshold"])
+    assert np.all(gain[keep] > thr[keep]) and np.all(gain[~keep] < thr[~keep])
+    floors = np.array([f.c[s.start] for s in sl])
+    assert np.all(np.abs(floors[keep] - 0.25) < 0.06) and np.all(floors[~keep] == 0)
+    assert f.floors["llms"] == 500 and f.converged
+
+
+def test_auto_without_a_floor_is_the_2pl_fit():
+    """Where no domain's data call for a floor, ``guessing="auto"`` is the 2PL fit itself."""
+    from mtlirt.estimators.mtl import fit_mtl
+
+    sim = simulate(300, domain_sizes=[15, 40, 25], seed=5)
+    sl = _slices(sim)
+    auto = fit_mtl(sim.correct, None, sl, guessing="auto", seed=0)
+    plain = fit_mtl(sim.correct, None, sl, guessing=None, seed=0)
+    assert not any(auto.stl.floors["keep"]) and len(auto.stl.floors["keep"]) == 3
+    np.testing.assert_array_equal(auto.theta, plain.theta)
+    np.testing.assert_array_equal(auto.a, plain.a)
+    assert not np.any(auto.c) and auto.C == plain.C

@@ -16,12 +16,15 @@ import math
 import numba
 import numpy as np
 
+from ..numerics import hermite
 from ..numerics.vecmath import exp_nonpos, log1p_nonneg, log_pos
 
-__all__ = ["mstep_derivs", "mstep_objective", "floor_terms", "posterior_linear", "posterior_rows"]
+__all__ = ["block_sums", "cell_sums", "correct_cells", "curve_change", "floor_run", "floor_terms",
+           "item_tables", "mstep_derivs", "mstep_objective", "posterior_linear", "posterior_rows", "tab_derivs"]
 
 _FAST = {"contract", "reassoc", "nsz"}
 _EPS = 1e-12
+_weights, _combine = hermite.numba_versions()
 
 
 @numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
@@ -44,8 +47,8 @@ def _row_stats(L, m, x, row, eap, e2, nq, lml, P32):
         s2 += p * x[q] * x[q]
         if add:
             nq[q] += p
-        if keep:
-            P32[row, q] = p
+        if keep:  # (below 1e-30 as 0: float32 subnormals made the products with P32 five times slower)
+            P32[row, q] = p if p >= 1e-30 else 0.0
     eap[row] = s1
     e2[row] = s2
     lml[row] = math.log(z) + m
@@ -57,7 +60,8 @@ def posterior_linear(s, x, b, eap, e2, nq, lml, P32):
     ``s_i x_q + b_q`` (a complete domain without floors: ``b`` = log weights minus the log-partition).
 
     Fills each row's mean ``eap`` and mean square ``e2``, its log marginal likelihood ``lml``, adds its
-    posterior to ``nq`` (unless empty) and writes it to ``P32`` (unless empty)."""
+    posterior to ``nq`` (unless empty) and writes it to ``P32`` (unless empty; weights below ``1e-30``
+    as 0)."""
     N = s.shape[0]
     Q = x.shape[0]
     L = np.empty(Q)
@@ -279,3 +283,147 @@ def item_tables(grid, a, d, c, starts, stops, floored, T):
             T[3, g, k] = t3
             T[4, g, k] = t4 if fl else t2
             T[5, g, k] = t5 if fl else t3
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def floor_run(lo, hi, yj, a, d, c, th):
+    """Over the correct cells ``yj[lo:hi]`` of one (LLM, domain) block with a floor, at the trait ``th``:
+    ``sum a_j / (1 + u_j)`` and ``sum a_j^2 u_j / (1 + u_j)^2``, ``u_j = c_j exp(-z_j)``."""
+    g1 = 0.0
+    g3 = 0.0
+    for p in range(lo, hi):
+        j = yj[p]
+        z = min(max(a[j] * th + d[j], -700.0), 700.0)
+        u = c[j] * exp_nonpos(-z)
+        v = 1.0 / (1.0 + u)
+        g1 += a[j] * v
+        g3 += a[j] * a[j] * u * v * v
+    return g1, g3
+
+
+@numba.njit(error_model="numpy", boundscheck=False, cache=True)
+def tab_derivs(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj,
+               kact):
+    """Gradient, Fisher and observed information of every block's log-likelihood (see :class:`TabulatedThetaLik`).
+
+    ``theta`` (n x K) holds the traits of the LLMs ``rows`` (all ``N`` when
+    ``rows`` is empty).  Per block: ``s - r G'(theta)`` by cubic Hermite
+    interpolation of the tables (``M x K``, raveled: ``T1 = G'`` with
+    derivative ``T2 = G''`` (derivative ``T3``), the Fisher information ``I1``
+    with derivative ``I2``), times
+    ``rw`` (N x K) unless it is empty; the unobserved cells of observed blocks
+    (CSR by LLM: ``uptr``, items ``uj``) subtracted exactly; and, in domains
+    with a floor (``citem[j] > 0`` for some of their items), the correct cells
+    (CSR ``yptr``, ``yj``) add ``a_j / (1 + u)`` to the gradient (their ``a_j``
+    is not in ``s``) and ``-a_j^2 u / (1 + u)^2`` to the observed information
+    ``G''``, ``u = c_j exp(-z)``: the cells of LLM ``i`` in domain ``k`` are
+    ``yj[ykptr[i, k]:ykptr[i, k + 1]]`` (:func:`floor_run`).  With ``kact``
+    (K, not empty) only the domains where it is true are evaluated (the
+    others' cells are skipped and their outputs are 0).  The trait step's hot
+    loop, fused in one pass (34 ms -> 10 ms per call on 4,000 x 57 blocks
+    with 10% missing, under load, before the floor was added)."""
+    n, K = theta.shape
+    M = T1.shape[0] // K
+    G1 = np.empty((n, K))
+    G2 = np.empty((n, K))
+    G3 = np.empty((n, K))
+    weighted = rw.shape[0] > 0
+    all_rows = rows.shape[0] == 0
+    masked = kact.shape[0] > 0
+    for r in range(n):
+        i = r if all_rows else rows[r]
+        for k in range(K):
+            if masked and not kact[k]:
+                G1[r, k] = 0.0
+                G2[r, k] = 0.0
+                G3[r, k] = 0.0
+                continue
+            pos = (theta[r, k] - g0) / h
+            g = min(max(np.floor(pos), 0.0), M - 2.0)
+            w = _weights(min(max(pos - g, 0.0), 1.0), h)
+            i0 = int(g) * K + k
+            i1 = i0 + K
+            v1 = _combine(w, T1[i0], T1[i1], T2[i0], T2[i1])
+            v2 = _combine(w, I1[i0], I1[i1], I2[i0], I2[i1])
+            v3 = _combine(w, T2[i0], T2[i1], T3[i0], T3[i1])
+            if weighted:
+                v1 *= rw[i, k]
+                v2 *= rw[i, k]
+                v3 *= rw[i, k]
+            G1[r, k] = s[i, k] - v1
+            G2[r, k] = v2
+            G3[r, k] = v3
+        for p in range(uptr[i], uptr[i + 1]):
+            j = uj[p]
+            k = item_domain[j]
+            if masked and not kact[k]:
+                continue
+            sig = 1.0 / (1.0 + np.exp(-(a[j] * theta[r, k] + d[j])))
+            c = citem[j]
+            G1[r, k] += a[j] * sig
+            G2[r, k] -= a[j] * a[j] * (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
+            G3[r, k] -= a[j] * a[j] * sig * (1.0 - sig)
+        if ykptr.shape[0] > 0:
+            for k in range(K):
+                lo, hi = ykptr[i, k], ykptr[i, k + 1]
+                if hi > lo and not (masked and not kact[k]):
+                    g1, g3 = floor_run(lo, hi, yj, a, d, citem, theta[r, k])
+                    G1[r, k] += g1
+                    G3[r, k] -= g3
+    return G1, np.maximum(G2, 0.0), G3
+
+
+@numba.njit(error_model="numpy", boundscheck=False, cache=True)
+def correct_cells(correct, obs, floored_item, item_domain, K):
+    """The correct answers of the items ``floored_item`` (observed ones: ``obs`` empty means all), by
+    LLM and, within an LLM, by column: ``(ykptr, yj)`` with the cells of LLM ``i`` in domain ``k`` at
+    ``yj[ykptr[i, k]:ykptr[i, k + 1]]`` (columns ascending, domains contiguous)."""
+    N, J = correct.shape
+    masked = obs.shape[0] > 0
+    n = 0
+    for i in range(N):
+        for j in range(J):
+            if floored_item[j] and correct[i, j] != 0 and (not masked or obs[i, j]):
+                n += 1
+    yj = np.empty(n, dtype=np.int32)
+    ykptr = np.empty((N, K + 1), dtype=np.int64)
+    p = 0
+    for i in range(N):
+        k0 = 0
+        for j in range(J):
+            k = item_domain[j]
+            while k0 <= k:
+                ykptr[i, k0] = p
+                k0 += 1
+            if floored_item[j] and correct[i, j] != 0 and (not masked or obs[i, j]):
+                yj[p] = j
+                p += 1
+        while k0 <= K:
+            ykptr[i, k0] = p
+            k0 += 1
+    return ykptr, yj
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def cell_sums(theta, ptr, cols, a, d, c, item_domain, correct):
+    """Per (LLM, domain) block, a sum over the cells of LLM ``i`` (``cols[ptr[i]:ptr[i + 1]]``) at the
+    traits ``theta`` (N x K): ``log(c_j + exp(z))`` (``correct``; ``z`` where ``c_j = 0``) or
+    ``softplus(z)``, ``z = a_j theta_ik + d_j``."""
+    N, K = theta.shape
+    out = np.zeros((N, K))
+    for i in range(N):
+        for p in range(ptr[i], ptr[i + 1]):
+            j = cols[p]
+            k = item_domain[j]
+            z = a[j] * theta[i, k] + d[j]
+            e = exp_nonpos(-abs(z))
+            if not correct:
+                v = max(z, 0.0) + log1p_nonneg(e)
+            elif c[j] == 0.0:
+                v = z
+            elif z > 0:
+                v = z + log1p_nonneg(c[j] * e)
+            else:
+                v = log_pos(c[j] + e)
+            out[i, k] += v
+    return out

@@ -60,7 +60,7 @@ import contextlib
 import ctypes
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -243,6 +243,9 @@ class IRTFit:
         Largest item-parameter change per EM sweep.
     item_domain : numpy.ndarray
         Domain code of every item.
+    floors : dict or None
+        With ``guessing="auto"``: the decision of :func:`decide_floors` and
+        ``fitted``, the floor of every domain (0 where none was kept).
     """
 
     theta: np.ndarray
@@ -261,6 +264,7 @@ class IRTFit:
     theta_se: np.ndarray | None = None
     history: list = field(default_factory=list)
     item_domain: np.ndarray | None = field(default=None, repr=False)
+    floors: dict | None = field(default=None, repr=False)
 
     def internal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(theta, a, d)`` on the internal scale (the one the priors act on)."""
@@ -325,9 +329,11 @@ class ResponseData:
         Observation mask; ``None`` means complete.
     domain_slices : list of slice
         Contiguous item columns of each domain.
-    guessing : float or ndarray (J,) or "estimate", optional
+    guessing : float or ndarray (J,) or "estimate" or "auto", optional
         Fixed lower asymptotes; ``"estimate"``: one floor per domain, estimated
-        by :func:`calibrate_items` (which then sets ``c``).
+        by :func:`calibrate_items` (which then sets ``c``); ``"auto"``: one
+        floor per domain where the data call for one (:func:`decide_floors`),
+        none elsewhere.
     exclude : tuple (rows, cols), optional
         Observed cells to treat as unobserved (held-out responses).
     share : ResponseData, optional
@@ -352,7 +358,9 @@ class ResponseData:
     c : ndarray (J,) or None
         Guessing floors (``None`` when all zero).
     estimate_floor : bool
-        Whether the floors are to be estimated (``guessing="estimate"``).
+        Whether the floors are to be estimated (``guessing="estimate"`` or ``"auto"``).
+    floor_mode : str or None
+        ``"estimate"``, ``"auto"`` or None (floors fixed or none).
     """
 
     def __init__(self, correct, observed, domain_slices, *, guessing=None, exclude=None, share=None):
@@ -366,9 +374,10 @@ class ResponseData:
         self.item_domain = item_domain_of(self.slices, J)
         c = None
         self.estimate_floor = isinstance(guessing, str)
+        self.floor_mode = guessing if self.estimate_floor else None
         if self.estimate_floor:
-            if guessing != "estimate":
-                raise ValueError(f"guessing must be a number in [0, 1) or 'estimate', got {guessing!r}")
+            if guessing not in ("estimate", "auto"):
+                raise ValueError(f"guessing must be a number in [0, 1), 'estimate' or 'auto', got {guessing!r}")
         elif guessing is not None:
             c = np.broadcast_to(np.asarray(guessing, dtype=np.float64), (J,)).copy()
             if np.any((c < 0) | (c >= 1)):
@@ -454,6 +463,11 @@ class ResponseData:
             Yu = (code[first] == 2).astype(np.float64)
             self._patterns[k] = (Yu, Ou, cnt.astype(np.float64), inv.ravel())
         return self._patterns[k]
+
+    def n_obs_domain(self, k) -> int:
+        """The number of responses in domain ``k``."""
+        sl = self.slices[k]
+        return self.N * (sl.stop - sl.start) if self.obs is None else int(np.count_nonzero(self.obs[:, sl]))
 
     @property
     def O(self):
@@ -867,6 +881,12 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     step); the floors join the SQUAREM extrapolation (on the logit scale).
     At the end ``data.c`` holds the fitted floors.
 
+    With ``guessing="auto"`` (``data.floor_mode``) the 2PL is calibrated
+    first, then :func:`decide_floors` keeps a floor in the domains whose data
+    call for one, and those domains' items and floors are calibrated with
+    the floors estimated (the other domains' floors 0); ``info["floors"]``
+    holds the decision.
+
     Parameters
     ----------
     data : ResponseData
@@ -887,12 +907,24 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     a, d : ndarray (J,)
         Internal (population-scale) item parameters.
     info : dict
-        ``n_iter``, ``converged``, ``marginal_loglik``, ``history``, ``eap``,
-        ``nodes`` (per domain), ``c`` (floors per item, or None) and
-        ``c_domain`` (per domain when estimated, else None).
+        ``n_iter``, ``converged``, ``marginal_loglik`` (and ``ll_domain``, by
+        domain), ``history``, ``eap``, ``nodes`` (per domain), ``c`` (floors
+        per item, or None) and ``c_domain`` (per domain when estimated, else
+        None); with ``"auto"`` also ``floors`` (:func:`decide_floors`).
     """
+    if data.floor_mode == "auto":
+        return _calibrate_auto(data, a, d, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                               progress=progress, stage=stage)
+    cd = _floor_start(data, c, priors) if data.estimate_floor else None
+    return _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                      progress=progress, stage=stage)
+
+
+def _calibrate(data: ResponseData, a, d, cd, *, priors: Penalties, model, max_iter, tol, px, progress=None,
+               stage="items"):
+    """:func:`calibrate_items` from the floors ``cd`` (K; estimated where positive, 0 where the domain
+    has none; None: ``data.c`` fixed)."""
     item_domain, K = data.item_domain, data.K
-    cd = _floor_start(data, c, priors)
     a, d = _start_items(data, a, d, model, cd)
     # the EM first converges on the coarsest grid (cheap sweeps), then goes on with each domain's
     # grid refined for the fitted discriminations (a few sweeps), until no grid needs refining
@@ -929,15 +961,78 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
         data.set_floor(cd[item_domain])
     nodes = (priors.n_nodes - 1) * 2**levels + 1
     return a, d, {"n_iter": n_em, "converged": converged, "marginal_loglik": st["ll"] if st else float("nan"),
+                  "ll_domain": st["ll_domain"] if st else None,
                   "history": history, "eap": st["eap"] if st else None, "nodes": nodes,
                   "c": None if data.c is None else data.c.copy(), "c_domain": None if cd is None else cd.copy()}
 
 
+def _calibrate_auto(data: ResponseData, a, d, *, priors, model, max_iter, tol, px, progress, stage):
+    """``guessing="auto"``: the 2PL, :func:`decide_floors`, then the floors estimated where kept."""
+    data.estimate_floor, data.floor_mode = False, None
+    data.set_floor(None)
+    try:
+        a, d, info = _calibrate(data, a, d, None, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                                progress=progress, stage=stage)
+        keep, floors = decide_floors(data, a, d, priors=priors, model=model)
+        floors["fitted"] = np.zeros(data.K)
+        if keep.any():  # the kept domains' items and floors, from the decision's floors; the rest stay 2PL
+            cd = np.where(keep, np.clip(floors["c"], 1e-3, priors.guessing_max - 1e-3), 0.0)
+            a, d, info = _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                                    progress=progress, stage=stage)
+            floors["fitted"] = info["c_domain"].copy()
+    finally:
+        data.estimate_floor, data.floor_mode = True, "auto"
+    info["floors"] = floors
+    return a, d, info
+
+
+#: :func:`decide_floors`: the LLMs its fits use at most (spread evenly over the leaderboard).
+DECIDE_LLMS = 1000
+
+
+def decide_floors(data: ResponseData, a, d, *, priors: Penalties = DEFAULT_PENALTIES, model="2pl",
+                  max_llms: int | None = None, tol=1e-3, min_floor=0.01, start=0.05):
+    """In which domains the data call for a guessing floor (``guessing="auto"``).
+
+    Two calibrations of the same LLMs (every LLM, or ``max_llms`` spread
+    evenly over the leaderboard when there are more: the decision needs no
+    more), started from the items ``a, d`` (a 2PL fit): the 2PL, and the 2PL
+    with one floor per domain estimated under its ``Beta`` prior.  A domain
+    keeps its floor when the floor's marginal log-likelihood gain over the 2PL
+    exceeds half the log of the domain's number of responses (BIC: the floor
+    is one parameter) and the floor is at least ``min_floor``.  Both
+    calibrations run on the coarsest grid to ``tol``, the floors from
+    ``start``: the decision needs the gain to within a unit or so, not the
+    items to ``1e-4``.
+
+    Returns
+    -------
+    keep : ndarray (K,) of bool
+    evidence : dict
+        ``c`` (the floors the decision estimated, per domain), ``gain``
+        (log-likelihood gain per domain), ``threshold`` (per domain), ``keep``
+        (list), ``llms`` (the number of LLMs the decision used).
+    """
+    max_llms = DECIDE_LLMS if max_llms is None else int(max_llms)
+    N, K = data.N, data.K
+    rows = np.arange(N) if N <= max_llms else np.unique(np.linspace(0, N - 1, max_llms).round().astype(np.int64))
+    sub = ResponseData(data.correct[rows], None if data.obs is None else data.obs[rows], data.slices)
+    coarse = replace(priors, node_sd_ratio=0.0)
+    kw = dict(priors=coarse, model=model, max_iter=200, tol=tol, px=True)
+    _, _, plain = _calibrate(sub, a, d, None, **kw)
+    _, _, floored = _calibrate(sub, a, d, np.full(K, min(start, priors.guessing_max - 1e-3)), **kw)
+    n_k = np.array([float(sub.n_obs_domain(k)) for k in range(K)])
+    gain = floored["ll_domain"] - plain["ll_domain"]
+    threshold = 0.5 * np.log(np.maximum(n_k, 2.0))
+    c = floored["c_domain"]
+    keep = (gain > threshold) & (c >= min_floor)
+    return keep, {"c": c.copy(), "gain": gain, "threshold": threshold, "keep": keep.tolist(),
+                  "llms": int(len(rows))}
+
+
 def _floor_start(data: ResponseData, c, priors: Penalties):
-    """Starting floors per domain (K) when they are estimated, else None: the domain means of ``c``,
-    or the mode of their Beta prior, kept inside the bounds."""
-    if not getattr(data, "estimate_floor", False):
-        return None
+    """Starting floors per domain (K) when they are estimated: the domain means of ``c``, or the mode
+    of their Beta prior, kept inside the bounds."""
     J, K, item_domain = data.J, data.K, data.item_domain
     al, be = priors.guessing_alpha, priors.guessing_beta
     mode = (al - 1) / (al + be - 2) if al > 1 and be > 1 else al / (al + be)
@@ -982,18 +1077,20 @@ def _em_sweep(data: ResponseData, groups, a, d, cd, *, priors: Penalties, model,
     """One EM sweep from ``a, d`` (and the floors ``cd``, per domain, or None): per node group
     (:func:`_node_groups`) the E-step, the items' M-step and the floors'; then, for the 2PL with
     ``px``, the parameter expansion (:func:`_px_rescale`).  Returns the new ``a, d, cd`` and
-    ``{"ll", "eap"}`` of the E-step at the old ones."""
+    ``{"ll", "ll_domain", "eap"}`` of the E-step at the old ones."""
     K, item_domain = data.K, data.item_domain
     a2, d2 = a.copy(), d.copy()
     cd2 = None if cd is None else cd.copy()
     c_items = data.c if cd is None else cd[item_domain]
     ll = 0.0
+    ll_domain = np.zeros(K)
     eap = np.empty((data.N, K))
     mom = np.empty((K, 3))
     for ks, idx, local, x, logw in groups:
         st = _estep(data, a, d, x, logw, c=c_items, domains=ks)
         kk = slice(None) if ks is None else ks
         ll += st["ll"]
+        ll_domain[kk] = st["ll_domain"]
         eap[:, kk] = st["eap"]
         mom[kk] = st["moments"]
         st["n1"] = data.n1[idx]
@@ -1014,12 +1111,20 @@ def _em_sweep(data: ResponseData, groups, a, d, cd, *, priors: Penalties, model,
                 ag[sub], dg[sub] = _mstep(a[idx][sub], d[idx][sub], _rows(st, sub), x,
                                           None if cp is None else cp[sub], priors, model,
                                           np.unique(local[sub], return_inverse=True)[1].ravel())
-        if cd is not None:
-            cd2[kk] = _mstep_floor(ag, dg, cd[kk], st, x, priors, local)
+        if cd is not None and np.any(cd[kk] > 0):  # the floors of the domains that estimate one
+            cg_d = cd[kk]
+            est = cg_d > 0
+            if est.all():
+                cd2[kk] = _mstep_floor(ag, dg, cg_d, st, x, priors, local)
+            else:
+                sub = np.flatnonzero(est[local])
+                cg_d[est] = _mstep_floor(ag[sub], dg[sub], cg_d[est], _rows(st, sub), x, priors,
+                                         np.unique(local[sub], return_inverse=True)[1].ravel())
+                cd2[kk] = cg_d
         a2[idx], d2[idx] = ag, dg
     if px and model == "2pl":
         a2, d2 = _px_rescale(a2, d2, mom, item_domain, K, priors)
-    return a2, d2, cd2, {"ll": ll, "eap": eap}
+    return a2, d2, cd2, {"ll": ll, "ll_domain": ll_domain, "eap": eap}
 
 
 def _px_rescale(a, d, mom, item_domain, K, priors: Penalties, n_cycles=4):
@@ -1091,18 +1196,24 @@ def _curve_change(old, new, *, x, item_domain, c_fixed=None):
 
 
 def _pack(a, d, cd):
-    """The EM's parameters as one vector: ``log a``, ``d`` and, when estimated, ``logit c_k``."""
+    """The EM's parameters as one vector: ``log a``, ``d`` and the estimated floors' ``logit c_k`` (the
+    positive ones: a domain without a floor has 0)."""
     v = [np.log(a), d]
     if cd is not None:
-        v.append(np.log(cd / (1 - cd)))
+        ce = cd[cd > 0]
+        v.append(np.log(ce / (1 - ce)))
     return np.concatenate(v)
 
 
-def _unpack(v, J, priors: Penalties, floors: bool):
-    """``a, d, cd`` from :func:`_pack`'s vector (``cd`` None without ``floors``), clipped to their bounds."""
+def _unpack(v, J, priors: Penalties, floors):
+    """``a, d, cd`` from :func:`_pack`'s vector, clipped to their bounds; ``floors`` the domains whose
+    floors it holds (``cd`` None when None)."""
     a = np.exp(np.clip(v[:J], np.log(priors.a_min), np.log(priors.a_max)))
     d = np.clip(v[J:2 * J], -priors.d_max, priors.d_max)
-    cd = None if not floors else np.clip(expit(v[2 * J:]), 1e-4, priors.guessing_max)
+    cd = None
+    if floors is not None:
+        cd = np.zeros(len(floors))
+        cd[floors] = np.clip(expit(v[2 * J:]), 1e-4, priors.guessing_max)
     return a, d, cd
 
 
@@ -1111,7 +1222,7 @@ def _penalised(st, a, d, cd, priors: Penalties):
     f = st["ll"] - 0.5 * np.sum(((np.log(a) - priors.log_a_mean) / priors.log_a_sd) ** 2) \
         - 0.5 * np.sum((d / priors.d_sd) ** 2)
     if cd is not None:
-        f += np.sum(_floor_logprior(cd, priors))
+        f += np.sum(_floor_logprior(cd[cd > 0], priors))
     return f
 
 
@@ -1142,7 +1253,7 @@ def _squarem_step(sweep, a, d, cd, priors: Penalties, tol, measure):
         alpha = -max(1.0, rn / vn)
         alpha = max(alpha, -8.0)
         vx = v0 - 2 * alpha * r + alpha * alpha * v
-        ax, dx, cx = _unpack(vx, len(a), priors, cd is not None)
+        ax, dx, cx = _unpack(vx, len(a), priors, None if cd is None else cd > 0)
         # stabilising EM step from the extrapolated point, then check
         a3, d3, c3, st3 = sweep(ax, dx, cx)
         n_sweeps += 1
@@ -1158,101 +1269,13 @@ def _squarem_step(sweep, a, d, cd, priors: Penalties, tol, measure):
 _NO_ROWS = np.zeros((0, 0))
 _NO_CELLS = np.zeros(0, dtype=np.int64)
 _NO_ITEMS = np.zeros(0, dtype=np.int32)  # item columns of cell lists: int32 (30M correct cells at the flagship)
+_NO_PTR = np.zeros((0, 0), dtype=np.int64)
 _NO_DOMAINS = np.zeros(0, dtype=np.bool_)
 
 
 def _tab_derivs(*args):
-    """:func:`_tab_derivs_py` compiled by numba on first use (numba is imported
-    only when a trait step runs: it adds about a second to every process), with
-    the interpolation of :mod:`mtlirt.numerics.hermite` (``_hermite_weights``,
-    ``_hermite_combine``: globals it reads when compiled)."""
-    global _tab_derivs_jit, _hermite_weights, _hermite_combine
-    if _tab_derivs_jit is None:
-        import numba
-
-        _hermite_weights, _hermite_combine = hermite.numba_versions()
-        _tab_derivs_jit = numba.njit(cache=True)(_tab_derivs_py)
-    return _tab_derivs_jit(*args)
-
-
-_tab_derivs_jit = _hermite_weights = _hermite_combine = None
-
-
-def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, yptr, yj,
-                   kact):
-    """Gradient, Fisher and observed information of every block's log-likelihood (see :class:`TabulatedThetaLik`).
-
-    ``theta`` (n x K) holds the traits of the LLMs ``rows`` (all ``N`` when
-    ``rows`` is empty).  Per block: ``s - r G'(theta)`` by cubic Hermite
-    interpolation of the tables (``M x K``, raveled: ``T1 = G'`` with
-    derivative ``T2 = G''`` (derivative ``T3``), the Fisher information ``I1``
-    with derivative ``I2``), times
-    ``rw`` (N x K) unless it is empty; the unobserved cells of observed blocks
-    (CSR by LLM: ``uptr``, items ``uj``) subtracted exactly; and, in domains
-    with a floor (``citem[j] > 0`` for some of their items), the correct cells
-    (CSR ``yptr``, ``yj``) add ``a_j / (1 + u)`` to the gradient (their ``a_j``
-    is not in ``s``) and ``-a_j^2 u / (1 + u)^2`` to the observed information
-    ``G''``, ``u = c_j exp(-z)``.  With ``kact`` (K, not empty) only the
-    domains where it is true are evaluated (the others' cells are skipped and
-    their outputs are 0).  The trait
-    step's hot loop, fused in one pass (34 ms -> 10 ms per call on 4,000 x 57
-    blocks with 10% missing, under load, before the floor was added)."""
-    n, K = theta.shape
-    M = T1.shape[0] // K
-    G1 = np.empty((n, K))
-    G2 = np.empty((n, K))
-    G3 = np.empty((n, K))
-    weighted = rw.shape[0] > 0
-    all_rows = rows.shape[0] == 0
-    masked = kact.shape[0] > 0
-    for r in range(n):
-        i = r if all_rows else rows[r]
-        for k in range(K):
-            if masked and not kact[k]:
-                G1[r, k] = 0.0
-                G2[r, k] = 0.0
-                G3[r, k] = 0.0
-                continue
-            pos = (theta[r, k] - g0) / h
-            g = min(max(np.floor(pos), 0.0), M - 2.0)
-            w = _hermite_weights(min(max(pos - g, 0.0), 1.0), h)
-            i0 = int(g) * K + k
-            i1 = i0 + K
-            v1 = _hermite_combine(w, T1[i0], T1[i1], T2[i0], T2[i1])
-            v2 = _hermite_combine(w, I1[i0], I1[i1], I2[i0], I2[i1])
-            v3 = _hermite_combine(w, T2[i0], T2[i1], T3[i0], T3[i1])
-            if weighted:
-                v1 *= rw[i, k]
-                v2 *= rw[i, k]
-                v3 *= rw[i, k]
-            G1[r, k] = s[i, k] - v1
-            G2[r, k] = v2
-            G3[r, k] = v3
-        for p in range(uptr[i], uptr[i + 1]):
-            j = uj[p]
-            k = item_domain[j]
-            if masked and not kact[k]:
-                continue
-            sig = 1.0 / (1.0 + np.exp(-(a[j] * theta[r, k] + d[j])))
-            c = citem[j]
-            G1[r, k] += a[j] * sig
-            G2[r, k] -= a[j] * a[j] * (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
-            G3[r, k] -= a[j] * a[j] * sig * (1.0 - sig)
-        for p in range(yptr[i], yptr[i + 1]):
-            j = yj[p]
-            k = item_domain[j]
-            if masked and not kact[k]:
-                continue
-            u = citem[j] * np.exp(-min(max(a[j] * theta[r, k] + d[j], -700.0), 700.0))
-            G1[r, k] += a[j] / (1.0 + u)
-            G3[r, k] -= a[j] * a[j] * u / ((1.0 + u) * (1.0 + u))
-    return G1, np.maximum(G2, 0.0), G3
-
-
-def _log_c_plus_exp(z, c):
-    """``log(c + exp(z))``, stable for ``c >= 0`` (``z`` where ``c = 0``)."""
-    e = np.exp(-np.abs(z))
-    return np.where(z > 0, z + np.log1p(c * e), np.log(c + e))
+    """:func:`mtlirt.estimators._kernels.tab_derivs` (numba, imported on first use)."""
+    return _em_kernels().tab_derivs(*args)
 
 
 def _csr(rows, cols, n):
@@ -1303,33 +1326,15 @@ class TabulatedThetaLik:
         # cells are then summed cell by cell)
         self.citem = np.zeros(self.J) if data.c is None else np.asarray(data.c, dtype=np.float64)
         self.floored = np.bincount(self.item_domain, self.citem > 0, minlength=self.K) > 0
-        if self.floored.any():
-            self.yptr, self.yj = self._correct_cells()
+        if self.floored.any():  # the correct cells of the domains with a floor, by LLM and domain
+            self.ykptr, self.yj = _em_kernels().correct_cells(
+                data.correct, _NO_MASK if data.obs is None else data.obs, self.floored[self.item_domain],
+                self.item_domain, self.K)
         else:
-            self.yptr = np.zeros(self.N + 1, dtype=np.int64)
+            self.ykptr = _NO_PTR
             self.yj = _NO_ITEMS
         self.grid = np.arange(-theta_max, theta_max + 1e-9, grid_step)
         self.h = float(self.grid[1] - self.grid[0])
-
-    def _correct_cells(self):
-        """CSR (by LLM) of the correct answers in domains with a floor."""
-        data = self.data
-        cols = np.flatnonzero(self.floored[self.item_domain])
-        ptr = np.zeros(self.N + 1, dtype=np.int64)
-        parts = []
-        step = max(1, 2**22 // max(len(cols), 1))
-        for i0 in range(0, self.N, step):
-            Yc = data.correct[i0:i0 + step]
-            if data.obs is not None:
-                Yc = Yc * data.obs[i0:i0 + step]
-            if len(cols) < self.J:
-                Yc = Yc[:, cols]
-            i, j = np.nonzero(Yc)
-            ptr[i0 + 1:i0 + step + 1] = np.bincount(i, minlength=len(Yc))
-            parts.append(cols[j] if len(cols) < self.J else j)
-        np.cumsum(ptr, out=ptr)
-        yj = np.concatenate(parts).astype(np.int32) if parts else _NO_ITEMS
-        return ptr, yj
 
     def set_items(self, a, d):
         """Tabulate ``G_k``, its derivatives and the information; compute ``s_ik`` and the constant terms
@@ -1384,28 +1389,27 @@ class TabulatedThetaLik:
         T = self.T
         g, fisher, obs = _tab_derivs(theta, rows, self.s, self.grid[0], self.h, T[1], T[2], T[3], T[4], T[5],
                                      self.rw if self.rw is not None else _NO_ROWS, self.a, self.d, self.citem,
-                                     self.item_domain, self.uptr, self.uj, self.yptr, self.yj, kact)
+                                     self.item_domain, self.uptr, self.uj, self.ykptr, self.yj, kact)
         return g, (obs if observed else fisher)
-
-    def _cell_sum(self, theta, ptr, cols, f):
-        """``sum f(z_ij, c_k)`` over the CSR cells of every block (N x K)."""
-        i = np.repeat(np.arange(self.N), np.diff(ptr))
-        k = self.item_domain[cols]
-        z = self.a[cols] * theta[i, k] + self.d[cols]
-        return np.bincount(i * self.K + k, f(z, self.citem[cols]), minlength=self.N * self.K).reshape(self.N, self.K)
 
     def theta_loglik(self, theta):
         """Log-likelihood of every (LLM, domain) block at ``theta`` (N x K)."""
-        theta = np.asarray(theta, dtype=np.float64)
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
         G0 = self._interp(theta, self.T[0], self.T[1])
         if self.rw is not None:
             G0 *= self.rw
+        kern = _em_kernels()
         if self.n_cells:
-            G0 -= self._cell_sum(theta, self.uptr, self.uj, lambda z, c: softplus(z))
+            G0 -= kern.cell_sums(theta, self.uptr, self.uj, self.a, self.d, self.citem, self.item_domain, False)
         out = theta * self.s + self.const - G0
         if len(self.yj):
-            out += self._cell_sum(theta, self.yptr, self.yj, _log_c_plus_exp)
+            out += self._correct_sums(theta)
         return out
+
+    def _correct_sums(self, theta):
+        """``sum log(c_j + exp(z_ij))`` over the correct cells of the floored blocks (N x K)."""
+        ptr = np.append(self.ykptr[:, 0], self.ykptr[-1, -1]) if self.N else np.zeros(1, dtype=np.int64)
+        return _em_kernels().cell_sums(theta, ptr, self.yj, self.a, self.d, self.citem, self.item_domain, True)
 
 
 class DenseThetaLik:
@@ -1698,4 +1702,5 @@ def _finish(data, theta, a, d, tinfo, *, priors, model, info, t0, extra_precisio
         n_iter=int(info.get("n_iter", 0)), converged=bool(info.get("converged", True)),
         seconds=time.perf_counter() - t0, model=model, theta_loc=loc, theta_scale=scale,
         theta_se=se, history=list(info.get("history", [])), item_domain=data.item_domain,
+        floors=info.get("floors"),
     )

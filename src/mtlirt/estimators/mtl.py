@@ -800,7 +800,7 @@ def _start_fits(correct, observed, slices, data, stl, pooled, *, model, guessing
                           data=data, max_iter=max_iter, tol=tol)
     if data.estimate_floor:  # the single-domain calibration's floors, kept from here on
         data.set_floor(stl.c)
-        data.estimate_floor = False
+        data.estimate_floor, data.floor_mode = False, None
         guessing = data.c
     _, a, d = stl.internal()
     lik = data.theta_likelihood()
