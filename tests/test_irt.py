@@ -428,3 +428,25 @@ def test_auto_without_a_floor_is_the_2pl_fit():
     np.testing.assert_array_equal(auto.theta, plain.theta)
     np.testing.assert_array_equal(auto.a, plain.a)
     assert not np.any(auto.c) and auto.C == plain.C
+
+
+@pytest.mark.parametrize("guessing,missing", [(None, 0.0), (0.2, 0.0), (None, 0.2)])
+def test_fused_trait_newton_takes_the_array_steps(guessing, missing):
+    """The tabulated trait step's loop per LLM (numba) gives the whole-array steps' traits and
+    information bit for bit, with a ridge toward a centre and on some domains only."""
+    sim = simulate(200, domain_sizes=[8, 30, 15], missing=missing, seed=6)
+    data = irt.ResponseData(sim.correct, sim.observed if missing else None, _slices(sim), guessing=guessing)
+    lik = data.theta_likelihood()
+    assert lik.kind == "tabulated"
+    rng = np.random.default_rng(2)
+    lik.set_items(rng.lognormal(0, 0.4, data.J), rng.normal(0, 1.5, data.J))
+    th0 = rng.normal(size=(data.N, data.K))
+    for kw in ({}, {"centre": rng.normal(size=th0.shape), "weight": np.array([0.5, 2.0, 8.0])},
+               {"centre": np.zeros(th0.shape), "weight": np.ones(3), "domains": np.array([True, False, True])}):
+        th, info = irt.theta_step(lik, th0, return_info=True, **kw)
+        ref = irt._theta_step_arrays(lik, th0, 1.0, 6.0, kw.get("centre"), kw.get("weight"), 1e-7, 50,
+                                     kw.get("domains"))
+        np.testing.assert_array_equal(th, ref[0])
+        np.testing.assert_array_equal(info, ref[1])
+        if "domains" in kw:
+            np.testing.assert_array_equal(th[:, 1], th0[:, 1])

@@ -1,4 +1,4 @@
-"""The numba kernels of the item calibration's EM (:mod:`mtlirt.estimators.irt`).
+"""The numba kernels of the item calibration's EM and the trait step (:mod:`mtlirt.estimators.irt`).
 
 One pass over each ``N x Q`` or ``J x Q`` array instead of numpy's one pass
 per operation: the E-step's posterior over the nodes with its moments, and
@@ -19,8 +19,10 @@ import numpy as np
 from ..numerics import hermite
 from ..numerics.vecmath import exp_nonpos, log1p_nonneg, log_pos
 
-__all__ = ["block_sums", "cell_sums", "correct_cells", "curve_change", "floor_run", "floor_terms",
-           "item_tables", "mstep_derivs", "mstep_objective", "posterior_linear", "posterior_rows", "tab_derivs"]
+__all__ = ["block_sums", "cell_sums", "correct_cells", "curve_change", "expected_correct", "floor_run",
+           "floor_terms",
+           "item_tables", "mstep_derivs", "mstep_objective", "posterior_linear", "posterior_rows", "tab_derivs",
+           "theta_newton"]
 
 _FAST = {"contract", "reassoc", "nsz"}
 _EPS = 1e-12
@@ -302,6 +304,55 @@ def floor_run(lo, hi, yj, a, d, c, th):
 
 
 @numba.njit(error_model="numpy", boundscheck=False, cache=True)
+def _row_derivs(i, th, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj, kact,
+                G1, G2, G3):
+    """:func:`tab_derivs` of LLM ``i`` at its traits ``th`` (K) into ``G1``, ``G2``, ``G3`` (K; ``G2``
+    not yet kept >= 0)."""
+    K = th.shape[0]
+    M = T1.shape[0] // K
+    weighted = rw.shape[0] > 0
+    masked = kact.shape[0] > 0
+    for k in range(K):
+        if masked and not kact[k]:
+            G1[k] = 0.0
+            G2[k] = 0.0
+            G3[k] = 0.0
+            continue
+        pos = (th[k] - g0) / h
+        g = min(max(np.floor(pos), 0.0), M - 2.0)
+        w = _weights(min(max(pos - g, 0.0), 1.0), h)
+        i0 = int(g) * K + k
+        i1 = i0 + K
+        v1 = _combine(w, T1[i0], T1[i1], T2[i0], T2[i1])
+        v2 = _combine(w, I1[i0], I1[i1], I2[i0], I2[i1])
+        v3 = _combine(w, T2[i0], T2[i1], T3[i0], T3[i1])
+        if weighted:
+            v1 *= rw[i, k]
+            v2 *= rw[i, k]
+            v3 *= rw[i, k]
+        G1[k] = s[i, k] - v1
+        G2[k] = v2
+        G3[k] = v3
+    for p in range(uptr[i], uptr[i + 1]):
+        j = uj[p]
+        k = item_domain[j]
+        if masked and not kact[k]:
+            continue
+        sig = 1.0 / (1.0 + np.exp(-(a[j] * th[k] + d[j])))
+        c = citem[j]
+        G1[k] += a[j] * sig
+        G2[k] -= a[j] * a[j] * (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
+        G3[k] -= a[j] * a[j] * sig * (1.0 - sig)
+    if ykptr.shape[0] > 0:
+        for k in range(K):
+            lo, hi = ykptr[i, k], ykptr[i, k + 1]
+            if hi > lo and not (masked and not kact[k]):
+                g1, g3 = floor_run(lo, hi, yj, a, d, citem, th[k])
+                G1[k] += g1
+                G3[k] -= g3
+
+
+@numba.njit(error_model="numpy", boundscheck=False, cache=True)
 def tab_derivs(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj,
                kact):
     """Gradient, Fisher and observed information of every block's log-likelihood (see :class:`TabulatedThetaLik`).
@@ -323,54 +374,66 @@ def tab_derivs(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_
     loop, fused in one pass (34 ms -> 10 ms per call on 4,000 x 57 blocks
     with 10% missing, under load, before the floor was added)."""
     n, K = theta.shape
-    M = T1.shape[0] // K
     G1 = np.empty((n, K))
     G2 = np.empty((n, K))
     G3 = np.empty((n, K))
-    weighted = rw.shape[0] > 0
     all_rows = rows.shape[0] == 0
-    masked = kact.shape[0] > 0
     for r in range(n):
         i = r if all_rows else rows[r]
-        for k in range(K):
-            if masked and not kact[k]:
-                G1[r, k] = 0.0
-                G2[r, k] = 0.0
-                G3[r, k] = 0.0
-                continue
-            pos = (theta[r, k] - g0) / h
-            g = min(max(np.floor(pos), 0.0), M - 2.0)
-            w = _weights(min(max(pos - g, 0.0), 1.0), h)
-            i0 = int(g) * K + k
-            i1 = i0 + K
-            v1 = _combine(w, T1[i0], T1[i1], T2[i0], T2[i1])
-            v2 = _combine(w, I1[i0], I1[i1], I2[i0], I2[i1])
-            v3 = _combine(w, T2[i0], T2[i1], T3[i0], T3[i1])
-            if weighted:
-                v1 *= rw[i, k]
-                v2 *= rw[i, k]
-                v3 *= rw[i, k]
-            G1[r, k] = s[i, k] - v1
-            G2[r, k] = v2
-            G3[r, k] = v3
-        for p in range(uptr[i], uptr[i + 1]):
-            j = uj[p]
-            k = item_domain[j]
-            if masked and not kact[k]:
-                continue
-            sig = 1.0 / (1.0 + np.exp(-(a[j] * theta[r, k] + d[j])))
-            c = citem[j]
-            G1[r, k] += a[j] * sig
-            G2[r, k] -= a[j] * a[j] * (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
-            G3[r, k] -= a[j] * a[j] * sig * (1.0 - sig)
-        if ykptr.shape[0] > 0:
-            for k in range(K):
-                lo, hi = ykptr[i, k], ykptr[i, k + 1]
-                if hi > lo and not (masked and not kact[k]):
-                    g1, g3 = floor_run(lo, hi, yj, a, d, citem, theta[r, k])
-                    G1[r, k] += g1
-                    G3[r, k] -= g3
+        _row_derivs(i, theta[r], s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj,
+                    kact, G1[r], G2[r], G3[r])
     return G1, np.maximum(G2, 0.0), G3
+
+
+@numba.njit(error_model="numpy", boundscheck=False, cache=True)
+def theta_newton(theta, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj, kact,
+                 prec, bound, centre, weight, tol, max_newton):
+    """:func:`mtlirt.estimators.irt.theta_step` on the tables, LLM by LLM: the safeguarded Newton steps
+    on the observed information (kept >= 0) of each LLM's traits until its largest step is below
+    ``tol``, with the prior's precision ``prec``, the bounds ``+-bound`` and, unless ``weight`` is empty,
+    the ridge ``weight * (theta - centre)^2 / 2``; only the domains ``kact`` move (all when empty).
+    Returns the traits and the information at each LLM's last-but-one iterate (0 where not moved)."""
+    N, K = theta.shape
+    th = theta.copy()
+    info = np.zeros((N, K))
+    penal = weight.shape[0] > 0
+    masked = kact.shape[0] > 0
+    G1 = np.empty(K)
+    G2 = np.empty(K)
+    G3 = np.empty(K)
+    lo = np.empty(K)
+    hi = np.empty(K)
+    for i in range(N):
+        x = th[i]
+        for k in range(K):
+            lo[k] = -bound
+            hi[k] = bound
+        for _ in range(max_newton):
+            _row_derivs(i, x, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj,
+                        kact, G1, G2, G3)
+            step = 0.0
+            for k in range(K):
+                inf = max(G3[k], 0.0)
+                info[i, k] = inf
+                g = G1[k] - prec * x[k]
+                tot = inf + prec
+                if penal:
+                    g -= weight[i, k] * (x[k] - centre[i, k])
+                    tot += weight[i, k]
+                if g > 0:
+                    lo[k] = x[k]
+                if g < 0:
+                    hi[k] = x[k]
+                cap = min(0.5 * (hi[k] - lo[k]), 1.0)
+                new = x[k] + min(max(g / tot, -cap), cap)
+                new = min(max(new, -bound), bound)
+                if masked and not kact[k]:
+                    new = x[k]
+                step = max(step, abs(new - x[k]))
+                x[k] = new
+            if step < tol:
+                break
+    return th, info
 
 
 @numba.njit(error_model="numpy", boundscheck=False, cache=True)
@@ -427,3 +490,17 @@ def cell_sums(theta, ptr, cols, a, d, c, item_domain, correct):
                 v = log_pos(c[j] + e)
             out[i, k] += v
     return out
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def expected_correct(theta, a, d, c, item_domain, out):
+    """Each LLM's mean over the items of ``c_j + (1 - c_j) sigmoid(a_j theta_ik + d_j)`` (``k`` the item's
+    domain), into ``out`` (no ``N x J`` array)."""
+    N = theta.shape[0]
+    J = a.shape[0]
+    for i in range(N):
+        acc = 0.0
+        for j in range(J):
+            sig, _ = _sigmoid(a[j] * theta[i, item_domain[j]] + d[j])
+            acc += c[j] + (1.0 - c[j]) * sig
+        out[i] = acc / J

@@ -1392,6 +1392,22 @@ class TabulatedThetaLik:
                                      self.item_domain, self.uptr, self.uj, self.ykptr, self.yj, kact)
         return g, (obs if observed else fisher)
 
+    def newton(self, theta, *, prec, bound, centre, weight, tol, max_newton, domains):
+        """:func:`theta_step` on the tables, one fused loop per LLM
+        (:func:`mtlirt.estimators._kernels.theta_newton`); returns the traits and the information."""
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
+        kact = _NO_DOMAINS if domains is None else np.ascontiguousarray(domains, dtype=np.bool_)
+        if weight is None or centre is None:
+            centre = weight = _NO_ROWS
+        else:
+            centre = np.ascontiguousarray(np.broadcast_to(centre, theta.shape), dtype=np.float64)
+            weight = np.ascontiguousarray(np.broadcast_to(np.asarray(weight, dtype=np.float64), theta.shape))
+        T = self.T
+        return _em_kernels().theta_newton(theta, self.s, self.grid[0], self.h, T[1], T[2], T[3], T[4], T[5],
+                                          self.rw if self.rw is not None else _NO_ROWS, self.a, self.d, self.citem,
+                                          self.item_domain, self.uptr, self.uj, self.ykptr, self.yj, kact,
+                                          float(prec), float(bound), centre, weight, float(tol), int(max_newton))
+
     def theta_loglik(self, theta):
         """Log-likelihood of every (LLM, domain) block at ``theta`` (N x K)."""
         theta = np.ascontiguousarray(theta, dtype=np.float64)
@@ -1540,8 +1556,18 @@ def theta_step(lik, theta, *, priors: Penalties = DEFAULT_PENALTIES, centre=None
         last-but-one iterate (for the MTL root finding).
     """
     prec = 1.0 / priors.theta_sd**2
-    th = np.array(theta, dtype=np.float64, copy=True)
     B = priors.theta_max
+    if getattr(lik, "kind", None) == "tabulated":  # the same steps, one fused loop per LLM
+        th, info = lik.newton(theta, prec=prec, bound=B, centre=centre, weight=weight, tol=tol,
+                              max_newton=max_newton, domains=domains)
+    else:
+        th, info = _theta_step_arrays(lik, theta, prec, B, centre, weight, tol, max_newton, domains)
+    return (th, info) if return_info else th
+
+
+def _theta_step_arrays(lik, theta, prec, B, centre, weight, tol, max_newton, domains):
+    """:func:`theta_step` by whole-array steps over the LLMs still moving (any evaluator)."""
+    th = np.array(theta, dtype=np.float64, copy=True)
     # safeguarded Newton: the maximiser is bracketed by the iterates (concave
     # objective: above where the gradient is positive, below where negative),
     # and a step moves at most half-way to the far end of the bracket.  Plain
@@ -1588,9 +1614,7 @@ def theta_step(lik, theta, *, priors: Penalties = DEFAULT_PENALTIES, centre=None
         act = act[step >= tol]
         if not len(act):
             break
-    if return_info:
-        return th, info
-    return th
+    return th, info
 
 
 def score_theta(data: ResponseData, a, d, theta0=None, *, priors: Penalties = DEFAULT_PENALTIES):
