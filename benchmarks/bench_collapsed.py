@@ -1,10 +1,11 @@
 """Benchmarks of the fixed-items posterior with the whole LLM side integrated out
-(:mod:`mtlirt.bayes.collapsed`, issue 16), printing measured figures.
+(:mod:`mtlirt.bayes.collapsed`), printing measured figures.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_collapsed.py flagship [--draws 500 --thin 2 --rank 1 --sampler auto|imh|nutpie]
     .venv/bin/python benchmarks/bench_collapsed.py flagship-routes [--draws 1000 --thin 2]
+    .venv/bin/python benchmarks/bench_collapsed.py extremes [--seeds 0 --n-llms 400 --a-scale 1.15 --scenario ideal]
     .venv/bin/python benchmarks/bench_collapsed.py compare [--seeds 3]
     .venv/bin/python benchmarks/bench_collapsed.py samplers [--seeds 3 --n-llms 150]
     .venv/bin/python benchmarks/bench_collapsed.py kernel [--baseline COMMIT]
@@ -25,6 +26,14 @@ a commit (its own default grid, same centres).
 flagship-routes: the flagship (rank 1) fitted by both fixed-items routes from
 one MTL fit at the same seed, as ``realistic`` compares them, with coverage of
 the truth; the integrated route keeps every ``--thin``-th structure draw (2).
+
+extremes: both routes on a small simulated design where they used to part at the
+extremes (``--n-llms`` LLMs, six domains of 120 items; ``--scenario realistic`` for the
+misspecified simulator), the items fixed at the MTL fit's values with their
+discriminations divided by ``--a-scale`` (1.15: the LLMs then spread about 1.23 on the
+items' scale, as on the Open LLM Leaderboard): their agreement (the five largest
+differences with each LLM's place), the overall traits' spread, and both routes'
+errors against the truth at the 20 best and worst LLMs.
 
 samplers: the same integrated model sampled by IMH and by NUTS (nutpie) on the
 calibration design (or ``--n-llms`` LLMs): loadings, domain and overall scores.
@@ -543,6 +552,39 @@ def bench_flagship_routes(seed: int = 0, draws: int = 1000, chains: int = 4, thi
     return out
 
 
+def bench_extremes(seed: int = 0, n_llms: int = 400, a_scale: float = 1.0, scenario: str = "ideal",
+                   draws: int = 1000, chains: int = 4) -> dict:
+    """Both fixed-items routes at the extremes of a small design (see the module docstring)."""
+    from mtlirt.io.responses import Responses
+    from mtlirt.simulate import simulate
+
+    sim = simulate(n_llms, [120] * 6, seed=seed, scenario=scenario)
+    resp = Responses.from_frame(sim.responses)
+    truth = sim.domain_scores.loc[resp.llms, resp.domains].values
+    truth_ov = _std_cols(sim.overall.loc[resp.llms, "score"].values)
+    print(f"extremes seed {seed}: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains, "
+          f"{scenario} scenario, discriminations / {a_scale}", flush=True)
+    from mtlirt.bayes.spec import load_spec
+    from mtlirt.fitting import _mtl_init, _spec_item_model
+
+    model, guessing = _spec_item_model(load_spec("factor-2pl"))
+    res, init = _mtl_init(resp, model=model, guessing=guessing, seed=seed)
+    init = {**init, "a": np.asarray(init["a"]) / a_scale}
+    ests, recs = {}, {}
+    for side in ("integrated", "sampled"):
+        ests[side], recs[side] = _route(resp, "factor-2pl", init, side, draws=draws, chains=chains, seed=seed)
+        recs[side]["overall_spread"] = ests[side].info.get("overall_spread")
+        print(f"  {side}: {json.dumps(recs[side], default=float)}", flush=True)
+    posts = {k: e.posterior for k, e in ests.items()}
+    out = {"benchmark": f"extremes seed {seed}: {resp.n_llms} LLMs x {resp.n_items} items, {scenario}, "
+                        f"a / {a_scale}", "mtl_rank": int(res.rank), **recs}
+    for var, tr in (("theta", truth), ("overall", truth_ov)):
+        out[var] = _agreement(posts["integrated"], posts["sampled"], var)
+        out[var]["coverage90"] = {k: _coverage(p, var, tr) for k, p in posts.items()}
+    print(json.dumps(out, indent=1, default=float), flush=True)
+    return out
+
+
 def _std_cols(x):
     return (x - x.mean(0)) / x.std(0)
 
@@ -627,7 +669,7 @@ def bench_realdata(data: str = "oll_v1", max_llms: int | None = None, spec: str 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["flagship", "flagship-routes", "compare", "samplers", "kernel", "realistic",
-                                      "realdata"])
+                                      "realdata", "extremes"])
     ap.add_argument("--sampler", default="auto", choices=["auto", "imh", "nutpie"],
                     help="the structure's sampler on the integrated route (default: chosen by the IMH pilot)")
     ap.add_argument("--baseline", default=None, help="kernel: also time the module at this commit")
@@ -641,6 +683,9 @@ def main(argv=None) -> int:
                     help="flagship, realistic, realdata: keep every n-th structure draw for the LLM side")
     ap.add_argument("--spec", default="factor-2pl", help="realistic, realdata: the model spec (CLI --model)")
     ap.add_argument("--scale", type=float, default=0.1, help="realistic: multiplier of MMLU's domain sizes")
+    ap.add_argument("--a-scale", type=float, default=1.0,
+                    help="extremes: divide the fixed discriminations by this (spreads the LLMs wider)")
+    ap.add_argument("--scenario", default="ideal", choices=["ideal", "realistic"], help="extremes: the simulator")
     ap.add_argument("--data", default="oll_v1", choices=sorted(REAL_SETS), help="realdata: the leaderboard")
     ap.add_argument("--max-llms", type=int, default=None,
                     help="realdata: both routes on a seeded subsample of this many LLMs (the integrated route "
@@ -658,6 +703,10 @@ def main(argv=None) -> int:
             bench_realdata(args.data, max_llms=args.max_llms, spec=args.spec, seed=s, draws=args.draws or 1000,
                            chains=args.chains, thin=args.thin, routes=tuple(args.routes.split(",")),
                            all_llms=not args.no_all_llms)
+    elif args.which == "extremes":
+        for s in args.seeds or [0]:
+            bench_extremes(s, n_llms=args.n_llms if args.n_llms != 4272 else 400, a_scale=args.a_scale,
+                           scenario=args.scenario, draws=args.draws or 1000, chains=args.chains)
     elif args.which == "flagship-routes":
         for s in args.seeds or [0]:
             bench_flagship_routes(s, draws=args.draws or 1000, chains=args.chains,

@@ -6,8 +6,9 @@ Each replication ``r`` at heterogeneity ``h`` is
 ``h`` as in the paper).  Every method is fitted by ``mtlirt.fitting.fit``:
 
 ``paper``, ``paper-global``, ``paper-local``
-    ``fit(data, "mtl", variant=...)`` (:mod:`mtlirt.estimators.paper`; ``paper`` tunes
-    C by its 5-fold cross-validation over the paper's 14-value grid);
+    ``fit(data, "mtl", variant=..., optimizer=...)`` (:mod:`mtlirt.estimators.paper`; ``paper``
+    tunes C by its 5-fold cross-validation over the paper's 14-value grid; ``--optimizer adam``:
+    the paper's early-stopped Adam, its published output; ``fast``, the default: the exact minimiser);
 ``mtl``
     ``fit(data, "mtl")``, the package's default MTL at the commit run;
 ``stl``, ``pooled``, ``accuracy``
@@ -32,10 +33,24 @@ Usage::
 
     .venv/bin/python benchmarks/bench_paper.py [--reps 20] [--h 0,0.1,0.2,0.3,0.4,0.5]
         [--seed 0] [--jobs 2] [--methods paper,mtl,stl,pooled,accuracy,paper-global,paper-local]
+        [--optimizer fast|adam]
         [--csv runs.csv] [--summarise runs.csv]
     .venv/bin/python benchmarks/bench_paper.py --optimizers [--seed 1] [--C 0.01,0.5]
+    .venv/bin/python benchmarks/bench_paper.py --coverage [--h 0.3] [--C 0.5|tuned] [--bootstrap 20]
+        [--reps 6] [--seed 0] [--variants paper] [--optimizer fast] [--jobs 1] [--csv runs.csv]
 
 Prints one markdown table (mean and standard error over replications) per metric.
+
+``--coverage`` measures the bootstrap intervals of the paper variants
+(``fit(data, "mtl", variant=v, gamma=C, bootstrap=B, seed=seed + r)``, ``C``
+tuned by the paper's cross-validation with ``--C tuned``) against the truth of
+``simulate_paper(h, seed=seed + r)``: the share of (LLM, domain) cells whose
+standardised true domain trait lies in its 90% interval (``cov_domain``), the
+share of LLMs whose standardised true overall score (the sine centre) lies in
+its interval (``cov_overall``), their mean widths, the RMSE of the point
+estimates and the bootstrap's error sd (``boot_sd_domain``, ``boot_sd_overall``:
+the root mean square of ``estimate - draw``), one row per replication and a
+summary (mean and SE over replications).
 """
 
 from __future__ import annotations
@@ -61,7 +76,7 @@ def _sine(x, y) -> float:
     return math.sqrt(max(0.0, 1.0 - min(1.0, c * c)))
 
 
-def one(h: float, rep: int, seed: int, methods) -> list[dict]:
+def one(h: float, rep: int, seed: int, methods, optimizer: str = "fast") -> list[dict]:
     """Simulate replication ``rep`` at ``h`` and score every method on it."""
     from mtlirt.estimators.paper import sine_centre
     from mtlirt.fitting import fit
@@ -77,7 +92,8 @@ def one(h: float, rep: int, seed: int, methods) -> list[dict]:
     for m in methods:
         method, variant = ("mtl", m) if m.startswith("paper") else (m, "default")
         t0 = time.perf_counter()
-        est = fit(data, method, variant=variant, seed=rep) if method == "mtl" else fit(data, method, seed=rep)
+        est = (fit(data, method, variant=variant, seed=rep, optimizer=optimizer if variant != "default" else None)
+               if method == "mtl" else fit(data, method, seed=rep))
         secs = time.perf_counter() - t0
         theta = est.point("theta")
         theta = (theta - theta.mean(axis=0)) / theta.std(axis=0)
@@ -129,6 +145,75 @@ def optimizers(h: float, seed: int, Cs) -> None:
               flush=True)
 
 
+def coverage_one(h: float, rep: int, seed: int, variant: str, C, bootstrap: int, optimizer: str,
+                 interval: float = 0.9) -> dict:
+    """Fit ``variant`` with a bootstrap to replication ``rep`` and score its intervals against the truth."""
+    from mtlirt.fitting import fit
+    from mtlirt.io.responses import Responses
+    from mtlirt.simulate import simulate_paper
+
+    sim = simulate_paper(h, seed=seed + rep)
+    data = Responses.from_frame(sim.responses)
+    truth = sim.domain_scores.loc[data.llms, data.domains].to_numpy()
+    truth = (truth - truth.mean(axis=0)) / truth.std(axis=0)
+    g = sim.overall.loc[data.llms, "score"].to_numpy()
+    g = (g - g.mean()) / g.std()
+    t0 = time.perf_counter()
+    paper = variant != "default"  # the package's own MTL (its C tuned) for comparison
+    est = fit(data, "mtl", variant=variant, gamma=C if paper else None, bootstrap=bootstrap, seed=seed + rep,
+              n_jobs=1, optimizer=optimizer if paper else None)
+    secs = time.perf_counter() - t0
+    ds = est.domain_scores(interval)
+    lo, hi = (ds[c].to_numpy().reshape(truth.shape) for c in ("lower", "upper"))
+    ov = est.overall_scores(interval).set_index("llm").loc[data.llms]
+    theta, overall = est.point("theta"), ov["score"].to_numpy()
+    return {
+        "h": h, "rep": rep, "seed": seed + rep, "variant": variant, "C": est.info.get("C"), "bootstrap": bootstrap,
+        "cov_domain": float(((truth >= lo) & (truth <= hi)).mean()),
+        "cov_overall": float(((g >= ov["lower"].to_numpy()) & (g <= ov["upper"].to_numpy())).mean()),
+        "width_domain": float((hi - lo).mean()), "width_overall": float((ov["upper"] - ov["lower"]).mean()),
+        "rmse_domain": float(np.sqrt(((theta - truth) ** 2).mean())),
+        "rmse_overall": float(np.sqrt(((overall - g) ** 2).mean())),
+        "boot_sd_domain": float(np.sqrt(((est.draws("theta") - theta) ** 2).mean())),
+        "boot_sd_overall": float(np.sqrt(((est.draws("overall") - est.point("overall")) ** 2).mean())),
+        "seconds": secs,
+    }
+
+
+def coverage(args) -> int:
+    """``--coverage``: one row per (variant, replication), then the means (SE) over replications."""
+    C = None if args.C == "tuned" else float(args.C)
+    hs = [float(x) for x in args.h.split(",")]
+    tasks = [(h, r, v) for v in args.variants.split(",") for h in hs for r in range(args.reps)]
+    if args.jobs == 1:
+        results = (coverage_one(h, r, args.seed, v, C, args.bootstrap, args.optimizer) for h, r, v in tasks)
+    else:
+        from joblib import Parallel, delayed
+
+        results = Parallel(n_jobs=args.jobs, backend="loky", inner_max_num_threads=1,
+                           return_as="generator_unordered")(
+            delayed(coverage_one)(h, r, args.seed, v, C, args.bootstrap, args.optimizer) for h, r, v in tasks)
+    rows = []
+    for res in results:
+        rows.append(res)
+        print(pd.DataFrame([res]).to_string(index=False, float_format=lambda v: f"{v:.3f}"), flush=True)
+        if args.csv:
+            Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+            pd.DataFrame(rows).to_csv(args.csv, index=False)
+    df = pd.DataFrame(rows)
+    cols = ["cov_domain", "cov_overall", "width_domain", "width_overall", "rmse_domain", "boot_sd_domain",
+            "rmse_overall", "boot_sd_overall", "seconds"]
+    g = df.groupby(["variant", "h"])[cols]
+    mean, se = g.mean(), g.std(ddof=1) / np.sqrt(g.count())
+    print(f"\npaper-variant intervals, C = {args.C}, --bootstrap {args.bootstrap}, optimizer {args.optimizer}, "
+          f"{args.reps} replications (mean (SE))\n")
+    print("| variant | h | " + " | ".join(cols) + " |\n|---|---|" + "---|" * len(cols))
+    for key in mean.index:
+        print(f"| {key[0]} | {key[1]:g} | "
+              + " | ".join(f"{mean.loc[key, c]:.3f} ({se.loc[key, c]:.3f})" for c in cols) + " |")
+    return 0
+
+
 def table(df: pd.DataFrame, metric: str, methods) -> str:
     g = df.groupby(["h", "method"])[metric]
     mean, se = g.mean().unstack(), (g.std(ddof=1) / np.sqrt(g.count())).unstack()
@@ -148,13 +233,24 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--csv", default=None, help="write the runs here (rewritten after every replication)")
     ap.add_argument("--summarise", default=None, metavar="CSV", help="only print the tables of a runs CSV")
-    ap.add_argument("--C", default="0.01,0.5", help="with --optimizers: the C values of the paper rows")
+    ap.add_argument("--C", default=None, help="with --optimizers: the C values of the paper rows (default "
+                    "0.01,0.5); with --coverage: C of the paper variant, or 'tuned' (default 0.5)")
     ap.add_argument("--optimizers", action="store_true",
                     help="only compare the fast optimiser with the paper's Adam on one dataset (h = 0.3, --seed)")
+    ap.add_argument("--coverage", action="store_true", help="measure the paper variants' bootstrap intervals")
+    ap.add_argument("--bootstrap", type=int, default=20, help="with --coverage: bootstrap replicates")
+    ap.add_argument("--variants", default="paper", help="with --coverage: paper variants to measure (and "
+                    "'default', the package's MTL)")
+    ap.add_argument("--optimizer", default="fast", choices=["fast", "adam"], help="the paper variants' optimiser")
     args = ap.parse_args(argv)
     if args.optimizers:
-        optimizers(0.3, args.seed, [float(c) for c in args.C.split(",")])
+        optimizers(0.3, args.seed, [float(c) for c in (args.C or "0.01,0.5").split(",")])
         return 0
+    if args.coverage:
+        if args.h == ap.get_default("h"):
+            args.h = "0.3"
+        args.C = args.C or "0.5"
+        return coverage(args)
     hs = [float(x) for x in args.h.split(",")]
     methods = [m for m in args.methods.split(",") if m]
     tasks = [(h, r) for r in range(args.reps) for h in hs]
@@ -164,13 +260,13 @@ def main(argv=None) -> int:
     else:
         rows = []
         if args.jobs == 1:
-            results = (one(h, r, args.seed, methods) for h, r in tasks)
+            results = (one(h, r, args.seed, methods, args.optimizer) for h, r in tasks)
         else:
             from joblib import Parallel, delayed
 
             results = Parallel(n_jobs=args.jobs, backend="loky", inner_max_num_threads=1,
                                return_as="generator_unordered")(
-                delayed(one)(h, r, args.seed, methods) for h, r in tasks)
+                delayed(one)(h, r, args.seed, methods, args.optimizer) for h, r in tasks)
         for k, res in enumerate(results):  # written as they come: a long run can be summarised midway
             rows.extend(res)
             if args.csv:

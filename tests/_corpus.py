@@ -1,4 +1,4 @@
-"""The bad-input corpus's helpers: hash a working folder, run the CLI, assert a clean refusal.
+"""The bad-input corpus's tools: hash a working folder, run the CLI, assert a clean refusal.
 
 A case is an argument list run by :func:`mtlirt.cli.main` in a working folder (relative paths); a clean
 refusal is the documented exit status, one line ``mtlirt: error: ...`` on stderr (warning lines before it

@@ -63,7 +63,7 @@ def test_the_check_itself_finds_listed_modules(rel):
 
 
 # ---------------------------------------------------------------------------
-# function length (issue 14, point 4)
+# function length
 # ---------------------------------------------------------------------------
 
 #: Longest function allowed, in lines from its ``def`` to its last line, decorators and

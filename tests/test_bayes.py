@@ -288,15 +288,20 @@ def test_fused_likelihood_matches_elementwise(name, missing):
     np.testing.assert_allclose(gf, ge, rtol=1e-10, atol=1e-10)
 
 
-def test_fixed_model_potential_matches_tables():
+@pytest.mark.parametrize("parameterization", ["centered", "noncentered"])
+def test_fixed_model_potential_matches_tables(parameterization):
+    """The sampled-traits form of the fixed-items model (the default integrates them out:
+    test_bayes_marginal.py): its potential is the tables' log-likelihood of the domain scores
+    that the derived quantities compute, non-centred ones from the overall traits the model
+    sees (standardised, then at the sampled mean and variance over the LLMs)."""
     arr, truth = toy(25, (6, 9), missing=0.2, seed=3)
-    # the sampled-traits form (the default integrates them out: test_bayes_marginal.py)
-    spec = load_spec("factor-2pl").with_changes(trait_parameterization="centered")
+    spec = load_spec("factor-2pl").with_changes(trait_parameterization=parameterization)
     items = {"a": truth["a"], "d": truth["d"]}
     b = build_fixed_model(arr, spec, item_values=items)
     assert b.kind == "fixed" and b.marginal is None
     m, tables = b.model, b.tables
     ip, tree = _point_tree(b, arr, spec, fixed=b.items, tables=tables)
+    assert {"eta_mean", "eta_var"} <= set(tree["posterior"].data_vars)
     import pytensor
 
     pot_expr = m.replace_rvs_by_values([m.potentials[0]])[0]
@@ -307,6 +312,36 @@ def test_fixed_model_potential_matches_tables():
     # tables vs exact cell log-likelihood
     ll_exact = pointwise_loglik(tree, arr)
     assert np.allclose(ll_tab, ll_exact, atol=1e-6)
+
+
+def test_overall_score_from_the_traits_the_likelihood_sees():
+    """With the overall traits' mean and variance over the LLMs in the posterior (the
+    fixed-items models), the overall score is lbar . eta of the traits the likelihood sees,
+    standardised: at rank two a factor spread twice as wide weighs twice as much, which
+    standardising each factor first would lose. ``eta`` is reported standardised."""
+    from mtlirt.bayes.derived import trait_draws
+
+    rng = np.random.default_rng(0)
+    C, D, N, K = 1, 3, 50, 4
+    anchors = [0, 1]
+    raw = rng.normal(size=(C, D, N, 2))
+    post = xr.Dataset({
+        "eta_raw": (("chain", "draw", "llm", "factor"), raw),
+        "eta_mean": (("chain", "draw", "factor"), np.full((C, D, 2), 0.3)),
+        "eta_var": (("chain", "draw", "factor"), np.tile([1.0, 4.0], (C, D, 1))),
+        "loading_free": (("chain", "draw", "loading_free_dim_0"), np.full((C, D, 5), 0.8)),
+        "loading_diag": (("chain", "draw", "factor"), np.ones((C, D, 2))),
+        "theta_raw": (("chain", "draw", "llm", "domain"), rng.normal(size=(C, D, N, K))),
+    })
+    tr = trait_draws(post, load_spec("factor2-2pl"), anchors, [f"d{k}" for k in range(K)])
+    u = (raw - raw.mean(2, keepdims=True)) / raw.std(2, keepdims=True)
+    latent = 0.3 + u * np.array([1.0, 2.0])
+    o = latent @ tr["loadings"][0, 0].mean(0)
+    want = (o - o.mean(-1, keepdims=True)) / o.std(-1, keepdims=True)
+    np.testing.assert_allclose(tr["overall"], want, atol=1e-9)
+    standardised_first = u @ tr["loadings"][0, 0].mean(0)
+    assert np.abs(tr["overall"] - standardised_first / standardised_first.std(-1, keepdims=True)).max() > 0.1
+    np.testing.assert_allclose(tr["eta"].std(2), 1.0, atol=1e-6)
 
 
 # ---------------------------------------------------------------------------
@@ -362,13 +397,14 @@ def test_hermite_pytensor_value_and_gradient():
                      pt.as_tensor(tb.table), x, tb.lo, tb.h, tb.n_grid)
     f = pytensor.function([x], [val.sum(), pytensor.grad(val.sum(), x)])
     th = np.random.default_rng(1).normal(0, 2.5, (10, 2))
-    th[0, 0] = 7.0  # outside the grid
+    hi = tb.lo + tb.h * (tb.n_grid - 1)
+    th[0, 0] = hi + 1.0  # outside the grid
     v, g = f(th)
     assert np.isclose(v, hermite_np(tb.F, tb.dF, tb.table, th, tb.lo, tb.h).sum())
     # gradient = interpolated derivative ~ sum_j a_j sigmoid(a_j theta + d_j) over the domain
     for k, s in enumerate(arr.domain_slices):
         exact = (truth["a"][s] / (1 + np.exp(-(truth["a"][s] * th[:, [k]] + truth["d"][s])))).sum(1)
-        inside = np.abs(th[:, k]) <= 6
+        inside = np.abs(th[:, k]) <= hi
         assert np.allclose(g[inside, k], exact[inside], atol=1e-4)
     # beyond the grid: the slope at the grid end (linear continuation)
     assert np.isclose(g[0, 0], tb.dF[tb.table[0, 0], -1])
@@ -788,7 +824,7 @@ def test_bayes_modules_import_each_other_at_module_level():
     """No import cycle inside mtlirt.bayes is hidden in a function body: every
     mtlirt.bayes module imports its siblings at the top (the shared pieces live
     in the leaf modules _factor and _hermite), except the optional JAX module
-    and the numba kernels' helpers."""
+    and the numba kernels' building blocks."""
     import ast
     from pathlib import Path
 

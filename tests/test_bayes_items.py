@@ -1,4 +1,4 @@
-"""The Bayesian fit's items follow its spec and sit on the population scale (issue 13, item 4).
+"""The Bayesian fit's items follow its spec and sit on the population scale.
 
 Before: ``fit(..., "bayes", spec="factor-3pl-mcq", items="fixed")`` built its
 tables with guessing 0 (the MTL initial fit was a 2PL and its ``c = 0`` won

@@ -98,12 +98,13 @@ def test_kernel_does_not_depend_on_alignment(setup):
 
 
 def test_marginal_model_potential(setup):
-    """The default fixed-items factor model samples only the overall traits and
-    loadings, and its potential is the quadrature's marginal log-likelihood."""
+    """The default fixed-items factor model samples only the overall traits (their
+    standardised values, mean and variance) and loadings, and its potential is the
+    quadrature's marginal log-likelihood."""
     arr, truth, tables, m0, psi, _ = setup
     built = build_fixed_model(arr, "factor-2pl", item_values={"a": truth["a"], "d": truth["d"]})
     model = built.model
-    assert {rv.name for rv in model.free_RVs} == {"eta_raw", "loading_free", "loading_diag"}
+    assert {rv.name for rv in model.free_RVs} == {"eta_raw", "eta_mean", "eta_var", "loading_free", "loading_diag"}
     quad = built.marginal
     import pytensor
 
@@ -113,10 +114,105 @@ def test_marginal_model_potential(setup):
     pot = model.replace_rvs_by_values([model.potentials[0]])[0]
     fn = pytensor.function(model.value_vars, pot, on_unused_input="ignore", mode="FAST_COMPILE")
     got = float(fn(*[ip[v.name] for v in model.value_vars]))
-    eta, lam, ps = factor_parts(ip["eta_raw"], ip["loading_free"], np.exp(ip["loading_diag_log__"]),
-                                arr.n_domains, built.anchors)
+    eta, lam, ps = factor_parts(ip["eta_raw"], np.sinh(ip["loading_free_asinh__"]), np.exp(ip["loading_diag_log__"]),
+                                arr.n_domains, built.anchors, eta_mean=ip["eta_mean"],
+                                eta_var=np.exp(ip["eta_var_log__"]))
+    assert not np.allclose(eta.std(0), 1.0)  # the initial point spreads the traits as the data do
     want = marginal_loglik_np(quad, eta @ lam.T, ps).sum()
     assert np.isclose(got, want, rtol=1e-9)
+    # the free loadings are sampled as x = asinh(V): density N(sinh x; 0, s) cosh x, the same prior on V
+    from scipy.stats import norm
+
+    x = np.linspace(-3.0, 2.5, len(ip["loading_free_asinh__"]))
+    lp = model.compile_logp(vars=[model["loading_free"]], jacobian=True, mode="FAST_COMPILE")
+    scale = load_spec("factor-2pl").priors.loading_scale
+    want = (norm.logpdf(np.sinh(x), 0, scale) + np.log(np.cosh(x))).sum()
+    assert np.isclose(lp({**ip, "loading_free_asinh__": x}), want, rtol=1e-12)
+
+
+def test_sampled_route_gives_the_overall_traits_the_population_prior(setup):
+    """The overall traits the likelihood sees (``eta_raw`` standardised, then given
+    ``eta_mean`` and ``eta_var``) are, under the model's prior, N LLMs drawn
+    independently from N(0, 1): each draw's mean over the LLMs is N(0, 1 / N) and
+    N times its variance chi2(N - 1). With the traits standardised inside the
+    model (mean 0 and variance 1 in every draw) the posterior is conditioned on
+    the LLMs spreading exactly like the prior on the fixed items' scale, which
+    pulls the least-measured LLMs (a leaderboard's extremes) in or out."""
+    import pymc as pm
+    from scipy import stats
+
+    from mtlirt.bayes.derived import factor_parts
+
+    arr, truth, *_ = setup
+    built = build_fixed_model(arr, "factor-2pl", item_values={"a": truth["a"], "d": truth["d"]})
+    m = built.model
+    raw, mean, var = pm.draw([m["eta_raw"], m["eta_mean"], m["eta_var"]], draws=4000, random_seed=1,
+                             mode="FAST_COMPILE")
+    K, n = arr.n_domains, arr.n_llms
+    eta, _, _ = factor_parts(raw, np.zeros((4000, K - 1)), np.ones((4000, 1)), K, built.anchors,
+                             eta_mean=mean, eta_var=var)
+    e = eta[..., 0]
+    assert stats.kstest(np.sqrt(n) * e.mean(1), "norm").pvalue > 0.01
+    assert stats.kstest(n * e.var(1), stats.chi2(n - 1).cdf).pvalue > 0.01
+    assert stats.kstest(e[:, :5].ravel(), "norm").pvalue > 0.01  # each LLM's trait N(0, 1)
+    assert abs(np.corrcoef(e[:, 0], e[:, 1])[0, 1]) < 0.05  # independent LLMs
+
+
+def test_nodes_placed_where_the_population_model_puts_an_llm():
+    """The quadrature nodes of every cell are placed at the LLM's posterior under the
+    population prior, not at the standardised start. LLMs spread 1.7 times wider than
+    the start (the items' discriminations divided by 1.6) with long domains (narrow
+    conditionals) put the extremes' domain scores near the edge of nodes placed at the
+    start: 3 posterior sds below the lowest LLM's mean such nodes missed the integral by
+    0.16, and a truncated integral pulls an LLM in (ChemBench's lowest LLM, at -5.6 on
+    the population scale, sampled at -5.0). Across every LLM's posterior the quadrature
+    matches the integral over the whole table grid."""
+    from mtlirt.bayes.collapsed import llm_posteriors
+    from mtlirt.bayes.derived import factor_parts
+
+    arr, truth = toy(30, (200, 200, 200), seed=6, loading=0.9)
+    items = {"a": truth["a"] / 1.6, "d": truth["d"]}
+    built = build_fixed_model(arr, "factor-2pl", item_values=items)
+    quad, tables = built.marginal, built.tables
+    ip = built.initvals
+    _, lam, ps = factor_parts(ip["eta_raw"], ip["loading_free"], ip["loading_diag"], arr.n_domains, built.anchors)
+    mu, cov = llm_posteriors(tables, quad, lam, ps)
+    assert mu[:, 0].std() > 1.5  # the LLMs spread as the data put them
+    sd = np.sqrt(cov[:, :, 0])
+    for k in (-3.0, -1.5, 0.0, 1.5, 3.0):
+        m = (mu + k * sd) @ lam.T
+        err = marginal_loglik_np(quad, m, ps).sum(1) - conditional_moments(tables, m, ps)[2].sum(1)
+        assert np.abs(err).max() < 0.01, (k, np.abs(err).max())
+
+
+def test_a_domain_score_beyond_minus_six():
+    """An LLM that answered none of 1,000 items right, with a prior mean of -2, has its domain score's
+    posterior near -5.8 (sd 0.46), reaching past -6: the tables' conditional posterior and the sampled
+    route's draws match the exact per-item integral there. Tables on [-6, 6] gave -5.56 (sd 0.30), and
+    on ChemBench the two routes' domain scores of such LLMs (exact -7.27) 2.2 interval widths apart."""
+    from scipy.special import log_expit
+
+    from mtlirt.bayes._data import ResponseArrays
+
+    arr, truth = toy(20, (1000,), seed=8)
+    y = arr.correct.copy()
+    y[0] = 0
+    arr = ResponseArrays.from_arrays(y, None, arr.domain_slices, arr.llms, arr.items, arr.domains)
+    tables = build_tables(arr, truth["a"], truth["d"])
+    m, psi = np.full((20, 1), -2.0), np.array([0.94])
+    t = np.linspace(-20.0, 10.0, 30001)
+    lp = log_expit(-(truth["a"][:, None] * t + truth["d"][:, None])).sum(0) - 0.5 * ((t + 2.0) / 0.94) ** 2
+    w = np.exp(lp - lp.max())
+    w /= w.sum()
+    exact = (w * t).sum()
+    exact_sd = np.sqrt((w * t**2).sum() - exact**2)
+    mu, sd, _ = conditional_moments(tables, m, psi)
+    assert abs(mu[0, 0] - exact) < 0.01 and abs(sd[0, 0] - exact_sd) < 0.01, (mu[0, 0], sd[0, 0], exact, exact_sd)
+    D = 4000
+    th, _ = draw_domain_scores(tables, quadrature_nodes(tables, m, psi), np.broadcast_to(m, (1, D, 20, 1)),
+                               np.broadcast_to(psi, (1, D, 1)), seed=2)
+    assert abs(th[0, :, 0, 0].mean() - exact) < 4 * exact_sd / np.sqrt(D)
+    assert abs(th[0, :, 0, 0].std() / exact_sd - 1) < 0.1
 
 
 def test_marginal_needs_fixed_items_and_factor(setup):
@@ -159,7 +255,9 @@ def test_map_gives_conditional_means(setup):
     post = tree["posterior"]
     assert post.sizes["draw"] == 1
     th = post["theta"].values[0, 0]
-    eta = post["eta"].values[0, 0]
+    # the overall traits the likelihood sees: the reported (standardised) ones at the
+    # traits' mean and variance over the LLMs
+    eta = post["eta_mean"].values[0, 0] + np.sqrt(post["eta_var"].values[0, 0]) * post["eta"].values[0, 0]
     lam = post["loadings"].values[0, 0]
     psi = np.sqrt(1 - (lam**2).sum(-1))
     tables = build_tables(arr, truth["a"], truth["d"], 0.0)

@@ -1,4 +1,4 @@
-"""One item calibration EM (issue 14): long-domain quadrature, the estimated guessing floor (issue 13).
+"""One item calibration EM: long-domain quadrature, the estimated guessing floor.
 
 The Bayesian fixed-items route's calibration is the frequentist fits' EM
 (``estimators.irt.calibrate_items``) with the spec's item model; long

@@ -266,7 +266,7 @@ def _plots_and_report_section(r, est, mc):
         plt.close(fig)
     block = _checks_section("bayes", est, r, mc, 10, 40)
     assert "Model checks" in block and "Leave-one-LLM-out" in block and "not drawn" not in block
-    assert block.count("<img") == 4
+    assert block.count("<figure") == 4 and block.count("<svg ") == 4
     point = mtlirt.fit(r, "stl")
     html = render_report({"stl": point}, r, checks={"stl": run_checks(point, r, correlation=False)}, dpi=40)
     assert 'id="fit-stl-checks"' in html and "Not applicable: a point estimate" in html

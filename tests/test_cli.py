@@ -128,7 +128,7 @@ def test_validate_fit_compare_report_chain(tmp_path, capsys):
     assert main(["report", str(tmp_path / "stl"), str(tmp_path / "pooled"), "--data", str(data),
                  "--out", str(html)]) == 0
     text = html.read_text()
-    assert text.startswith("<!DOCTYPE html>") and "data:image/png;base64," in text and "pooled" in text
+    assert text.startswith("<!DOCTYPE html>") and "<svg" in text and "pooled" in text
 
 
 def test_fit_llm_side_integrated(tmp_path, capsys):

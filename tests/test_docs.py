@@ -49,7 +49,7 @@ def test_site_builds_strict_with_every_page(site):
     for name in PAGES:
         assert "</html>" in _page(out, name)
     assert "WARNING" not in log
-    # the helper modules of the build are not published
+    # the build's own modules are not published
     assert not (out / "hooks.py").exists()
     assert not (out / "griffe_sphinx_roles.py").exists()
 

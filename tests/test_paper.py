@@ -121,6 +121,44 @@ def test_choice_ties_to_the_smaller_C_and_skips_unconverged():
     assert k == 1 and np.isnan(mean[3]) and not failed
     k, _, failed = paper._choose(loss, np.zeros_like(conv))
     assert k == 3 and failed
+    # fused fits of neighbouring C agree only to the optimiser's precision: a tie all the same
+    noisy = np.array([[0.5, 0.4 + 3e-9, 0.4 - 2e-9, 0.4], [0.5, 0.4 + 1e-9, 0.4, 0.4 - 1e-9]])
+    assert paper._choose(noisy, np.ones_like(conv))[0] == 1
+    assert paper._choose(np.array([[0.5, 0.4, 0.4 - 1e-4]]), np.ones((1, 3), dtype=bool))[0] == 2
+
+
+def test_fast_converges_where_a_split_returns_to_its_fused_set():
+    """A domain on the verge of fusing (its tangent gradient a hair above lambda): splitting it
+    off comes back to the kink without lowering F.  The fit must stop converged there, not cycle
+    to its iteration limit (which dropped that C from the cross-validation's choice)."""
+    sizes = (20, 30, 40, 50, 60, 70)
+    sim = simulate_paper(0.2, n_llms=80, domain_sizes=sizes, seed=3)
+    prob = paper._Problem(sim.correct, None, _slices(sizes))
+    train = paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=3) != 1
+    r = paper.fit_paper(sim.correct * train, train, _slices(sizes), C=0.2)
+    assert r.converged and r.n_iter < 1000
+    assert r.fused.sum() == 1  # the domain on the verge stays fused
+    _check_constraints(r, 80)
+
+
+def test_global_baseline_keeps_its_one_trait_in_the_box():
+    """An LLM with every answer right pushes the global trait to the box |theta| <= 4: the fit
+    must stay the global problem's (its objective recomputed as one trait for all domains) and
+    beat the paper's Adam on it."""
+    sim = simulate_paper(0.3, n_llms=80, domain_sizes=SIZES, seed=4)
+    y = sim.correct.copy()
+    y[0] = 1
+    sl = _slices(SIZES)
+    fast = paper.fit_paper(y, None, sl, variant="paper-global")
+    adam = paper.fit_paper(y, None, sl, variant="paper-global", optimizer="adam")
+    prob = paper._Problem(y, None, sl)
+    one = paper._Objective(prob, prob.mask(), one_trait=True)
+    for r in (fast, adam):
+        assert abs(one.lik(r.overall[None, :], r.a[prob.kept], r.d[prob.kept]) - r.objective) < 1e-9 * r.objective
+        assert np.array_equal(r.theta, np.repeat(r.overall[:, None], 3, axis=1))
+        _check_constraints(r, 80)
+    assert fast.overall[0] == paper.BOUND and fast.converged  # the box binds
+    assert fast.objective <= adam.objective
 
 
 def test_folds_split_each_llms_responses_within_each_domain(small):
@@ -173,8 +211,9 @@ def test_fit_variants_and_bootstrap(small):
     data = Responses.from_frame(simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4).responses)
     est = fit(data, "mtl", variant="paper", gamma=0.2, bootstrap=2, n_jobs=1)
     assert est.info["C"] == 0.2 and est.info["settings"]["variant"] == "paper"
+    assert est.info["settings"]["optimizer"] == "fast" and est.info["settings"]["cv_seed"] == 0
     assert est.info["diagnostics"]["converged"] is True
-    draws = est.draws("theta")  # parametric replicates refitted with C held at 0.2
+    draws = est.draws("theta")  # error replicates refitted with C held at 0.2
     assert est.uncertainty_source == "bootstrap" and draws.shape == (2, 50, 3)
     assert not np.array_equal(draws[0], draws[1])
     for v in ("paper-global", "paper-local"):
@@ -208,3 +247,123 @@ def test_paper_design_shapes_and_truth():
     t0 = flat.domain_scores.to_numpy()
     assert np.allclose(t0, t0[:, :1]) and np.allclose(flat.overall["score"], t0[:, 0])
     assert np.array_equal(simulate_paper(0.3, seed=2).correct, sim.correct)
+
+
+def test_a_fused_fits_intervals_carry_the_domains_deviations():
+    """A fit that fuses every domain onto theta_G has no deviations left: answers redrawn from
+    it refit to fused traits, so every domain's interval was the overall score's (coverage of
+    the domain truths 0.45 on the paper's design).  The error bootstrap's world draws
+    deviations with each domain's estimated spread, and says so in fit.json."""
+    sim = simulate_paper(0.4, n_llms=50, domain_sizes=SIZES, seed=4)
+    data = Responses.from_frame(sim.responses)
+    est = fit(data, "mtl", variant="paper", gamma=1e3, bootstrap=8, n_jobs=1)
+    theta = est.point("theta")
+    assert np.allclose(theta, theta[:, :1])  # fused: every domain is theta_G
+    draws = est.draws("theta")
+    assert not np.allclose(draws, draws[:, :, :1])  # each domain's own error
+    psi = np.array(est.info["deviation_spread"])
+    assert psi.shape == (3,) and (psi > 0.01).all()
+    for k, m in ((0, 1), (0, 2), (1, 2)):  # fused refits: two domains' errors differ by their truths' deviations
+        spread = (draws[:, :, k] - draws[:, :, m]).std()
+        assert 0.7 < spread / math.sqrt(psi[k] + psi[m]) < 1.4
+    assert est.info["intervals"].startswith("estimate minus quantiles of the bootstrap error")
+    assert "sine centre" in est.info["intervals"]
+    # the replicates keep the optimiser
+    est = fit(data, "mtl", variant="paper-global", bootstrap=2, n_jobs=1, optimizer="adam")
+    assert est.info["settings"]["optimizer"] == "adam" and est.info["optimizer"] == "adam"
+
+
+def test_fit_takes_the_papers_optimizer_and_fold_seed(small):
+    y, obs, sl = small
+    data = Responses.from_frame(simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4).responses)
+    est = fit(data, "mtl", variant="paper", gamma=0.2, optimizer="adam")
+    ref = paper.fit_paper(data.correct, data.mask, data.domain_slices, C=0.2, optimizer="adam")
+    assert est.info["optimizer"] == "adam" and np.array_equal(est.point("theta"), ref.theta)
+    assert est.info["objective"] == ref.objective
+    fast = fit(data, "mtl", variant="paper", gamma=0.2)
+    assert fast.info["optimizer"] == "fast" and fast.info["objective"] < ref.objective
+    assert fit(data, "mtl", variant="paper", gamma=0.2, seed=2).info["settings"]["cv_seed"] == 2  # default: seed
+    with pytest.raises(InputError, match="optimizer applies to the paper variants"):
+        fit(data, "mtl", optimizer="adam")
+    with pytest.raises(InputError, match="unknown optimizer"):
+        fit(data, "mtl", variant="paper", optimizer="lbfgs")
+    with pytest.raises(InputError, match="cv_seed applies to variant 'paper' only"):
+        fit(data, "mtl", variant="paper-local", cv_seed=3)
+    with pytest.raises(InputError, match="cv_seed must be an integer >= 0"):
+        fit(data, "mtl", variant="paper", cv_seed=-1)
+
+
+def test_folds_are_the_papers_from_its_seed():
+    """The paper's fold maker: ``default_rng(seed + 100003)``, domain by domain, LLM by LLM, a
+    permutation of the LLM's observed items cut by ``array_split``; the same ``--cv-seed`` gives
+    the paper's folds."""
+    sim = simulate_paper(0.3, n_llms=12, domain_sizes=(7, 9), seed=0)
+    obs = np.random.default_rng(0).random(sim.correct.shape) > 0.2
+    prob = paper._Problem(sim.correct * obs, obs, _slices((7, 9)))
+    assert prob.dropped.size == 0  # (the paper's code, too, drops constant items first)
+    fold = paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=20260803)
+    rng = np.random.default_rng(20260803 + 100_003)
+    for s in _slices((7, 9)):
+        block = obs[:, s]
+        for i in range(12):
+            parts = np.array_split(rng.permutation(np.flatnonzero(block[i])), 5)
+            for f, items in enumerate(parts):
+                assert (fold[i, s][items] == f).all()
+
+
+def test_paper_variant_keeps_its_traits_where_cells_are_empty():
+    """The paper variant's domain scores are the paper's theta_t (centred, norm sqrt(N) over all
+    LLMs), also when an LLM has no response in a domain: not re-standardised over the others."""
+    sim = simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4)
+    df = sim.responses
+    df = df[~((df["llm"] == df["llm"].iloc[0]) & (df["domain"] == df["domain"].iloc[0]))]
+    data = Responses.from_frame(df)
+    est = fit(data, "mtl", variant="paper", gamma=0.2)
+    ref = paper.fit_paper(data.correct, data.mask, data.domain_slices, C=0.2)
+    assert est.predicted.sum() == 1
+    assert np.array_equal(est.point("theta"), ref.theta)
+    assert np.allclose(np.linalg.norm(est.point("theta"), axis=0), math.sqrt(50))
+
+
+def test_cli_paper_optimizer_and_cv_seed(tmp_path, capsys):
+    import json
+
+    from mtlirt.cli import main
+
+    data = tmp_path / "small.csv"
+    simulate_paper(0.3, n_llms=30, domain_sizes=(8, 10), seed=1).responses.to_csv(data, index=False)
+    out = tmp_path / "fit"
+    assert main(["fit", str(data), "--variant", "paper", "--gamma", "0.2", "--optimizer", "adam",
+                 "--out", str(out)]) == 0
+    info = json.loads((out / "fit.json").read_text())
+    assert info["optimizer"] == "adam" and info["settings"]["optimizer"] == "adam"
+    out2 = tmp_path / "fit2"
+    assert main(["fit", str(data), "--variant", "paper", "--cv-seed", "20260803", "--out", str(out2)]) == 0
+    assert json.loads((out2 / "fit.json").read_text())["cv"]["seed"] == 20260803
+    capsys.readouterr()
+    assert main(["fit", str(data), "--optimizer", "adam", "--out", str(tmp_path / "x")]) == 2
+    assert main(["fit", str(data), "--variant", "paper-global", "--cv-seed", "1", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["mtlirt: error: --optimizer applies to --variant paper, paper-global or paper-local only",
+                   "mtlirt: error: --cv-seed applies to --variant paper only (its cross-validation folds)"]
+    assert not (tmp_path / "x").exists()
+
+
+def test_deviation_variance_recovers_the_spread_of_deviations():
+    """Maximum likelihood of each domain's deviation variance about a known centre, the deviation
+    integrated out: near the truth for small and large spreads (where moments of the score lose
+    the large deviations to the logistic's curvature), at the floor for a domain on its centre,
+    and larger by 1 / (1 - h)^2 for a centre that follows a share h of the domain."""
+    rng = np.random.default_rng(3)
+    N, sizes, psi = 400, (40, 40, 40), np.array([0.0, 0.1, 0.5])
+    centre = rng.standard_normal((N, 1)) * np.ones((1, 3))
+    a, d = rng.uniform(0.5, 1.5, 120), rng.uniform(-1, 1, 120)
+    theta = centre + rng.standard_normal((N, 3)) * np.sqrt(psi)
+    sl = _slices(sizes)
+    p = np.concatenate([1 / (1 + np.exp(-(theta[:, [k]] * a[s] + d[s]))) for k, s in enumerate(sl)], axis=1)
+    y = (rng.random(p.shape) < p).astype(np.int8)
+    obs = rng.random(p.shape) > 0.1
+    est = paper.deviation_variance(y * obs, obs, sl, centre, a, d)
+    assert est[0] < 0.02 and abs(est[1] - 0.1) < 0.04 and abs(est[2] - 0.5) < 0.12
+    lev = paper.deviation_variance(y * obs, obs, sl, centre, a, d, leverage=[0.1, 0.1, 0.1])
+    assert np.allclose(lev[1:], est[1:] / 0.81)

@@ -2,13 +2,19 @@
 
 import base64
 import json
+import re
+import xml.etree.ElementTree as ET
 
 import matplotlib
+import matplotlib.collections
+import matplotlib.patches
+import matplotlib.text
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from matplotlib.figure import Figure
@@ -342,6 +348,7 @@ def test_figure_to_base64_png(boot):
 
 
 def test_all_plots_at_56_domains(big):
+    acc = pd.Series(np.linspace(0.9, 0.3, 60), index=[str(x) for x in big.llms])
     figs = [
         plots.overall_forest(big),
         plots.domain_profile(big, big.llms[0]),
@@ -350,10 +357,214 @@ def test_all_plots_at_56_domains(big):
         plots.scree(big),
         plots.domain_difficulty(big),
         plots.item_curves(big, list(range(12))),
+        plots.domain_heatmap(big),
+        plots.item_map(big),
+        plots.rank_vs_accuracy(big, acc),
     ]
     assert all(isinstance(f, Figure) for f in figs)
-    # the profile grows with the domains
-    assert figs[1].get_size_inches()[1] > 9
+    # the profile and the item map grow with the domains
+    assert figs[1].get_size_inches()[1] > 9 and figs[8].get_size_inches()[1] > 9
+
+
+# ------------------------------------------------------- LLM x domain heatmap
+def test_domain_heatmap_rows_columns_and_cells(boot):
+    fig = plots.domain_heatmap(boot, top=7)
+    ax = fig.axes[0]
+    tab = boot.overall_scores()
+    best = tab["llm"].iloc[:7].tolist()
+    assert _yticks(ax) == [f"{r}. {n}" for r, n in zip(tab["rank"].iloc[:7], best)]
+    order = plots.domain_order(boot, "cluster")
+    assert _xticks(ax) == list(np.asarray(boot.domains)[order])
+    pos = [list(boot.llms).index(n) for n in best]
+    np.testing.assert_allclose(ax.get_images()[0].get_array(), boot.point("theta")[np.ix_(pos, order)])
+    lo, hi = ax.get_images()[0].get_clim()
+    assert lo == -hi and hi >= np.abs(boot.point("theta")[pos]).max() * 0.5
+    assert "7 best" in ax.get_title()
+
+
+def test_domain_heatmap_chosen_llms_in_rank_order_and_predicted_cells():
+    est = make_point(n=12, k=4, B=0, seed=2)
+    n_resp = np.full((12, 4), 5)
+    n_resp[3, 1] = 0  # llm-003 ran no item of the second domain
+    est.attach_cells(n_resp)
+    chosen = ["llm-003", "llm-010", "llm-001"]
+    fig = plots.domain_heatmap(est, chosen, order="none")
+    ax = fig.axes[0]
+    ranks = est.overall_scores().set_index("llm")["rank"]
+    expect = sorted(chosen, key=ranks.get)
+    assert [t.split(". ", 1)[1] for t in _yticks(ax)] == expect
+    dots = ax.collections[0].get_offsets()
+    assert dots.tolist() == [[1.0, float(expect.index("llm-003"))]]
+    assert "no response" in ax.get_title()
+    assert len(ax.texts) == 12  # few cells: each written
+    with pytest.raises(KeyError, match="nope"):
+        plots.domain_heatmap(est, ["llm-001", "nope"])
+
+
+# --------------------------------------------------- rank against raw accuracy
+def _ranked(overall, accuracy, B=0):
+    """An estimate with the given overall scores (ranks follow) and raw accuracies by LLM."""
+    n = len(overall)
+    est = make_point(n=n, k=3, B=B, seed=4, theta=np.tile(np.asarray(overall, float)[:, None], (1, 3)))
+    post = est.tree["posterior"].to_dataset()
+    post["overall"] = (post["overall"].dims, np.asarray(overall, float)[None, None])
+    est.tree["posterior"] = post
+    return est, pd.Series(accuracy, index=[f"llm-{i:03d}" for i in range(n)])
+
+
+def test_rank_shift_known_moves_and_ties():
+    est, acc = _ranked([5.0, 4.0, 3.0, 2.0, 1.0, 0.0], [0.5, 0.9, 0.8, 0.7, 0.1, 0.7])
+    t = plots.rank_shift(est, acc)
+    by = t.set_index("llm").loc[[f"llm-{i:03d}" for i in range(6)]]
+    assert list(by["rank"]) == [1, 2, 3, 4, 5, 6]
+    # accuracy ranks: 0.9 -> 1, 0.8 -> 2, 0.7 (twice) -> 3, 0.5 -> 5, 0.1 -> 6
+    assert list(by["accuracy_rank"]) == [5, 1, 2, 3, 6, 3]
+    assert list(by["shift"]) == [4, -1, -1, -1, 1, -3]
+    # the largest moves first, then by rank
+    assert list(t["llm"]) == ["llm-000", "llm-005", "llm-001", "llm-002", "llm-003", "llm-004"]
+    # a bare point estimate has no rank interval: nothing is "outside" it
+    assert by["rank_lower"].isna().all() and not by["outside"].any()
+
+
+def test_rank_shift_outside_the_rank_interval_and_sources():
+    rng = np.random.default_rng(0)
+    est = make_point(n=30, k=3, B=40, seed=6)
+    tab = est.overall_scores()
+    acc = pd.Series(-tab["score"].to_numpy(), index=tab["llm"])  # accuracy reverses the ranking
+    t = plots.rank_shift(est, acc)
+    lo, hi = t["rank_lower"].to_numpy(), t["rank_upper"].to_numpy()
+    ar = t["accuracy_rank"].to_numpy()
+    np.testing.assert_array_equal(t["outside"].to_numpy(), (ar < lo) | (ar > hi))
+    assert t["outside"].sum() > 20
+    # from the data: the mean of each LLM's domain accuracies (a domain it did not run skipped)
+    from mtlirt.io.responses import Responses
+
+    n, j = 30, len(est.items)
+    item_domain = pd.Index(est.domains).get_indexer(est.posterior["item_domain"].values.astype(str))
+    observed = np.ones((n, j), bool)
+    observed[0, item_domain == 0] = False
+    correct = rng.random((n, j)) < 0.6
+    r = Responses(correct & observed, observed, list(est.llms), list(est.items), list(est.domains), item_domain)
+    raw = plots.raw_accuracy(r)
+    doms = [correct[0, item_domain == k].mean() for k in (1, 2)]
+    assert raw.iloc[0] == pytest.approx(np.mean(doms))
+    assert plots.rank_shift(est, r).set_index("llm").loc["llm-000", "accuracy"] == pytest.approx(np.mean(doms))
+    # fewer LLMs with an accuracy: both rankings over the common LLMs, no rank interval
+    part = plots.rank_shift(est, acc.iloc[:10])
+    assert sorted(part["rank"]) == list(range(1, 11)) and part["rank_lower"].isna().all()
+    with pytest.raises(ValueError, match="at least 2"):
+        plots.rank_shift(est, acc.iloc[:1])
+
+
+def test_rank_vs_accuracy_names_the_largest_moves(boot):
+    tab = boot.overall_scores()
+    acc = pd.Series(tab["score"].to_numpy(), index=tab["llm"])
+    acc.iloc[[3, 30]] = acc.iloc[[30, 3]].to_numpy()  # two LLMs swap places in the raw accuracies
+    fig = plots.rank_vs_accuracy(boot, acc, label=5)
+    ax = fig.axes[0]
+    names = [t.get_text() for t in ax.texts]
+    assert len(names) == 2  # only LLMs that move are named
+    a, b = tab["llm"].iloc[3], tab["llm"].iloc[30]
+    assert sorted(names) == sorted([f"{a}: 31 → 4", f"{b}: 4 → 31"])
+    fig.canvas.draw()
+    box = ax.get_window_extent()
+    for t in ax.texts:  # each label inside the axes
+        bb = matplotlib.text.Text.get_window_extent(t)
+        assert box.x0 <= bb.x0 and bb.x1 <= box.x1 and box.y0 <= bb.y0 and bb.y1 <= box.y1
+    assert "Spearman" in ax.get_title()
+    assert ax.get_xlim()[0] > ax.get_xlim()[1]  # rank 1 on the right, at the top
+    assert ax.get_ylim()[0] > ax.get_ylim()[1]
+
+
+def test_rank_vs_accuracy_names_llms_at_one_place_once():
+    """LLMs with the same answers sit at nearly one place: one name says how many more are there; the
+    names never resize the plot."""
+    n = 40
+    est, acc = _ranked(np.linspace(2, -2, n), np.linspace(0.9, 0.1, n))
+    acc.iloc[[30, 31, 32]] = 0.95  # three copies: best by accuracy, IRT ranks 31 to 33
+    acc.iloc[10] = 0.05  # and one that falls alone
+    fig = plots.rank_vs_accuracy(est, acc, label=2)
+    ax = fig.axes[0]
+    texts = sorted(x.get_text() for x in ax.texts)
+    assert texts == ["llm-010: 40 → 11", "llm-032 (+2 nearby): 1 → 33"]
+    assert all(not x.get_in_layout() for x in ax.texts)
+
+
+# ---------------------------------------------------------------- item map
+def test_item_map_rows_ticks_and_clipped_items():
+    est = make_point(n=50, k=4, B=0, seed=7)
+    post = est.tree["posterior"].to_dataset()
+    d = post["intercept"].values.copy()
+    a = post["discrimination"].values.copy()
+    a[..., 0] = 1e-3  # difficulty -d/a far beyond the range: marked at the edge
+    post["discrimination"] = (post["discrimination"].dims, a)
+    post["intercept"] = (post["intercept"].dims, np.where(np.arange(d.shape[-1]) == 0, -1.0, d))
+    est.tree["posterior"] = post
+    fig = plots.item_map(est)
+    ax = fig.axes[0]
+    items = est.item_parameters()
+    med = items.groupby("domain")["difficulty"].median()
+    assert _yticks(ax) == med.sort_values(ascending=False).index.tolist()
+    ticks = [p for p in ax.patches if isinstance(p, matplotlib.patches.PathPatch)][0]
+    assert len(ticks.get_path().vertices) == 2 * (len(items) - 1)
+    right = [c for c in ax.collections if c.get_offsets().shape[0] and c.get_paths()
+             and c.get_offsets()[0, 0] == pytest.approx(ax.get_xlim()[1], abs=0.1)]
+    assert len(right) == 1 and len(right[0].get_offsets()) == 1
+    assert _yticks(plots.item_map(est, ["anatomy", "abstract_algebra"], order="name").axes[0]) == [
+        "abstract_algebra", "anatomy"]
+    with pytest.raises(KeyError, match="nope"):
+        plots.item_map(est, ["nope"])
+
+
+def test_item_map_draws_a_histogram_for_a_large_domain():
+    rng = np.random.default_rng(9)
+    item_domain = np.repeat([0, 1], [70, 5])
+    d = rng.normal(0, 0.5, 75)
+    est = Estimate.from_point(method="mtl", theta=rng.normal(size=(30, 2)), overall=rng.normal(size=30),
+                              llms=[f"m{i}" for i in range(30)], domains=["big", "small"],
+                              items=[f"q{i}" for i in range(75)], item_domain=item_domain,
+                              discrimination=np.ones(75), intercept=d)
+    ax = plots.item_map(est).axes[0]
+    ticks = [p for p in ax.patches if isinstance(p, matplotlib.patches.PathPatch)][0]
+    assert len(ticks.get_path().vertices) == 2 * 5  # the small domain: one tick per item
+    fills = [c for c in ax.collections if isinstance(c, matplotlib.collections.PolyCollection)]
+    assert len(fills) == 1  # the large one: a histogram
+    row = _yticks(ax).index("big")
+    ys = fills[0].get_paths()[0].vertices[:, 1]
+    assert row < ys.min() and ys.max() <= row + 0.4  # within the domain's row, under its box
+    assert "histogram above 60 items" in " ".join(t.get_text() for t in ax.figure.legends[0].get_texts())
+
+
+def test_item_curves_title_and_legend_stay_in_the_figure():
+    """Long item names go in a legend under the plot: neither the title nor the plot is squeezed."""
+    est = make_point(n=20, k=24, B=10, seed=8)
+    names = list(est.items)
+    fig = plots.item_curves(est, [names[-1], names[len(names) // 2], names[0]])
+    fig.canvas.draw()
+    fb = fig.bbox
+    ax = fig.axes[0]
+    for artist in (ax.title, ax.get_legend()):
+        bb = artist.get_window_extent()
+        assert fb.x0 <= bb.x0 and bb.x1 <= fb.x1 and fb.y0 <= bb.y0 and bb.y1 <= fb.y1
+    assert ax.get_window_extent().width > 0.75 * fb.width
+    assert ax.get_title().startswith("Item characteristic curves")
+
+
+# -------------------------------------------------------------------- SVG
+def test_figure_to_svg(boot):
+    fig = plots.scree(boot)
+    svg = plots.figure_to_svg(fig, salt="one")
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+    assert "<?xml" not in svg and "<metadata" not in svg
+    assert svg.count("font-family") == 1  # one style rule, not one per label
+    styles = re.findall(r'<text style="([^"]*)"', svg)
+    assert styles and all(re.fullmatch(r"font-size: [\d.]+px(; [a-z-]+: [^;]+)*", st) for st in styles), styles
+    assert "Scree plot of the shared representation" in svg  # text kept as text
+    other = plots.figure_to_svg(fig, salt="two", close=True)
+    ids = set(re.findall(r'id="(p[0-9a-f]{10})"', svg))
+    assert ids and not ids & set(re.findall(r'id="(p[0-9a-f]{10})"', other))
+    assert not plt.fignum_exists(fig.number)
+    ET.fromstring(svg)  # well-formed: saved as it is, it is a valid .svg file
 
 
 def test_shorten():

@@ -217,6 +217,15 @@ def cmd_fit(args) -> int:
         raise InputError(f"--variant applies to --method mtl only, not {args.method}")
     if args.variant is not None:
         options["variant"] = args.variant
+    paper = args.variant not in (None, "default")
+    if args.optimizer is not None and not paper:
+        raise InputError("--optimizer applies to --variant paper, paper-global or paper-local only")
+    if args.cv_seed is not None and args.variant != "paper":
+        raise InputError("--cv-seed applies to --variant paper only (its cross-validation folds)")
+    if args.optimizer is not None:
+        options["optimizer"] = args.optimizer
+    if args.cv_seed is not None:
+        options["cv_seed"] = args.cv_seed
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         est = fit(data, args.method, rank=args.rank, gamma=args.gamma, model=args.item_model,
@@ -283,6 +292,23 @@ def _fit_records(dirs) -> dict:
     return {str(d): read_record(d) for d in dirs}
 
 
+def _llm_names(text: str | None) -> list[str] | None:
+    """``--llms``: a file with one name per line (``#`` starts a comment), else comma-separated names."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.is_file():
+        lines = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+        names = [x for x in lines if x]
+        if not names:
+            raise InputError(f"--llms: {text} holds no LLM name (one per line)")
+        return names
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise InputError("--llms: no LLM name given (NAME,NAME or a file with one name per line)")
+    return names
+
+
 def cmd_report(args) -> int:
     from .io.fitdir import check_same_data
     from .io.outputs import check_file
@@ -290,12 +316,16 @@ def cmd_report(args) -> int:
 
     _check_fit_dirs(args.fits)
     check_file(args.out, what="HTML report", overwrite=args.force, inputs=[*args.fits, args.data])
+    if args.top_llms < 1:
+        raise InputError(f"--top-llms must be at least 1, got {args.top_llms}")
+    llms = _llm_names(args.llms)
     responses = _read(args) if args.data else None
     check_same_data(_fit_records(args.fits), responses, data_name=args.data,
                     hint="a report shows fits of one table (mtlirt compare --allow-different-data compares "
                     "fits of different ones)")
     out = write_report(list(args.fits), args.out, responses=responses, title=args.title,
-                       interval=args.interval, top=args.top, full_table=args.full_table, overwrite=args.force)
+                       interval=args.interval, top=args.top, full_table=args.full_table, llms=llms,
+                       top_llms=args.top_llms, overwrite=args.force)
     print(f"wrote {out}")
     return 0
 
@@ -536,6 +566,12 @@ def _add_fit(sub) -> None:
     p.add_argument("--variant", default=None, metavar="NAME",
                    help="mtl variant: default (the package's estimator), paper (the seed paper's estimator, C "
                    "by its 5-fold cross-validation; --gamma fixes its C), paper-global or paper-local (its baselines)")
+    p.add_argument("--optimizer", default=None, choices=["fast", "adam"],
+                   help="paper variants: fast (default; ours, reaches the exact minimiser of the paper's objective) "
+                   "or adam (the paper's projected Adam with its early stop: the paper's published output)")
+    p.add_argument("--cv-seed", type=int, default=None, metavar="S",
+                   help="--variant paper: seed of its cross-validation folds (default --seed); the paper's code "
+                   "draws them from numpy.random.default_rng(S + 100003)")
     p.add_argument("--item-model", default="2pl", choices=["2pl", "1pl"],
                    help="item model of the frequentist methods (default 2pl)")
     p.add_argument("--guessing", type=_floor, default="auto", metavar="C",
@@ -594,19 +630,27 @@ def _add_fit(sub) -> None:
 
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="write a self-contained HTML report of one or several fits",
-                       description="Write one self-contained HTML file (figures embedded): data summary, "
-                       "leaderboard with intervals and rank intervals, domain difficulty and size, correlation "
-                       "structure, diagnostics, and a comparison section when several fits are given.")
+                       description="Write one self-contained HTML file: data summary, leaderboard with "
+                       "intervals and rank intervals, IRT rank against raw-accuracy rank, LLM x domain heatmap "
+                       "and domain profiles, domain difficulty and size, item map, correlation structure, "
+                       "diagnostics, model checks, and a comparison section when several fits are given. Every "
+                       "figure is an inline SVG that saves as SVG or PNG; every table downloads as CSV.")
     p.add_argument("fits", nargs="+", metavar="DIR", help="fit folders written by mtlirt fit")
     p.add_argument("--out", default="report.html", metavar="FILE",
                    help="the HTML file (default report.html; an existing one is replaced with --force only)")
     p.add_argument("--data", default=None, metavar="FILE",
-                   help="the results table the fits came from, for the data summary; it must be the fits' own "
-                   "table (checked by the fingerprint recorded in fit.json)")
+                   help="the results table the fits came from (checked against the fingerprint in fit.json): "
+                   "data summary, raw accuracy for the rank comparison, model checks")
     p.add_argument("--title", default="mtlirt report", help="title of the report")
     p.add_argument("--interval", type=float, default=0.9, help="probability of the intervals shown (default 0.9)")
     p.add_argument("--top", type=int, default=50, help="rows of the leaderboard table (default 50)")
     p.add_argument("--full-table", action="store_true", help="show every LLM in the leaderboard table")
+    p.add_argument("--llms", default=None, metavar="NAMES|FILE",
+                   help="the LLMs whose domain profiles and heatmap rows to show: comma-separated names, or a "
+                   "file with one name per line (default: the --top-llms best in the heatmap, the 3 best "
+                   "profiles)")
+    p.add_argument("--top-llms", type=int, default=30, metavar="N",
+                   help="rows of the LLM x domain heatmap without --llms (default 30)")
     _force_option(p, "an existing --out file")
     _data_options(p)
     p.set_defaults(func=cmd_report)

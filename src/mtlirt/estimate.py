@@ -41,10 +41,21 @@ def _names(index) -> np.ndarray:
 
 
 def _ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks along the last axis, 1 = highest value (ties share the lower rank)."""
+    """Ranks along the last axis, 1 = highest value; ties share the best rank of their group
+    ("competition" ranking: 1, 2, 2, 4).
+
+    Values within ``1e-9 (1 + |value|)`` of the next higher one count as equal: LLMs with the same
+    answers get the same score up to the last bits of floating point.
+    """
+    values = np.asarray(values, dtype=np.float64)
     order = np.argsort(-values, axis=-1, kind="stable")
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(1, values.shape[-1] + 1), axis=-1)
+    desc = np.take_along_axis(values, order, axis=-1)
+    pos = np.broadcast_to(np.arange(values.shape[-1]), desc.shape)
+    new = np.ones(desc.shape, dtype=bool)  # the first of a group of equal values
+    new[..., 1:] = ~(desc[..., :-1] - desc[..., 1:] <= 1e-9 * (1.0 + np.abs(desc[..., 1:])))  # NaN: its own
+    first = np.maximum.accumulate(np.where(new, pos, 0), axis=-1)
+    ranks = np.empty(values.shape, dtype=np.int64)
+    np.put_along_axis(ranks, order, first + 1, axis=-1)
     return ranks
 
 
@@ -336,7 +347,11 @@ class Estimate:
         return out
 
     def overall_scores(self, interval: float = 0.9) -> pd.DataFrame:
-        """Table ``llm, score, sd, lower, upper, rank, rank_lower, rank_upper, expected_accuracy``, best first."""
+        """Table ``llm, score, sd, lower, upper, rank, rank_lower, rank_upper, expected_accuracy``, best first.
+
+        Tied scores share a rank (1, 2, 2, 4), in the point ranks and in every draw's. ``rank_lower``
+        and ``rank_upper`` (nullable integers) are the interval of the draws' ranks, missing for a point
+        estimate without draws."""
         score = self.point("overall")
         d = self.draws("overall")
         sd, lo, hi = _spread(score, d, interval)
@@ -344,9 +359,10 @@ class Estimate:
         if d is not None:
             rd = _ranks(d)
             rlo, rhi = _quantiles(rd, interval)
-            rlo, rhi = np.floor(rlo).astype(int), np.ceil(rhi).astype(int)
-        else:
-            rlo = rhi = rank
+            rlo = pd.array(np.minimum(np.floor(rlo), rank).astype(np.int64), dtype="Int64")
+            rhi = pd.array(np.maximum(np.ceil(rhi), rank).astype(np.int64), dtype="Int64")
+        else:  # no draws, no rank interval: missing, not a zero-width interval that reads as certain
+            rlo = rhi = pd.array([pd.NA] * len(rank), dtype="Int64")
         out = pd.DataFrame(
             {
                 "llm": self.llms.values,
@@ -424,10 +440,20 @@ def _cells(n_responses, llms, domains) -> xr.Dataset:
 
 
 def _spread(point, draws, interval):
+    """``sd, lower, upper`` of the draws (NaN without draws); the interval always holds the point.
+
+    An equal-tailed interval of the draws can miss the point estimate: a bootstrap whose error is
+    off-centre (its bias-corrected interval beyond the estimate, as on thin data), or a posterior mean
+    of a very skewed posterior. The interval is then extended to reach the point, the conservative
+    choice: a score never lies outside its own interval (a bootstrap fit counts these in
+    ``info["intervals_extended"]``).
+    """
     if draws is None:
         nan = np.full(np.shape(point), np.nan)
         return nan, nan.copy(), nan.copy()
     lo, hi = _quantiles(draws, interval)
+    with np.errstate(invalid="ignore"):
+        lo, hi = np.fmin(lo, point), np.fmax(hi, point)
     return draws.std(axis=0, ddof=1), lo, hi
 
 

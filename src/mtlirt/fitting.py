@@ -8,8 +8,10 @@ the observed cells), with percentile intervals of the replicates; for
 the intervals are intervals of the estimation error: their scores are
 shrunk (posterior-mean-like, docs/model.md "The estimand"), so each
 replicate draws a new truth (MTL: shared traits around the fitted ones, the
-fit's centre, deviations with each domain's estimated spread; STL: traits
-from the population ``N(0, R)``), and the refit's error against that truth
+fit's centre, deviations with each domain's estimated spread; MTL's paper
+variants: the paper's model around the fit, its general trait and each
+domain's deviations, the overall truth the sine centre; STL: traits from
+the population ``N(0, R)``), and the refit's error against that truth
 is taken off the point estimate (``/bootstrap`` holds ``estimate -
 error``; the interval is the estimate minus the error's quantiles), for
 domain scores, overall scores and ranks.
@@ -19,8 +21,12 @@ MTL puts them at their centre (the model's prediction from the LLM's other
 domains) and its error replicates give them the spread of a deviation
 (prior predictive); STL, which knows nothing there, gives the population
 mean 0 and its replicates the spread of the population's ``N(0, 1)``.  Domain standardisation
-uses the LLMs with responses only.  Measured coverage: ``docs/results.md``
-("Intervals").
+uses the LLMs with responses only (fewer than ``MIN_LLMS`` of them: the population scale, only
+re-centred).  Measured coverage: ``docs/results.md`` ("Intervals").  An interval that misses its
+own estimate is extended to reach it (:meth:`~mtlirt.estimate.Estimate.domain_scores`).
+
+Degenerate data (docs/data.md, "Degenerate and tiny data"): nothing varying is an error, a constant
+domain's responses are set aside (its scores predicted), thin domains are warned about.
 
 Methods
 -------
@@ -44,6 +50,7 @@ from .errors import InputError
 from .estimate import Estimate
 from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstrap
 from .estimators.correlation import corr_draws, error_corrected_corr
+from .io import validate
 from .io.responses import Responses
 from .progress import stage
 
@@ -66,14 +73,16 @@ def _point_stl(correct, observed, slices, *, model, guessing, **_):
     return posterior_mean_scale(res, _cell_counts(observed, slices, correct.shape[0]) > 0)
 
 
-def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default", **_):
+def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default",
+               optimizer=None, cv_seed=None, **_):
     if variant != "default":
         from .estimators.paper import fit_paper
 
         if model != "2pl" or guessing not in (None, "auto") or rank not in (None, 1):
             raise InputError(f"the {variant} variant is the paper's rank-one 2PL without guessing: "
                              "it takes no rank, guessing or 1PL model")
-        return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C, seed=seed)
+        return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C,
+                         seed=seed if cv_seed is None else cv_seed, optimizer=optimizer or "fast")
     from .estimators.mtl import fit_mtl
 
     res = fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
@@ -132,7 +141,8 @@ def _cell_counts(observed, slices, n_llms) -> np.ndarray:
     return np.column_stack([observed[:, s].sum(axis=1) for s in slices])
 
 
-def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray) -> dict:
+def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.ndarray,
+                   variant: str = "default", few: np.ndarray | None = None, pop: tuple | None = None) -> dict:
     """Scores of cells without responses, and domain scales from the LLMs with responses.
 
     MTL: an empty cell gets its centre (the model's prediction from the
@@ -140,27 +150,44 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     re-centred over the LLMs that have responses in it and given, over them,
     the fit's own spread of the domain (the spread of posterior means, below
     1: docs/model.md "The estimand"; STL's by
-    :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).  The items
-    follow, so ``a theta + d`` is unchanged.
-    Other methods are left alone.
+    :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).
+
+    A domain with empty cells answered by fewer than
+    :data:`~mtlirt.io.validate.MIN_LLMS` LLMs (``few``) is not re-scaled: the
+    spread of its few LLMs' estimates is mostly noise (none at all for one
+    LLM, or for LLMs that gave the same answers), and dividing by it
+    stretched its predicted cells without bound. It keeps the fit's population scale
+    (``pop = (loc, scale)``, ``internal = theta * scale + loc``: the item
+    calibration's ``N(0, 1)``), re-centred over the LLMs with responses
+    (over none: not at all). The items follow, so ``a theta + d`` is
+    unchanged; ``arr["rescale"]`` records ``(m, sd)``, the new scores being
+    ``(theta - m) / sd``. Other methods, and MTL's paper variants (their
+    ``theta_t`` as the paper's estimator gives them: centred, norm ``sqrt(N)``
+    over all LLMs), are left alone.
     """
-    if method not in ("mtl", "stl") or not empty.any():
+    if method not in ("mtl", "stl") or variant != "default" or not empty.any():
         return arr
     arr = dict(arr)
     theta = arr["theta"].copy()
-    if method == "mtl":
+    if method == "mtl" and "centre" in arr:
         theta[empty] = arr["centre"][empty]
     seen = ~empty
-    cnt = seen.sum(axis=0)
+    cnt = np.maximum(seen.sum(axis=0), 1)
     m = np.where(seen, theta, 0.0).sum(axis=0) / cnt
     sd = np.sqrt(np.where(seen, (theta - m) ** 2, 0.0).sum(axis=0) / cnt)
     sd = np.where(sd > 1e-12, sd, 1.0)
     own = arr["theta"].std(axis=0)  # keep the fit's own spread of the domain, now over the LLMs with responses
     sd = sd / np.where(own > 1e-12, own, 1.0)
+    if few is not None and pop is not None:
+        loc, scale = (np.asarray(v, dtype=np.float64) for v in pop)
+        keep = np.asarray(few, dtype=bool) & empty.any(axis=0)
+        m = np.where(keep & ~seen.any(axis=0), -loc / scale, m)  # no LLM with responses: the population's mean
+        sd = np.where(keep, 1.0 / scale, sd)
     theta = (theta - m) / sd
     if method == "stl":
         theta[empty] = 0.0
     arr["theta"] = theta
+    arr["rescale"] = (m, sd)
     if "centre" in arr:
         arr["centre"] = (arr["centre"] - m) / sd
     if arr.get("a") is not None:
@@ -178,13 +205,14 @@ def _basis_se(res, method: str) -> np.ndarray | None:
     return getattr(basis, "theta_se", None)
 
 
-def _replicate(correct, observed, *, method, slices, settings):
+def _replicate(correct, observed, *, method, slices, settings, few=None):
     """Refit one bootstrap replicate; module-level so worker processes can run it."""
     res = _POINT[method](correct, observed, slices, **settings)
     arr = _arrays(res)
     empty = _cell_counts(observed, slices, correct.shape[0]) == 0
     arr = _predict_cells(arr, method, empty, np.concatenate([np.full(s.stop - s.start, k)
-                                                             for k, s in enumerate(slices)]))
+                                                             for k, s in enumerate(slices)]),
+                         settings.get("variant", "default"), few=few, pop=_fit_map(res))
     keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
     if arr.get("overall") is not None:
         keep["overall"] = arr["overall"]
@@ -205,6 +233,8 @@ def fit(
     seed: int = 0,
     n_jobs: int | None = None,
     variant: str = "default",
+    optimizer: str | None = None,
+    cv_seed: int | None = None,
     **bayes_options,
 ) -> Estimate:
     """Fit a model to a leaderboard and return its :class:`Estimate`.
@@ -246,20 +276,33 @@ def fit(
         seed paper's ``paper`` (its estimator exactly, C tuned by its 5-fold
         cross-validation), ``paper-global`` or ``paper-local`` baselines
         (:mod:`mtlirt.estimators.paper`).
+    optimizer
+        For the paper variants: ``"adam"``, the paper's projected Adam with
+        its early stop (its published output), or ``"fast"`` (default), ours,
+        which reaches the exact minimiser of the paper's objective.
+    cv_seed
+        For ``variant="paper"``: the seed of its cross-validation folds
+        (default ``seed``); the paper's own run uses the seed its code was
+        given (folds from ``numpy.random.default_rng(cv_seed + 100003)``).
     **bayes_options
         For ``method="bayes"``: passed to :func:`mtlirt.bayes.fit_bayes`
         (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
     """
     _check_method(method, variant)
+    _check_paper_options(variant, optimizer, cv_seed)
+    table = responses  # the fingerprint is the table's as given, constant domains included
+    responses, few = _guard(responses, method)
     if method == "bayes":
         return _record_data(_fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options),
-                            responses)
+                            table)
     if bayes_options:
         raise TypeError(f"options for method='bayes' only: {', '.join(bayes_options)}")
     _check_guessing(guessing)
     settings = dict(model=model, guessing=guessing, rank=rank, gamma=gamma, seed=seed)
     if method == "mtl":
         settings["variant"] = variant
+    if variant != "default":
+        settings.update(optimizer=optimizer or "fast", cv_seed=seed if cv_seed is None else cv_seed)
     timings = {}
     t0 = time.perf_counter()
     stage(f"fitting {method} to {responses.n_llms:,} LLMs x {responses.n_items:,} items")
@@ -268,10 +311,10 @@ def fit(
     arr = _arrays(res)
     n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
     empty = n_resp == 0
-    arr = _predict_cells(arr, method, empty, responses.item_domain)
+    arr = _predict_cells(arr, method, empty, responses.item_domain, variant, few=few, pop=_fit_map(res))
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
     info.update(_method_info(res))
-    pop = _population_scale(res, arr["theta"], ~empty)
+    pop = _population_scale(res, arr)
     if pop is not None:
         info["population_scale"] = pop
     info["diagnostics"] = _fit_diagnostics(res)
@@ -285,7 +328,7 @@ def fit(
     if bootstrap:
         t1 = time.perf_counter()
         boot = _bootstrap(responses, res, arr, empty, pop, info, method=method, variant=variant, settings=settings,
-                          bootstrap=bootstrap, seed=seed, n_jobs=n_jobs)
+                          bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, few=few)
         timings["bootstrap"] = time.perf_counter() - t1
     secs = getattr(res, "seconds", None)
     info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
@@ -294,10 +337,10 @@ def fit(
     corr, rel = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)
     info["reliability"] = rel.tolist()
     if boot is not None:
-        info["intervals"] = {"mtl": "estimate minus quantiles of the bootstrap error (world: centre plus deviations)",
-                             "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
-                             }.get(method, "bootstrap percentile")
+        info["intervals"] = _interval_label(method, variant)
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
+        _centre_few(boot, arr["theta"], few)
+        _record_reach(boot, arr, info)
     est = Estimate.from_point(
         method=method,
         theta=arr["theta"],
@@ -317,7 +360,7 @@ def fit(
         bootstrap=boot,
         n_responses=n_resp,
     )
-    return _record_data(est, responses)
+    return _record_data(est, table)
 
 
 def data_record(responses: Responses) -> dict:
@@ -331,6 +374,79 @@ def _record_data(est: Estimate, responses: Responses) -> Estimate:
     return est
 
 
+def _guard(responses: Responses, method: str) -> tuple[Responses, np.ndarray]:
+    """The rules for degenerate and tiny data (docs/data.md "Degenerate and tiny data").
+
+    No response varying within any domain is an :class:`~mtlirt.errors.InputError`. A constant domain
+    (every response the same) can tell neither the LLMs apart nor the domain's tie to the others: the
+    model-based methods set its responses aside, so every LLM's score there is predicted from its other
+    domains (flagged ``predicted``), and the accuracy baseline keeps its proportions; a
+    :class:`~mtlirt.io.validate.DataWarning` names it. A thin domain (too few LLMs, or too few
+    responses per LLM) gets a warning too. Returns the responses the fit uses and the ``K`` booleans of
+    the domains those leave with fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs.
+    """
+    args = (responses.correct, responses.mask, responses.domain_slices, responses.domains)
+    const = validate.constant_domains(*args)
+    thin = {d: v for d, v in validate.thin_domains(*args).items() if d not in const}
+    if const:
+        treat = ("kept with its proportions (the accuracy baseline)" if method == "accuracy" else
+                 "kept, its responses set aside: every LLM's score there is predicted from its other domains")
+        warnings.warn(f"constant domain{'s' if len(const) > 1 else ''} {validate.describe_constant(const)}: "
+                      f"no response varies, so nothing there tells the LLMs apart; {treat}",
+                      validate.DataWarning, stacklevel=3)
+        if method != "accuracy":
+            cols = np.isin(responses.item_domain, responses.domains.get_indexer(list(const)))
+            observed = responses.observed & ~cols
+            responses = Responses(np.where(observed, responses.correct, 0).astype(np.int8), observed,
+                                  responses.llms, responses.items, responses.domains, responses.item_domain)
+    if thin:
+        warnings.warn(f"thin domain{'s' if len(thin) > 1 else ''} {validate.describe_thin(thin)}: under "
+                      f"{validate.MIN_LLMS} LLMs, or under {validate.MIN_RESPONSES} responses per LLM, a "
+                      "domain's scores are rough and its intervals cover less", validate.DataWarning, stacklevel=3)
+    llms = validate.domain_counts(responses.correct, responses.mask, responses.domain_slices)[2]
+    return responses, llms < validate.MIN_LLMS
+
+
+def _centre_few(boot: dict, theta: np.ndarray, few: np.ndarray | None) -> None:
+    """Centre the bootstrap draws of the scores of domains with few LLMs at the estimate (in place).
+
+    An error bootstrap's interval is bias-corrected: the estimate minus the error's quantiles, whose
+    median need not be 0 (MTL's shrinkage). That correction is only as good as the bootstrap's world,
+    and the world of a domain answered by fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs rests on
+    a handful of them (loadings fitted at their bound, items at their priors): its refits then look
+    shrunk against it, and the "correction" pushed intervals beyond the estimate. There the draws keep
+    their spread but not their offset (their median is the estimate); every other domain keeps its
+    bias-corrected interval.
+    """
+    if few is None or not few.any() or boot.get("theta") is None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells (the accuracy baseline's unrun cells)
+        med = np.nanmedian(boot["theta"][:, :, few], axis=0)
+    boot["theta"][:, :, few] += np.where(np.isfinite(med), theta[:, few] - med, 0.0)
+
+
+def _record_reach(boot: dict, arr: dict, info: dict, interval: float = 0.9) -> None:
+    """Count the scores whose bootstrap interval (at the default level) misses the estimate itself.
+
+    MTL's error bootstrap gives the estimate minus the error's quantiles, an interval corrected for
+    the shrinkage's bias: for an LLM far from its centre its error is off-centre, and the interval can
+    lie wholly beyond the estimate. The tables extend such an interval to reach the estimate
+    (:meth:`~mtlirt.estimate.Estimate.domain_scores`), which only widens it; the counts go to
+    ``info["intervals_extended"]``.
+    """
+    lo = (1 - interval) / 2
+    counts = {}
+    for name, what in (("theta", "domain_scores"), ("overall", "overall")):
+        if boot.get(name) is None or arr.get(name) is None:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells (no responses, accuracy)
+            q = np.nanquantile(boot[name], [lo, 1 - lo], axis=0)
+        counts[what] = int(np.count_nonzero((arr[name] < q[0]) | (arr[name] > q[1])))
+    info["intervals_extended"] = counts
+
+
 def _check_method(method: str, variant: str) -> None:
     """``method`` and ``variant`` known, and ``variant`` given to MTL only."""
     if method not in METHODS:
@@ -339,6 +455,21 @@ def _check_method(method: str, variant: str) -> None:
         raise InputError(f"unknown variant {variant!r}: expected one of {', '.join(MTL_VARIANTS)}")
     if variant != "default" and method != "mtl":
         raise InputError(f"variant {variant!r} applies to method 'mtl' only, not {method!r}")
+
+
+def _check_paper_options(variant: str, optimizer, cv_seed) -> None:
+    """``optimizer`` and ``cv_seed`` given to the paper variants only, and valid."""
+    if optimizer is not None:
+        if variant == "default":
+            raise InputError("optimizer applies to the paper variants of mtl only (variant paper, "
+                             "paper-global or paper-local)")
+        if optimizer not in ("fast", "adam"):
+            raise InputError(f"unknown optimizer {optimizer!r}: expected 'fast' or 'adam'")
+    if cv_seed is not None:
+        if variant != "paper":
+            raise InputError("cv_seed applies to variant 'paper' only (the others have no cross-validation)")
+        if isinstance(cv_seed, bool) or not isinstance(cv_seed, (int, np.integer)) or cv_seed < 0:
+            raise InputError(f"cv_seed must be an integer >= 0, got {cv_seed!r}")
 
 
 def _check_guessing(guessing) -> None:
@@ -359,23 +490,25 @@ def _fit_diagnostics(res) -> dict:
 
 
 def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, info: dict, *, method: str,
-               variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None) -> dict:
-    """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's and STL's
-    error bootstrap draw a new truth from the fit's world, the others are parametric or resample items.
-    MTL's world records its deviations' spread in ``info["deviation_spread"]``."""
+               variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None,
+               few: np.ndarray | None = None) -> dict:
+    """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's (its paper
+    variants' too) and STL's error bootstrap draw a new truth from the fit's world, the others are parametric
+    or resample items.  MTL's world records its deviations' spread in ``info["deviation_spread"]``."""
     # replicates keep the tuned settings fixed: the selected rank and shrinkage
     fixed = dict(settings)
     if method == "mtl":
         fixed.update(rank=res.rank, C=res.C, gamma=None)
-    kind = {"accuracy": "items", "mtl": "world" if variant == "default" else "parametric",
-            "stl": "world"}.get(method, "parametric")
+    kind = {"accuracy": "items", "mtl": "world", "stl": "world"}.get(method, "parametric")
     point = arr if kind == "parametric" else None
     if method == "stl":
         point = _stl_world(arr, pop, error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0])
+    elif method == "mtl" and variant != "default":
+        point = _paper_world(responses, arr, info)
     elif kind == "world":
-        point = _mtl_world(responses, arr, info)
+        point = _mtl_world(responses, arr, info, pop, empty)
     boot = run_bootstrap(
-        partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed),
+        partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed, few=few),
         n=bootstrap,
         seed=seed,
         domain_slices=responses.domain_slices,
@@ -386,15 +519,22 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
         n_jobs=n_jobs,
         desc=f"{method} bootstrap",
     )
+    if method == "mtl" and variant != "default":  # the paper's overall truth: the sine centre of the domain truths
+        boot["world_overall"] = _sine_centres(boot["world_theta"], boot["world_overall"])
     if kind == "world":  # STL's cells without responses: 0 minus an error of a N(0, 1) truth
-        _error_draws(boot, arr, empty)
+        _error_draws(boot, arr, empty, None if few is None else few & empty.any(axis=0))
     return boot
 
 
-def _mtl_world(responses, arr: dict, info: dict) -> dict:
+def _mtl_world(responses, arr: dict, info: dict, pop: dict | None = None, empty: np.ndarray | None = None) -> dict:
     """The error bootstrap's world of MTL (``bootstrap.run_bootstrap``, ``kind="world"``): shared traits
     around the fitted ones, the fit's centre, deviations with each domain's estimated spread (recorded in
-    ``info["deviation_spread"]``)."""
+    ``info["deviation_spread"]``).
+
+    A domain trait has unit variance on the population scale (``pop``: population ``= theta * scale +
+    loc``), ``1 / scale^2`` on the reported one, and a deviation from it cannot have more; a domain
+    without any response (``empty``) has no moments, and its deviations get what the centre leaves,
+    ``1 / scale^2 - ||W_k||^2``: the prior predictive of a trait the data say nothing about."""
     eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
     eta_c = eta - eta.mean(axis=0)  # the centre's slopes on the shared traits (its loadings)
     W = np.linalg.lstsq(eta_c, arr["centre"] - arr["centre"].mean(axis=0), rcond=None)[0].T
@@ -402,9 +542,82 @@ def _mtl_world(responses, arr: dict, info: dict) -> dict:
     psi, cell_info = deviation_spread(responses.correct, responses.mask, responses.domain_slices,
                                       arr["centre"], arr["a"], arr["d"], arr["c"], return_info=True,
                                       loadings=W)
+    if pop is not None:
+        var = 1.0 / np.asarray(pop["scale"]) ** 2
+        psi = np.minimum(psi, var)
+        if empty is not None:
+            psi = np.where(empty.all(axis=0), np.maximum(var - (W**2).sum(axis=1), 1e-3), psi)
     info["deviation_spread"] = psi.tolist()
     return dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
                 loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
+
+
+def _interval_label(method: str, variant: str) -> str:
+    """What the bootstrap intervals of ``method`` are, for ``fit.json``'s ``intervals``."""
+    if method == "mtl" and variant != "default":
+        return ("estimate minus quantiles of the bootstrap error (world: the fit's general trait, each domain "
+                "sqrt(1 - psi_k) times it plus deviations of estimated variance psi_k; overall truth the sine "
+                "centre of the domain truths)")
+    return {"mtl": "estimate minus quantiles of the bootstrap error (world: centre plus deviations)",
+            "stl": "estimate minus quantiles of the bootstrap error (world: population N(0, 1))"
+            }.get(method, "bootstrap percentile")
+
+
+def _paper_world(responses, arr: dict, info: dict, n_iter: int = 3) -> dict:
+    """The error bootstrap's world of the paper variants (``bootstrap.run_bootstrap``, ``kind="world"``).
+
+    The paper's model (METHOD.md §4b) around the fit: ``theta_t = sqrt(1 - psi_t) g* + sqrt(psi_t) z``,
+    ``g*`` the fit's general trait ``g`` plus its approximate posterior spread
+    (:func:`~mtlirt.estimators.bootstrap.overall_spread`), ``psi_t`` each domain's spread about
+    ``sqrt(1 - psi_t) g`` by its posterior mean (:func:`~mtlirt.estimators.paper.deviation_variance`,
+    corrected for the domain's share of the information on ``g`` in the paper's ``1/J_t``-weighted
+    objective; iterated with the loading ``sqrt(1 - psi_t)``), the fit's items.  A fused fit has no
+    deviations left, so answers redrawn from it cannot show the error of fusing; this world has them.
+    The spreads are recorded in ``info["deviation_spread"]``."""
+    from .estimators.paper import deviation_variance
+
+    g = arr["overall"]
+    eta = ((g - g.mean()) / g.std())[:, None]
+    slices = responses.domain_slices
+    sizes = np.array([s.stop - s.start for s in slices], dtype=np.float64)
+    psi = np.zeros(arr["theta"].shape[1])
+    for _ in range(n_iter):
+        W = np.sqrt(1.0 - psi)[:, None]
+        centre = eta @ W.T
+        cell_info = _cell_information(responses, centre, arr["a"], arr["d"])
+        share = cell_info.mean(axis=0) / sizes
+        psi_new = np.minimum(deviation_variance(responses.correct, responses.mask, slices, centre, arr["a"], arr["d"],
+                                                leverage=share / share.sum()), 0.99)
+        done = np.abs(psi_new - psi).max() < 1e-4
+        psi = psi_new
+        if done:
+            break
+    W = np.sqrt(1.0 - psi)[:, None]
+    info["deviation_spread"] = psi.tolist()
+    return dict(centre=eta @ W.T, psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W), loadings=W,
+                a=arr["a"], d=arr["d"], c=None)
+
+
+def _cell_information(responses, theta: np.ndarray, a: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Fisher information ``sum_j a_j^2 p (1 - p)`` of each LLM's observed answers in each domain at ``theta``."""
+    out = np.empty(theta.shape)
+    for k, s in enumerate(responses.domain_slices):
+        p = 1.0 / (1.0 + np.exp(-(theta[:, k][:, None] * a[s] + d[s])))
+        v = a[s] ** 2 * p * (1.0 - p)
+        out[:, k] = (v if responses.mask is None else v * responses.mask[:, s]).sum(axis=1)
+    return out
+
+
+def _sine_centres(world_theta: np.ndarray, world_shared: np.ndarray) -> np.ndarray:
+    """Each replicate's sine centre of its true domain traits (B x N), signed like its shared trait."""
+    from .estimators.paper import sine_centre
+
+    out = np.empty(world_shared.shape)
+    for b, (truth, shared) in enumerate(zip(world_theta, world_shared)):
+        t = truth - truth.mean(axis=0)
+        c = sine_centre(t.T, start=shared)[0]
+        out[b] = c if c @ shared >= 0 else -c
+    return out
 
 
 def _stl_world(arr: dict, pop: dict, corr: np.ndarray) -> dict:
@@ -425,22 +638,28 @@ def _stl_world(arr: dict, pop: dict, corr: np.ndarray) -> dict:
                 eta_var=np.ones((N, K)), loadings=L / scale[:, None], a=arr["a"], d=arr["d"], c=arr["c"])
 
 
-def _error_draws(boot: dict, arr: dict, empty: np.ndarray) -> None:
+def _error_draws(boot: dict, arr: dict, empty: np.ndarray, population: np.ndarray | None = None) -> None:
     """Turn world replicates into draws of ``estimate - error`` (in place).
 
     The error of replicate ``b`` is its refit minus its truth, the truth
     standardised per domain over the LLMs with responses (the scale of the
-    estimate); the overall score's truth is the world's first shared trait,
-    standardised over the LLMs.  Quantiles of ``estimate - error`` are the estimate minus
-    the error's quantiles.
+    estimate), or, in the domains on the population scale (``population``:
+    those with few LLMs, :func:`_predict_cells`), only re-centred over them; the overall
+    score's truth is the world's first shared trait, standardised over the
+    LLMs.  Quantiles of ``estimate - error`` are the estimate minus the
+    error's quantiles.
     """
     world = boot.pop("world_theta")
     world_overall = boot.pop("world_overall")
     seen = ~empty
-    cnt = seen.sum(axis=0)
+    cnt = np.maximum(seen.sum(axis=0), 1)
     m = np.where(seen, world, 0.0).sum(axis=1, keepdims=True) / cnt
     sd = np.sqrt(np.where(seen, (world - m) ** 2, 0.0).sum(axis=1, keepdims=True) / cnt)
-    truth = (world - m) / np.where(sd > 1e-12, sd, 1.0)
+    sd = np.where(sd > 1e-12, sd, 1.0)
+    if population is not None:
+        m = np.where(population & ~seen.any(axis=0), 0.0, m)
+        sd = np.where(population, 1.0, sd)
+    truth = (world - m) / sd
     boot["theta"] = arr["theta"][None] - (boot["theta"] - truth)
     if "overall" in boot and arr.get("overall") is not None:
         z = world_overall - world_overall.mean(axis=1, keepdims=True)
@@ -448,27 +667,31 @@ def _error_draws(boot: dict, arr: dict, empty: np.ndarray) -> None:
         boot["overall"] = arr["overall"][None] - (boot["overall"] - z)
 
 
-def _population_scale(res, theta, has_responses) -> dict | None:
+def _fit_map(res) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(loc, scale)`` of a point fit, ``internal = theta * scale + loc`` (None: the fit has no population
+    scale, e.g. the accuracy baseline or the paper's variants)."""
+    loc, scale = getattr(res, "theta_loc", None), getattr(res, "theta_scale", None)
+    if loc is None or scale is None:
+        return None
+    return np.asarray(loc, dtype=np.float64), np.asarray(scale, dtype=np.float64)
+
+
+def _population_scale(res, arr: dict) -> dict | None:
     """Per-domain ``loc, scale`` with ``theta_population = theta * scale + loc``.
 
     The reported scores are standardised over the LLMs; the item calibration's
     traits are ``N(0, 1)`` over the population (``theta_loc``/``theta_scale`` of
     an IRT fit map its standardised output there).  The reported ``theta`` is
-    an affine image of the fit's own (re-standardised over the LLMs with
-    responses), so the map is recovered from those rows."""
-    loc, scale = getattr(res, "theta_loc", None), getattr(res, "theta_scale", None)
-    if loc is None or scale is None:
+    the fit's own after :func:`_predict_cells`' affine map ``(theta - m) / sd``
+    (``arr["rescale"]``), so the two maps compose."""
+    fmap = _fit_map(res)
+    if fmap is None:
         return None
-    internal = res.theta * scale + loc
-    out_loc, out_scale = np.zeros(theta.shape[1]), np.ones(theta.shape[1])
-    for k in range(theta.shape[1]):
-        rows = has_responses[:, k]
-        if rows.sum() < 2:
-            continue
-        sd = theta[rows, k].std()
-        out_scale[k] = internal[rows, k].std() / sd if sd > 1e-12 else 1.0
-        out_loc[k] = internal[rows, k].mean() - out_scale[k] * theta[rows, k].mean()
-    return {"loc": out_loc.tolist(), "scale": out_scale.tolist()}
+    loc, scale = fmap
+    if "rescale" in arr:
+        m, sd = arr["rescale"]
+        loc, scale = loc + scale * m, scale * sd
+    return {"loc": loc.tolist(), "scale": scale.tolist()}
 
 
 def init_from(est: Estimate) -> dict:

@@ -96,7 +96,8 @@ def standardize_eta(eta_raw, xp=np, axis: int = 0):
 
 
 def factor_parts(eta_raw: np.ndarray, loading_free: np.ndarray | None, loading_diag: np.ndarray,
-                 n_domains: int, anchors: list[int]):
+                 n_domains: int, anchors: list[int], eta_mean: np.ndarray | None = None,
+                 eta_var: np.ndarray | None = None):
     """Overall traits, loadings and residual scales from the factor model's free
     variables, as the model computes them (any leading dims, e.g. chain, draw).
 
@@ -107,15 +108,24 @@ def factor_parts(eta_raw: np.ndarray, loading_free: np.ndarray | None, loading_d
     loading_diag : ndarray (..., r)
     n_domains : int
     anchors : list of int
+    eta_mean, eta_var : ndarray (..., r), optional
+        The overall traits' mean and variance over the LLMs, where the model
+        samples them (:func:`population_eta`).
 
     Returns
     -------
-    eta (..., N, r) standardised over the LLMs (when N >= 3), lam (..., K, r),
-    psi (..., K) with ``psi_k = sqrt(1 - |lam_k|^2)``.
+    eta (..., N, r) standardised over the LLMs (when N >= 3), then given the
+    mean ``eta_mean`` and variance ``eta_var`` when these are given (the traits
+    the likelihood sees), lam (..., K, r), psi (..., K) with ``psi_k = sqrt(1 -
+    |lam_k|^2)``.
     """
     r = eta_raw.shape[-1]
     lead = loading_diag.shape[:-1]
     eta = standardize_eta(eta_raw, np, axis=-2) if eta_raw.shape[-2] >= 3 else eta_raw
+    if eta_var is not None:
+        eta = eta * np.sqrt(np.asarray(eta_var, dtype=np.float64))[..., None, :]
+    if eta_mean is not None:
+        eta = eta + np.asarray(eta_mean, dtype=np.float64)[..., None, :]
     V = np.zeros(lead + (n_domains, r))
     rows, cols, drows = loading_layout(n_domains, r, anchors)
     if len(rows):

@@ -16,8 +16,10 @@ and domain scores are drawn afterwards, exactly, from their conditional
 posteriors given each structure draw (:func:`draw_llm_side`). The overall
 traits here have the population prior ``N(0, I_r)`` (LLMs independent), and
 each draw's overall traits are standardised over the LLMs when the overall
-scores are reported (as the sampled route, whose overall traits are
-standardised in the model).
+scores are reported. The sampled route has the same prior, written as the
+standardised traits with their mean and variance over the LLMs
+(:func:`mtlirt.bayes.model.population_eta`), so both routes give the same
+posterior.
 
 The two integrals (:func:`build_grid`)
 -------------------------------------
@@ -740,6 +742,17 @@ def regrid(grid: CollapsedGrid, tables, lam, psi, **kw) -> CollapsedGrid:
         info = np.where(better[:, None], fresh.info, info)
     cov = cov + 1e-10 * np.eye(r)[None]
     return build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=info, **kw)
+
+
+def llm_posteriors(tables, quad: dict, lam: np.ndarray, psi: np.ndarray):
+    """Every LLM's posterior mean (N, r) and covariance (N, r, r) of its overall
+    trait under the population prior ``N(0, I)`` at the structure ``(lam, psi)``:
+    the quadrature of a grid placed by the cells' Gaussian approximations
+    (``quad``: :func:`mtlirt.bayes.marginal.quadrature_nodes` at a start point),
+    re-centred on its own moments (:func:`regrid`)."""
+    grid = regrid(build_grid(tables, lam, psi, quad=quad), tables, lam, psi)
+    mu, cov, _, _ = posterior_moments(grid, lam, psi)
+    return mu, cov
 
 
 # ---------------------------------------------------------------------------
@@ -1655,7 +1668,11 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         ss = ss.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
         lam, psi = lam[:, keep], psi[:, keep]
     eta, theta = draw_llm_side(grid, lam, psi, seed=seed)
+    # the traits' mean and variance over the LLMs, the variables of the sampled route's population model
+    # (mtlirt.bayes.model.population_eta): the derived quantities then read both routes' draws alike
     post = post.assign(eta_raw=xr.Variable(("chain", "draw", "llm", "factor"), eta),
+                       eta_mean=xr.Variable(("chain", "draw", "factor"), eta.mean(axis=2, dtype=np.float64)),
+                       eta_var=xr.Variable(("chain", "draw", "factor"), eta.var(axis=2, dtype=np.float64)),
                        theta_raw=xr.Variable(("chain", "draw", "llm", "domain"), theta))
     post = post.assign_coords(llm=list(coords["llm"]), domain=list(coords["domain"]),
                               factor=list(coords.get("factor", range(r))))

@@ -24,7 +24,7 @@ import xarray as xr
 
 from mtlirt import schema
 from mtlirt.bayes._data import ResponseArrays
-from mtlirt.bayes._factor import factor_parts
+from mtlirt.bayes._factor import factor_parts, standardize_eta
 from mtlirt.bayes.spec import ModelSpec
 from mtlirt.estimate import expected_accuracy
 
@@ -61,10 +61,14 @@ def overall_score(eta: np.ndarray, lam: np.ndarray) -> np.ndarray:
     its centres). At rank one it is the factor itself (whose loadings are
     oriented to sum positive).
 
+    The traits are those the likelihood sees, not each factor standardised
+    first: at rank two and more, factors whose spreads over the LLMs differ
+    weigh in by their spreads.
+
     Parameters
     ----------
     eta : ndarray (..., N, r)
-        Overall traits (standardised over the LLMs).
+        Overall traits.
     lam : ndarray (..., K, r)
         Loadings, oriented so each factor's loadings sum >= 0.
 
@@ -73,10 +77,11 @@ def overall_score(eta: np.ndarray, lam: np.ndarray) -> np.ndarray:
     ndarray (..., N)
     """
     if eta.shape[-1] == 1:
-        return eta[..., 0].copy()
-    lbar = lam.mean(axis=-2)  # ..., r
-    o = np.einsum("...nr,...r->...n", eta, lbar)
-    o -= o.mean(axis=-1, keepdims=True)
+        o = eta[..., 0] - eta[..., 0].mean(axis=-1, keepdims=True)
+    else:
+        lbar = lam.mean(axis=-2)  # ..., r
+        o = np.einsum("...nr,...r->...n", eta, lbar)
+        o -= o.mean(axis=-1, keepdims=True)
     sd = o.std(axis=-1, keepdims=True)
     return o / np.where(sd > 1e-12, sd, 1.0)
 
@@ -107,7 +112,8 @@ def trait_draws(post: xr.Dataset, spec: ModelSpec, anchors: list[int], domains: 
     out = {}
     if spec.traits == "factor":
         free = _v(post, "loading_free") if "loading_free" in post else None
-        eta, lam, psi = factor_parts(_v(post, "eta_raw"), free, _v(post, "loading_diag"), K, anchors)
+        moments = {k: _v(post, k) for k in ("eta_mean", "eta_var") if k in post}
+        eta, lam, psi = factor_parts(_v(post, "eta_raw"), free, _v(post, "loading_diag"), K, anchors, **moments)
         C, D, N, _ = eta.shape
         if "z" not in post and post["theta_raw"].dims[-1] == "domain":
             theta = post["theta_raw"].values  # all centred: no copy (float32 kept)
@@ -132,7 +138,10 @@ def trait_draws(post: xr.Dataset, spec: ModelSpec, anchors: list[int], domains: 
         corr = np.einsum("cdkr,cdlr->cdkl", lam, lam)
         idx = np.arange(K)
         corr[:, :, idx, idx] = 1.0
-        out.update(theta=theta, eta=eta, loadings=lam, overall=overall_score(eta, lam), domain_corr=corr)
+        overall = overall_score(eta, lam)
+        if moments:  # reported standardised over the LLMs, as where the model has no eta_mean, eta_var
+            eta = standardize_eta(eta, np, axis=-2)
+        out.update(theta=theta, eta=eta, loadings=lam, overall=overall, domain_corr=corr)
         return out
     # correlated
     L = _v(post, "corr_chol")  # C D K K

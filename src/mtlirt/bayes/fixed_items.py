@@ -23,11 +23,19 @@ number ``theta_ik``:
   sums are matrix products ``Y_k @ M`` and ``O_k @ M`` (N x J_k by J_k x G).
 
 Either way the tables (values and exact first derivatives) are built once by
-matrix products on a uniform theta grid on [-6, 6]
+matrix products on a uniform theta grid on [-10, 10]
 (:func:`mtlirt.numerics.llm_side.tabulate`), and evaluated inside the
 PyTensor graph by cubic Hermite interpolation (:mod:`mtlirt.numerics.hermite`:
 C1, analytic derivative, error O(h^4)); outside the grid the function is
 continued linearly. Each gradient then costs O(N K) gathers instead of O(N J).
+
+The grid reaches -10 because a domain score's posterior can lie beyond -6: on
+ChemBench two LLMs answered 0 and 5 of a 1,001-item topic right, and their
+scores there have posterior means -7.27 and -6.63 (an exact per-item integral).
+A grid on [-6, 6] gave -6.71 and -6.87 on the integrated route, whose nodes
+reach past the edge into the linear continuation (which overstates the
+likelihood there: -13.7 alone), and -5.99 on the sampled route, whose draws
+stop at the edge; on [-10, 10] both give the exact values.
 
 Items are calibrated by penalised marginal maximum likelihood with the
 frequentist fits' EM (:func:`mtlirt.estimators.irt.calibrate_items`; the
@@ -47,6 +55,7 @@ import numpy as np
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import anchor_domains, factor_parts, model_coords
+from mtlirt.bayes.collapsed import llm_posteriors
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import (
     kernel_inputs,
@@ -173,7 +182,7 @@ def build_tables(
     c : float or ndarray (J,)
         Lower asymptote (0: the sufficient-statistic route).
     step : float, optional
-        Grid step on [-6, 6]; default 0.025 for pattern tables, 0.05 (or
+        Grid step on [-10, 10]; default 0.025 for pattern tables, 0.05 (or
         coarser to fit ``max_cell_bytes``) for per-cell tables.
     max_cell_bytes : float
         Memory budget for per-cell tables.
@@ -223,8 +232,9 @@ def build_fixed_model(
         ``tables``, ``items`` (dict a, d, c), ``spec``, ``anchors``,
         ``initvals``. Factor models with ``trait_parameterization``
         ``"auto"``/``"marginal"`` integrate the domain-specific traits out
-        (free variables ``eta_raw``, ``loading_*`` only; ``marginal`` holds
-        the quadrature, see :mod:`mtlirt.bayes.marginal`);
+        (free variables ``eta_raw``, ``eta_mean``, ``eta_var`` and
+        ``loading_*`` only; ``marginal`` holds the quadrature, see
+        :mod:`mtlirt.bayes.marginal`);
         :func:`mtlirt.bayes.fit_bayes` then draws the domain scores from
         their conditional posterior.
     """
@@ -247,7 +257,7 @@ def build_fixed_model(
         Ff = pm.Data("table_values", tables.F.reshape(-1))
         dFf = pm.Data("table_slopes", tables.dF.reshape(-1))
         rows = pm.Data("table_rows", tables.table, dims=("llm", "domain"))
-        theta = add_traits(spec, n, K, anchors, tc)
+        theta = add_traits(spec, n, K, anchors, tc, population=True)
         g = hermite_pt(Ff, dFf, rows, theta, tables.lo, tables.h, G)
         pm.Potential("loglik", (s * theta - g).sum())
     iv = initial_values(arr, spec, anchors, init, include_items=False, trait_centered=tc)
@@ -264,8 +274,10 @@ def use_marginal(spec: ModelSpec) -> bool:
 def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[int], items: dict,
                           tables: LikelihoodTables, init: dict | None):
     """The fixed-items factor model with the domain traits integrated out
-    (:mod:`mtlirt.bayes.marginal`): free variables ``eta_raw``,
-    ``loading_free``, ``loading_diag`` only."""
+    (:mod:`mtlirt.bayes.marginal`): free variables ``eta_raw``, ``eta_mean``,
+    ``eta_var`` (the overall traits' population prior,
+    :func:`mtlirt.bayes.model.population_eta`), ``loading_free`` (in asinh
+    coordinates) and ``loading_diag`` only."""
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -275,15 +287,39 @@ def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[in
     iv = {k: v for k, v in iv.items() if k in ("eta_raw", "loading_free", "loading_diag")}
     eta0, lam0, psi0 = factor_parts(iv["eta_raw"], iv.get("loading_free"), iv["loading_diag"], K, anchors)
     quad = quadrature_nodes(tables, eta0 @ lam0.T, psi0)
+    if n >= 3:
+        quad, iv = _population_start(tables, quad, lam0, psi0, iv)
     with pm.Model(coords=model_coords(arr, spec)) as model:
         data = [pm.Data(f"quad_{k}", v)
                 for k, v in zip(("start", "step", "weight", "logscale"), kernel_inputs(quad))]
-        eta, lam, psi = add_factor_block(spec, n, K, anchors)
+        eta, lam, psi = add_factor_block(spec, n, K, anchors, population=True)
         pm.Potential("loglik", marginal_loglik_pt(*data, pt.dot(lam, eta.T), psi))
         if n >= 3:
             pin_standardisation(model["eta_raw"], overall_sd_guess(quad, lam0, psi0))
     return BuiltModel(model=model, spec=spec, anchors=anchors, kind="fixed", initvals=iv, trait_centered=allc,
                       tables=tables, items=items, marginal=quad)
+
+
+def _population_start(tables: LikelihoodTables, quad: dict, lam0: np.ndarray, psi0: np.ndarray, iv: dict):
+    """The quadrature nodes and the overall traits' initial values where the
+    population model puts the LLMs at the initial loadings.
+
+    The start point's overall traits are standardised (the MTL fit's), but the
+    population model's spread them as the data do (1.8 on ChemBench, whose
+    lowest LLM then lies at -5.6 instead of -3). Nodes placed at the
+    standardised traits miss such an LLM's domain scores, and the truncated
+    integrals pull it in. So the nodes are placed at every LLM's posterior mean
+    of its overall trait under ``N(0, I)`` at the initial loadings
+    (:func:`mtlirt.bayes.collapsed.llm_posteriors`), and the sampler starts
+    there: ``eta_raw`` at those means standardised (where the potential
+    ``eta_raw_pin`` wants its mean and scale), ``eta_mean`` and ``eta_var`` at
+    the mean and the variance over the LLMs that draws of them have."""
+    mu, cov = llm_posteriors(tables, quad, lam0, psi0)
+    iv = dict(iv)
+    iv["eta_raw"] = (mu - mu.mean(0)) / np.maximum(mu.std(0), 1e-12)
+    iv["eta_mean"] = mu.mean(0)
+    iv["eta_var"] = mu.var(0) + np.diagonal(cov, axis1=1, axis2=2).mean(0)
+    return quadrature_nodes(tables, mu @ lam0.T, psi0), iv
 
 
 def resolve_item_values(arr: ResponseArrays, spec: ModelSpec, item_values: dict | None,

@@ -527,8 +527,9 @@ def add_domain_scores(post, tables, quad: dict, anchors: list[int], *, seed: int
 
     K = tables.s.shape[1]
     free = post["loading_free"].values if "loading_free" in post else None
+    moments = {k: np.asarray(post[k].values, float) for k in ("eta_mean", "eta_var") if k in post}
     eta, lam, psi = factor_parts(np.asarray(post["eta_raw"].values, float), free,
-                                 np.asarray(post["loading_diag"].values, float), K, anchors)
+                                 np.asarray(post["loading_diag"].values, float), K, anchors, **moments)
     C, D = psi.shape[:2]
 
     def m(c, sl):

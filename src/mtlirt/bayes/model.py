@@ -7,6 +7,9 @@ Traits, ``traits = "factor"`` with rank ``r``::
     eta_raw[i, :]   ~ N(0, I_r)                          (llm, factor)
     eta              = eta_raw standardised over the LLMs (sample mean 0,
                        variance 1 per factor; see ``standardize_eta``)
+    items fixed:     eta = eta_mean + sqrt(eta_var) * (eta_raw standardised),
+                       eta_mean ~ N(0, 1 / N), eta_var ~ Gamma((N - 1) / 2, N / 2)
+                       per factor: N traits drawn from N(0, 1) (``population_eta``)
     V[k, :]          = loadings before squashing, V[k, m] ~ N(0, loading_scale)
                        stored as ``loading_free`` (free entries) and
                        ``loading_diag`` ~ HalfNormal(loading_scale) (r positive
@@ -162,14 +165,14 @@ def overall_sd_guess_joint(arr: ResponseArrays, anchors: list[int], initvals: di
 
 
 def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
-               centered: np.ndarray | None = None, pin_sd: float | None = None):
+               centered: np.ndarray | None = None, pin_sd: float | None = None, population: bool = False):
     """Add the trait block to the current model; return ``theta`` (N x K tensor).
 
     ``centered`` (bool per domain) chooses the parameterisation per domain:
     centred domains get ``theta_raw`` (dims ``llm`` x ``domain``, or
     ``domain_c`` when mixed), the others ``z`` (``domain`` or ``domain_nc``).
     The model must carry the coords ``domain_c``/``domain_nc`` when mixed.
-    ``pin_sd``: see :func:`add_factor_block`.
+    ``pin_sd``, ``population``: see :func:`add_factor_block`.
     """
     import pymc as pm
     import pytensor.tensor as pt
@@ -185,7 +188,7 @@ def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
     dim_c = "domain_c" if mixed else "domain"
     dim_nc = "domain_nc" if mixed else "domain"
     if spec.traits == "factor":
-        eta, lam, scale = add_factor_block(spec, n_llms, K, anchors, pin_sd)
+        eta, lam, scale = add_factor_block(spec, n_llms, K, anchors, pin_sd, population)
         mean = pt.dot(eta, lam.T)  # N x K
         if len(ic) == K:
             return pm.Normal("theta_raw", mean, scale[None, :], dims=("llm", dim_c))
@@ -211,10 +214,16 @@ def add_traits(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
 
 
 def add_factor_block(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list[int],
-                     pin_sd: float | None = None):
+                     pin_sd: float | None = None, population: bool = False):
     """Add the overall traits and loadings of the factor model to the current
     model; return tensors ``eta`` (N x r, standardised over the LLMs when
     N >= 3), ``Lambda`` (K x r) and ``psi`` (K,) = sqrt(1 - |Lambda_k|^2).
+
+    ``population`` (N >= 3): the standardised traits are given back the mean
+    and variance over the LLMs that N draws from ``N(0, 1)`` have
+    (:func:`population_eta`), so that ``eta`` is distributed exactly as
+    ``eta_raw``; the fixed-items models need it, where no item parameter can
+    absorb the traits' scale.
 
     ``pin_sd`` (N >= 3): :func:`mtlirt.bayes.marginal.pin_standardisation`
     narrows the two directions of ``eta_raw`` that the standardised ``eta``
@@ -236,18 +245,78 @@ def add_factor_block(spec: ModelSpec, n_llms: int, n_domains: int, anchors: list
     rows, cols, drows = loading_layout(K, r, anchors)
     eta_raw = pm.Normal("eta_raw", 0.0, 1.0, dims=("llm", "factor"))
     eta = standardize_eta(eta_raw, pt) if n_llms >= 3 else eta_raw
+    if population and n_llms >= 3:
+        eta = population_eta(eta)
     if pin_sd is not None and n_llms >= 3:
         pin_standardisation(eta_raw, pin_sd)
     # the layout enters as data, not constants (see _index_data)
     parts = pt.zeros((pm.modelcontext(None).dim_lengths.get("domain", K), r))
     if len(rows):
         rows, cols = _index_data(rows, "loading_free_rows"), _index_data(cols, "loading_free_cols")
-        free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=(rows.shape[0],))
+        # the population model's loadings lie nearer |Lambda| = 1 (where V runs off) when the LLMs spread
+        # wider than the prior: NUTS samples them in asinh coordinates there, as the integrated route does
+        free = pm.Normal("loading_free", 0.0, p.loading_scale, shape=(rows.shape[0],),
+                         **({"default_transform": asinh_transform()} if population else {}))
         parts = pt.set_subtensor(parts[rows, cols], free)
     diag = pm.HalfNormal("loading_diag", p.loading_scale, shape=r)
     V = pt.set_subtensor(parts[_index_data(drows, "loading_diag_rows"), np.arange(r)], diag)
     psi = 1.0 / pt.sqrt(1.0 + pt.sum(V**2, axis=1))
     return eta, V * psi[:, None], psi
+
+
+def asinh_transform():
+    """The transform ``x = asinh(V)`` of an unbounded variable (PyMC's ``Transform``): its
+    density is ``p(sinh(x)) cosh(x)``. Heavy tails in ``V`` (a loading near 1, ``V =
+    Lambda / psi``) become nearly Gaussian ones in ``x``."""
+    import pytensor.tensor as pt
+    from pymc.logprob.transforms import Transform
+
+    class AsinhTransform(Transform):
+        name = "asinh"
+        ndim_supp = 0
+
+        def forward(self, value, *inputs):
+            return pt.arcsinh(value)
+
+        def backward(self, value, *inputs):
+            return pt.sinh(value)
+
+        def log_jac_det(self, value, *inputs):
+            a = pt.abs(value)
+            return a + pt.log1p(pt.exp(-2.0 * a)) - np.log(2.0)  # log cosh, without overflow
+
+    return AsinhTransform()
+
+
+def population_eta(eta):
+    """The overall traits of the population model from their standardised version.
+
+    For N traits drawn independently from ``N(0, 1)`` (per factor) the sample mean
+    ``m``, the sample variance ``v`` (over N) and the standardised traits are
+    independent, with ``m ~ N(0, 1 / N)``, ``N v ~ chi2(N - 1)`` and the
+    standardised traits uniform on their sphere (as ``standardize_eta`` of
+    ``eta_raw`` is). Adding ``eta_mean`` (``m``) and ``eta_var`` (``v``, a
+    ``Gamma((N - 1) / 2, N / 2)``) therefore restores that prior exactly, while
+    the sampler still sees the traits' common scale as one coordinate per factor
+    instead of a direction through all N of ``eta_raw``.
+
+    Fixing ``m = 0`` and ``v = 1`` instead (the standardised traits alone)
+    conditions the prior on the sample of LLMs having exactly the population's
+    spread on the scale of the fixed items. Where the data spread the LLMs by
+    ``s`` (1 up to ``O(1 / sqrt(N))`` when the LLMs are drawn from the prior),
+    that condition falls on the LLMs whose traits are least determined: to first
+    order it shrinks the posterior mean of LLM ``i`` by ``(s - 1)(v_i / vbar -
+    1)`` relative to standardising the population model's draws, with ``v_i`` its
+    posterior variance and ``vbar`` their mean, which pulls the extremes of a
+    leaderboard (measured by fewer informative items) inward.
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    n = pt.cast(eta.shape[0], "float64")
+    mean = pm.Normal("eta_mean", 0.0, 1.0 / pt.sqrt(n), dims="factor")
+    var = pm.Gamma("eta_var", alpha=(n - 1.0) / 2.0, beta=n / 2.0, dims="factor")
+    return mean[None, :] + pt.sqrt(var)[None, :] * eta
 
 
 def _index_data(index: np.ndarray, name: str):

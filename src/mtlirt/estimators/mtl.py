@@ -284,8 +284,35 @@ def _normalise(A, W):
     return A2, W2
 
 
+def _ball_newton(H, G, W, radius):
+    """The Newton step of every domain's ``w_k`` kept in the ball ``||w_k|| <= radius``.
+
+    Maximises each domain's quadratic model ``G . dw - dw' H dw / 2`` (``H``
+    positive definite) over ``||w_k + dw|| <= radius``: the plain Newton
+    step where it stays inside, else ``w_k + dw = (H + nu I)^-1 (G + H w_k)``
+    with ``nu > 0`` found by bisection so that it lies on the sphere (the
+    trust-region subproblem's solution). Returns ``dW`` (``K x r``).
+    """
+    b = G + np.einsum("krs,ks->kr", H, W)
+    x = np.linalg.solve(H, b[..., None])[..., 0]
+    out = np.linalg.norm(x, axis=1) > radius
+    if out.any():
+        Ho, bo = H[out], b[out]
+        eye = np.eye(H.shape[-1])
+        lo = np.zeros(len(bo))
+        hi = np.linalg.norm(bo, axis=1) / radius  # ||(H + nu I)^-1 b|| <= ||b|| / nu
+        for _ in range(60):
+            nu = 0.5 * (lo + hi)
+            xn = np.linalg.solve(Ho + nu[:, None, None] * eye, bo[..., None])[..., 0]
+            big = np.linalg.norm(xn, axis=1) > radius
+            lo = np.where(big, nu, lo)
+            hi = np.where(big, hi, nu)
+        x[out] = np.linalg.solve(Ho + hi[:, None, None] * eye, bo[..., None])[..., 0]
+    return x - W
+
+
 def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalties = DEFAULT_PENALTIES,
-               max_iter=50, tol=1e-5, w_ridge=1e-3, psi_min=1e-3):
+               max_iter=50, tol=1e-5, w_ridge=1e-3, psi_min=1e-3, w_max=1.0):
     """Fit the rank-``r`` model ``theta_k = A w_k`` with the items fixed (step 4).
 
     Parameters
@@ -310,6 +337,16 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalt
         plain likelihood fit (used for the shared traits).
     w_ridge : float
         Tiny ridge on ``w`` (numerical safety only).
+    w_max : float
+        Bound on ``||w_k||``: with unit-variance, uncorrelated shared traits
+        ``A`` the centre ``A w_k`` has variance ``||w_k||^2``, which cannot
+        exceed the unit variance of the domain's trait on the population
+        scale. Without it a short domain whose answers the shared trait
+        separates (the LLMs above some level right, those below wrong) has
+        no finite maximum, and the centre, hence the prediction of every
+        unrun cell, grows with the iterations. With ``refine`` the domains
+        beyond the bound after the alternation have their loadings refitted
+        within it, ``A`` fixed.
 
     Returns
     -------
@@ -325,9 +362,9 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalt
     eye = np.eye(r)
     converged = False
     n_iter = 0
-    th_old = A @ W.T
-    for n_iter in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
-        for _ in range(3):  # w step: r-dim Newton per domain (concave)
+
+    def w_steps(A, W, bound):  # r-dim Newton per domain (concave), within the ball ||w_k|| <= bound
+        for _ in range(3):
             th = A @ W.T
             g, info = lik.theta_derivs(th)
             if theta_prior:
@@ -335,12 +372,19 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalt
                 info = info + 1.0 / priors.theta_sd**2
             G = g.T @ A - w_ridge * W
             H = np.einsum("ir,ik,is->krs", A, info, A) + w_ridge * eye
-            dW = np.linalg.solve(H, G[..., None])[..., 0]
+            dW = _ball_newton(H, G, W, bound)
             norm = np.linalg.norm(dW, axis=1, keepdims=True)
-            dW *= np.minimum(1.0, 1.0 / np.maximum(norm, 1e-300))
+            dW *= np.minimum(1.0, 1.0 / np.maximum(norm, 1e-300))  # from inside the ball, stays inside
             W += dW
             if np.max(np.abs(dW)) < tol:
                 break
+        return W
+
+    th_old = A @ W.T
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
+        # alternating with A, the bound is left to the end: A's whitening moves W on and off the sphere,
+        # and with one domain at the bound the alternation crawled instead of converging
+        W = w_steps(A, W, np.inf if refine else w_max)
         if refine:
             for _ in range(2):  # A step: r-dim Newton per LLM, prior N(0, I)
                 th = A @ W.T
@@ -365,6 +409,15 @@ def fit_centre(lik, A, W=None, *, refine=True, theta_prior=False, priors: Penalt
         if change < tol:
             converged = True
             break
+    out = np.linalg.norm(W, axis=1) > w_max
+    if refine and out.any():  # those loadings refitted within the ball, A fixed (each domain's w_k is its own)
+        Wb = W * np.minimum(1.0, w_max / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-300))  # inside
+        for _ in range(max_iter):
+            before = Wb.copy()
+            Wb = w_steps(A, Wb, w_max)
+            if np.max(np.abs(Wb[out] - before[out])) < tol:
+                break
+        W[out] = Wb[out]
     return A, W, {"n_iter": n_iter, "converged": converged}
 
 
@@ -903,7 +956,8 @@ def _overall_and_loadings(stl, A_rot, W_rot):
     """
     N = A_rot.shape[0]
     overall = A_rot - A_rot.mean(axis=0)
-    overall /= overall.std(axis=0)
+    sd = overall.std(axis=0)
+    overall /= np.where(sd > 1e-12, sd, 1.0)  # a replicate of a tiny leaderboard can leave no spread
     basis = np.nan_to_num(stl.theta)
     basis = (basis - basis.mean(axis=0)) / np.where(basis.std(axis=0) > 1e-12, basis.std(axis=0), 1.0)
     loadings = basis.T @ overall / N / np.sqrt(reliability_from_se(stl.theta_se))[:, None]

@@ -19,39 +19,54 @@ smallest domain).  ``C`` is chosen by 5-fold cross-validation over
 (shuffled, then cut into 5 near-equal parts, seed ``seed + 100003``); the
 score of a fold is the held-out mean negative log-likelihood of each domain,
 averaged over domains; a ``C`` counts only if its fits converged in every
-fold; the smallest mean score wins, ties to the smaller ``C``; the final fit
-uses all responses.  The start is spectral (``_spectral_start``).
+fold; the smallest mean score wins, ties (means within a relative
+:data:`TIE_RTOL`) to the smaller ``C``; the final fit uses all responses.
+The start is spectral (``_spectral_start``).
 
 Variants (``fit_paper(variant=...)``):
 
 * ``"paper"`` -- the estimator above.
 * ``"paper-global"`` -- ``lambda = inf``: one trait for all domains, each
-  domain's loss still weighted by ``1 / J_t``.
+  domain's loss still weighted by ``1 / J_t``; that trait is a domain trait,
+  so it lies in the box.
 * ``"paper-local"`` -- ``lambda = 0``: every domain alone; the overall score
   is the *sine centre*, the centred unit vector minimising
   ``sum_t sin angle(theta_G, theta_t)``.
 
-Optimisers.  ``optimizer="adam"`` is the paper's: full-batch projected Adam
-(learning rate 0.01 halved every 200 steps, at most 10,000 steps, stop when
-the relative change of ``F`` falls below 1e-7, gradients divided by the
-``1/J_t``-weighted number of observed responses, the best iterate kept;
-after every step each ``theta_t`` is mapped back onto {mean 0, norm
-``sqrt(N)``, box}, items clipped, ``theta_G`` re-normalised and oriented;
-the local baseline fits each domain by its own Adam run and its sine centre
-by Adam with learning rate 0.03).  ``optimizer="fast"`` (default) *(ours)*
-reaches the same optimum (``tests/test_paper.py``; ``docs/results.md``) far
-faster: each trait is written ``sqrt(N) Pz / ||Pz||`` (``P`` centres) so the
-sphere constraint disappears, and L-BFGS-B minimises ``F`` over the ``z`` and
-the boxed items.  The sine penalty has a kink where a domain fuses onto
+Optimisers.  ``optimizer="adam"`` is the paper's, and gives the paper's
+output: full-batch projected Adam (learning rate 0.01 halved every 200
+steps, at most 10,000 steps, stop when the relative change of ``F`` falls
+below 1e-7, gradients divided by the ``1/J_t``-weighted number of observed
+responses, the best iterate kept; after every step each ``theta_t`` is
+mapped back onto {mean 0, norm ``sqrt(N)``, box}, items clipped, ``theta_G``
+re-normalised and oriented; the local baseline fits each domain by its own
+Adam run and its sine centre by Adam with learning rate 0.03).  Every fit,
+in every fold and for every ``C``, starts from the spectral start of its
+own training responses, as the paper's code does.  Its stopping rule fires
+early (on the paper's design after about a hundred steps, while ``F`` still
+falls): the paper's estimates are those of an early-stopped Adam, not the
+minimiser of ``F``.
+
+``optimizer="fast"`` (default) *(ours)* reaches the exact minimiser of ``F``
+(an Adam run without the early stop ends there: ``tests/test_paper.py``;
+``docs/results.md``) far faster: each trait is written ``sqrt(N) Pz /
+||Pz||`` (``P`` centres) so the sphere constraint disappears, and L-BFGS-B
+minimises ``F`` over the ``z`` and the boxed items; entries of a trait that
+reach the box are held at it and released when their Lagrangian gradient
+points inward.  The sine penalty has a kink where a domain fuses onto
 ``theta_G`` (its group-lasso-like effect); the fast optimiser treats the
 fused domains as an active set: a fused domain *is* ``theta_G`` (its
 likelihood then moves ``theta_G``), a free domain whose sine falls below
 1e-4 is fused when that does not raise ``F``, and a fused domain is split off
 again when the tangent gradient of its loss exceeds ``lambda`` (the exact
-optimality condition).  Along the ``C`` grid every fold warm-starts from the
-previous ``C``.  When the box ``|theta| <= 4`` binds at its solution (an LLM
-with every answer right, say), the fast optimiser hands over to the
-projected Adam from there.
+optimality condition) unless a split from that same fused set already came
+back to it without lowering ``F``.  Its departures from the paper's
+procedure, which change where it starts, not the minimiser it reaches: it
+starts with every domain fused (from the spectral ``theta_G`` and items),
+and within each fold every ``C`` of the grid starts from the solution at
+the previous ``C``.  Where ``theta_G`` (which the paper leaves unboxed)
+leaves the box with domains fused on it, which their box forbids, it hands
+over to the projected Adam on the same objective.
 
 Deviation forced by real data: the paper's fold maker refuses an LLM with
 fewer observed responses in a domain than folds; here such responses are
@@ -63,23 +78,28 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numba
 import numpy as np
 from scipy.optimize import Bounds, minimize
+from scipy.special import log_expit
 
 from ..bayes._vecmath import exp_nonpos
 from ..errors import InputError
 from .irt import blas_threads
 
-__all__ = ["C_GRID", "VARIANTS", "AdamSettings", "PaperFit", "fit_paper", "make_folds", "sine_centre"]
+__all__ = ["C_GRID", "TIE_RTOL", "VARIANTS", "AdamSettings", "PaperFit", "deviation_variance", "fit_paper",
+           "make_folds", "sine_centre"]
 
 #: The paper's grid of ``C`` (its MMLU application).
 C_GRID = (0.001, 0.005, 0.01, 0.02, 0.05, 0.075, 0.09, 0.1, 0.11, 0.125, 0.2, 0.5, 1.0, 1.5)
 VARIANTS = ("paper", "paper-global", "paper-local")
 BOUND = 4.0  # |theta|, a (upper), |d|
 _FUSE_SINE = 1e-4
+#: Relative tolerance within which two C's mean held-out losses tie (the smaller C wins).
+TIE_RTOL = 1e-6
 # L-BFGS-B (ftol, gtol): tight for a fit, looser inside the cross-validation (held-out
 # losses to ~1e-7 are all it compares)
 _TOL = {"final": (1e-15, 1e-9), "cv": (1e-10, 1e-6)}
@@ -559,15 +579,67 @@ def sine_centre(theta, *, start=None, optimizer="fast", settings: AdamSettings =
     return _orient(g, theta), 10_000, False
 
 
+def deviation_variance(correct, observed, domain_slices, centre, a, d, *, leverage=None, nodes=15, grid=41,
+                       floor=1e-3):
+    """Variance ``psi_t = alpha_t^2`` of each domain's deviations from a centre: its posterior mean.
+
+    With ``theta_it = centre_it + delta_it``, ``delta_it ~ N(0, alpha_t^2)``,
+    each domain's marginal likelihood of its observed answers (the deviation
+    integrated out by Gauss-Hermite quadrature over ``nodes`` points, items
+    fixed at ``a``, ``d``) is evaluated on ``grid`` values of the deviation's
+    sine ``alpha_t`` in ``[0, 1]``, and ``psi_t`` is the posterior mean of
+    ``alpha_t^2`` under a uniform ``alpha_t`` (the paper's design draws
+    ``|alpha_t|`` uniformly).  Exact where moments of the likelihood score lose
+    large deviations to the logistic's curvature; near 0 for a domain that sits
+    on its centre when its answers say so, and not 0 (as a maximum-likelihood
+    estimate would be) when they cannot tell.  A centre fitted to the same data
+    follows a share ``h_t`` of the domain's own deviations, which the estimate
+    loses; given ``leverage`` (the ``h_t``) it is divided by ``(1 - h_t)^2``,
+    then floored at ``floor``.
+
+    Parameters
+    ----------
+    correct, observed, domain_slices
+        The data (``observed`` None when complete).
+    centre : ndarray (N, K)
+        Centres on the scale of the items.
+    a, d : ndarray (J,)
+        Slope-intercept items, ``logit P = a theta + d``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``K`` variances.
+    """
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)
+    lw = np.log(w / w.sum())
+    alpha = np.linspace(0.0, 1.0, grid)
+    trap = np.full(grid, alpha[1])  # trapezoid weights of the uniform prior
+    trap[[0, -1]] /= 2
+    out = np.empty(len(domain_slices))
+    for k, s in enumerate(domain_slices):
+        y = np.asarray(correct[:, s], dtype=np.float64)
+        m = np.ones(y.shape) if observed is None else np.asarray(observed[:, s], dtype=np.float64)
+        ak, dk = np.asarray(a[s], dtype=np.float64), np.asarray(d[s], dtype=np.float64)
+        base = np.asarray(centre, dtype=np.float64)[:, k][:, None] * ak + dk
+        loglik = np.empty(grid)
+        for g, al in enumerate(alpha):
+            t = np.empty((y.shape[0], nodes))
+            for q in range(nodes):
+                z = base + ak * (al * x[q])
+                t[:, q] = (m * (y * log_expit(z) + (1.0 - y) * log_expit(-z))).sum(axis=1) + lw[q]
+            top = t.max(axis=1)
+            loglik[g] = (top + np.log(np.exp(t - top[:, None]).sum(axis=1))).sum()
+        post = trap * np.exp(loglik - loglik.max())
+        out[k] = (post * alpha**2).sum() / post.sum()
+    if leverage is not None:
+        out = out / (1.0 - np.clip(np.asarray(leverage, dtype=np.float64), 0.0, 0.5)) ** 2
+    return np.maximum(out, floor)
+
+
 # ---------------------------------------------------------------------------
 # our optimiser: L-BFGS-B over z (theta = sqrt(N) Pz/|Pz|) with fused domains as an active set
 # ---------------------------------------------------------------------------
-def _unit(z):
-    c = z - z.mean(axis=-1, keepdims=True)
-    n = np.linalg.norm(c, axis=-1, keepdims=True)
-    return c / n, n
-
-
 def _box_map(Z, sign, N):
     """Domain traits from free vectors ``Z`` (rows) with the entries where
     ``sign != 0`` held at ``BOUND * sign``: the others are ``m + r u``,
@@ -586,9 +658,19 @@ def _box_map(Z, sign, N):
     return M * (m + r * U) + held, U, nz, r, M
 
 
-def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, sign, *, maxiter=3000, stop_sine=None, tol="final"):
+def _box_chain(GT, U, nz, r, M):
+    """Gradient w.r.t. the free vectors ``Z`` of :func:`_box_map` from ``GT``, the gradient w.r.t. its traits."""
+    W = r * GT * M  # d F / d u
+    W = (W - W.sum(axis=1, keepdims=True) / M.sum(axis=1, keepdims=True)) * M
+    return (W - U * (U * W).sum(axis=1, keepdims=True)) / nz
+
+
+def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, sign, *, gsign=None, maxiter=3000, stop_sine=None,
+           tol="final"):
     """Minimise ``F`` with the domains in ``fused`` equal to ``g``, the others
-    free except their entries held at the box (``sign``, K x N in -1, 0, 1)."""
+    free except their entries held at the box (``sign``, K x N in -1, 0, 1);
+    ``gsign`` (N) holds entries of ``g`` at the box likewise (the global
+    baseline, whose one trait is a domain trait; None: ``g`` is not boxed)."""
     N = obj.p.N
     K = theta.shape[0]
     free = np.flatnonzero(~fused)
@@ -600,6 +682,7 @@ def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, sign, *, maxiter=3000, s
     off = N if use_g else 0
     off_a = off + nf * N
     sg = sign[free]
+    gs = (np.zeros(N) if gsign is None else np.asarray(gsign, dtype=np.float64))[None, :]
     stop_sine = np.zeros(K) if stop_sine is None else stop_sine
     free_box = np.full(off_a, np.inf)
     bounds = Bounds(np.concatenate([-free_box, np.zeros(J), np.where(active, -BOUND, 0.0)]),
@@ -613,26 +696,24 @@ def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, sign, *, maxiter=3000, s
         TF, U, nz, r, M = _box_map(Z, sg, N)
         th[free] = TF
         if use_g:
-            eG, ng = _unit(x[:N])
-            th[fused] = rootN * eG
+            TG, UG, nzG, rG, MG = _box_map(x[:N][None, :], gs, N)
+            eG = TG[0] / rootN
+            th[fused] = TG[0]
         f = obj.lik(th, aa, dd)
         G = obj.gth.T  # d F / d theta (K x N)
         GT = G[free]
-        GG = rootN * G[fused].sum(axis=0) if use_g else None  # d F / d eG
+        GG = G[fused].sum(axis=0) if use_g else None  # d F / d theta_G
         if lam > 0 and nf:
             c = np.clip(TF @ eG / rootN, -1.0, 1.0)
             s = np.sqrt(np.maximum(0.0, 1.0 - c * c))
             f += lam * s.sum()
             m = np.where(s > 1e-12, -lam * c / np.where(s > 1e-12, s, 1.0), 0.0)
             GT = GT + m[:, None] * (eG[None, :] - c[:, None] * TF / rootN) / rootN
-            GG = GG + (m[:, None] * (TF / rootN - c[:, None] * eG[None, :])).sum(axis=0)
+            GG = GG + (m[:, None] * (TF / rootN - c[:, None] * eG[None, :])).sum(axis=0) / rootN
         out = np.empty_like(x)
         if use_g:
-            v = GG - GG.mean()
-            out[:N] = (v - eG * (eG @ v)) / ng
-        W = r * GT * M  # d F / d u
-        W = (W - W.sum(axis=1, keepdims=True) / M.sum(axis=1, keepdims=True)) * M
-        out[off:off_a] = ((W - U * (U * W).sum(axis=1, keepdims=True)) / nz).ravel()
+            out[:N] = _box_chain(GG[None, :], UG, nzG, rG, MG)[0]
+        out[off:off_a] = _box_chain(GT, U, nz, r, M).ravel()
         out[off_a:off_a + J] = obj.ga
         out[off_a + J:] = obj.gd
         return f, out
@@ -642,7 +723,7 @@ def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, sign, *, maxiter=3000, s
     def stop_at_kink(xk):  # a free domain reaching theta_G: stop, the caller fuses it
         if lam > 0 and nf and (stop_sine[free] > 0).any():
             TF = _box_map(xk[off:off_a].reshape(nf, N), sg, N)[0]
-            c = np.clip(TF @ _unit(xk[:N])[0] / rootN, -1.0, 1.0)
+            c = np.clip(TF @ _box_map(xk[:N][None, :], gs, N)[0][0] / N, -1.0, 1.0)
             if (1.0 - c * c < stop_sine[free]**2).any():
                 hit[0] = True
                 raise StopIteration
@@ -651,7 +732,7 @@ def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, sign, *, maxiter=3000, s
                    options={"maxiter": maxiter, "maxcor": 20, "ftol": _TOL[tol][0], "gtol": _TOL[tol][1], "maxls": 40})
     x = res.x
     if use_g:
-        g = rootN * _unit(x[:N])[0]
+        g = _box_map(x[:N][None, :], gs, N)[0][0]
     th = np.empty((K, N))
     th[free] = _box_map(x[off:off_a].reshape(nf, N), sg, N)[0]
     if use_g:
@@ -662,25 +743,40 @@ def _lbfgs(obj: _Objective, lam, theta, a, d, g, fused, sign, *, maxiter=3000, s
     return th, a, d, g, float(res.fun), int(res.nit), bool(ok)
 
 
-def _box_update(obj: _Objective, theta, a, d, g, fused, sign, lam):
-    """Hold entries that left the box at its bound; release held entries whose
-    Lagrangian gradient points inward.  Returns (sign, changed)."""
+def _hold_release(X, G, sign, skip):
+    """Box bookkeeping of the rows of ``X`` (not ``skip``) with the gradient ``G``: entries that left the
+    box are held at its bound, held entries whose Lagrangian gradient points inward are released.
+    Returns (sign, changed)."""
     sign = sign.copy()
-    out = (np.abs(theta) > BOUND + 1e-9) & (sign == 0) & ~fused[:, None]
-    sign[out] = np.sign(theta[out])
-    obj.lik(theta, a, d)
-    G = obj.gth.T.copy()
-    if lam > 0:
-        G += _penalty_grads(g, theta, lam)[0]
+    out = (np.abs(X) > BOUND + 1e-9) & (sign == 0) & ~skip[:, None]
+    sign[out] = np.sign(X[out])
     release = np.zeros_like(out)
     for t in np.flatnonzero((sign != 0).any(axis=1) & ~out.any(axis=1)):
         F = sign[t] == 0
-        A = np.column_stack([np.ones(F.sum()), theta[t, F]])  # G + mu + nu theta = 0 on the free entries
+        A = np.column_stack([np.ones(F.sum()), X[t, F]])  # G + mu + nu theta = 0 on the free entries
         mu, nu = np.linalg.lstsq(A, -G[t, F], rcond=None)[0]
-        L = G[t] + mu + nu * theta[t]
+        L = G[t] + mu + nu * X[t]
         release[t] = (sign[t] != 0) & (sign[t] * L > 1e-8 * max(1.0, np.abs(G[t]).max()))
     sign[release] = 0
     return sign, bool(out.any() or release.any())
+
+
+def _box_update(obj: _Objective, theta, a, d, g, fused, sign, lam, gsign=None):
+    """Hold entries of the free domain traits (and, given ``gsign``, of ``g``) that left the box at
+    its bound; release held entries whose Lagrangian gradient points inward.
+    Returns (sign, gsign, changed)."""
+    obj.lik(theta, a, d)
+    G = obj.gth.T.copy()
+    gg = G[fused].sum(axis=0)  # d F / d theta_G through the fused domains
+    if lam > 0:
+        pt, pg = _penalty_grads(g, theta, lam)
+        G += pt
+        gg = gg + pg
+    sign, changed = _hold_release(theta, G, sign, fused)
+    if gsign is not None:
+        gs, g_changed = _hold_release(g[None, :], gg[None, :], gsign[None, :], np.zeros(1, dtype=bool))
+        gsign, changed = gs[0], changed or g_changed
+    return sign, gsign, changed
 
 
 def _split_test(obj: _Objective, theta, a, d, g, fused, lam):
@@ -701,7 +797,10 @@ def _fast(obj: _Objective, lam, start, *, fused=None, global_=False, tol="final"
     Without a warm-start ``fused`` set every domain starts fused (the smooth
     global problem); domains are then split off where the optimality test
     fails and fused where their sine vanishes, and box entries held or
-    released, until nothing changes."""
+    released, until nothing changes.  A split whose run comes back to the
+    same fused set without lowering ``F`` ends the loop there (the gain the
+    test promises is below the optimiser's resolution).  ``global_``: every
+    domain fused for good, and ``theta_G`` (the one domain trait) in the box."""
     theta, a, d, g = (np.array(x, dtype=np.float64) for x in start)
     K = theta.shape[0]
     N = obj.p.N
@@ -714,16 +813,21 @@ def _fast(obj: _Objective, lam, start, *, fused=None, global_=False, tol="final"
     fused = fused.copy()
     theta[fused] = g
     sign = np.where(np.abs(theta) >= BOUND - 1e-12, np.sign(theta), 0.0) * ~fused[:, None]
+    gsign = np.where(np.abs(g) >= BOUND - 1e-12, np.sign(g), 0.0) if global_ else None
     n_iter = 0
     ok = True
     F = np.inf
+    first_split = {}  # fused set -> F when a split was first tried from it
     for _ in range(40):
-        theta, a, d, g, F, it, ok = _lbfgs(obj, lam, theta, a, d, g, fused, sign, tol=tol,
+        theta, a, d, g, F, it, ok = _lbfgs(obj, lam, theta, a, d, g, fused, sign, gsign=gsign, tol=tol,
                                            stop_sine=np.full(K, _FUSE_SINE))
         n_iter += it
-        sign, boxed = _box_update(obj, theta, a, d, g, fused, sign, lam)
+        sign, gsign, boxed = _box_update(obj, theta, a, d, g, fused, sign, lam, gsign)
         if boxed:
             theta = np.where(sign != 0, BOUND * sign, theta)
+            if gsign is not None:
+                g = np.where(gsign != 0, BOUND * gsign, g)
+                theta[fused] = g
             continue
         if global_ or lam == 0:
             break
@@ -749,6 +853,10 @@ def _fast(obj: _Objective, lam, start, *, fused=None, global_=False, tol="final"
         excess, V = _split_test(obj, theta, a, d, g, fused, lam)
         split = excess > 1e-6 * max(1.0, lam)
         if split.any():
+            key = fused.tobytes()
+            if key in first_split and F >= first_split[key] - 1e-9 * max(1.0, abs(F)):
+                break  # the last split came back here without lowering F
+            first_split.setdefault(key, F)
             eG = g / math.sqrt(N)
             for t in np.flatnonzero(split):  # start 0.05 rad away, down the tangent gradient
                 step = math.cos(0.05) * eG - math.sin(0.05) * V[t] / np.linalg.norm(V[t])
@@ -761,7 +869,8 @@ def _fast(obj: _Objective, lam, start, *, fused=None, global_=False, tol="final"
     else:
         ok = False
     if np.abs(theta).max() > BOUND + 1e-9:
-        # theta_G left the box with domains fused on it, which the box forbids: the paper's projected Adam
+        # theta_G (unboxed) left the box with domains fused on it, which their box forbids: the
+        # paper's projected Adam on the same objective (lam > 0 here: only fused domains can leave it)
         start = (np.stack([_box_sphere(r, BOUND) for r in theta]), np.clip(a, 0, BOUND), d, g)
         theta, a, d, g, F, it, ok = _adam(obj, lam, start, AdamSettings())
         n_iter += it
@@ -850,21 +959,30 @@ def _fold_path(prob, fold, f, variant, grid, optimizer, adam):
             cur, fz = (theta, a, d, g), res[7]
         s, n = _domain_nll(prob.y, test, np.ascontiguousarray(theta.T), a, d, prob.dom, prob.K)
         has = n > 0
-        losses.append(float(np.mean(s[has] / n[has])))
+        losses.append(float(np.mean(s[has] / n[has])) if has.any() else np.nan)  # nothing held out: no loss
         oks.append(bool(res[6]))
     return losses, oks
 
 
-def _choose(loss, converged):
+def _choose(loss, converged, rtol=TIE_RTOL):
     """Index of the chosen C (grid ascending) from folds x grid held-out losses:
-    the smallest mean over the folds among the C whose fits converged in every
-    fold (all C when none did), the first (smaller C) on ties.
+    among the C whose fits converged in every fold (all C when none did), the
+    smallest C whose mean over the folds is within ``rtol`` (relative) of the
+    smallest mean: fits that agree to the optimiser's precision (fused fits
+    of neighbouring C, say) tie, and the tie goes to the smaller C.
     Returns (index, mean losses with NaN for the C left out, whether none converged)."""
-    mean = np.where(converged.all(axis=0), loss.mean(axis=0), np.nan)
+    with warnings.catch_warnings():  # a fold that held nothing out (tiny data) has no loss and counts for nothing
+        warnings.simplefilter("ignore", RuntimeWarning)
+        fold_mean = np.nanmean(loss, axis=0)
+    if np.isnan(fold_mean).all():
+        raise InputError("too few responses to cross-validate the paper variant's C (no fold holds a response "
+                         "out); fix C with --gamma")
+    mean = np.where(converged.all(axis=0), fold_mean, np.nan)
     all_failed = bool(np.isnan(mean).all())
     if all_failed:
-        mean = loss.mean(axis=0)
-    return int(np.nanargmin(mean)), mean, all_failed
+        mean = fold_mean
+    best = np.nanmin(mean)
+    return int(np.flatnonzero(mean <= best + rtol * abs(best))[0]), mean, all_failed
 
 
 def _tune(prob, variant, grid, n_folds, seed, optimizer, adam, n_jobs):
@@ -909,9 +1027,10 @@ def fit_paper(correct, observed, domain_slices, *, variant="paper", C=None, grid
     grid : sequence of float
         Candidate ``C`` (ascending), default the paper's :data:`C_GRID`.
     n_folds, seed
-        Folds and the seed of their split.
+        Folds and the seed of their split (``default_rng(seed + 100003)``, as the paper's code).
     optimizer : {"fast", "adam"}
-        Ours (default) or the paper's projected Adam (slow; the reference).
+        Ours (default: the exact minimiser of ``F``) or the paper's projected
+        Adam with its early stop (the paper's output).
     adam : AdamSettings
         Settings of the projected Adam.
     n_jobs : int

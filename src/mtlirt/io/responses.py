@@ -47,6 +47,8 @@ class Summary:
     constant_items: pd.DataFrame
     perfect_llms: list[str] = field(default_factory=list)
     zero_llms: list[str] = field(default_factory=list)
+    constant_domains: dict[str, int] = field(default_factory=dict)
+    thin_domains: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         lines = [
@@ -67,6 +69,12 @@ class Summary:
         if self.zero_llms:
             lines.append(f"LLMs with no answer correct: {', '.join(self.zero_llms[:5])}"
                          + (" ..." if len(self.zero_llms) > 5 else ""))
+        if self.constant_domains:
+            lines.append("constant domains (every response the same; a fit predicts their scores): "
+                         + validate.describe_constant(self.constant_domains))
+        if self.thin_domains:
+            lines.append(f"thin domains (under {validate.MIN_LLMS} LLMs, or under {validate.MIN_RESPONSES} responses "
+                         "per LLM; rough scores): " + validate.describe_thin(self.thin_domains))
         table = self.domains.copy()
         table["observed"] = table["observed"].map(lambda v: f"{v:.1%}")
         table["accuracy"] = table["accuracy"].map(lambda v: f"{v:.3f}")
@@ -255,6 +263,7 @@ class Responses:
             dom_names[dom_order],
             item_new_dom[item_order],
         )
+        validate.constant_domains(out.correct, out.observed, out.domain_slices, out.domains)  # all: an error
         out.warn_degenerate()
         return out
 
@@ -477,6 +486,9 @@ class Responses:
             index=self.domains,
         )
         constant, perfect, zero = self.degenerate()
+        args = (self.correct, self.mask, self.domain_slices, self.domains)
+        const_domains = validate.constant_domains(*args)
+        thin = {d: v for d, v in validate.thin_domains(*args).items() if d not in const_domains}
         return Summary(
             n_llms=self.n_llms,
             n_items=self.n_items,
@@ -488,6 +500,8 @@ class Responses:
             constant_items=constant,
             perfect_llms=perfect,
             zero_llms=zero,
+            constant_domains=const_domains,
+            thin_domains=thin,
         )
 
     # ------------------------------------------------------------ subsets

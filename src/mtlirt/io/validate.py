@@ -4,8 +4,9 @@ Each rule raises :class:`~mtlirt.errors.InputError` with a message that names
 the rows, columns or values at fault.  Rows are numbered from 1 for the first
 data row (a CSV file's line number is the row number plus one, for the
 header).  Rules for degenerate but valid data (identical duplicates, constant
-items, LLMs with all or no answers correct) warn instead, through
-:class:`DataWarning`.
+items, LLMs with all or no answers correct, constant and thin domains) warn
+instead, through :class:`DataWarning`; data in which no response varies
+within any domain, where nothing can be measured, are an error.
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from ..errors import InputError
 
 #: How many offending rows or values a message lists before "and N more".
 SHOW = 5
+
+#: A domain answered by fewer LLMs than this is *thin*: its items are calibrated, its scale set and its
+#: bootstrap world drawn on too few LLMs; its intervals cover less (``benchmarks/bench_thin.py``;
+#: docs/data.md "Degenerate and tiny data").
+MIN_LLMS = 20
+#: A domain whose LLMs gave it fewer responses than this (the median over the LLMs with responses in it) is
+#: *thin* too: its own answers explain less than half of the variance of its scores.
+MIN_RESPONSES = 5
 
 
 class DataWarning(UserWarning):
@@ -221,3 +230,55 @@ def check_duplicates(
                 f"{'s' if len(cells) > 1 else ''}, e.g. {_values(pairs)}: {_rows(rows)}"
             )
     return correct, observed, n_dup
+
+
+def domain_counts(correct, observed, domain_slices) -> np.ndarray:
+    """Per domain (``4 x K``): responses, correct ones, LLMs with responses, and the median number of
+    responses of those LLMs (``correct`` is 0 where unobserved; ``observed`` None when complete)."""
+    n_llms = correct.shape[0]
+    out = np.zeros((4, len(domain_slices)))
+    for k, sl in enumerate(domain_slices):
+        seen = np.full(n_llms, sl.stop - sl.start) if observed is None else observed[:, sl].sum(axis=1)
+        ran = seen[seen > 0]
+        out[:, k] = seen.sum(), correct[:, sl].sum(dtype=np.int64), len(ran), np.median(ran) if len(ran) else 0
+    return out
+
+
+def constant_domains(correct, observed, domain_slices, domain_names) -> dict[str, int]:
+    """The domains whose responses are all the same, each with that answer (1 or 0).
+
+    Raises :class:`~mtlirt.errors.InputError` when every domain is constant:
+    no response varies within any domain, so nothing tells the LLMs apart.
+    """
+    n, right, _, _ = domain_counts(correct, observed, domain_slices)
+    const = (right == 0) | (right == n)
+    out = {str(domain_names[k]): int(right[k] > 0) for k in np.flatnonzero(const & (n > 0))}
+    if const.all():
+        if (right == n).all() or (right == 0).all():
+            what = "correct" if (right == n).all() else "wrong"
+            raise InputError(f"every response is {what} ({int(n.sum()):,} responses): no response varies, "
+                             "so nothing tells the LLMs apart and nothing can be measured")
+        raise InputError(f"no response varies within any domain ({describe_constant(out)}): nothing tells "
+                         "the LLMs apart "
+                         "and nothing can be measured")
+    return out
+
+
+def thin_domains(correct, observed, domain_slices, domain_names) -> dict[str, tuple[int, float]]:
+    """The domains answered by fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs, or by LLMs with fewer
+    than :data:`~mtlirt.io.validate.MIN_RESPONSES` responses in them (the median), each with these two
+    numbers."""
+    _, _, llms, per_llm = domain_counts(correct, observed, domain_slices)
+    thin = (llms < MIN_LLMS) | (per_llm < MIN_RESPONSES)
+    return {str(domain_names[k]): (int(llms[k]), float(per_llm[k])) for k in np.flatnonzero(thin)}
+
+
+def describe_constant(domains: dict[str, int]) -> str:
+    """``a (all correct), b (all wrong)``, the first few and a count."""
+    return _values([f"{d} (all {'correct' if v else 'wrong'})" for d, v in domains.items()]).replace("'", "")
+
+
+def describe_thin(domains: dict[str, tuple[int, float]]) -> str:
+    """``a (3 LLMs, 2 responses each)``, the first few and a count."""
+    return _values([f"{d} ({n} LLM{'s' if n != 1 else ''}, {r:g} response{'s' if r != 1 else ''} each)"
+                    for d, (n, r) in domains.items()]).replace("'", "")

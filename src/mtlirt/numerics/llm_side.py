@@ -74,8 +74,8 @@ __all__ = [
 #: Probabilities are kept in ``[EPS, 1 - EPS]`` before their logs are taken (the EM, the checks, the scorer).
 EPS = 1e-12
 #: The span of the fixed-items tables' grid.
-GRID_LO = -6.0
-GRID_HI = 6.0
+GRID_LO = -10.0
+GRID_HI = 10.0
 
 
 # ---------------------------------------------------------------------------
@@ -252,7 +252,7 @@ def _table_step(step: float | None, use_cells: bool, n_cells: int, max_cell_byte
     if not use_cells:
         return 0.025
     step = 0.05
-    while n_cells * (int(12 / step) + 1) * 16 > max_cell_bytes and step < 0.2:
+    while n_cells * (int((GRID_HI - GRID_LO) / step) + 1) * 16 > max_cell_bytes and step < 0.2:
         step *= 1.25
     return step
 

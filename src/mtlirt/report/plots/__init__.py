@@ -12,11 +12,20 @@ Intervals are equal-tailed, from the estimate's uncertainty source
 without intervals.
 """
 
-from ._common import figure_to_base64_png
+from ._common import figure_to_base64_png, figure_to_svg
 from .diagnostics import convergence, rank_rhat
-from .items import domain_difficulty, item_curves
-from .scores import compare_scatter, domain_profile, overall_forest, rank_uncertainty
-from .structure import cluster_order, correlation_heatmap, scree
+from .items import domain_difficulty, item_curves, item_map
+from .scores import (
+    compare_scatter,
+    domain_heatmap,
+    domain_profile,
+    overall_forest,
+    rank_shift,
+    rank_uncertainty,
+    rank_vs_accuracy,
+    raw_accuracy,
+)
+from .structure import cluster_order, correlation_heatmap, domain_order, scree
 
 __all__ = [
     "cluster_order",
@@ -24,11 +33,18 @@ __all__ = [
     "convergence",
     "correlation_heatmap",
     "domain_difficulty",
+    "domain_heatmap",
+    "domain_order",
     "domain_profile",
     "figure_to_base64_png",
+    "figure_to_svg",
     "item_curves",
+    "item_map",
     "overall_forest",
     "rank_rhat",
+    "rank_shift",
     "rank_uncertainty",
+    "rank_vs_accuracy",
+    "raw_accuracy",
     "scree",
 ]

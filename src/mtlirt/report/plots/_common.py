@@ -1,9 +1,10 @@
-"""Shared styling helpers of the plots: colours, row heights, label widths, interval bars, PNG export."""
+"""Shared styling of the plots: colours, row heights, label widths, interval bars, PNG and SVG export."""
 
 from __future__ import annotations
 
 import base64
 import io
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -96,3 +97,48 @@ def figure_to_base64_png(fig, dpi: int = 100, close: bool = False) -> str:
     if close:
         plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _without_font_family(match) -> str:
+    """A ``<text style="...">`` opening without its font-family declaration."""
+    kept = [d.strip() for d in match.group(1).split(";") if d.strip() and not d.strip().startswith("font-family")]
+    return '<text style="' + "; ".join(kept) + '"'
+
+
+#: Font stack of the SVG text (matplotlib's default sans-serif list, then the browser's).
+SVG_FONTS = "'DejaVu Sans','Bitstream Vera Sans',Verdana,Arial,Helvetica,sans-serif"
+
+
+def figure_to_svg(fig, close: bool = False, salt: str = "mtlirt", dpi: int = 100) -> str:
+    """Render a figure as an SVG element for inline HTML (text kept as text).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    close : bool
+        Close the figure afterwards.
+    salt : str
+        Seed of the SVG's internal ids (clip paths, markers): give every
+        figure of one HTML page its own, so that the ids do not collide.
+    dpi : int
+        Resolution of the rasterized parts.
+
+    Returns
+    -------
+    str
+        ``<svg ...>...</svg>`` without XML prolog or metadata: the font is one
+        style rule inside the element (not repeated on every label), so the
+        element is also a valid stand-alone ``.svg`` file.  Dense artists
+        (images, rasterized scatters) are embedded as PNG inside it.
+    """
+    buf = io.StringIO()
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": str(salt)}):
+        fig.savefig(buf, format="svg", dpi=dpi, facecolor="white", metadata={"Date": None})
+    if close:
+        plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.DOTALL)
+    text = re.sub(r"<text style=\"([^\"]*)\"", _without_font_family, text)
+    return text.replace("<style type=\"text/css\">", f"<style type=\"text/css\">text{{font-family:{SVG_FONTS}}}", 1)

@@ -1,4 +1,4 @@
-"""Plots of items: domain difficulty against size, item characteristic curves."""
+"""Plots of items: domain difficulty against size, the item map per domain, item characteristic curves."""
 
 from __future__ import annotations
 
@@ -6,10 +6,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import PathPatch
+from matplotlib.path import Path as MplPath
 
 from ._common import (
+    _BLUE,
     _GREY,
+    _ORANGE,
+    _RED,
     _axes,
+    _label_width_in,
+    _row_style,
     _shorten,
 )
 
@@ -175,7 +183,8 @@ def item_curves(est, items, theta_range=(-3.0, 3.0), *, ax=None, interval: float
         raise ValueError("no items given")
     par = est.item_parameters().iloc[idx]
     t = np.linspace(theta_range[0], theta_range[1], n_points)
-    fig, ax = _axes(ax, (7.5 if len(idx) <= 10 else 9.5, 4.8))
+    rows = len(idx) if len(idx) <= 6 else -(-len(idx) // 2)
+    fig, ax = _axes(ax, (7.0 if len(idx) <= 6 else 9.5, 4.4 + 0.17 * rows))
     cmap = plt.get_cmap("tab10" if len(idx) <= 10 else "tab20")
     da, dd, dc = (est.draws(v) for v in ("discrimination", "intercept", "guessing"))
     lo_q = (1 - interval) / 2
@@ -196,9 +205,145 @@ def item_curves(est, items, theta_range=(-3.0, 3.0), *, ax=None, interval: float
     ax.set_xlabel("domain score θ", fontsize=9)
     ax.set_ylabel("P(correct)", fontsize=9)
     band = da is not None and dd is not None and bool(np.ptp(da, axis=0).max() > 0)
-    ax.set_title(f"Item characteristic curves ({est.method}"
-                 + (f"; bands: {interval:.0%} interval, {est.uncertainty_source})" if band else ")"), fontsize=9)
+    ax.set_title(f"Item characteristic curves ({est.method})"
+                 + (f"\nbands: {interval:.0%} interval ({est.uncertainty_source})" if band else ""), fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6.5 if len(idx) > 6 else 7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              borderaxespad=0, frameon=False)
+    # below the axes, so that long item names neither squeeze the plot nor push the title out
+    ax.legend(fontsize=6.5 if len(idx) > 6 else 7.5, loc="upper left", bbox_to_anchor=(0.0, -0.13),
+              borderaxespad=0, frameon=False, ncols=1 if len(idx) <= 6 else 2)
+    return fig
+
+
+#: Above this many items in a domain, the item map draws their difficulties as a histogram, not as ticks.
+HISTOGRAM_ABOVE = 60
+
+
+def item_map(est, domains=None, *, ax=None, order: str = "difficulty", label_width: int = 40) -> Figure:
+    """Item map (Wright map) per domain: the items' difficulties against the LLMs' domain scores.
+
+    One row per domain, on the domain-score scale: a box of the LLMs' scores
+    (quartiles, median, whiskers at the 5th and 95th percentiles) above a tick
+    per item at its difficulty ``-d/a`` (where an LLM's chance of a correct
+    answer is halfway between the guessing floor and 1).  Items far from the
+    LLMs tell little apart: a domain whose ticks sit below the box is easy for
+    this leaderboard, one with ticks above it hard.  Difficulties outside the
+    drawn range (near-zero discriminations) are marked at its edge.  A domain
+    of more than :data:`HISTOGRAM_ABOVE` items shows a histogram of the
+    difficulties instead of one tick per item.
+
+    Parameters
+    ----------
+    est : Estimate
+        Any estimate with item parameters and domain scores.
+    domains : sequence of str, optional
+        The domains shown; default all.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into.
+    order : {"difficulty", "name", "none"}
+        Rows by median item difficulty (hardest on top), by name, or as stored.
+    label_width : int
+        Longer domain names are cut in the middle.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One axes; the y tick labels are the domain names in row order.
+    """
+    names = [str(d) for d in est.domains]
+    if domains is None:
+        chosen = names
+    else:
+        chosen = [str(d) for d in ([domains] if isinstance(domains, str) else domains)]
+        unknown = [d for d in chosen if d not in names]
+        if unknown:
+            raise KeyError(f"unknown domain(s): {', '.join(map(repr, unknown[:5]))}")
+    items = est.item_parameters()
+    theta = np.asarray(est.point("theta"), float)
+    col = {d: i for i, d in enumerate(names)}
+    diff = {d: items.loc[items["domain"] == d, "difficulty"].to_numpy(float) for d in chosen}
+    if order == "difficulty":
+        med = {d: np.nanmedian(v) if np.isfinite(v).any() else np.inf for d, v in diff.items()}
+        chosen = sorted(chosen, key=lambda d: -med[d] if np.isfinite(med[d]) else np.inf)
+    elif order == "name":
+        chosen = sorted(chosen)
+    elif order not in ("none", None):
+        raise ValueError("order must be 'difficulty', 'name' or 'none'")
+    k = len(chosen)
+    if k == 0:
+        raise ValueError("no domain to show")
+    th = theta[:, [col[d] for d in chosen]]
+    all_d = np.concatenate([v for v in diff.values()]) if diff else np.array([])
+    fin_d = all_d[np.isfinite(all_d)]
+    fin_t = th[np.isfinite(th)]
+    lo = min(float(fin_t.min()) if fin_t.size else -3.0, float(np.quantile(fin_d, 0.02)) if fin_d.size else -3.0)
+    hi = max(float(fin_t.max()) if fin_t.size else 3.0, float(np.quantile(fin_d, 0.98)) if fin_d.size else 3.0)
+    lo, hi = max(lo, -8.0), min(hi, 8.0)
+    pad = 0.04 * (hi - lo or 1.0)
+    lo, hi = lo - pad, hi + pad
+    row_h, fs = _row_style(k)
+    row_h = max(row_h, 0.2)
+    labels = [_shorten(d, label_width) for d in chosen]
+    own = ax is None
+    fig, ax = _axes(ax, (max(6.5, _label_width_in(labels, fs) + 5.5), 1.6 + row_h * (k + 1)))
+    y = np.arange(k, dtype=float)
+    q = np.nanquantile(th, [0.05, 0.25, 0.5, 0.75, 0.95], axis=0) if th.size else np.full((5, k), np.nan)
+    ax.hlines(y - 0.17, q[0], q[4], color=_BLUE, lw=0.9, alpha=0.9)
+    ax.hlines(y - 0.17, q[1], q[3], color=_BLUE, lw=4.0 if k <= 30 else 2.6, alpha=0.55,
+              label="LLMs' domain scores: quartiles, whiskers 5-95%")
+    ax.scatter(q[2], y - 0.17, marker="|", s=30 if k <= 30 else 16, color="black", lw=1.0, zorder=3,
+               label="median LLM")
+    xs, ys, left, right = [], [], [], []
+    edges = np.linspace(lo, hi, 49)
+    dense = False
+    for i, d in enumerate(chosen):
+        v = diff[d][~np.isnan(diff[d])]
+        inside = (v >= lo) & (v <= hi)
+        left.append(np.full(int((v < lo).sum()), i + 0.2))
+        right.append(np.full(int((v > hi).sum()), i + 0.2))
+        if inside.sum() > HISTOGRAM_ABOVE:  # ticks would merge into a bar: a histogram instead
+            counts = np.histogram(v[inside], bins=edges)[0]
+            h = 0.34 * counts / max(counts.max(), 1)
+            ax.fill_between(edges, i + 0.04, i + 0.04 + np.r_[h, h[-1]], step="post", color=_ORANGE, alpha=0.6,
+                            lw=0, zorder=2)
+            dense = True
+            continue
+        xs.append(v[inside])
+        ys.append(np.full(inside.sum(), i + 0.2))
+    xs = np.concatenate(xs) if xs else np.array([])
+    ys = np.concatenate(ys) if ys else np.array([])
+    many = len(xs) > 3000
+    # one path of short vertical strokes: a tenth of the size of one marker per item in SVG
+    verts = np.empty((2 * len(xs), 2))
+    verts[0::2, 0] = verts[1::2, 0] = xs
+    verts[0::2, 1], verts[1::2, 1] = ys - 0.13, ys + 0.13
+    codes = np.tile([MplPath.MOVETO, MplPath.LINETO], len(xs))
+    ticks = PathPatch(MplPath(verts, codes), fill=False, edgecolor=_ORANGE, lw=0.9, alpha=0.8 if not many else 0.4,
+                      zorder=2, rasterized=many)
+    ax.add_patch(ticks)
+    handles = [Line2D([], [], ls="none", marker="|", ms=7, mew=1.2, color=_ORANGE,
+                      label="item difficulty −d/a" + (f" (histogram above {HISTOGRAM_ABOVE} items)" if dense else ""))]
+    left, right = np.concatenate(left), np.concatenate(right)
+    edge = 0.006 * (hi - lo)
+    if left.size or right.size:
+        ax.scatter(np.full(left.size, lo + edge), left, marker="<", s=10, color=_RED, zorder=3, lw=0,
+                   label="difficulty beyond the range")
+        ax.scatter(np.full(right.size, hi - edge), right, marker=">", s=10, color=_RED, zorder=3, lw=0)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=fs)
+    ax.set_ylim(k - 0.45, -0.55)
+    ax.set_xlim(lo, hi)
+    ax.axvline(0, color=_GREY, lw=0.6, ls=":")
+    ax.set_xlabel("domain score θ / item difficulty (SD units of the LLM population)", fontsize=9)
+    ax.set_title(f"Item map: item difficulty against the LLMs' domain scores\n({est.method}; {k} domains, "
+                 f"{len(all_d):,} items; rows by " + ("median item difficulty, hardest on top)"
+                                                     if order == "difficulty" else "name)" if order == "name"
+                                                     else "stored order)"), fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    ax.tick_params(axis="y", length=0)
+    ax.tick_params(axis="x", labelsize=8)
+    handles = ax.get_legend_handles_labels()[0][:2] + handles + ax.get_legend_handles_labels()[0][2:]
+    if own:  # below the axes, where it hides no row
+        fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncols=2, frameon=False)
+    else:
+        ax.legend(handles=handles, fontsize=7, loc="best")
     return fig

@@ -53,6 +53,44 @@ def cluster_order(corr, method: str = "average") -> np.ndarray:
     return leaves_list(z)
 
 
+def domain_order(est, order="cluster") -> np.ndarray:
+    """Positions of the domains in display order.
+
+    Parameters
+    ----------
+    est : Estimate
+        Any estimate.
+    order : {"cluster", "name", "none"} or sequence of str
+        Hierarchical clustering of the cross-domain correlations (see
+        :func:`cluster_order`; the order of :func:`correlation_heatmap`),
+        alphabetical, as stored, or an explicit list of every domain.
+
+    Returns
+    -------
+    numpy.ndarray
+        Indices into ``est.domains``.
+    """
+    names = np.asarray(est.domains, dtype=str)
+    k = len(names)
+    if isinstance(order, str):
+        if order == "cluster":
+            point = np.array(est.point("domain_corr"), dtype=float)
+            np.fill_diagonal(point, 1.0)
+            return cluster_order(point)
+        if order == "name":
+            return np.argsort(names, kind="stable")
+        if order in ("none", "stored"):
+            return np.arange(k)
+        raise ValueError(f"order must be 'cluster', 'name', 'none' or a list of domains, not {order!r}")
+    if order is None:
+        return np.arange(k)
+    pos = {n: i for i, n in enumerate(names)}
+    missing = [o for o in order if str(o) not in pos]
+    if missing or len(order) != k:
+        raise ValueError(f"order must list each of the {k} domains once; unknown: {missing[:5]}")
+    return np.asarray([pos[str(o)] for o in order])
+
+
 def _corr_matrices(est, interval: float):
     """Point correlation matrix and interval-width matrix (None without draws)."""
     point = np.array(est.point("domain_corr"), dtype=float)
@@ -105,23 +143,7 @@ def correlation_heatmap(est, interval: float = 0.9, order="cluster", *, fig=None
     point, width = _corr_matrices(est, interval)
     if not show_width:
         width = None
-    if isinstance(order, str):
-        if order == "cluster":
-            idx = cluster_order(point)
-        elif order == "name":
-            idx = np.argsort(names, kind="stable")
-        elif order in ("none", "stored"):
-            idx = np.arange(k)
-        else:
-            raise ValueError(f"order must be 'cluster', 'name', 'none' or a list of domains, not {order!r}")
-    elif order is None:
-        idx = np.arange(k)
-    else:
-        pos = {n: i for i, n in enumerate(names)}
-        missing = [o for o in order if str(o) not in pos]
-        if missing or len(order) != k:
-            raise ValueError(f"order must list each of the {k} domains once; unknown: {missing[:5]}")
-        idx = np.asarray([pos[str(o)] for o in order])
+    idx = domain_order(est, order)
     labels = [_shorten(n, 40) for n in names[idx]]
     cell, fs = _row_style(k)
     cell = max(cell, 0.17) if k > 30 else max(cell, 0.32)
