@@ -43,13 +43,16 @@ def _share(text: str) -> float:
     return v
 
 
-def _floor(text: str) -> float | str:
-    if text.strip().lower() == "estimate":
-        return "estimate"
+def _floor(text: str) -> float | str | None:
+    word = text.strip().lower()
+    if word in ("estimate", "auto"):
+        return word
+    if word == "none":
+        return None
     try:
         return _share(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share in [0, 1) or 'estimate', got {text}") from None
+        raise argparse.ArgumentTypeError(f"expected auto, estimate, none or a share in [0, 1), got {text}") from None
 
 
 def _range(text: str) -> tuple[float, float]:
@@ -567,9 +570,10 @@ def _add_fit(sub) -> None:
                    "draws them from numpy.random.default_rng(S + 100003)")
     p.add_argument("--item-model", default="2pl", choices=["2pl", "1pl"],
                    help="item model of the frequentist methods (default 2pl)")
-    p.add_argument("--guessing", type=_floor, default=None, metavar="C",
-                   help="guessing floor of the frequentist methods: a fixed c for every item (e.g. 0.25 for "
-                   "four options), or 'estimate' (one floor per domain, estimated with the items)")
+    p.add_argument("--guessing", type=_floor, default="auto", metavar="C",
+                   help="guessing floors (lower asymptotes) of the frequentist methods: auto (default: one floor "
+                   "per domain where the data call for it), estimate (one floor in every domain), none (the 2PL), "
+                   "or a fixed c for every item (e.g. 0.25 for four options)")
     p.add_argument("--bootstrap", type=int, default=0, metavar="B",
                    help="bootstrap replicates for intervals of point estimates (mtl: intervals of the "
                    "estimation error; default 0: none)")
