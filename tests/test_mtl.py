@@ -85,6 +85,26 @@ def test_outlier_domain_keeps_its_estimate():
     assert abs(f.loadings[out, 0]).max() < 0.3
 
 
+def test_C_is_the_heldout_argmax():
+    """C maximises the held-out log-likelihood, with no significance margin over STL: on a small
+    leaderboard whose best C beats C = 0 by less than two standard errors (the old rule's fallback
+    to STL), the best C is taken."""
+    sim = simulate(60, domain_sizes=[5, 5, 8, 8, 12, 12, 20, 20], seed=3)
+    f = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=0)
+    grid, ll = np.asarray(f.cv["grid"]), np.asarray(f.cv["heldout_loglik"])
+    best = int(np.argmax(ll))
+    assert f.C == grid[best] == f.cv["chosen"] and 0 < f.C < np.inf
+    assert 0 < f.cv["gain"][best] < 2 * f.cv["gain_se"][best]
+
+
+def test_C_ties_go_to_more_shrinkage():
+    """Of C values whose held-out fits agree within the tolerance, the largest is chosen."""
+    grid = [0.0, 0.1, 0.4, 0.8, np.inf]
+    assert mtl._best_C(grid, [-0.52, -0.51, -0.50, -0.500000004, -0.53], 1e-5) == 3
+    assert mtl._best_C(grid, [-0.52, -0.51, -0.50, -0.5001, -0.53], 1e-5) == 2
+    assert mtl._best_C(grid, [-0.50, -0.50, -0.50, -0.50, -0.50], 1e-5) == 4
+
+
 @pytest.mark.parametrize("rank", [1, 2])
 def test_rank_selection(rank):
     sim = simulate(500, domain_sizes=[30] * 12, rank=rank, similarity=0.1, seed=31)

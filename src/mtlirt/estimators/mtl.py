@@ -54,8 +54,10 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
    items (only when ``N < 1000``: with more LLMs a held-out cell barely moves
    its item), the centre and the path over the grid
    ``0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, inf`` (warm starts) are refitted on
-   the rest, and the held-out log-likelihood compared; a ``C > 0`` is chosen
-   only if its paired gain over ``C = 0`` exceeds two standard errors.  When
+   the rest, and the ``C`` with the best held-out log-likelihood is chosen
+   (no significance margin over ``C = 0``: the choice maximises the expected
+   held-out fit; of values within ``c_tie`` per cell of the best, the
+   largest, the most shrinkage).  When
    the largest finite ``C`` wins, the grid is extended by doubling it (at most
    ``max_extend`` times; ``cv["at_edge"]`` and a warning if the optimum is
    still at the edge).
@@ -149,8 +151,8 @@ class MTLFit:
     cv : dict or None
         Tuning at the chosen rank: ``grid`` (extended when its edge won),
         ``heldout_loglik`` (mean per held-out cell, per C), ``gain`` and
-        ``gain_se`` (paired standard error of the gain over C = 0),
-        ``chosen``, ``extended`` (doublings of the grid), ``at_edge``,
+        ``gain_se`` (paired standard error of the gain over C = 0, for
+        reading; the choice is the held-out argmax), ``chosen``, ``extended`` (doublings of the grid), ``at_edge``,
         ``rank``, ``rank_path``, ``n_heldout``, ``refit_items``.
     stl : IRTFit
         The single-domain fit it started from.
@@ -647,7 +649,7 @@ def _overall_axes(A, W, loc, scale):
 
 def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, model="2pl",
             guessing=None, seed=0, C_grid=DEFAULT_C_GRID, holdout_share=0.1,
-            max_heldout=300_000, min_gain_se=2.0, cv_refit_items="auto", refine_overall=True,
+            max_heldout=300_000, min_gain_se=2.0, c_tie=1e-5, cv_refit_items="auto", refine_overall=True,
             centre_prior=False, max_rank=4, max_extend=6, priors: Penalties | None = None, stl: IRTFit | None = None,
             pooled: IRTFit | None = None, max_iter=500, tol=1e-4, progress: Progress = None,
             verbose=False) -> MTLFit:
@@ -683,8 +685,13 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
     max_heldout : int
         ... but at most this many cells.
     min_gain_se : float
-        A ``C > 0`` must beat ``C = 0``, and a rank ``r > 1`` the rank ``r - 1``,
-        by this many paired standard errors of the held-out gain.
+        A rank ``r > 1`` must beat the rank ``r - 1`` by this many paired
+        standard errors of the held-out gain.
+    c_tie : float
+        ``C`` is the held-out argmax; values whose held-out log-likelihood per
+        cell is within ``c_tie`` of the best count as tied (the solver's
+        tolerances move it by less than ``1e-6``), and the largest of them is
+        taken.
     cv_refit_items : bool or "auto"
         Recalibrate the items on the training responses during tuning
         (``"auto"``: when ``N < 1000``; with more LLMs a held-out cell barely
@@ -719,7 +726,7 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
     with blas_threads(1):
         return _fit_mtl(correct, observed, domain_slices, rank=rank, gamma=gamma, C=C, model=model,
                         guessing=guessing, seed=seed, C_grid=C_grid, holdout_share=holdout_share,
-                        max_heldout=max_heldout, min_gain_se=min_gain_se,
+                        max_heldout=max_heldout, min_gain_se=min_gain_se, c_tie=c_tie,
                         cv_refit_items=cv_refit_items, refine_overall=refine_overall,
                         centre_prior=centre_prior, max_rank=max_rank, max_extend=max_extend,
                         priors=priors or DEFAULT_PENALTIES,
@@ -728,7 +735,7 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
 
 
 def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessing, seed, C_grid,
-             holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall, centre_prior,
+             holdout_share, max_heldout, min_gain_se, c_tie, cv_refit_items, refine_overall, centre_prior,
              max_rank, max_extend, priors, stl, pooled, max_iter, tol, progress, verbose):
     t_start = time.perf_counter()
     seconds = {}
@@ -759,7 +766,7 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
         prog("cv", 0.0)
         cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, a, d, th_stl,
                    eta_p, U, ranks, sizes, C_grid if fixed_C is None else [fixed_C], holdout_share,
-                   max_heldout, min_gain_se, cv_refit_items, refine_overall, centre_prior, seed, max_iter,
+                   max_heldout, min_gain_se, c_tie, cv_refit_items, refine_overall, centre_prior, seed, max_iter,
                    tol, prog, max_extend)
         rank = cv["rank"]
         C_use = cv["chosen"] if fixed_C is None else fixed_C
@@ -965,8 +972,17 @@ def _overall_and_loadings(stl, A_rot, W_rot):
     return overall * sign, loadings * sign, W_rot * sign
 
 
+def _best_C(grid, means, tie):
+    """Index of the ``C`` with the best held-out log-likelihood per cell ``means``; of those within
+    ``tie`` of the best, the largest (the most shrinkage: at equal predictions the estimate with
+    fewer free domain deviations)."""
+    means = np.asarray(means, dtype=np.float64)
+    near = np.flatnonzero(means >= means.max() - tie)
+    return int(near[np.argmax(np.asarray(grid, dtype=np.float64)[near])])
+
+
 def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, a, d, th_stl, eta_p, U,
-          ranks, sizes, C_grid, holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall,
+          ranks, sizes, C_grid, holdout_share, max_heldout, min_gain_se, c_tie, cv_refit_items, refine_overall,
           centre_prior, seed, max_iter, tol, prog, max_extend):
     """Held-out choice of the rank and of ``C`` (see :func:`fit_mtl`)."""
     from .baselines import pooled_penalties
@@ -1029,9 +1045,7 @@ def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled,
         means = np.array([cells[Cv].mean() for Cv in grid])
         se = np.array([se_of(cells[Cv] - base) for Cv in grid])
         gain = means - base.mean()
-        best = int(np.argmax(means))
-        ok = grid[best] == 0 or gain[best] > min_gain_se * se[best]
-        return (grid[best] if ok else 0.0), means, gain, se
+        return grid[_best_C(grid, means, c_tie)], means, gain, se
 
     grid = sorted({float(c) for c in C_grid} | {0.0})
     rank_path = []
