@@ -175,30 +175,51 @@ def _tabulate(a, d, c, item_domain, lam, n_domains) -> _Structure:
 LOG_PRIOR_G = normal_log_weights(G_GRID)
 
 
-def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None):
-    """Posterior of ``g`` (G,) and the conditionals of the domain scores given ``g`` (K, G, Q).
+def factor_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None, *,
+                     cond: bool = False, block: int = 256):
+    """The grid posterior of the rank-one factor model, for any number of LLMs at once.
 
-    ``logL`` (K, Q) is each domain's log-likelihood on ``T_GRID``;
-    ``answered`` (K,) marks domains with responses (the others' conditionals
-    are the prior's, and their ``Z_k`` is 1).
+    ``logL`` (N, K, Q) holds each LLM's log-likelihood of its answers in each
+    domain on ``T_GRID``; ``answered`` (N, K) marks the cells with responses
+    (the others' likelihood is 1: their posterior is the prior predictive given
+    the other domains, through ``g``). Returns ``pg`` (N, G), the posterior of
+    ``g``, and ``pt`` (N, K, Q), each domain score's marginal posterior; with
+    ``cond`` also the conditionals given ``g`` (N, K, G, Q). The fit (every
+    LLM of the leaderboard) and the :class:`Scorer` (one LLM) both call it, so
+    a fitted LLM re-scored with its own answers gets the fit's numbers.
+    LLMs are taken ``block`` at a time (memory ``block x K x G``).
     """
+    logL = np.asarray(logL, dtype=np.float64)
+    N, K, Q = logL.shape
     W = st.W
-    K = logL.shape[0]
-    if answered is None:
-        answered = np.ones(K, dtype=bool)
-    cond = W.copy()
-    lp = LOG_PRIOR_G.copy()
-    ks = np.flatnonzero(answered)
-    if len(ks):
-        L = np.exp(logL[ks] - logL[ks].max(axis=1, keepdims=True))
-        WL = W[ks] * L[:, None, :]
-        Z = WL.sum(axis=-1)
+    pg = np.empty((N, len(G_GRID)))
+    pt = np.empty((N, K, Q))
+    conds = np.empty((N, K, len(G_GRID), Q)) if cond else None
+    for lo in range(0, N, block):
+        hi = min(N, lo + block)
+        L = np.exp(logL[lo:hi] - logL[lo:hi].max(axis=-1, keepdims=True))
+        if answered is not None:
+            L = np.where(np.asarray(answered[lo:hi], dtype=bool)[..., None], L, 1.0)
+        Z = np.einsum("nkq,kgq->nkg", L, W)
         with np.errstate(divide="ignore", invalid="ignore"):
-            lp = lp + np.log(Z).sum(axis=0)
-            cond[ks] = np.where(Z[..., None] > 0, WL / Z[..., None], 0.0)
-    pg = np.exp(lp - lp.max())
-    pg /= pg.sum()
-    return pg, cond
+            lp = LOG_PRIOR_G + np.log(Z).sum(axis=1)
+            R = np.where(Z > 0, 1.0 / Z, 0.0)
+        p = np.exp(lp - lp.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        pg[lo:hi] = p
+        pt[lo:hi] = L * np.einsum("nkg,kgq->nkq", p[:, None, :] * R, W)
+        if cond:
+            conds[lo:hi] = W[None] * L[:, :, None, :] * R[..., None]
+    return (pg, pt, conds) if cond else (pg, pt)
+
+
+def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None):
+    """One LLM's posterior of ``g`` (G,) and the conditionals of its domain scores given ``g`` (K, G, Q)
+    (:func:`factor_posterior` for one LLM). ``logL`` (K, Q) is each domain's log-likelihood on
+    ``T_GRID``; ``answered`` (K,) marks domains with responses."""
+    pg, _, cond = factor_posterior(st, logL[None], None if answered is None else np.asarray(answered)[None],
+                                   cond=True)
+    return pg[0], cond[0]
 
 
 def _grid_quantiles(mass: np.ndarray, grid: np.ndarray, qs: Sequence[float]) -> np.ndarray:
