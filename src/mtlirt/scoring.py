@@ -31,7 +31,13 @@ sd above 0.1.
 
 Where the structure comes from
 ------------------------------
-- **Point fits** (MTL, STL, pooled, the paper's variants): the items are put on
+- **MTL** (its default scores): the fit's own ``lambda_k`` (``fit.json``'s
+  ``structure``) and items, whose scale is the scores' own (the population
+  scale is the identity): the fit's scores are this model's posterior means
+  (:func:`factor_posterior` over all its LLMs), so re-scoring a fitted LLM
+  with its own answers gives its scores back.
+- **Other point fits** (STL, pooled, the paper's variants, MTL with a given
+  ``C``): the items are put on
   the calibration's population scale (``fit.json``'s ``population_scale``:
   the reported scores are ``theta_population = theta * scale + loc``); the
   loadings ``lambda`` are the first factor (principal axes) of the fit's
@@ -373,9 +379,18 @@ class Scorer:
         d = fit.point("intercept")
         c = fit.point("guessing") if "guessing" in post else np.zeros_like(a)
         a, d, c = pop_items(a, d, c)
-        rank = post.sizes.get("factor", 1) if "loadings" in post else 1
-        lam = factor_loadings(fit.point("domain_corr"), rank=rank)
-        return [_tabulate(a, d, c, jd, lam, K)]
+        return [_tabulate(a, d, c, jd, self._point_loadings(), K)]
+
+    def _point_loadings(self) -> np.ndarray:
+        """A point fit's ``lambda``: the fit's own structure where it records one (MTL's posterior scores,
+        ``info["structure"]``: the scorer then computes what the fit did), else the first factor of its
+        error-corrected domain correlation."""
+        fit = self.fit
+        structure = fit.info.get("structure")
+        if structure is not None:
+            return np.asarray(structure["lambda"], dtype=np.float64)
+        rank = fit.posterior.sizes.get("factor", 1) if "loadings" in fit.posterior else 1
+        return factor_loadings(fit.point("domain_corr"), rank=rank)
 
     def _mean_structure(self) -> _Structure:
         """The posterior means of the items and loadings, tabulated (an adaptive test's item choice)."""
@@ -384,8 +399,11 @@ class Scorer:
         a = fit.point("discrimination") / self.scale[jd]
         d = fit.point("intercept") - a * self.loc[jd]
         c = fit.point("guessing") if "guessing" in fit.posterior else np.zeros_like(a)
-        lam = (overall_loadings(fit.point("loadings")) if "loadings" in fit.posterior
-               else factor_loadings(fit.point("domain_corr")))
+        if fit.info.get("structure") is not None:
+            lam = self._point_loadings()
+        else:
+            lam = (overall_loadings(fit.point("loadings")) if "loadings" in fit.posterior
+                   else factor_loadings(fit.point("domain_corr")))
         return _tabulate(a, d, c, jd, lam, self.n_domains)
 
     # -------------------------------------------------------------- input
