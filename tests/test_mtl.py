@@ -34,7 +34,9 @@ def test_output_shapes_and_scales(rank1):
     N, K, J = 400, 12, sim.correct.shape[1]
     assert f.theta.shape == (N, K) and f.overall.shape == (N, f.rank)
     assert f.loadings.shape == (K, f.rank) and f.a.shape == (J,) and f.d.shape == (J,)
-    np.testing.assert_allclose(f.theta.mean(0), 0, atol=1e-3)  # the in-sample step's tolerance
+    # the in-sample step: the posterior moments of the LLMs' traits are 0 and 1 (to its tolerance)
+    np.testing.assert_allclose(f.theta.mean(0), 0, atol=1e-3)
+    np.testing.assert_allclose((f.theta**2 + f.theta_se**2).mean(0), 1, atol=2e-3)
     # domain scores spread like posterior means of unit-variance traits (below 1, more for short domains)
     assert (f.theta.std(0) < 1).all() and (f.theta.std(0) > 0.85).all()
     np.testing.assert_allclose(f.overall.std(0), 1, atol=1e-10)

@@ -760,7 +760,9 @@ def _mtl_init(responses, *, model, guessing, seed):
     (the item calibration's ``N(0, 1)`` traits, :meth:`MTLFit` ``theta_loc`` /
     ``theta_scale``), not re-standardised by the sample spread of the shrunk
     scores: with short domains that spread is well under 1, and items scaled to
-    it would be too discriminating for unit-variance traits."""
+    it would be too discriminating for unit-variance traits. MTL's default
+    (posterior) scores are on the scale of their items already, the in-sample
+    scale, and the map is the identity."""
     from .estimators.irt import to_internal
 
     res = _point_mtl(responses.correct, responses.mask, responses.domain_slices, model=model,
