@@ -685,8 +685,8 @@ def _domain_tables(correct, observed, slices, st):
     return out
 
 
-def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-4, max_scale=2.0,
-                  min_llms=None):
+def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-4, max_scale=4.0,
+                  min_llms=None, min_responses=None):
     """Posterior means of the domain and overall scores under the rank-one factor model.
 
     The model of :mod:`mtlirt.scoring` (``g ~ N(0, 1)``, ``theta_k | g ~
@@ -699,13 +699,15 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     1`` over the LLMs with responses in the domain): the single-domain
     calibration's ``N(0, 1)`` is not the leaderboard's own spread (real
     leaderboards spread wider), and posterior means under a prior narrower
-    than the LLMs over-disperse. The step's moments barely depend on the
-    scale of a domain of one or two items (its posterior is mostly the
-    prior's), so a domain is rescaled by at most ``max_scale`` either way;
-    the step stops when no domain's location or log-scale moves by ``tol``.
-    A domain run by fewer than ``min_llms`` LLMs (default
-    :data:`mtlirt.io.validate.MIN_LLMS`) keeps its calibration's scale: the
-    moments of so few LLMs are noise.
+    than the LLMs over-disperse. The step stops when no domain's location or
+    log-scale moves by ``tol``. A *thin* domain keeps its calibration's scale:
+    one run by fewer than ``min_llms`` LLMs (default
+    :data:`mtlirt.io.validate.MIN_LLMS`: the moments of so few LLMs are
+    noise), or whose LLMs gave it fewer than ``min_responses`` answers each
+    (the median; default :data:`mtlirt.io.validate.MIN_RESPONSES`: its
+    posterior is mostly the prior's, and its moments barely depend on its
+    scale, so the fixed point drifts). As a safety net no domain is rescaled
+    by more than ``max_scale`` either way.
 
     Returns
     -------
@@ -715,10 +717,11 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         ``d`` on the scale of ``theta``, the step's ``loc``, ``scale`` (the
         calibration's traits are ``theta * scale + loc``) and ``n_iter``.
     """
-    from ..io.validate import MIN_LLMS
+    from ..io.validate import MIN_LLMS, MIN_RESPONSES
     from ..scoring import G_GRID, T_GRID, _grid_quantiles, _moments, _tabulate, factor_posterior
 
     min_llms = MIN_LLMS if min_llms is None else int(min_llms)
+    min_responses = MIN_RESPONSES if min_responses is None else min_responses
     K = len(slices)
     item_domain = np.concatenate([np.full(s.stop - s.start, k) for k, s in enumerate(slices)])
     c = np.zeros(len(a)) if c is None else np.broadcast_to(np.asarray(c, dtype=np.float64), (len(a),))
@@ -730,7 +733,11 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     else:
         seen = np.column_stack([observed[:, s].any(axis=1) for s in slices])
     n_seen = np.maximum(seen.sum(axis=0), 1)
-    has = seen.sum(axis=0) >= min_llms  # a thin domain's few LLMs say little about its spread: kept as calibrated
+    counts = (np.tile([s.stop - s.start for s in slices], (N, 1)) if observed is None
+              else np.column_stack([observed[:, s].sum(axis=1) for s in slices]))
+    median = np.array([np.median(counts[seen[:, k], k]) if seen[:, k].any() else 0.0 for k in range(K)])
+    # a thin domain (few LLMs, or few answers each) says little about its spread: kept as calibrated
+    has = (seen.sum(axis=0) >= min_llms) & (median >= min_responses)
 
     def posterior(x):  # x = (loc, log scale): the calibration's traits are theta * scale + loc
         loc, scale = x[:K], np.exp(x[K:])
