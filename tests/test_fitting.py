@@ -63,7 +63,7 @@ def test_bootstrap_is_seeded_and_independent_of_workers(data):
 def test_mtl_bootstrap_keeps_the_tuned_settings(data):
     est = fit(data, "mtl", bootstrap=3, seed=0, n_jobs=1)
     assert est.uncertainty_source == "bootstrap" and est.draws("theta").shape == (3, data.n_llms, data.n_domains)
-    assert est.info["rank"] >= 1 and "cv" in est.info
+    assert est.info["rank"] >= 1 and est.info["scores"] == "posterior" and "C" not in est.info
 
 
 def test_fit_folder_roundtrip_and_columns(data, tmp_path):

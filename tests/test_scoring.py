@@ -285,3 +285,29 @@ def test_realised_accuracy_interval_covers_the_observed_accuracy(world):
     width = (o["accuracy_upper"] - o["accuracy_lower"]).mean()
     assert width < 0.75 * (o["expected_accuracy_upper"] - o["expected_accuracy_lower"]).mean()
     assert np.abs(o["accuracy"] - observed).mean() < 0.8 * np.abs(o["expected_accuracy"] - observed).mean()
+
+
+def test_rescoring_reproduces_the_fit_and_items_give_the_accuracy(tmp_path):
+    """MTL's domain scores are the scorer's posterior means on its items' scale: re-scoring the fitted
+    LLMs with their own answers (missing cells included) gives domain_scores.csv back, and items.csv's
+    ``c + (1 - c) sigmoid(a s + d)`` at a new LLM's scores gives its expected accuracy (up to the
+    difference between the probability at the posterior mean and the posterior mean probability)."""
+    from scipy.special import expit
+
+    sim = simulate(80, SIZES, missing=0.1, seed=5)
+    with pytest.warns(UserWarning, match="every answer correct"):
+        data = Responses.from_frame(sim.responses)
+    est = fit(data.subset(llms=data.llms[:60]), "mtl", seed=0)
+    folder = write_fit(est, tmp_path / "fit")
+    s = score(folder, data)
+    both = pd.read_csv(folder / "domain_scores.csv").merge(s.domains, on=["llm", "domain"], suffixes=("", "_re"))
+    assert len(both) == 60 * len(SIZES)
+    np.testing.assert_allclose(both["score_re"], both["score"], atol=1e-9)
+    items = pd.read_csv(folder / "items.csv")
+    new = s.domains[s.domains["llm"].isin(data.llms[60:])].pivot(index="llm", columns="domain", values="score")
+    c = items["guessing"].fillna(0.0).to_numpy()
+    plug_in = [np.mean(c + (1 - c) * expit(items["discrimination"] * new.loc[llm, items["domain"]].to_numpy()
+                                           + items["intercept"])) for llm in new.index]
+    expected = s.overall.set_index("llm").loc[new.index, "expected_accuracy"].to_numpy()
+    gap = np.abs(np.array(plug_in) - expected)
+    assert gap.max() < 0.015 and gap.mean() < 0.008

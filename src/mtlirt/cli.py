@@ -558,7 +558,8 @@ def _add_fit(sub) -> None:
     p.add_argument("--rank", type=int, default=None,
                    help="number of overall traits (mtl); selected from the data by default")
     p.add_argument("--gamma", type=float, default=None, metavar="C",
-                   help="mtl shrinkage constant C (gamma = C sqrt(N + log K)); tuned on held-out responses by default")
+                   help="mtl: report the biased regularisation's shrunk scores at this penalty (gamma = C sqrt(N + "
+                   "log K)) instead of the factor model's posterior means (the default)")
     p.add_argument("--variant", default=None, metavar="NAME",
                    help="mtl variant: default (the package's estimator), paper (the seed paper's estimator, C "
                    "by its 5-fold cross-validation; --gamma fixes its C), paper-global or paper-local (its baselines)")

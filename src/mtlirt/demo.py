@@ -128,7 +128,7 @@ def headline(mtl, bayes_est, sim, data) -> list[str]:
     rho_acc = spearmanr(acc, truth).statistic
     lines = [
         f"top LLMs ({'Bayes' if bayes_est is not None else 'MTL'}, overall score, 90% interval): {tops}",
-        f"selected rank: {mtl.info.get('rank')} (simulated: {sim.rank}); shrinkage C = {mtl.info.get('C')}",
+        f"selected rank: {mtl.info.get('rank')} (simulated: {sim.rank}); scores: {mtl.info.get('scores')}",
         f"strongest domain correlation: {hi.domain_a} ~ {hi.domain_b} {hi.estimate:.2f} "
         f"[{hi.lower:.2f}, {hi.upper:.2f}]; "
         f"weakest: {lo.domain_a} ~ {lo.domain_b} {lo.estimate:.2f} [{lo.lower:.2f}, {lo.upper:.2f}]",

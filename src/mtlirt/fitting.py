@@ -86,7 +86,7 @@ def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed,
     from .estimators.mtl import fit_mtl
 
     res = fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
-    if res.C == 0:  # the single-domain scores: on the estimand's scale as STL's (MTL's own C > 0 scale is its own)
+    if res.scores == "shrunk" and res.C == 0:  # the single-domain scores: on the estimand's scale as STL's
         from .estimators.baselines import posterior_mean_scale
 
         res = posterior_mean_scale(res, _cell_counts(observed, slices, correct.shape[0]) > 0)
@@ -131,6 +131,8 @@ def _arrays(res) -> dict:
     centre = getattr(res, "centre", None)
     if centre is not None:
         out["centre"] = np.asarray(centre, dtype=np.float64)
+    if getattr(res, "scores", None) == "posterior":  # every cell a posterior mean already, on the items' scale
+        out["posterior_scores"] = True
     return out
 
 
@@ -165,7 +167,7 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     ``theta_t`` as the paper's estimator gives them: centred, norm ``sqrt(N)``
     over all LLMs), are left alone.
     """
-    if method not in ("mtl", "stl") or variant != "default" or not empty.any():
+    if method not in ("mtl", "stl") or variant != "default" or not empty.any() or arr.get("posterior_scores"):
         return arr
     arr = dict(arr)
     theta = arr["theta"].copy()
@@ -514,7 +516,7 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
     # replicates keep the tuned settings fixed: the selected rank and shrinkage
     fixed = dict(settings)
     if method == "mtl":
-        fixed.update(rank=res.rank, C=res.C, gamma=None)
+        fixed.update(rank=res.rank, C=None if getattr(res, "scores", None) == "posterior" else res.C, gamma=None)
     kind = {"accuracy": "items", "mtl": "world", "stl": "world"}.get(method, "parametric")
     point = arr if kind == "parametric" else None
     if method == "stl":
@@ -758,7 +760,9 @@ def _mtl_init(responses, *, model, guessing, seed):
     (the item calibration's ``N(0, 1)`` traits, :meth:`MTLFit` ``theta_loc`` /
     ``theta_scale``), not re-standardised by the sample spread of the shrunk
     scores: with short domains that spread is well under 1, and items scaled to
-    it would be too discriminating for unit-variance traits."""
+    it would be too discriminating for unit-variance traits. MTL's default
+    (posterior) scores are on the scale of their items already, the in-sample
+    scale, and the map is the identity."""
     from .estimators.irt import to_internal
 
     res = _point_mtl(responses.correct, responses.mask, responses.domain_slices, model=model,
@@ -815,7 +819,8 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
 def _method_info(res) -> dict:
     """Rank, singular values, tuning results and the like, as JSON-ready values."""
     out = {}
-    for name in ("rank", "singular_values", "rank_evidence", "cv", "gamma", "C", "lam", "objective", "optimizer"):
+    for name in ("rank", "singular_values", "rank_evidence", "cv", "gamma", "C", "lam", "objective", "optimizer",
+                 "scores", "structure"):
         v = getattr(res, name, None)
         if v is not None:
             out[name] = v.tolist() if isinstance(v, np.ndarray) else v

@@ -31,7 +31,13 @@ sd above 0.1.
 
 Where the structure comes from
 ------------------------------
-- **Point fits** (MTL, STL, pooled, the paper's variants): the items are put on
+- **MTL** (its default scores): the fit's own ``lambda_k`` (``fit.json``'s
+  ``structure``) and items, whose scale is the scores' own (the population
+  scale is the identity): the fit's scores are this model's posterior means
+  (:func:`factor_posterior` over all its LLMs), so re-scoring a fitted LLM
+  with its own answers gives its scores back.
+- **Other point fits** (STL, pooled, the paper's variants, MTL with a given
+  ``C``): the items are put on
   the calibration's population scale (``fit.json``'s ``population_scale``:
   the reported scores are ``theta_population = theta * scale + loc``); the
   loadings ``lambda`` are the first factor (principal axes) of the fit's
@@ -175,30 +181,51 @@ def _tabulate(a, d, c, item_domain, lam, n_domains) -> _Structure:
 LOG_PRIOR_G = normal_log_weights(G_GRID)
 
 
-def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None):
-    """Posterior of ``g`` (G,) and the conditionals of the domain scores given ``g`` (K, G, Q).
+def factor_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None, *,
+                     cond: bool = False, block: int = 256):
+    """The grid posterior of the rank-one factor model, for any number of LLMs at once.
 
-    ``logL`` (K, Q) is each domain's log-likelihood on ``T_GRID``;
-    ``answered`` (K,) marks domains with responses (the others' conditionals
-    are the prior's, and their ``Z_k`` is 1).
+    ``logL`` (N, K, Q) holds each LLM's log-likelihood of its answers in each
+    domain on ``T_GRID``; ``answered`` (N, K) marks the cells with responses
+    (the others' likelihood is 1: their posterior is the prior predictive given
+    the other domains, through ``g``). Returns ``pg`` (N, G), the posterior of
+    ``g``, and ``pt`` (N, K, Q), each domain score's marginal posterior; with
+    ``cond`` also the conditionals given ``g`` (N, K, G, Q). The fit (every
+    LLM of the leaderboard) and the :class:`Scorer` (one LLM) both call it, so
+    a fitted LLM re-scored with its own answers gets the fit's numbers.
+    LLMs are taken ``block`` at a time (memory ``block x K x G``).
     """
+    logL = np.asarray(logL, dtype=np.float64)
+    N, K, Q = logL.shape
     W = st.W
-    K = logL.shape[0]
-    if answered is None:
-        answered = np.ones(K, dtype=bool)
-    cond = W.copy()
-    lp = LOG_PRIOR_G.copy()
-    ks = np.flatnonzero(answered)
-    if len(ks):
-        L = np.exp(logL[ks] - logL[ks].max(axis=1, keepdims=True))
-        WL = W[ks] * L[:, None, :]
-        Z = WL.sum(axis=-1)
+    pg = np.empty((N, len(G_GRID)))
+    pt = np.empty((N, K, Q))
+    conds = np.empty((N, K, len(G_GRID), Q)) if cond else None
+    for lo in range(0, N, block):
+        hi = min(N, lo + block)
+        L = np.exp(logL[lo:hi] - logL[lo:hi].max(axis=-1, keepdims=True))
+        if answered is not None:
+            L = np.where(np.asarray(answered[lo:hi], dtype=bool)[..., None], L, 1.0)
+        Z = np.einsum("nkq,kgq->nkg", L, W)
         with np.errstate(divide="ignore", invalid="ignore"):
-            lp = lp + np.log(Z).sum(axis=0)
-            cond[ks] = np.where(Z[..., None] > 0, WL / Z[..., None], 0.0)
-    pg = np.exp(lp - lp.max())
-    pg /= pg.sum()
-    return pg, cond
+            lp = LOG_PRIOR_G + np.log(Z).sum(axis=1)
+            R = np.where(Z > 0, 1.0 / Z, 0.0)
+        p = np.exp(lp - lp.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        pg[lo:hi] = p
+        pt[lo:hi] = L * np.einsum("nkg,kgq->nkq", p[:, None, :] * R, W)
+        if cond:
+            conds[lo:hi] = W[None] * L[:, :, None, :] * R[..., None]
+    return (pg, pt, conds) if cond else (pg, pt)
+
+
+def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None):
+    """One LLM's posterior of ``g`` (G,) and the conditionals of its domain scores given ``g`` (K, G, Q)
+    (:func:`factor_posterior` for one LLM). ``logL`` (K, Q) is each domain's log-likelihood on
+    ``T_GRID``; ``answered`` (K,) marks domains with responses."""
+    pg, _, cond = factor_posterior(st, logL[None], None if answered is None else np.asarray(answered)[None],
+                                   cond=True)
+    return pg[0], cond[0]
 
 
 def _grid_quantiles(mass: np.ndarray, grid: np.ndarray, qs: Sequence[float]) -> np.ndarray:
@@ -352,9 +379,18 @@ class Scorer:
         d = fit.point("intercept")
         c = fit.point("guessing") if "guessing" in post else np.zeros_like(a)
         a, d, c = pop_items(a, d, c)
-        rank = post.sizes.get("factor", 1) if "loadings" in post else 1
-        lam = factor_loadings(fit.point("domain_corr"), rank=rank)
-        return [_tabulate(a, d, c, jd, lam, K)]
+        return [_tabulate(a, d, c, jd, self._point_loadings(), K)]
+
+    def _point_loadings(self) -> np.ndarray:
+        """A point fit's ``lambda``: the fit's own structure where it records one (MTL's posterior scores,
+        ``info["structure"]``: the scorer then computes what the fit did), else the first factor of its
+        error-corrected domain correlation."""
+        fit = self.fit
+        structure = fit.info.get("structure")
+        if structure is not None:
+            return np.asarray(structure["lambda"], dtype=np.float64)
+        rank = fit.posterior.sizes.get("factor", 1) if "loadings" in fit.posterior else 1
+        return factor_loadings(fit.point("domain_corr"), rank=rank)
 
     def _mean_structure(self) -> _Structure:
         """The posterior means of the items and loadings, tabulated (an adaptive test's item choice)."""
@@ -363,8 +399,11 @@ class Scorer:
         a = fit.point("discrimination") / self.scale[jd]
         d = fit.point("intercept") - a * self.loc[jd]
         c = fit.point("guessing") if "guessing" in fit.posterior else np.zeros_like(a)
-        lam = (overall_loadings(fit.point("loadings")) if "loadings" in fit.posterior
-               else factor_loadings(fit.point("domain_corr")))
+        if fit.info.get("structure") is not None:
+            lam = self._point_loadings()
+        else:
+            lam = (overall_loadings(fit.point("loadings")) if "loadings" in fit.posterior
+                   else factor_loadings(fit.point("domain_corr")))
         return _tabulate(a, d, c, jd, lam, self.n_domains)
 
     # -------------------------------------------------------------- input

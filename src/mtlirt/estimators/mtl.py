@@ -54,11 +54,23 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
    items (only when ``N < 1000``: with more LLMs a held-out cell barely moves
    its item), the centre and the path over the grid
    ``0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, inf`` (warm starts) are refitted on
-   the rest, and the held-out log-likelihood compared; a ``C > 0`` is chosen
-   only if its paired gain over ``C = 0`` exceeds two standard errors.  When
+   the rest, and the ``C`` with the best held-out log-likelihood is chosen
+   (no significance margin over ``C = 0``: the choice maximises the expected
+   held-out fit; of values within ``c_tie`` per cell of the best, the
+   largest, the most shrinkage).  When
    the largest finite ``C`` wins, the grid is extended by doubling it (at most
    ``max_extend`` times; ``cv["at_edge"]`` and a warning if the optimum is
    still at the edge).
+
+7. **The reported scores** *(ours; by default)*: the posterior means of the
+   rank-one factor model given the items and the structure
+   (:func:`factor_structure`: ``lambda_k = w_k / sqrt(|w_k|^2 + psi_k)``),
+   after an in-sample scale step on the items (:func:`factor_scores`), on
+   the grid of :mod:`mtlirt.scoring`, so that the scorer reproduces them.
+   Steps 5-6 then serve the rank search only (a ``C`` tuned when more than
+   one rank is tried); ``C`` or ``gamma`` given (``scores="shrunk"``) reports
+   the biased regularisation's estimate instead (docs/model.md, "MTL's
+   scores").
 
 The two ends of the path are exact fits: ``C = 0`` is the STL fit and, at
 rank one, ``C = inf`` is the pooled fit (items recalibrated by marginal ML
@@ -143,14 +155,15 @@ class MTLFit:
         when selected, ``heldout``: per rank tried, its best held-out
         log-likelihood, its ``C`` and its paired gain (and standard error) over
         the previous rank.
-    C, gamma : float
+    C, gamma : float or None
         Penalty level used (``gamma = C sqrt(N + log K)``; ``inf`` puts every
-        domain on its centre).
+        domain on its centre). With the posterior scores no penalty shapes
+        ``theta``: the held-out ``C`` of the rank search, ``None`` without one.
     cv : dict or None
         Tuning at the chosen rank: ``grid`` (extended when its edge won),
         ``heldout_loglik`` (mean per held-out cell, per C), ``gain`` and
-        ``gain_se`` (paired standard error of the gain over C = 0),
-        ``chosen``, ``extended`` (doublings of the grid), ``at_edge``,
+        ``gain_se`` (paired standard error of the gain over C = 0, for
+        reading; the choice is the held-out argmax), ``chosen``, ``extended`` (doublings of the grid), ``at_edge``,
         ``rank``, ``rank_path``, ``n_heldout``, ``refit_items``.
     stl : IRTFit
         The single-domain fit it started from.
@@ -184,6 +197,21 @@ class MTLFit:
         The pooled fit (rank one's centre, and the estimate at ``C = inf``).
     convergence : dict
         ``stl``, ``pooled``, ``centre``: whether each converged.
+    scores : str
+        ``"posterior"`` (default, ``C`` tuned): ``theta`` are the factor
+        model's posterior means given the items and structure
+        (:func:`factor_scores`), ``theta_se`` their posterior sds, and
+        ``theta_loc = 0``, ``theta_scale = 1`` (the items are on the scores'
+        scale); ``"shrunk"`` (``C`` or ``gamma`` given): the biased
+        regularisation's estimate at that ``C``.
+    structure : dict or None
+        With ``scores="posterior"``: ``lambda`` (each domain's correlation with
+        the overall score), ``psi`` (the variance of its deviations from the
+        centre), the in-sample step's ``loc`` and ``scale`` (the single-domain
+        calibration's traits are ``theta * scale + loc``) and ``n_iter``.
+    theta_interval : numpy.ndarray or None
+        With ``scores="posterior"``: ``N x K x 2``, the posterior's 5% and 95%
+        quantiles of each domain score.
     """
 
     theta: np.ndarray
@@ -213,6 +241,9 @@ class MTLFit:
     n_iter: int = 0
     pooled: IRTFit | None = field(default=None, repr=False)
     convergence: dict | None = None
+    scores: str = "shrunk"
+    structure: dict | None = None
+    theta_interval: np.ndarray | None = field(default=None, repr=False)
 
 
 # ---------------------------------------------------------------------------
@@ -617,6 +648,143 @@ def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info, loadings
     return np.sqrt(np.clip(1.0 - pv.mean(axis=0), 0.05, 1.0))
 
 
+# ---------------------------------------------------------------------------
+# the reported scores: the factor model's posterior means, given the fit's items and structure
+# ---------------------------------------------------------------------------
+def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
+    """The rank-one structure of the reported scores: ``lambda_k`` and ``psi_k``.
+
+    ``psi_k`` is the variance of domain ``k``'s deviations from its centre
+    ``A w_k`` (:func:`mtlirt.estimators.bootstrap.deviation_spread`, leverage
+    corrected and partially pooled); the factor loadings of unit-variance
+    traits are ``Lambda_k = W_k / sqrt(|W_k|^2 + psi_k)`` (``W`` the ``K x r``
+    slopes of the centre on its standardised shared traits), and ``lambda_k``
+    their correlation with the overall score (:func:`mtlirt.scoring.overall_loadings`:
+    ``Lambda_k`` itself at rank one), signed so that they sum positive.
+    """
+    from ..scoring import overall_loadings
+    from .bootstrap import deviation_spread
+
+    psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=W)
+    W = np.asarray(W, dtype=np.float64).reshape(len(psi), -1)
+    Lam = W / np.sqrt((W * W).sum(axis=1) + psi)[:, None]
+    lam = overall_loadings(Lam)
+    return (lam if lam.sum() >= 0 else -lam), psi
+
+
+def _domain_tables(correct, observed, slices, st):
+    """``N x K x Q``: each LLM's log-likelihood of its answers in each domain on the scorer's grid."""
+    from ..numerics.llm_side import grid_loglik
+    from ..scoring import T_GRID
+
+    out = np.empty((correct.shape[0], len(slices), len(T_GRID)))
+    for k, s in enumerate(slices):
+        Y = correct[:, s].astype(np.float64)
+        O = None if observed is None else observed[:, s].astype(np.float64)
+        out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s])
+    return out
+
+
+def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-4, max_scale=4.0,
+                  min_llms=None, min_responses=None):
+    """Posterior means of the domain and overall scores under the rank-one factor model.
+
+    The model of :mod:`mtlirt.scoring` (``g ~ N(0, 1)``, ``theta_k | g ~
+    N(lambda_k g, 1 - lambda_k^2)``, the items fixed), on its grids, for every
+    LLM of the leaderboard: a fitted LLM re-scored by the :class:`~mtlirt.scoring.Scorer`
+    gets these numbers. First the **in-sample scale step**: per domain the items
+    are shifted and rescaled (``a <- a s_k``, ``d <- d + a m_k``) until the
+    posterior estimates of the LLMs' mean and variance of the domain trait
+    are 0 and 1 (``mean_i E[theta_ik | y] = 0``, ``mean_i E[theta_ik^2 | y] =
+    1`` over the LLMs with responses in the domain): the single-domain
+    calibration's ``N(0, 1)`` is not the leaderboard's own spread (real
+    leaderboards spread wider), and posterior means under a prior narrower
+    than the LLMs over-disperse. The step stops when no domain's location or
+    log-scale moves by ``tol``. A *thin* domain keeps its calibration's scale:
+    one run by fewer than ``min_llms`` LLMs (default
+    :data:`mtlirt.io.validate.MIN_LLMS`: the moments of so few LLMs are
+    noise), or whose LLMs gave it fewer than ``min_responses`` answers each
+    (the median; default :data:`mtlirt.io.validate.MIN_RESPONSES`: its
+    posterior is mostly the prior's, and its moments barely depend on its
+    scale, so the fixed point drifts). As a safety net no domain is rescaled
+    by more than ``max_scale`` either way.
+
+    Returns
+    -------
+    dict
+        ``theta``, ``theta_sd`` (``N x K``), ``lower``, ``upper`` (``N x K x 2``
+        grid quantiles 0.05, 0.95), ``g``, ``g_sd`` (``N``), the items ``a``,
+        ``d`` on the scale of ``theta``, the step's ``loc``, ``scale`` (the
+        calibration's traits are ``theta * scale + loc``) and ``n_iter``.
+    """
+    from ..io.validate import MIN_LLMS, MIN_RESPONSES
+    from ..scoring import G_GRID, T_GRID, _grid_quantiles, _moments, _tabulate, factor_posterior
+
+    min_llms = MIN_LLMS if min_llms is None else int(min_llms)
+    min_responses = MIN_RESPONSES if min_responses is None else min_responses
+    K = len(slices)
+    item_domain = np.concatenate([np.full(s.stop - s.start, k) for k, s in enumerate(slices)])
+    c = np.zeros(len(a)) if c is None else np.broadcast_to(np.asarray(c, dtype=np.float64), (len(a),))
+    a0 = np.asarray(a, dtype=np.float64)
+    d0 = np.asarray(d, dtype=np.float64)
+    N = correct.shape[0]
+    if observed is None:
+        seen = np.ones((N, K), dtype=bool)
+    else:
+        seen = np.column_stack([observed[:, s].any(axis=1) for s in slices])
+    n_seen = np.maximum(seen.sum(axis=0), 1)
+    counts = (np.tile([s.stop - s.start for s in slices], (N, 1)) if observed is None
+              else np.column_stack([observed[:, s].sum(axis=1) for s in slices]))
+    median = np.array([np.median(counts[seen[:, k], k]) if seen[:, k].any() else 0.0 for k in range(K)])
+    # a thin domain (few LLMs, or few answers each) says little about its spread: kept as calibrated
+    has = (seen.sum(axis=0) >= min_llms) & (median >= min_responses)
+
+    def posterior(x):  # x = (loc, log scale): the calibration's traits are theta * scale + loc
+        loc, scale = x[:K], np.exp(x[K:])
+        st = _tabulate(a0 * scale[item_domain], d0 + a0 * loc[item_domain], c, item_domain, lam, K)
+        return factor_posterior(st, _domain_tables(correct, observed, slices, st), seen)
+
+    def step(x):  # one pass of the moment matching: the new x and the moments' distance from (0, 1)
+        pg, pt = posterior(x)
+        m1 = pt @ T_GRID
+        mk = np.where(seen, m1, 0.0).sum(axis=0) / n_seen
+        vk = np.where(seen, pt @ T_GRID**2, 0.0).sum(axis=0) / n_seen - mk**2
+        sk = np.where(has, np.sqrt(np.clip(vk, 1e-4, None)), 1.0)
+        mk = np.where(has, mk, 0.0)
+        new = bound(np.concatenate([x[:K] + np.exp(x[K:]) * mk, x[K:] + np.log(sk)]))
+        return new, float(np.max(np.abs(new - x)))
+
+    def bound(x):  # the step rescales a domain by at most max_scale either way (and shifts it by at most 3)
+        x[:K] = np.clip(x[:K], -3.0, 3.0)
+        x[K:] = np.clip(x[K:], -math.log(max_scale), math.log(max_scale))
+        return x
+
+    # the plain fixed-point pass converges slowly where the posterior leans on the prior (short domains,
+    # few LLMs); SQUAREM (Varadhan & Roland 2008) extrapolates along its path, with a plain pass after
+    x = np.zeros(2 * K)
+    n_iter = 0
+    while n_iter < max_iter:
+        x1, gap = step(x)
+        n_iter += 1
+        if gap < tol:
+            break
+        x2, _ = step(x1)
+        r, v = x1 - x, x2 - 2 * x1 + x
+        nv = np.linalg.norm(v)
+        alpha = -np.linalg.norm(r) / nv if nv > 0 else -1.0
+        alpha = min(alpha, -1.0)
+        x, n_iter = step(bound(x - 2 * alpha * r + alpha * alpha * v))[0], n_iter + 2
+    loc, scale = x[:K], np.exp(x[K:])
+    a = a0 * scale[item_domain]
+    d = d0 + a0 * loc[item_domain]
+    pg, pt = posterior(x)
+    theta, theta_sd = _moments(pt, T_GRID)
+    q = _grid_quantiles(pt, T_GRID, (0.05, 0.95))
+    g, g_sd = _moments(pg, G_GRID)
+    return dict(theta=theta, theta_sd=theta_sd, lower=q[..., 0], upper=q[..., 1], g=g, g_sd=g_sd, a=a, d=d,
+                loc=loc, scale=scale, n_iter=n_iter)
+
+
 def _overall_axes(A, W, loc, scale):
     """Rotate the shared traits so that column 0 is *the overall score*.
 
@@ -649,10 +817,10 @@ def _overall_axes(A, W, loc, scale):
 
 def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, model="2pl",
             guessing=None, seed=0, C_grid=DEFAULT_C_GRID, holdout_share=0.1,
-            max_heldout=300_000, min_gain_se=2.0, cv_refit_items="auto", refine_overall=True,
+            max_heldout=300_000, min_gain_se=2.0, c_tie=1e-5, cv_refit_items="auto", refine_overall=True,
             centre_prior=False, max_rank=4, max_extend=6, priors: Penalties | None = None, stl: IRTFit | None = None,
             pooled: IRTFit | None = None, max_iter=500, tol=1e-4, progress: Progress = None,
-            verbose=False) -> MTLFit:
+            verbose=False, scores: str | None = None) -> MTLFit:
     """Fit the multi-domain IRT model by the spectral MTL estimator (docs/model.md).
 
     Parameters
@@ -685,8 +853,13 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
     max_heldout : int
         ... but at most this many cells.
     min_gain_se : float
-        A ``C > 0`` must beat ``C = 0``, and a rank ``r > 1`` the rank ``r - 1``,
-        by this many paired standard errors of the held-out gain.
+        A rank ``r > 1`` must beat the rank ``r - 1`` by this many paired
+        standard errors of the held-out gain.
+    c_tie : float
+        ``C`` is the held-out argmax; values whose held-out log-likelihood per
+        cell is within ``c_tie`` of the best count as tied (the solver's
+        tolerances move it by less than ``1e-6``), and the largest of them is
+        taken.
     cv_refit_items : bool or "auto"
         Recalibrate the items on the training responses during tuning
         (``"auto"``: when ``N < 1000``; with more LLMs a held-out cell barely
@@ -713,6 +886,14 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
         Of the item calibration.
     progress : callable (stage, fraction), optional
     verbose : bool
+    scores : {"posterior", "shrunk"}, optional
+        What ``theta`` holds: the factor model's posterior means given the
+        items and structure (``"posterior"``, the default when neither ``C``
+        nor ``gamma`` is given: :func:`factor_scores`), or the biased
+        regularisation's estimate (``"shrunk"``, the default when one is
+        given; tuned over ``C_grid`` when neither is). With ``"posterior"``
+        the held-out tuning only selects the rank (its ``C`` is recorded;
+        ``None`` when the rank is given, and nothing is tuned).
 
     Returns
     -------
@@ -721,17 +902,17 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
     with blas_threads(1):
         return _fit_mtl(correct, observed, domain_slices, rank=rank, gamma=gamma, C=C, model=model,
                         guessing=guessing, seed=seed, C_grid=C_grid, holdout_share=holdout_share,
-                        max_heldout=max_heldout, min_gain_se=min_gain_se,
+                        max_heldout=max_heldout, min_gain_se=min_gain_se, c_tie=c_tie,
                         cv_refit_items=cv_refit_items, refine_overall=refine_overall,
                         centre_prior=centre_prior, max_rank=max_rank, max_extend=max_extend,
                         priors=priors or DEFAULT_PENALTIES,
                         stl=stl, pooled=pooled, max_iter=max_iter, tol=tol, progress=progress,
-                        verbose=verbose)
+                        verbose=verbose, scores=scores)
 
 
 def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessing, seed, C_grid,
-             holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall, centre_prior,
-             max_rank, max_extend, priors, stl, pooled, max_iter, tol, progress, verbose):
+             holdout_share, max_heldout, min_gain_se, c_tie, cv_refit_items, refine_overall, centre_prior,
+             max_rank, max_extend, priors, stl, pooled, max_iter, tol, progress, verbose, scores):
     t_start = time.perf_counter()
     seconds = {}
     prog = progress or (lambda stage, frac: None)
@@ -757,11 +938,19 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     cv = None
     t0 = time.perf_counter()
     fixed_C = _given_C(gamma, C, N, K)
-    if fixed_C is None or len(ranks) > 1:
+    if scores is None:
+        scores = "posterior" if fixed_C is None else "shrunk"
+    if scores not in ("posterior", "shrunk"):
+        raise ValueError(f"scores must be 'posterior' or 'shrunk', got {scores!r}")
+    if scores == "posterior" and fixed_C is not None:
+        raise ValueError("the posterior scores take no C (gamma): give scores='shrunk' for the biased regularisation")
+    if scores == "posterior" and len(ranks) == 1 and evidence["method"] == "held-out":
+        evidence["method"] = "parallel analysis"  # it bounds the rank at one: nothing left to hold out for
+    if (fixed_C is None and scores == "shrunk") or len(ranks) > 1:
         prog("cv", 0.0)
         cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, a, d, th_stl,
                    eta_p, U, ranks, sizes, C_grid if fixed_C is None else [fixed_C], holdout_share,
-                   max_heldout, min_gain_se, cv_refit_items, refine_overall, centre_prior, seed, max_iter,
+                   max_heldout, min_gain_se, c_tie, cv_refit_items, refine_overall, centre_prior, seed, max_iter,
                    tol, prog, max_extend)
         rank = cv["rank"]
         C_use = cv["chosen"] if fixed_C is None else fixed_C
@@ -769,12 +958,17 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
         prog("cv", 1.0)
     else:
         rank = ranks[0]
-        C_use = fixed_C
+        C_use = fixed_C  # None with the posterior scores: nothing to tune
     seconds["cv"] = time.perf_counter() - t0
     if cv is not None:
         _say(verbose, f"mtl: rank {rank}; cv "
              + ", ".join(f"C={c:g}: {v:.5f}" for c, v in zip(cv["grid"], cv["heldout_loglik"]))
              + f" -> C={C_use:g} ({seconds['cv']:.2f} s)")
+
+    if scores == "posterior":  # the reported scores: the factor model's posterior means
+        return _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_p, U, refine_overall,
+                              centre_prior, priors, C_use, N, K, dict(rank=rank, sv=sv, evidence=evidence, cv=cv),
+                              seconds, t_start, prog, verbose)
 
     # 4. centre at the chosen rank ------------------------------------------------
     t0 = time.perf_counter()
@@ -820,6 +1014,48 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
         theta_loc=loc, theta_scale=scale, item_domain=item_domain, theta_se=se,
         converged=all(convergence[u] for u in used), n_iter=stl.n_iter if "stl" in used else pooled.n_iter,
         pooled=pooled, convergence=convergence,
+    )
+
+
+def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_p, U, refine_overall, centre_prior,
+                   priors, C_use, N, K, tuning, seconds, t_start, prog, verbose):
+    """Steps 4 and 7: the centre at the chosen rank on the single-domain items, its structure
+    (:func:`factor_structure`) and the factor model's posterior means (:func:`factor_scores`)."""
+    t0 = time.perf_counter()
+    prog("centre", 0.0)
+    A, W, cinfo = _centre_at(lik, rank, K, False, eta_p, U, refine_overall, centre_prior, priors)
+    centre = A @ W.T
+    seconds["centre"] = time.perf_counter() - t0
+    prog("centre", 1.0)
+    t0 = time.perf_counter()
+    prog("final", 0.0)
+    _, a, d = stl.internal()
+    A_rot, W_rot = _overall_axes(A, W, None, np.ones(K))
+    overall, loadings, W_out = _overall_and_loadings(stl, A_rot, W_rot)
+    lam, psi = factor_structure(correct, observed, slices, centre, W_rot, a, d, stl.c)
+    fs = factor_scores(correct, observed, slices, a, d, stl.c, lam)
+    g = fs["g"] - fs["g"].mean()  # the overall score: E[g | answers], standardised over the LLMs
+    overall[:, 0] = g / max(float(g.std()), 1e-12)
+    lik_out = data.theta_likelihood()
+    lik_out.set_items(fs["a"], fs["d"])
+    ll = float(lik_out.theta_loglik(fs["theta"]).sum())
+    seconds["final"] = time.perf_counter() - t0
+    prog("final", 1.0)
+    seconds["total"] = time.perf_counter() - t_start
+    convergence = {"stl": bool(stl.converged), "pooled": bool(pooled.converged), "centre": bool(cinfo["converged"])}
+    _say(verbose, f"mtl: done in {seconds['total']:.2f} s; rank {rank}, posterior means "
+         f"({fs['n_iter']} in-sample passes)")
+    structure = {"lambda": lam.tolist(), "psi": psi.tolist(), "loc": fs["loc"].tolist(),
+                 "scale": fs["scale"].tolist(), "n_iter": int(fs["n_iter"])}
+    gamma = None if C_use is None else _lambda(C_use, N, K, np.ones(K))[1]
+    return MTLFit(
+        theta=fs["theta"], overall=overall, loadings=loadings, a=fs["a"], d=fs["d"], c=stl.c.copy(), rank=rank,
+        singular_values=tuning["sv"], rank_evidence=tuning["evidence"], C=C_use, gamma=gamma, cv=tuning["cv"],
+        stl=stl, seconds=seconds, on_centre=np.zeros(K, dtype=bool), mu=np.zeros(K), w=W_out,
+        centre=(centre - fs["loc"]) / fs["scale"], loglik=ll, theta_loc=np.zeros(K), theta_scale=np.ones(K),
+        item_domain=data.item_domain, theta_se=fs["theta_sd"], converged=convergence["stl"] and convergence["centre"],
+        n_iter=stl.n_iter, pooled=pooled, convergence=convergence, scores="posterior", structure=structure,
+        theta_interval=np.stack([fs["lower"], fs["upper"]], axis=-1),
     )
 
 
@@ -967,8 +1203,17 @@ def _overall_and_loadings(stl, A_rot, W_rot):
     return overall * sign, loadings * sign, W_rot * sign
 
 
+def _best_C(grid, means, tie):
+    """Index of the ``C`` with the best held-out log-likelihood per cell ``means``; of those within
+    ``tie`` of the best, the largest (the most shrinkage: at equal predictions the estimate with
+    fewer free domain deviations)."""
+    means = np.asarray(means, dtype=np.float64)
+    near = np.flatnonzero(means >= means.max() - tie)
+    return int(near[np.argmax(np.asarray(grid, dtype=np.float64)[near])])
+
+
 def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, a, d, th_stl, eta_p, U,
-          ranks, sizes, C_grid, holdout_share, max_heldout, min_gain_se, cv_refit_items, refine_overall,
+          ranks, sizes, C_grid, holdout_share, max_heldout, min_gain_se, c_tie, cv_refit_items, refine_overall,
           centre_prior, seed, max_iter, tol, prog, max_extend):
     """Held-out choice of the rank and of ``C`` (see :func:`fit_mtl`)."""
     from .baselines import pooled_penalties
@@ -1032,9 +1277,7 @@ def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled,
         means = np.array([cells[Cv].mean() for Cv in grid])
         se = np.array([se_of(cells[Cv] - base) for Cv in grid])
         gain = means - base.mean()
-        best = int(np.argmax(means))
-        ok = grid[best] == 0 or gain[best] > min_gain_se * se[best]
-        return (grid[best] if ok else 0.0), means, gain, se
+        return grid[_best_C(grid, means, c_tie)], means, gain, se
 
     grid = sorted({float(c) for c in C_grid} | {0.0})
     rank_path = []
