@@ -736,6 +736,7 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
         warnings.simplefilter("ignore")
         fit(resp, "mtl", seed=seed)
     wall_mtl, cpu_mtl = time.perf_counter() - t0, _cpu_now() - c0
+    print(f"MTL fit: wall {wall_mtl:.1f} s, CPU {cpu_mtl:.1f} s", flush=True)
     t0, c0 = time.perf_counter(), _cpu_now()
     spec = "factor-2pl" if rank == 1 else f"factor{rank}-2pl"
     with warnings.catch_warnings(record=True) as caught:

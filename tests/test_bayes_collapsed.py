@@ -595,8 +595,12 @@ def test_auto_falls_back_to_nuts_when_imh_fails():
 
 def test_inaccurate_quadrature_is_said_loudly(monkeypatch):
     """A quadrature check whose error moves over the structure's draws by more than
-    QUADRATURE_SPREAD_MAX warns (the check's own result replaced, on the path the fit takes)."""
-    from mtlirt.bayes import fit_bayes
+    QUADRATURE_SPREAD_MAX warns (the check's own result replaced, on the path the fit takes); the
+    default route then samples the overall traits instead."""
+    import json
+    import warnings
+
+    from mtlirt.bayes import NotConvergedWarning, fit_bayes
     from mtlirt.bayes.sample import QUADRATURE_SPREAD_MAX, QuadratureWarning
 
     real = cl.quadrature_check
@@ -613,6 +617,15 @@ def test_inaccurate_quadrature_is_said_loudly(monkeypatch):
     with pytest.warns(QuadratureWarning, match="moves by 2.5 log units"):
         fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side="integrated", draws=500,
                   chains=2, cores=1, seed=3, progress=False, thin=2)
+    # the default (llm_side="auto") takes the sampled route instead, and says why
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", QuadratureWarning)
+        warnings.simplefilter("ignore", NotConvergedWarning)  # 2 x 100 draws
+        tree = fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, draws=100, tune=100, chains=2,
+                         cores=1, seed=3, progress=False)
+    info = json.loads(tree.attrs["mtlirt_info"])
+    assert info["route"]["llm_side"] == "sampled" and "quadrature check failed" in info["route"]["reasons"]["llm_side"]
+    assert info["sampler"] == "nutpie" and "eta_raw" in json.loads(tree["posterior"].attrs["mtlirt_sampled_vars"])
 
 
 def test_overall_spread_measures_the_prior_fit():

@@ -3,6 +3,7 @@ jointly over items and LLMs or with the items fixed (calibrate, then score)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -49,6 +50,14 @@ class NotConvergedWarning(UserWarning):
 
 class QuadratureWarning(UserWarning):
     """The integrated route's quadrature is not accurate at the structure's posterior draws."""
+
+
+class _QuadratureFallback(Exception):
+    """The integrated route's quadrature check failed where ``llm_side="auto"`` may take the sampled route."""
+
+    def __init__(self, check: dict):
+        super().__init__("quadrature check failed")
+        self.check = check
 
 
 class PriorSpreadWarning(UserWarning):
@@ -222,18 +231,23 @@ def fit_bayes(
         nutpie; ``"nutpie"`` elsewhere. The sampler used is recorded
         (``mtlirt_sampler``).
     draws, tune, chains : int
-        Draws and tuning steps per chain, number of chains. ``tune``
-        defaults to 1,000 for NUTS and to 100 for IMH, which adapts nothing
-        (its tuning steps are only the burn-in each chain discards).
+        Draws and tuning steps per chain, number of chains. ``draws=None``
+        (default): on the integrated route the convergence checks choose
+        the run length (IMH in blocks until they pass,
+        :func:`mtlirt.bayes.collapsed.sample_structure`), 1,000 elsewhere.
+        ``tune`` defaults to 1,000 for NUTS and to 100 for IMH, which adapts
+        nothing (its tuning steps are only the burn-in each chain discards).
     seed : int
         Random seed: the same seed gives the same numbers.
     init : dict, optional
         Point estimate (``theta`` N x K, ``overall`` N x r, ``loadings``
         K x r, ``a``, ``d``, optional ``c``) for initial values; default a
         quick estimate from accuracies (:func:`mtlirt.bayes.init.default_init`).
-    items : {"joint", "fixed"}
+    items : {"auto", "joint", "fixed"}
         Sample items jointly, or fix them (calibrate, then score; see
-        :mod:`mtlirt.bayes.fixed_items`).
+        :mod:`mtlirt.bayes.fixed_items`). ``"auto"`` (default): joint with
+        at most ``JOINT_MAX_LLMS`` LLMs and ``JOINT_MAX_RESPONSES``
+        responses, else fixed (:func:`resolve_route`).
     item_values : dict, optional
         ``items="fixed"``: the item values ``a``, ``d`` (``c``). Default
         ``init``'s ``a``/``d``, else calibrated by MML-EM.
@@ -277,16 +291,19 @@ def fit_bayes(
         the sampled loadings, and the fit records a quadrature check);
         ``"sampled"`` samples the overall traits with the loadings
         (domain traits integrated out, :mod:`mtlirt.bayes.marginal`).
-        ``"auto"``: ``"integrated"`` when it applies and the spec's
-        ``trait_parameterization`` is ``"auto"``, else ``"sampled"``. The
-        default stays ``"sampled"`` until the test suite's mocked-sampler
-        tests cover the integrated route.
+        ``"auto"`` (default): ``"integrated"`` when it applies and the spec's
+        ``trait_parameterization`` is ``"auto"``, else ``"sampled"``; and
+        ``"sampled"`` where the integrated route's quadrature check fails
+        (few LLMs with few items per domain). The choice and its reason:
+        ``info["route"]`` (:func:`resolve_route`).
 
-    thin : int
+    thin : int, optional
         ``llm_side="integrated"`` only: sample ``draws`` structure draws per
         chain, keep every ``thin``-th and draw the LLM side for those (its
         cost dominates at leaderboard scale). Convergence is judged on all
-        ``draws`` structure draws (recorded with ``computed_on``).
+        ``draws`` structure draws (recorded with ``computed_on``). Default
+        (``None``): about 1,000 kept where the structure's ESS allows
+        (:func:`mtlirt.bayes.collapsed.choose_thin`).
 
     Returns
     -------
@@ -322,10 +339,23 @@ def fit_bayes(
           + f"; {route.reasons['draws']}")
     items, sampler, tune, draws, thin = route.items, route.sampler, route.tune, route.draws, route.thin
     if route.integrated:
-        return _fit_integrated(arr, spec, sampler=sampler, draws=draws, tune=tune, chains=chains, seed=seed,
-                               init=init, item_values=item_values, progress=progress, cores=cores,
-                               target_accept=target_accept, log_likelihood=log_likelihood, keep_raw=keep_raw,
-                               nuts_kwargs=nuts_kwargs, warn=warn, thin=thin, route=route)
+        # llm_side="auto": where the quadrature check fails (few LLMs, few items per domain), the sampled route
+        fallback = llm_side == "auto" and sampler in ("auto", "nutpie")
+        try:
+            return _fit_integrated(arr, spec, sampler=sampler, draws=draws, tune=tune, chains=chains, seed=seed,
+                                   init=init, item_values=item_values, progress=progress, cores=cores,
+                                   target_accept=target_accept, log_likelihood=log_likelihood, keep_raw=keep_raw,
+                                   nuts_kwargs=nuts_kwargs, warn=warn, thin=thin, route=route, fallback=fallback)
+        except _QuadratureFallback as e:
+            reason = (f"auto: the integrated route's quadrature check failed (its error moved by "
+                      f"{e.check['spread_diff']:.3g} log units over the loadings' draws, more than "
+                      f"{QUADRATURE_SPREAD_MAX}), so the overall traits are sampled")
+            route = dataclasses.replace(route, integrated=False, llm_side="sampled", sampler="nutpie",
+                                        tune=1000 if tune is None else tune, thin=1,
+                                        reasons={**route.reasons, "llm_side": reason,
+                                                 "draws": f"{draws or NUTS_DRAWS:,} draws per chain"})
+            stage(f"route: {reason}")
+            sampler, tune, thin = route.sampler, route.tune, route.thin
     if draws is None:
         draws = NUTS_DRAWS
     t0 = time.perf_counter()
@@ -449,7 +479,8 @@ def resolve_route(arr, spec: ModelSpec, *, algorithm: str = "nuts", sampler: str
     * ``llm_side="auto"``: ``"integrated"`` wherever it applies (NUTS, items fixed, factor traits of rank
       1-2, the spec's ``trait_parameterization`` left at ``"auto"``), else ``"sampled"``. Both routes give
       the same posterior (docs/model.md, "The overall traits' prior, and the estimand of each route");
-      the integrated one samples only the loadings.
+      the integrated one samples only the loadings. :func:`fit_bayes` still takes the sampled route
+      where the integrated route's quadrature check then fails.
     * ``sampler=None``: chosen by a pilot on the integrated route (IMH or nutpie), nutpie elsewhere.
     * ``draws=None``: on the integrated route, draws in blocks until the convergence checks pass
       (:func:`mtlirt.bayes.collapsed.sample_structure`); ``NUTS_DRAWS`` per chain on the other NUTS
@@ -631,7 +662,8 @@ def _run_map(model, initvals, free, *, seed, progress, maxiter):
 
 
 def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed, init, item_values, progress,
-                    cores, target_accept, log_likelihood, keep_raw, nuts_kwargs, warn, thin=1, route=None):
+                    cores, target_accept, log_likelihood, keep_raw, nuts_kwargs, warn, thin=1, route=None,
+                    fallback=False):
     """The fixed-items factor model with the whole LLM side integrated out
     (:mod:`mtlirt.bayes.collapsed`)."""
     t0 = time.perf_counter()
@@ -660,6 +692,8 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
     if sampler == "imh":
         target_accept = float("nan")
     qc = fit.info.get("quadrature_check") or {}
+    if fallback and qc.get("spread_diff", 0.0) > QUADRATURE_SPREAD_MAX:
+        raise _QuadratureFallback(qc)
     if warn and qc.get("spread_diff", 0.0) > QUADRATURE_SPREAD_MAX:
         warnings.warn(
             f"QUADRATURE NOT ACCURATE: the integrated log-likelihood's error moves by {qc['spread_diff']:.3g} log "
