@@ -708,7 +708,7 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
         root = shared or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
         path, kw = REAL_SETS[data]
         if data == "mmlu_pro" and cut:
-            kw = dict(domain_column="subject", ignore_columns=["domain"])
+            kw = dict(domain_column="subject", ignore_columns=["domain"], drop_unassigned=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DataWarning)
             resp = Responses.read(os.path.join(root, "data", path), **kw)

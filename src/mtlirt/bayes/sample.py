@@ -334,9 +334,8 @@ def fit_bayes(
     spec, arr = load_spec(spec), as_arrays(responses)
     route = resolve_route(arr, spec, algorithm=algorithm, sampler=sampler, items=items, llm_side=llm_side,
                           draws=draws, tune=tune, chains=chains, thin=thin)
-    stage(f"route: items {route.items} ({route.reasons['items']}); "
-          + (f"LLM side {route.llm_side} ({route.reasons['llm_side']})" if route.llm_side else "")
-          + f"; {route.reasons['draws']}")
+    side = f"; LLM side {route.llm_side} ({route.reasons['llm_side']})" if route.llm_side else ""
+    stage(f"route: items {route.items} ({route.reasons['items']}){side}; {route.reasons['draws']}")
     items, sampler, tune, draws, thin = route.items, route.sampler, route.tune, route.draws, route.thin
     if route.integrated:
         # llm_side="auto": where the quadrature check fails (few LLMs, few items per domain), the sampled route
