@@ -445,34 +445,6 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
     assert choose_thin(4, 500, {"min_ess_bulk": 900.0}) == 1 and choose_thin(2, 400, {"min_ess_bulk": 1e3}) == 1
 
 
-def test_nuts_run_length_from_a_pilot(monkeypatch):
-    """NUTS on the structure without draws: a pilot run of a block of draws per chain, and where it misses
-    the checks one longer run (the same seed, so the same tuning and the pilot's draws first), as long as
-    the pilot's ESS per draw says. Blocks of 20 here (250 by default), which cannot pass."""
-    import json
-    import warnings
-
-    from mtlirt.bayes import collapsed, fit_bayes
-
-    monkeypatch.setattr(collapsed, "IMH_BLOCK", 20)
-    sim, resp, *_ = _setup(1, n_llms=100, sizes=(10, 20, 30), seed=2)
-    items = sim.items.set_index("item").loc[resp.items]
-    kw = dict(items="fixed", sampler="nutpie", chains=2, cores=1, seed=3, tune=200, progress=False,
-              item_values={"a": items["discrimination"].values, "d": items["intercept"].values})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the long run may still miss the checks: not asserted here
-        tree = fit_bayes(resp, "factor-2pl", **kw)
-        pilot = fit_bayes(resp, "factor-2pl", draws=20, thin=1, **kw)
-    info = json.loads(tree.attrs["mtlirt_info"])
-    blocks = info["run_length"]["blocks"]
-    assert info["sampler"] == "nutpie" and len(blocks) == 2 and blocks[0]["draws"] == 20
-    assert min(blocks[0]["min_ess_bulk"], blocks[0]["min_ess_tail"]) < 200  # 2 x 20 draws cannot pass
-    assert blocks[1]["draws"] > 20 and info["draws"] == blocks[1]["draws"]
-    long, short = tree["posterior"]["loading_diag"].values, pilot["posterior"]["loading_diag"].values
-    assert info["thin"] == 1 and long.shape[1] == info["draws"]  # a structure ESS under 1,000: all kept
-    assert np.array_equal(long[:, :20], short)
-
-
 def test_routes_agree_at_the_extremes():
     """Both fixed-items routes give the overall scores of a leaderboard's best and worst
     LLMs the same posterior, where the LLMs spread wider than the N(0, 1) prior on the

@@ -1312,8 +1312,7 @@ IMH_TUNE = 100
 IMH_PILOT = 200
 IMH_PILOT_K_MAX = 0.5
 # draws=None: IMH draws this many steps per chain at a time until the convergence checks pass, at most
-# IMH_MAX_DRAWS per chain (NUTS: a pilot of this many, then at most one longer run); then the LLM side
-# is drawn for about KEEP_DRAWS of them (thin=None)
+# IMH_MAX_DRAWS per chain; then the LLM side is drawn for about KEEP_DRAWS of them (thin=None)
 IMH_BLOCK = 250
 NUTS_DRAWS = 1000
 IMH_MAX_DRAWS = 4000
@@ -1713,33 +1712,13 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
                 wi.pop("run_length", None)
     if sampler != "imh":
         t2 = time.perf_counter()
-        adaptive = draws is None
-        n = IMH_BLOCK if adaptive else draws
-        blocks = []
-        while True:
-            post, ss = _sample_loadings(sgrid, layout, spec.priors.loading_scale, V2, coords, r, sampler=sampler,
-                                        draws=n, tune=tune, chains=chains, cores=cores, seed=seed,
-                                        target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
-                                        whiten=whiten, stages=stages, whitening_info=wi, laplace=laplace)
-            if not adaptive:
-                break
-            # nutpie cannot continue a finished run: a pilot of IMH_BLOCK draws per chain, and where it
-            # misses the checks one run whose length its ESS per draw says will pass (same seed, so the
-            # same tuning), at most IMH_MAX_DRAWS
-            diag_all = _structure_diagnostics(post, ss, _structure_draws(post, K, layout)[0])
-            blocks.append({"draws": int(n), **{k: diag_all[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail")}})
-            if diag_all["converged"] or len(blocks) == 2 or n >= IMH_MAX_DRAWS:
-                break
-            ess = min(diag_all["min_ess_bulk"], diag_all["min_ess_tail"])
-            need = 2.0 if not np.isfinite(ess) or ess <= 0 else 1.25 * diag_all["ess_threshold"] / ess
-            if diag_all["max_rhat"] > 1.01:
-                need = max(need, 2.0)
-            n = int(min(IMH_MAX_DRAWS, IMH_BLOCK * math.ceil(max(need, 1.5) * n / IMH_BLOCK)))
-        if adaptive:
-            wi["run_length"] = {"rule": f"NUTS: a pilot of {IMH_BLOCK} draws per chain, else one run as long as "
-                                        "its ESS per draw says will pass the checks",
-                                "blocks": blocks, "draws": int(n), "converged": bool(diag_all["converged"])}
-        draws = n
+        if draws is None:
+            draws = NUTS_DRAWS
+            wi["run_length"] = {"rule": f"{NUTS_DRAWS} draws per chain, the NUTS default", "draws": NUTS_DRAWS}
+        post, ss = _sample_loadings(sgrid, layout, spec.priors.loading_scale, V2, coords, r, sampler=sampler,
+                                    draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
+                                    target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
+                                    whiten=whiten, stages=stages, whitening_info=wi, laplace=laplace)
         stages["nuts"] = time.perf_counter() - t2
     t3 = time.perf_counter()
     lam, psi = _structure_draws(post, K, layout)

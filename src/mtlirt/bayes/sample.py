@@ -233,9 +233,8 @@ def fit_bayes(
     draws, tune, chains : int
         Draws and tuning steps per chain, number of chains. ``draws=None``
         (default): on the integrated route the convergence checks choose
-        the run length (IMH in blocks until they pass, NUTS from a pilot's
-        ESS per draw: :func:`mtlirt.bayes.collapsed.sample_structure`),
-        1,000 elsewhere.
+        the run length (IMH in blocks until they pass,
+        :func:`mtlirt.bayes.collapsed.sample_structure`), 1,000 elsewhere.
         ``tune`` defaults to 1,000 for NUTS and to 100 for IMH, which adapts
         nothing (its tuning steps are only the burn-in each chain discards).
     seed : int
@@ -482,7 +481,7 @@ def resolve_route(arr, spec: ModelSpec, *, algorithm: str = "nuts", sampler: str
       the integrated one samples only the loadings. :func:`fit_bayes` still takes the sampled route
       where the integrated route's quadrature check then fails.
     * ``sampler=None``: chosen by a pilot on the integrated route (IMH or nutpie), nutpie elsewhere.
-    * ``draws=None``: on the integrated route, chosen by the convergence checks
+    * ``draws=None``: on the integrated route, draws in blocks until the convergence checks pass
       (:func:`mtlirt.bayes.collapsed.sample_structure`); ``NUTS_DRAWS`` per chain on the other NUTS
       routes; 1,000 draws of the ADVI approximation.
     * ``thin=None``: on the integrated route, chosen from the structure draws' autocorrelation; 1 elsewhere.
