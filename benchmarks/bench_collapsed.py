@@ -11,6 +11,8 @@ Usage::
     .venv/bin/python benchmarks/bench_collapsed.py kernel [--baseline COMMIT]
     .venv/bin/python benchmarks/bench_collapsed.py realistic [--seeds 0 1 2 --n-llms 500 --scale 0.1 --spec factor-2pl]
     .venv/bin/python benchmarks/bench_collapsed.py realdata [--data oll_v1|mmlu_pro|chembench --max-llms N]
+    .venv/bin/python benchmarks/bench_collapsed.py default [--n-llms 4272 --scale 1 --missing 0.1 --rank 1
+                                                           --scenario realistic | --data NAME --max-llms N --cut]
 
 flagship: 4,272 LLMs x MMLU's 57 subjects (14,042 items), the MTL fit (as
 ``mtlirt fit --method bayes --items fixed`` runs it: MTL first, its item values
@@ -49,6 +51,10 @@ Monte Carlo error alone would give), wall and CPU seconds against the MTL fit.
 realdata: a real leaderboard of the shared real-data folder (``../shared/data``) read by ``Responses.read``, the
 same two routes and comparison (no truth); ``--max-llms`` runs both on a seeded
 subsample and the integrated route also on all the LLMs.
+
+default: the default Bayesian fit (route, run length and thinning chosen by the fit) against the
+default MTL fit of the same data in one process: wall and CPU ratios, the route and why, convergence,
+coverage of the truth on a simulation; a real leaderboard with ``--data`` (``--cut``: 1-3 items per domain).
 
 compare: the calibration design (150 LLMs, domains of 10-60 items) fitted by
 the collapsed route and by the sampled route (overall traits sampled, domain
@@ -666,10 +672,107 @@ def bench_realdata(data: str = "oll_v1", max_llms: int | None = None, spec: str 
     return out
 
 
+def _cpu_now() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _cut_per_domain(resp, seed: int, most: int = 3):
+    """Each domain cut to 1-``most`` of its items (seeded: ``default_rng(seed)``), every LLM kept."""
+    rng = np.random.default_rng(seed)
+    keep = []
+    for sl in resp.domain_slices:
+        items = resp.items[sl]
+        n = min(len(items), int(rng.integers(1, most + 1)))
+        keep += list(rng.choice(items, n, replace=False))
+    return resp.subset(items=keep)
+
+
+def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float = 1.0, n_llms: int = 4272,
+                  missing: float | None = None, scenario: str = "ideal", rank: int = 1, seed: int = 0,
+                  max_llms: int | None = None, cut: bool = False, shared: str | None = None) -> dict:
+    """The default Bayesian fit (``mtlirt fit DATA --method bayes``: the route, run length and thinning
+    chosen by the fit) against the default MTL fit (``--method mtl``) of the same data, one after the
+    other in one process: wall and CPU seconds of each and their ratios, the route chosen and why, the
+    convergence checks and, on a simulation, the 90% coverage of the true domain and overall scores.
+    ``data``: a shared real leaderboard (``--max-llms`` a seeded subsample; ``--cut``: each domain cut to
+    1-3 items; mmlu_pro by its ``subject`` column); else ``mtlirt.simulate`` with ``preset``, ``scale``,
+    ``missing``, ``scenario`` and ``rank``. Rank 2 fits the ``factor2-2pl`` spec."""
+    from mtlirt.fitting import fit
+    from mtlirt.io.responses import Responses
+    from mtlirt.io.validate import DataWarning
+    from mtlirt.simulate import simulate
+
+    truth = None
+    if data is not None:
+        root = shared or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
+        path, kw = REAL_SETS[data]
+        if data == "mmlu_pro" and cut:
+            kw = dict(domain_column="subject", ignore_columns=["domain"], drop_unassigned=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataWarning)
+            resp = Responses.read(os.path.join(root, "data", path), **kw)
+        if max_llms is not None and max_llms < resp.n_llms:
+            keep = np.sort(np.random.default_rng(seed).choice(resp.n_llms, max_llms, replace=False))
+            resp = resp.subset(llms=[resp.llms[i] for i in keep])
+        if cut:
+            resp = _cut_per_domain(resp, seed)
+        name = f"{data}{' cut to 1-3 items per domain' if cut else ''}"
+    else:
+        sim = simulate(n_llms, preset=preset, scale=scale, missing=missing, scenario=scenario, rank=rank, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataWarning)
+            resp = Responses.from_frame(sim.responses)
+        truth = sim.domain_scores.loc[resp.llms, resp.domains].values
+        ov = sim.overall.loc[resp.llms].values[:, 0]
+        truth_ov = (ov - ov.mean()) / ov.std()
+        name = f"simulate(preset={preset}, scale={scale}, missing={missing}, scenario={scenario}, rank={rank})"
+    print(f"{name}: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    out = {"benchmark": f"default fits of {name}, seed {seed}", "llms": resp.n_llms, "items": resp.n_items,
+           "domains": resp.n_domains, "load_average_before": round(os.getloadavg()[0], 1)}
+    t0, c0 = time.perf_counter(), _cpu_now()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit(resp, "mtl", seed=seed)
+    wall_mtl, cpu_mtl = time.perf_counter() - t0, _cpu_now() - c0
+    print(f"MTL fit: wall {wall_mtl:.1f} s, CPU {cpu_mtl:.1f} s", flush=True)
+    t0, c0 = time.perf_counter(), _cpu_now()
+    spec = "factor-2pl" if rank == 1 else f"factor{rank}-2pl"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = fit(resp, "bayes", seed=seed, spec=spec, progress=False)
+    wall_b, cpu_b = time.perf_counter() - t0, _cpu_now() - c0
+    info = est.info
+    d = info.get("diagnostics", {})
+    out.update({
+        "mtl": {"wall": round(wall_mtl, 1), "cpu": round(cpu_mtl, 1)},
+        "bayes": {"wall": round(wall_b, 1), "cpu": round(cpu_b, 1)},
+        "ratio_wall": round(wall_b / wall_mtl, 2), "ratio_cpu": round(cpu_b / cpu_mtl, 2),
+        "load_average_after": round(os.getloadavg()[0], 1),
+        "route": info.get("route"), "sampler": info.get("sampler"), "draws": info.get("draws"),
+        "thin": info.get("thin"), "tune": info.get("tune"), "run_length": info.get("run_length"),
+        "imh_pilot": info.get("imh_pilot"), "imh_fallback": info.get("imh_fallback"),
+        "converged": d.get("converged"),
+        "diagnostics": {k: d.get(k) for k in ("max_rhat", "worst_rhat", "min_ess_bulk", "min_ess_tail",
+                                              "divergences", "min_bfmi", "pareto_khat") if k in d},
+        "quadrature_check": {k: v for k, v in (info.get("quadrature_check") or {}).items() if k != "fine_grid"},
+        "seconds": {k: round(v, 1) for k, v in info.get("seconds", {}).items() if isinstance(v, (int, float))},
+        "warnings": sorted({f"{w.category.__name__}: {str(w.message)[:120]}" for w in caught}),
+        "peak_rss_gb": round(_peak_rss_gb(), 2),
+    })
+    if truth is not None:
+        post = est.posterior
+        out["theta"] = _coverage(post, "theta", truth)
+        out["overall"] = _coverage(post, "overall", truth_ov)
+    print(json.dumps(out, indent=1, default=float), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["flagship", "flagship-routes", "compare", "samplers", "kernel", "realistic",
-                                      "realdata", "extremes"])
+                                      "realdata", "extremes", "default"])
     ap.add_argument("--sampler", default="auto", choices=["auto", "imh", "nutpie"],
                     help="the structure's sampler on the integrated route (default: chosen by the IMH pilot)")
     ap.add_argument("--baseline", default=None, help="kernel: also time the module at this commit")
@@ -682,11 +785,16 @@ def main(argv=None) -> int:
     ap.add_argument("--thin", type=int, default=1,
                     help="flagship, realistic, realdata: keep every n-th structure draw for the LLM side")
     ap.add_argument("--spec", default="factor-2pl", help="realistic, realdata: the model spec (CLI --model)")
-    ap.add_argument("--scale", type=float, default=0.1, help="realistic: multiplier of MMLU's domain sizes")
+    ap.add_argument("--scale", type=float, default=None,
+                    help="realistic (default 0.1), default (default 1): multiplier of MMLU's domain sizes")
+    ap.add_argument("--missing", type=float, default=None, help="default: share of missing responses")
+    ap.add_argument("--cut", action="store_true", help="default --data: each domain cut to 1-3 items")
     ap.add_argument("--a-scale", type=float, default=1.0,
                     help="extremes: divide the fixed discriminations by this (spreads the LLMs wider)")
-    ap.add_argument("--scenario", default="ideal", choices=["ideal", "realistic"], help="extremes: the simulator")
-    ap.add_argument("--data", default="oll_v1", choices=sorted(REAL_SETS), help="realdata: the leaderboard")
+    ap.add_argument("--scenario", default="ideal", choices=["ideal", "realistic"],
+                    help="extremes, default: the simulator")
+    ap.add_argument("--data", default=None, choices=sorted(REAL_SETS),
+                    help="realdata (default oll_v1), default (default: a simulation): the leaderboard")
     ap.add_argument("--max-llms", type=int, default=None,
                     help="realdata: both routes on a seeded subsample of this many LLMs (the integrated route "
                     "also on all)")
@@ -696,13 +804,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.which == "realistic":
         for s in args.seeds or [0, 1, 2]:
-            bench_realistic(s, n_llms=args.n_llms if args.n_llms != 4272 else 500, scale=args.scale,
+            bench_realistic(s, n_llms=args.n_llms if args.n_llms != 4272 else 500, scale=args.scale or 0.1,
                             spec=args.spec, draws=args.draws or 1000, chains=args.chains, thin=args.thin)
     elif args.which == "realdata":
         for s in args.seeds or [0]:
-            bench_realdata(args.data, max_llms=args.max_llms, spec=args.spec, seed=s, draws=args.draws or 1000,
-                           chains=args.chains, thin=args.thin, routes=tuple(args.routes.split(",")),
-                           all_llms=not args.no_all_llms)
+            bench_realdata(args.data or "oll_v1", max_llms=args.max_llms, spec=args.spec, seed=s,
+                           draws=args.draws or 1000, chains=args.chains, thin=args.thin,
+                           routes=tuple(args.routes.split(",")), all_llms=not args.no_all_llms)
     elif args.which == "extremes":
         for s in args.seeds or [0]:
             bench_extremes(s, n_llms=args.n_llms if args.n_llms != 4272 else 400, a_scale=args.a_scale,
@@ -711,6 +819,10 @@ def main(argv=None) -> int:
         for s in args.seeds or [0]:
             bench_flagship_routes(s, draws=args.draws or 1000, chains=args.chains,
                                   thin=args.thin if args.thin > 1 else 2, n_llms=args.n_llms)
+    elif args.which == "default":
+        for s in args.seeds or [0]:
+            bench_default(data=args.data, scale=args.scale or 1.0, n_llms=args.n_llms, missing=args.missing,
+                          scenario=args.scenario, rank=args.rank, seed=s, max_llms=args.max_llms, cut=args.cut)
     elif args.which == "kernel":
         bench_kernel(rank=args.rank, baseline=args.baseline)
     elif args.which == "flagship":

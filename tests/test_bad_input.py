@@ -111,7 +111,7 @@ MISUSES = {
                            "--out", NEW], "no-such"),
     "llm side without bayes": Case(["fit", "t.csv", "--llm-side", "integrated", "--out", NEW], "bayes only"),
     "imh without the integrated route": Case(["fit", "t.csv", "--method", "bayes", "--items", "fixed",
-                                              "--sampler", "imh", "--out", NEW], "imh"),
+                                              "--llm-side", "sampled", "--sampler", "imh", "--out", NEW], "imh"),
     "missing file": Case(["fit", "absent.csv", "--out", NEW], "no such file"),
     "compare one folder": Case(["compare", "fa"], "two or more"),
     "compare without 2 shared LLMs": Case(["compare", "fa", "fb", "--allow-different-data"], "share 1 LLM"),

@@ -519,6 +519,39 @@ def test_fit_bayes_argument_errors(data):
         fit_bayes(arr, init={"theta": np.zeros((2, 2))}, algorithm="map")
 
 
+def test_route_defaults_chosen_in_one_place():
+    """items='auto' samples the items jointly with few LLMs and responses and fixes them beyond;
+    llm_side='auto' integrates the LLM side out wherever it applies; run length and thinning are left
+    to the convergence checks there; each choice says why."""
+    from mtlirt.bayes.sample import JOINT_MAX_LLMS, JOINT_MAX_RESPONSES, resolve_route
+
+    few, _ = toy(JOINT_MAX_LLMS, (5, 5), seed=1)
+    many, _ = toy(JOINT_MAX_LLMS + 1, (5, 5), seed=1)
+    wide, _ = toy(30, (JOINT_MAX_RESPONSES // 60, JOINT_MAX_RESPONSES // 60 + 1), seed=1)  # 30 x 2,001 > 60,000
+    spec = load_spec("factor-2pl")
+    r = resolve_route(few, spec)
+    assert r.items == "joint" and not r.integrated and r.llm_side is None and r.draws is None and r.thin == 1
+    assert r.sampler == "nutpie" and r.tune == 1000 and "at most" in r.reasons["items"]
+    for arr in (many, wide):
+        r = resolve_route(arr, spec)
+        assert r.items == "fixed" and r.integrated and r.llm_side == "integrated" and r.sampler == "auto"
+        assert r.draws is None and r.thin is None and r.tune is None and "more than" in r.reasons["items"]
+        assert r.record()["reasons"]["draws"] == "run length chosen by the convergence checks"
+    r = resolve_route(many, load_spec("correlated-2pl"))  # no factor structure to integrate over
+    assert r.items == "fixed" and not r.integrated and r.reasons["llm_side"].startswith("auto: sampled")
+    r = resolve_route(many, spec, algorithm="map")
+    assert r.items == "fixed" and not r.integrated and r.draws == 1000
+    r = resolve_route(few, spec, items="fixed", llm_side="sampled", draws=300)
+    assert (r.items, r.integrated, r.llm_side, r.draws, r.reasons["items"]) == ("fixed", False, "sampled", 300,
+                                                                                 "as asked")
+    with pytest.raises(InputError, match="thin applies"):
+        resolve_route(few, spec, items="fixed", llm_side="sampled", thin=2)
+    with pytest.raises(InputError, match="items='fixed'"):
+        resolve_route(few, spec, llm_side="integrated")  # few LLMs: the items are sampled
+    with pytest.raises(InputError, match="thin must be"):
+        resolve_route(many, spec, draws=10, thin=20)
+
+
 def test_numpyro_missing_is_clear(data, monkeypatch):
     """Without the jax extra (CI installs it, so its absence is mocked where fit_bayes looks for it),
     sampler='numpyro' says which packages are missing and how to install them."""
@@ -537,7 +570,7 @@ def test_numpyro_cannot_run_the_marginal_model(data):
     (JAX) is refused up front with the way out, installed or not."""
     arr, _ = data
     with pytest.raises(InputError, match="sampler='nutpie'"):
-        fit_bayes(arr, "factor-2pl", items="fixed", sampler="numpyro")
+        fit_bayes(arr, "factor-2pl", items="fixed", llm_side="sampled", sampler="numpyro")
 
 
 def _mock(monkeypatch):
@@ -680,7 +713,7 @@ def test_result_is_an_estimate_and_round_trips(data, monkeypatch, tmp_path):
     arr, _ = data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tree = fit_bayes(arr, "factor-3pl-mcq", items="fixed", draws=4, chains=2, seed=1,
+        tree = fit_bayes(arr, "factor-3pl-mcq", items="fixed", llm_side="sampled", draws=4, chains=2, seed=1,
                          progress=False)
     assert called == ["nutpie"]
     est = Estimate(tree)
@@ -698,7 +731,7 @@ def test_fit_bayes_mocked_variants(monkeypatch):
         warnings.simplefilter("ignore")
         tc = fit_bayes(arr, "correlated-2pl", draws=5, chains=1, seed=1, progress=False)
         t3 = fit_bayes(arr, "factor-3pl-mcq", draws=5, chains=1, seed=1, progress=False,
-                       items="fixed", log_likelihood=False)
+                       items="fixed", llm_side="sampled", log_likelihood=False)
     assert called == ["nutpie", "nutpie"]
     _check_layout(tc, arr, 1, 5, factor=False)
     post = tc["posterior"]
@@ -958,15 +991,15 @@ def test_pymc_sampler_runs_and_is_reproducible():
 
 @pytest.mark.slow
 def test_fixed_items_nuts_converges_and_covers():
-    """A real nutpie run of the fixed-items model at the CLI's default run length (4 x 1000 draws after 1000
-    tuning steps) passes every convergence check, and its 90% intervals cover the true domain and overall
-    scores at about their level. One fit for both (they were two tests, the checks on a 60-LLM toy of their
-    own: one cold nutpie compile and one fit fewer); with the domain traits integrated out this fit converges
-    (max R-hat 1.0058, min ESS 1,845, coverage 0.898 / 0.86)."""
+    """A real nutpie run of the fixed-items model with sampled overall traits (4 x 1000 draws after 1000
+    tuning steps, the NUTS routes' default run length) passes every convergence check, and its 90% intervals
+    cover the true domain and overall scores at about their level. One fit for both (they were two tests, the
+    checks on a 60-LLM toy of their own: one cold nutpie compile and one fit fewer); with the domain traits
+    integrated out this fit converges (max R-hat 1.0058, min ESS 1,845, coverage 0.898 / 0.86)."""
     arr, truth = toy(300, (10, 20, 40, 60), seed=31, loading=0.85)
     with warnings.catch_warnings():
         warnings.simplefilter("error", category=UserWarning)  # no NotConvergedWarning
-        tree = fit_bayes(arr, "factor-2pl", items="fixed",
+        tree = fit_bayes(arr, "factor-2pl", items="fixed", llm_side="sampled",
                          item_values={"a": truth["a"], "d": truth["d"]},
                          draws=1000, tune=1000, chains=4, seed=3, progress=False)
     d = diagnostics(tree)

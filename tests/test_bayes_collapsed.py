@@ -410,6 +410,41 @@ def test_fit_bayes_integrated_route():
     assert np.corrcoef(ov.mean((0, 1)), truth)[0, 1] > 0.8
 
 
+def test_run_length_chosen_by_the_checks(monkeypatch):
+    """The default route without draws or thin: IMH's chains run in blocks until the convergence checks
+    pass, each block continuing the same chains (the first block's draws are those of draws=block), the
+    run stops at the first block that passes, and with a structure ESS under 1,000 every draw is kept for
+    the LLM side. Blocks of 50 here (250 by default), so that the first ones cannot pass (2 x 100 draws
+    hold no ESS of 200)."""
+    import json
+
+    from mtlirt.bayes import collapsed, fit_bayes
+    from mtlirt.bayes.collapsed import choose_thin
+
+    monkeypatch.setattr(collapsed, "IMH_BLOCK", 50)
+    sim, resp, *_ = _setup(1, n_llms=100, sizes=(10, 20, 30), seed=2)
+    items = sim.items.set_index("item").loc[resp.items]
+    kw = dict(items="fixed", item_values={"a": items["discrimination"].values, "d": items["intercept"].values},
+              chains=2, cores=1, seed=3, progress=False)
+    auto = fit_bayes(resp, "factor-2pl", **kw)
+    short = fit_bayes(resp, "factor-2pl", draws=50, thin=1, sampler="imh", warn=False, **kw)  # no NUTS fallback
+    info = json.loads(auto.attrs["mtlirt_info"])
+    assert info["route"]["llm_side"] == "integrated" and info["sampler"] == "imh"
+    rl, blocks = info["run_length"], info["run_length"]["blocks"]
+    assert [b["draws"] for b in blocks] == [50 * (i + 1) for i in range(len(blocks))] and len(blocks) >= 3
+    assert rl["converged"] and info["draws"] == rl["draws"] == blocks[-1]["draws"] and info["diagnostics"]["converged"]
+
+    def passes(b):
+        return b["max_rhat"] <= 1.01 and min(b["min_ess_bulk"], b["min_ess_tail"]) >= 200 and b["pareto_khat"] <= 0.7
+
+    assert passes(blocks[-1]) and not any(passes(b) for b in blocks[:-1])
+    assert info["thin"] == 1 and info["thin_rule"]["min_ess_bulk"] < 1000
+    a, b = auto["posterior"]["loading_diag"].values, short["posterior"]["loading_diag"].values
+    assert a.shape[1] == rl["draws"] and np.array_equal(a[:, :50], b)
+    assert choose_thin(4, 500, {"min_ess_bulk": 1500.0}) == 2 and choose_thin(4, 4000, {"min_ess_bulk": 2e3}) == 16
+    assert choose_thin(4, 500, {"min_ess_bulk": 900.0}) == 1 and choose_thin(2, 400, {"min_ess_bulk": 1e3}) == 1
+
+
 def test_routes_agree_at_the_extremes():
     """Both fixed-items routes give the overall scores of a leaderboard's best and worst
     LLMs the same posterior, where the LLMs spread wider than the N(0, 1) prior on the
@@ -474,9 +509,9 @@ def test_llm_side_checked():
     with pytest.raises(InputError, match="items='fixed'"):
         fit_bayes(resp, items="joint", llm_side="integrated")
     with pytest.raises(InputError, match="sampler='imh'"):
-        fit_bayes(resp, items="fixed", sampler="imh")
+        fit_bayes(resp, items="fixed", llm_side="sampled", sampler="imh")
     with pytest.raises(InputError, match="thin applies"):
-        fit_bayes(resp, items="fixed", thin=2)
+        fit_bayes(resp, items="fixed", llm_side="sampled", thin=2)
     with pytest.raises(InputError, match="not 'pymc'"):
         fit_bayes(resp, items="fixed", llm_side="integrated", sampler="pymc")
 
@@ -560,8 +595,12 @@ def test_auto_falls_back_to_nuts_when_imh_fails():
 
 def test_inaccurate_quadrature_is_said_loudly(monkeypatch):
     """A quadrature check whose error moves over the structure's draws by more than
-    QUADRATURE_SPREAD_MAX warns (the check's own result replaced, on the path the fit takes)."""
-    from mtlirt.bayes import fit_bayes
+    QUADRATURE_SPREAD_MAX warns (the check's own result replaced, on the path the fit takes); the
+    default route then samples the overall traits instead."""
+    import json
+    import warnings
+
+    from mtlirt.bayes import NotConvergedWarning, fit_bayes
     from mtlirt.bayes.sample import QUADRATURE_SPREAD_MAX, QuadratureWarning
 
     real = cl.quadrature_check
@@ -578,6 +617,15 @@ def test_inaccurate_quadrature_is_said_loudly(monkeypatch):
     with pytest.warns(QuadratureWarning, match="moves by 2.5 log units"):
         fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side="integrated", draws=500,
                   chains=2, cores=1, seed=3, progress=False, thin=2)
+    # the default (llm_side="auto") takes the sampled route instead, and says why
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", QuadratureWarning)
+        warnings.simplefilter("ignore", NotConvergedWarning)  # 2 x 100 draws
+        tree = fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, draws=100, tune=100, chains=2,
+                         cores=1, seed=3, progress=False)
+    info = json.loads(tree.attrs["mtlirt_info"])
+    assert info["route"]["llm_side"] == "sampled" and "quadrature check failed" in info["route"]["reasons"]["llm_side"]
+    assert info["sampler"] == "nutpie" and "eta_raw" in json.loads(tree["posterior"].attrs["mtlirt_sampled_vars"])
 
 
 def test_overall_spread_measures_the_prior_fit():

@@ -49,6 +49,24 @@ def test_quadrature_matches_fine_grid_integral(setup):
         assert abs(approx.sum() - exact.sum()) < 1e-2
 
 
+@pytest.mark.parametrize("guessing", [0.0, 0.25])
+def test_conditional_moments_are_the_grid_sums(setup, guessing):
+    """The compiled conditional moments are the plain sums over the whole table grid (2PL tables by
+    answered pattern; 3PL tables per cell), priors far off included."""
+    arr, truth, _, m0, psi, _ = setup
+    tables = build_tables(arr, truth["a"], truth["d"], guessing)
+    m = m0 + np.random.default_rng(1).normal(0, 1.5, size=m0.shape)
+    x = tables.lo + tables.h * np.arange(tables.n_grid)
+    lp = tables.s[..., None] * x - tables.F[tables.table] - (x - m[..., None]) ** 2 / (2 * psi[None, :, None] ** 2)
+    w = np.exp(lp - lp.max(-1, keepdims=True))
+    mean = (w * x).sum(-1) / w.sum(-1)
+    sd = np.sqrt((w * (x - mean[..., None]) ** 2).sum(-1) / w.sum(-1))
+    logi = (np.log(w.sum(-1)) + lp.max(-1) + np.log(tables.h) - np.log(psi)[None, :] - 0.5 * np.log(2 * np.pi))
+    got = conditional_moments(tables, m, psi)
+    assert np.allclose(got[0], mean, rtol=0, atol=1e-12) and np.allclose(got[1], sd, rtol=0, atol=1e-12)
+    assert np.allclose(got[2], logi, rtol=1e-13, atol=1e-10)
+
+
 def test_kernel_value_and_gradient(setup):
     arr, truth, tables, m0, psi, quad = setup
     kern = marginal_kernel()
@@ -271,7 +289,7 @@ def test_fixed_items_fit_is_reproducible(setup):
     """The same seed gives the same draws, to the last bit (the compiled
     marginal kernel must not depend on memory alignment, as with fastmath)."""
     arr, truth, *_ = setup
-    kw = dict(items="fixed", item_values={"a": truth["a"], "d": truth["d"]}, draws=100, tune=100,
+    kw = dict(items="fixed", llm_side="sampled", item_values={"a": truth["a"], "d": truth["d"]}, draws=100, tune=100,
               chains=2, seed=9, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -131,23 +131,28 @@ def test_validate_fit_compare_report_chain(tmp_path, capsys):
     assert text.startswith("<!DOCTYPE html>") and "<svg" in text and "pooled" in text
 
 
-def test_fit_llm_side_integrated(tmp_path, capsys):
-    """--llm-side integrated through the command line: the fit records the
-    route, the sampler its pilot chose and the convergence check; every LLM
-    gets a score with an interval."""
+def test_fit_bayes_default_route(tmp_path, capsys):
+    """fit --method bayes without route or run-length options, on a leaderboard past the joint model's
+    size: the items fixed, the LLM side integrated out, the run length chosen by the convergence checks;
+    the choices and their reasons are printed and recorded in fit.json; every LLM gets a score with an
+    interval."""
     import json
 
     data = tmp_path / "sim.csv"
-    assert main(["simulate", "--n-llms", "100", "--domain-sizes", "10,20,30", "--seed", "2", "--out", str(data)]) == 0
+    assert main(["simulate", "--n-llms", "201", "--domain-sizes", "5,10,15", "--seed", "2", "--out", str(data)]) == 0
     out = tmp_path / "fit"
-    assert main(["fit", str(data), "--method", "bayes", "--items", "fixed", "--llm-side", "integrated",
-                 "--draws", "500", "--chains", "2", "--out", str(out)]) == 0
+    assert main(["fit", str(data), "--method", "bayes", "--chains", "2", "--strict", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "route: items fixed, LLM side integrated" in printed and "chosen by the convergence checks" in printed
     info = json.loads((out / "fit.json").read_text())
-    text = json.dumps(info)
-    assert '"llm_side": "integrated"' in text and '"imh_pilot"' in text
-    assert '"sampler": "imh"' in text or '"sampler": "nutpie"' in text
+    route = info["route"]
+    assert route["items"] == "fixed" and route["llm_side"] == "integrated" and info["llm_side"] == "integrated"
+    assert "201 LLMs" in route["reasons"]["items"] and route["reasons"]["llm_side"].startswith("auto")
+    assert info["sampler"] in ("imh", "nutpie") and "imh_pilot" in info
+    assert info["run_length"]["converged"] and info["draws"] == info["run_length"]["draws"]
+    assert info["diagnostics"]["converged"]
     scores = pd.read_csv(out / "overall.csv")
-    assert len(scores) == 100 and (scores["upper"] > scores["lower"]).all()
+    assert len(scores) == 201 and (scores["upper"] > scores["lower"]).all()
 
 
 def test_fit_guessing_default_is_auto_and_none_is_the_2pl(tmp_path):

@@ -19,7 +19,8 @@ def test_tiny_demo_writes_everything_and_shows_progress(tmp_path, monkeypatch, c
     err = capfd.readouterr().err
     # a message for every long step, the Bayesian sampling included (nutpie draws its own bar
     # on a terminal only)
-    for message in ("simulating 40 LLMs", "fitting mtl", "writing the MTL fit", "building the factor-2pl model",
-                    "sampling 2 chains x 60 draws after 60 tuning steps (nutpie)", "derived quantities",
+    for message in ("simulating 40 LLMs", "fitting mtl", "writing the MTL fit", "route: items fixed",
+                    "building the factor-2pl structure model", "sampling the loadings: 2 chains x 60 draws after 60 "
+                    "tuning steps", "derived quantities",
                     "writing the Bayesian fit", "writing the report"):
         assert f"mtlirt: {message}" in err, message

@@ -207,7 +207,7 @@ def cmd_fit(args) -> int:
         options = dict(spec=args.model, items=args.items, draws=args.draws, tune=args.tune,
                        chains=args.chains, sampler=args.sampler, algorithm=args.algorithm,
                        log_likelihood=args.log_likelihood, llm_side=args.llm_side, thin=args.thin)
-    elif args.model is not None or args.items is not None or args.llm_side != "sampled" or args.thin != 1:
+    elif args.model is not None or args.items != "auto" or args.llm_side != "auto" or args.thin is not None:
         raise InputError("--model, --items, --llm-side and --thin apply to --method bayes only")
     if args.variant is not None and args.method != "mtl":
         raise InputError(f"--variant applies to --method mtl only, not {args.method}")
@@ -245,6 +245,8 @@ def cmd_fit(args) -> int:
           f"({responses.n_domains} domains) to {out}")
     if "rank" in info:
         print(f"selected rank: {info['rank']}")
+    if "route" in info and info.get("algorithm") == "nuts":
+        print(_route_line(info))
     for note in info.get("notes", []):
         print(f"note: {note}", file=sys.stderr)
     if "heldout" in info:
@@ -272,6 +274,16 @@ def cmd_fit(args) -> int:
         if args.strict:
             return 3
     return 0
+
+
+def _route_line(info: dict) -> str:
+    """The Bayesian fit's route in one line: items, LLM side, sampler, draws and why."""
+    route = info["route"]
+    side = f", LLM side {route['llm_side']}" if route.get("llm_side") else ""
+    thin = info.get("thin") or 1
+    kept = f", the LLM side drawn for every {thin}-th" if thin > 1 else ""
+    return (f"route: items {route['items']}{side}, {info.get('sampler')}, {info.get('chains')} chains x "
+            f"{info.get('draws'):,} draws{kept} ({route['reasons'].get('draws', '')})")
 
 
 def _check_fit_dirs(dirs) -> None:
@@ -586,26 +598,30 @@ def _add_fit(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
     p.add_argument("--model", default=None, metavar="NAME",
                    help="bayes: a model specification shipped with mtlirt by name or a .toml path (default factor-2pl)")
-    p.add_argument("--items", default=None, choices=["joint", "fixed"],
+    p.add_argument("--items", default="auto", choices=["auto", "joint", "fixed"],
                    help="bayes: sample item parameters jointly, or fix them at calibrated values and sample the "
-                   "LLM side with tabulated sufficient statistics (for leaderboard scale)")
+                   "LLM side with tabulated sufficient statistics (for leaderboard scale); 'auto' (default): "
+                   "joint with at most 200 LLMs and 60,000 responses, else fixed")
     p.add_argument("--algorithm", default="nuts", choices=["nuts", "advi", "map"],
                    help="bayes: NUTS sampling (default), ADVI, or the MAP point")
-    p.add_argument("--llm-side", default="sampled", choices=["sampled", "integrated", "auto"],
-                   help="bayes --items fixed, factor traits of rank 1-2: 'integrated' integrates every LLM's "
-                   "overall trait and domain scores out, samples only the loadings and draws the LLM side "
-                   "exactly (fastest at leaderboard scale); 'sampled' (default) samples the overall traits")
+    p.add_argument("--llm-side", default="auto", choices=["auto", "integrated", "sampled"],
+                   help="bayes --items fixed: 'integrated' integrates every LLM's overall trait and domain scores "
+                   "out, samples only the loadings and draws the LLM side exactly (factor traits of rank 1-2); "
+                   "'sampled' samples the overall traits; 'auto' (default): integrated wherever it applies")
     p.add_argument("--sampler", default=None, choices=["nutpie", "pymc", "numpyro", "imh"],
                    help="bayes: NUTS implementation (default nutpie; numpyro needs the jax extra), or 'imh' "
                    "(independence Metropolis-Hastings, --llm-side integrated only); with --llm-side "
                    "integrated the default picks IMH where a pilot finds it fits, else nutpie")
-    p.add_argument("--draws", type=int, default=1000, help="bayes: draws per chain (default 1000)")
+    p.add_argument("--draws", type=int, default=None,
+                   help="bayes: draws per chain (default: with the LLM side integrated, draws in blocks until the "
+                   "convergence checks pass; 1000 otherwise)")
     p.add_argument("--tune", type=int, default=None,
                    help="bayes: tuning steps per chain (default 1000 for NUTS, 100 of burn-in for IMH)")
     p.add_argument("--chains", type=int, default=4, help="bayes: chains (default 4)")
-    p.add_argument("--thin", type=int, default=1, metavar="N",
-                   help="bayes --llm-side integrated: keep every N-th of the --draws structure draws and draw the "
-                   "LLM side for those only; convergence is checked on all of them (default 1)")
+    p.add_argument("--thin", type=int, default=None, metavar="N",
+                   help="bayes --llm-side integrated: keep every N-th of the structure draws and draw the LLM side "
+                   "for those only; convergence is checked on all of them (default: about 1,000 kept where the "
+                   "structure's effective sample size allows)")
     p.add_argument("--log-likelihood", action=argparse.BooleanOptionalAction, default=None,
                    help="bayes: store the pointwise log-likelihood (per LLM and domain) in posterior.nc for "
                    "loo/compare; by default only when it holds at most 1e8 values (0.8 GB)")

@@ -25,8 +25,8 @@ DEMO_FOLDER = FolderKind("demo folder", "demo.json",
 
 
 def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int | None = None,
-             scale: float | None = None, bootstrap: int = 40, bayes: bool = True, draws: int = 1000,
-             tune: int = 1000, chains: int = 4, checks: bool = True, check_replicates: int = 20,
+             scale: float | None = None, bootstrap: int = 40, bayes: bool = True, draws: int | None = None,
+             tune: int | None = None, chains: int = 4, checks: bool = True, check_replicates: int = 20,
              overwrite: bool = True) -> dict:
     """Simulate the demo leaderboard, fit MTL (with bootstrap) and the Bayesian model, write the report.
 
@@ -46,9 +46,9 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
     bayes
         Also fit the Bayesian model (items fixed at the MTL calibration).
     draws, tune, chains
-        NUTS settings of the Bayesian fit. 1,000 tuning steps: with 500 the
-        demo's overall scores reached max R-hat 1.0095, close to the 1.01
-        rule; with 1,000, 1.0074 (16 s more on 2 cores).
+        Sampler settings of the Bayesian fit; by default the fit's own: the
+        LLM side integrated out, the loadings sampled until the convergence
+        checks pass (:func:`mtlirt.bayes.fit_bayes`).
     checks, check_replicates
         The report's model checks (:mod:`mtlirt.checks`) of the MTL fit, with
         this many replicates of the correlation check. The Bayesian fit is not

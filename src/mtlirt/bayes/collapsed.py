@@ -1311,6 +1311,12 @@ IMH_WIDE = 1.5
 IMH_TUNE = 100
 IMH_PILOT = 200
 IMH_PILOT_K_MAX = 0.5
+# draws=None: IMH draws this many steps per chain at a time until the convergence checks pass, at most
+# IMH_MAX_DRAWS per chain; then the LLM side is drawn for about KEEP_DRAWS of them (thin=None)
+IMH_BLOCK = 250
+NUTS_DRAWS = 1000
+IMH_MAX_DRAWS = 4000
+KEEP_DRAWS = 1000
 
 
 def imh_log_proposal(z: np.ndarray, *, eps: float = IMH_DEFENSIVE, df: float = IMH_DF,
@@ -1429,11 +1435,17 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     draws of that t. The proposals do not depend on the chains' states, so
     every log density is evaluated first, in parallel (value only, no
     gradient); the accept steps then cost nothing. Returns ``(posterior,
-    sample_stats)`` as :func:`_sample_loadings`; the sample stats hold each
-    step's acceptance, the log importance ratio of its proposal
+    sample_stats, diagnostics or None)``, the first two as :func:`_sample_loadings`;
+    the sample stats hold each step's acceptance, the log importance ratio of its proposal
     (``proposal_log_weight``: their Pareto k-hat checks that the proposal
     covers the posterior, :func:`mtlirt.bayes.diagnostics.diagnostics`) and
-    the state's log density (``lp``)."""
+    the state's log density (``lp``).
+
+    ``draws=None``: the run length is chosen by the convergence checks. The
+    chains draw ``IMH_BLOCK`` steps each at a time, continued from their last
+    state with new proposals of the same random stream, until the loadings
+    pass :func:`_structure_diagnostics` (R-hat, bulk and tail ESS, Pareto k-hat)
+    or reach ``IMH_MAX_DRAWS`` (``info["run_length"]`` records each block)."""
     import xarray as xr
 
     n_free = len(layout[0])
@@ -1444,7 +1456,8 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     if winfo["kind"] != "full":
         raise RuntimeError("the structure's Laplace approximation is not positive definite at the mode: "
                            "independence Metropolis-Hastings needs it; sample with NUTS (sampler='nutpie')")
-    S = int(tune) + int(draws)
+    adaptive = draws is None
+    S = int(tune) + (IMH_BLOCK if adaptive else int(draws))
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1A4C0]))
     z_start = imh_proposals(rng, (chains,), n, heavy=True)
     z = imh_proposals(rng, (chains, S), n)
@@ -1452,26 +1465,54 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     flat = np.concatenate([z_start, z.reshape(chains * S, n)])
     lp, lw = _log_ratios(grid, layout, loading_scale, xc, T, flat, cores, progress,
                          "IMH: log densities of the proposals")
-    if not np.isfinite(lp).all():
-        info["imh_nonfinite_proposals"] = int((~np.isfinite(lp)).sum())
-    state, acc = _imh_chains(lw[:chains], lw[chains:].reshape(chains, S), u)
-    zz = np.concatenate([z_start[:, None, :], z], axis=1)  # index 0: the start
-    lpp = np.concatenate([lp[:chains, None], lp[chains:].reshape(chains, S)], axis=1)
-    pick = state[:, tune:] + 1
-    zs = np.take_along_axis(zz, pick[..., None], axis=1)
-    x = xc + zs @ T.T
-    free, diag = structure_of_x(x, n_free)
-    data = {"loading_free": (("chain", "draw", "loading_free_dim_0"), free)} if n_free else {}
-    data["loading_diag"] = (("chain", "draw", "loading_diag_dim_0"), diag)
-    post = xr.Dataset(data, coords={"chain": np.arange(chains), "draw": np.arange(draws)})
-    ss = xr.Dataset({
-        "accepted": (("chain", "draw"), acc[:, tune:]),
-        "proposal_log_weight": (("chain", "draw"), lw[chains:].reshape(chains, S)[:, tune:]),
-        "lp": (("chain", "draw"), np.take_along_axis(lpp, pick, axis=1)),
-    }, coords={"chain": np.arange(chains), "draw": np.arange(draws)})
+    lp_start, lw_start = lp[:chains], lw[:chains]
+    lp, lw = lp[chains:].reshape(chains, S), lw[chains:].reshape(chains, S)
+    blocks = []
+    while True:
+        S = z.shape[1]
+        D = S - int(tune)
+        state, acc = _imh_chains(lw_start, lw, u)
+        zz = np.concatenate([z_start[:, None, :], z], axis=1)  # index 0: the start
+        lpp = np.concatenate([lp_start[:, None], lp], axis=1)
+        pick = state[:, tune:] + 1
+        zs = np.take_along_axis(zz, pick[..., None], axis=1)
+        x = xc + zs @ T.T
+        free, diag = structure_of_x(x, n_free)
+        data = {"loading_free": (("chain", "draw", "loading_free_dim_0"), free)} if n_free else {}
+        data["loading_diag"] = (("chain", "draw", "loading_diag_dim_0"), diag)
+        post = xr.Dataset(data, coords={"chain": np.arange(chains), "draw": np.arange(D)})
+        ss = xr.Dataset({
+            "accepted": (("chain", "draw"), acc[:, tune:]),
+            "proposal_log_weight": (("chain", "draw"), lw[:, tune:]),
+            "lp": (("chain", "draw"), np.take_along_axis(lpp, pick, axis=1)),
+        }, coords={"chain": np.arange(chains), "draw": np.arange(D)})
+        if not adaptive:
+            checked = None
+            break
+        r = len(layout[2])
+        K = (n_free + r + r * (r - 1) // 2) // r  # the loadings' K r - r (r - 1) / 2 entries
+        checked = _structure_diagnostics(post, ss, _structure_draws(post, K, layout)[0])
+        blocks.append({"draws": int(D), **{k: checked[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
+                                                                     "pareto_khat") if k in checked}})
+        if checked["converged"] or D >= IMH_MAX_DRAWS:
+            break
+        more = min(IMH_BLOCK, IMH_MAX_DRAWS - D)
+        z2 = imh_proposals(rng, (chains, more), n)
+        u2 = rng.random((chains, more))
+        lp2, lw2 = _log_ratios(grid, layout, loading_scale, xc, T, z2.reshape(chains * more, n), cores, progress,
+                               "IMH: log densities of more proposals")
+        z, u = np.concatenate([z, z2], axis=1), np.concatenate([u, u2], axis=1)
+        lp = np.concatenate([lp, lp2.reshape(chains, more)], axis=1)
+        lw = np.concatenate([lw, lw2.reshape(chains, more)], axis=1)
+    if not (np.isfinite(lp).all() and np.isfinite(lp_start).all()):
+        info["imh_nonfinite_proposals"] = int((~np.isfinite(lp)).sum() + (~np.isfinite(lp_start)).sum())
+    if adaptive:
+        info["run_length"] = {"rule": f"blocks of {IMH_BLOCK} draws per chain until the convergence checks pass, "
+                                      f"at most {IMH_MAX_DRAWS}", "blocks": blocks, "draws": int(D),
+                              "converged": bool(checked["converged"])}
     info["imh"] = {"acceptance": [round(float(a), 4) for a in acc[:, tune:].mean(1)],
-                   "evaluations": int(len(flat)), "tune": int(tune), "seconds": time.perf_counter() - t0}
-    return post, ss
+                   "evaluations": int(chains * (S + 1)), "tune": int(tune), "seconds": time.perf_counter() - t0}
+    return post, ss, checked
 
 
 def _structure_draws(post, K: int, layout) -> tuple[np.ndarray, np.ndarray]:
@@ -1533,11 +1574,26 @@ def spread_off_prior(spread: dict | None) -> list[int]:
     return [j for j, sd in enumerate(spread["median_sd"]) if abs(sd - 1) > tol]
 
 
-def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *, draws: int = 1000,
+def choose_thin(chains: int, draws: int, diag: dict) -> int:
+    """The thinning of the structure draws before the LLM side is drawn (``thin=None``).
+
+    The LLM side drawn for a kept structure draw is exact given it, so the kept draws' effective sample
+    size is about the smaller of their number and the structure's ESS. Where the structure's bulk ESS over
+    all ``chains x draws`` draws reaches ``KEEP_DRAWS``, every ``floor(chains x draws / KEEP_DRAWS)``-th
+    draw is kept (about ``KEEP_DRAWS`` in all: 90% intervals from them cover as from more,
+    docs/results.md); below it, where the draws are autocorrelated, all are kept."""
+    ess = diag.get("min_ess_bulk", float("nan"))
+    if not np.isfinite(ess) or ess < KEEP_DRAWS:
+        return 1
+    return max(1, int(chains * draws // KEEP_DRAWS))
+
+
+def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *,
+                     draws: int | None = None,
                      tune: int | None = None, chains: int = 4, cores: int = 1, seed: int = 0,
                      target_accept: float = 0.9, progress: bool = False, nuts_kwargs: dict | None = None,
                      check: bool = True, grid_options: dict | None = None,
-                     sampler: str = "auto", whiten: bool = True, thin: int = 1) -> CollapsedFit:
+                     sampler: str = "auto", whiten: bool = True, thin: int | None = 1) -> CollapsedFit:
     """The fixed-items factor model with the LLM side integrated out: the
     structure's posterior mode, the grid placed there, the loadings sampled
     (IMH or NUTS, see ``sampler``), then exact draws of every LLM's overall
@@ -1641,18 +1697,24 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         tune = IMH_TUNE if sampler == "imh" else 1000
     t2 = time.perf_counter()
     if sampler == "imh":
-        post, ss = _imh_loadings(sgrid, layout, spec.priors.loading_scale, laplace, draws=draws, tune=tune,
-                                 chains=chains, cores=cores, seed=seed, progress=progress, info=wi)
+        post, ss, diag_all = _imh_loadings(sgrid, layout, spec.priors.loading_scale, laplace, draws=draws,
+                                           tune=tune, chains=chains, cores=cores, seed=seed, progress=progress,
+                                           info=wi)
         stages["imh"] = time.perf_counter() - t2
         if auto:  # the pilot's 200 proposals can pass where IMH's chains then fail: NUTS instead
-            diag_all = _structure_diagnostics(post, ss, _structure_draws(post, K, layout)[0])
+            if diag_all is None:
+                diag_all = _structure_diagnostics(post, ss, _structure_draws(post, K, layout)[0])
             if not diag_all["converged"]:
                 wi["imh_fallback"] = {**{k: diag_all[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
                                                                   "pareto_khat") if k in diag_all},
                                       "imh": wi.pop("imh", None), "seconds": stages.pop("imh")}
                 sampler, tune, diag_all = "nutpie", 1000 if tune_given is None else tune_given, None
+                wi.pop("run_length", None)
     if sampler != "imh":
         t2 = time.perf_counter()
+        if draws is None:
+            draws = NUTS_DRAWS
+            wi["run_length"] = {"rule": f"{NUTS_DRAWS} draws per chain, the NUTS default", "draws": NUTS_DRAWS}
         post, ss = _sample_loadings(sgrid, layout, spec.priors.loading_scale, V2, coords, r, sampler=sampler,
                                     draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
                                     target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
@@ -1660,8 +1722,15 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         stages["nuts"] = time.perf_counter() - t2
     t3 = time.perf_counter()
     lam, psi = _structure_draws(post, K, layout)
-    if thin > 1:
+    C, D = lam.shape[:2]
+    if thin is None:
+        diag_all = diag_all or _structure_diagnostics(post, ss, lam)
+        thin = choose_thin(C, D, diag_all)
+        wi["thin_rule"] = {"rule": f"keep about {KEEP_DRAWS} draws where the structure's ESS allows",
+                           "structure_draws": int(C * D), "min_ess_bulk": diag_all["min_ess_bulk"], "thin": thin}
+    if thin > 1 or diag_all is not None:
         wi["structure_diagnostics_all_draws"] = diag_all or _structure_diagnostics(post, ss, lam)
+    if thin > 1:
         keep = slice(thin - 1, None, thin)
         n_keep = len(range(post.sizes["draw"])[keep])
         post = post.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
@@ -1678,7 +1747,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
                               factor=list(coords.get("factor", range(r))))
     stages["llm_side_draws"] = time.perf_counter() - t3
     info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]),
-            "sampler": sampler, "tune": int(tune), **wi,
+            "sampler": sampler, "tune": int(tune), "draws": int(D), "thin": int(thin), **wi,
             "n_inner_nodes": int(grid.logw.shape[1]), "stage_seconds": stages,
             "n_llms_structure": N if informative is None else len(informative),
             "overall_spread": overall_spread(eta, informative)}

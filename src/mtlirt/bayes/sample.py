@@ -3,13 +3,14 @@ jointly over items and LLMs or with the items fixed (calibrate, then score)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
 import os
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import as_arrays
 from mtlirt.bayes._factor import anchor_domains, model_coords
 from mtlirt.bayes._nutpie import compile_model, relabel
-from mtlirt.bayes.collapsed import sample_structure, spread_off_prior
+from mtlirt.bayes.collapsed import NUTS_DRAWS, sample_structure, spread_off_prior
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
 from mtlirt.bayes.fixed_items import build_fixed_model, build_tables, resolve_item_values, use_marginal
@@ -49,6 +50,14 @@ class NotConvergedWarning(UserWarning):
 
 class QuadratureWarning(UserWarning):
     """The integrated route's quadrature is not accurate at the structure's posterior draws."""
+
+
+class _QuadratureFallback(Exception):
+    """The integrated route's quadrature check failed where ``llm_side="auto"`` may take the sampled route."""
+
+    def __init__(self, check: dict):
+        super().__init__("quadrature check failed")
+        self.check = check
 
 
 class PriorSpreadWarning(UserWarning):
@@ -174,12 +183,12 @@ def fit_bayes(
     algorithm: str = "nuts",
     method: str | None = None,
     sampler: str | None = None,
-    draws: int = 1000,
+    draws: int | None = None,
     tune: int | None = None,
     chains: int = 4,
     seed: int = 0,
     init: dict | None = None,
-    items: str = "joint",
+    items: str = "auto",
     item_values: dict | None = None,
     progress: bool = True,
     cores: int | None = None,
@@ -191,8 +200,8 @@ def fit_bayes(
     nuts_kwargs: dict | None = None,
     trace_dir: str | None = None,
     warn: bool = True,
-    llm_side: str = "sampled",
-    thin: int = 1,
+    llm_side: str = "auto",
+    thin: int | None = None,
 ):
     """Fit the Bayesian multi-domain IRT model and return an ArviZ-layout tree.
 
@@ -222,18 +231,23 @@ def fit_bayes(
         nutpie; ``"nutpie"`` elsewhere. The sampler used is recorded
         (``mtlirt_sampler``).
     draws, tune, chains : int
-        Draws and tuning steps per chain, number of chains. ``tune``
-        defaults to 1,000 for NUTS and to 100 for IMH, which adapts nothing
-        (its tuning steps are only the burn-in each chain discards).
+        Draws and tuning steps per chain, number of chains. ``draws=None``
+        (default): on the integrated route the convergence checks choose
+        the run length (IMH in blocks until they pass,
+        :func:`mtlirt.bayes.collapsed.sample_structure`), 1,000 elsewhere.
+        ``tune`` defaults to 1,000 for NUTS and to 100 for IMH, which adapts
+        nothing (its tuning steps are only the burn-in each chain discards).
     seed : int
         Random seed: the same seed gives the same numbers.
     init : dict, optional
         Point estimate (``theta`` N x K, ``overall`` N x r, ``loadings``
         K x r, ``a``, ``d``, optional ``c``) for initial values; default a
         quick estimate from accuracies (:func:`mtlirt.bayes.init.default_init`).
-    items : {"joint", "fixed"}
+    items : {"auto", "joint", "fixed"}
         Sample items jointly, or fix them (calibrate, then score; see
-        :mod:`mtlirt.bayes.fixed_items`).
+        :mod:`mtlirt.bayes.fixed_items`). ``"auto"`` (default): joint with
+        at most ``JOINT_MAX_LLMS`` LLMs and ``JOINT_MAX_RESPONSES``
+        responses, else fixed (:func:`resolve_route`).
     item_values : dict, optional
         ``items="fixed"``: the item values ``a``, ``d`` (``c``). Default
         ``init``'s ``a``/``d``, else calibrated by MML-EM.
@@ -277,16 +291,19 @@ def fit_bayes(
         the sampled loadings, and the fit records a quadrature check);
         ``"sampled"`` samples the overall traits with the loadings
         (domain traits integrated out, :mod:`mtlirt.bayes.marginal`).
-        ``"auto"``: ``"integrated"`` when it applies and the spec's
-        ``trait_parameterization`` is ``"auto"``, else ``"sampled"``. The
-        default stays ``"sampled"`` until the test suite's mocked-sampler
-        tests cover the integrated route.
+        ``"auto"`` (default): ``"integrated"`` when it applies and the spec's
+        ``trait_parameterization`` is ``"auto"``, else ``"sampled"``; and
+        ``"sampled"`` where the integrated route's quadrature check fails
+        (few LLMs with few items per domain). The choice and its reason:
+        ``info["route"]`` (:func:`resolve_route`).
 
-    thin : int
+    thin : int, optional
         ``llm_side="integrated"`` only: sample ``draws`` structure draws per
         chain, keep every ``thin``-th and draw the LLM side for those (its
         cost dominates at leaderboard scale). Convergence is judged on all
-        ``draws`` structure draws (recorded with ``computed_on``).
+        ``draws`` structure draws (recorded with ``computed_on``). Default
+        (``None``): about 1,000 kept where the structure's ESS allows
+        (:func:`mtlirt.bayes.collapsed.choose_thin`).
 
     Returns
     -------
@@ -314,21 +331,32 @@ def fit_bayes(
     if method is not None:
         raise TypeError(f"fit_bayes: method={method!r} is now algorithm={method!r} (one of "
                         f"{', '.join(_ALGORITHMS)}), as in mtlirt.fit and the CLI's --algorithm")
-    spec, arr = _checked(responses, spec, algorithm, sampler, items, draws, chains, tune)
-    integrated = _integrated(spec, algorithm, items, llm_side)
-    sampler, tune = _sampler_defaults(sampler, tune, integrated)
-    if isinstance(thin, bool) or not isinstance(thin, (int, np.integer)) or thin < 1 or thin > draws:
-        raise InputError(f"thin must be an integer from 1 to draws; got {thin!r}")
-    if thin > 1 and not integrated:
-        raise InputError("thin applies to llm_side='integrated' only (the structure's draws are thinned there, "
-                         "after the convergence check on all of them)")
-    if algorithm == "nuts" and sampler == "numpyro":
-        _check_numpyro_route(spec, items, integrated)
-    if integrated:
-        return _fit_integrated(arr, spec, sampler=sampler, draws=draws, tune=tune, chains=chains, seed=seed,
-                               init=init, item_values=item_values, progress=progress, cores=cores,
-                               target_accept=target_accept, log_likelihood=log_likelihood, keep_raw=keep_raw,
-                               nuts_kwargs=nuts_kwargs, warn=warn, thin=int(thin))
+    spec, arr = load_spec(spec), as_arrays(responses)
+    route = resolve_route(arr, spec, algorithm=algorithm, sampler=sampler, items=items, llm_side=llm_side,
+                          draws=draws, tune=tune, chains=chains, thin=thin)
+    side = f"; LLM side {route.llm_side} ({route.reasons['llm_side']})" if route.llm_side else ""
+    stage(f"route: items {route.items} ({route.reasons['items']}){side}; {route.reasons['draws']}")
+    items, sampler, tune, draws, thin = route.items, route.sampler, route.tune, route.draws, route.thin
+    if route.integrated:
+        # llm_side="auto": where the quadrature check fails (few LLMs, few items per domain), the sampled route
+        fallback = llm_side == "auto" and sampler in ("auto", "nutpie")
+        try:
+            return _fit_integrated(arr, spec, sampler=sampler, draws=draws, tune=tune, chains=chains, seed=seed,
+                                   init=init, item_values=item_values, progress=progress, cores=cores,
+                                   target_accept=target_accept, log_likelihood=log_likelihood, keep_raw=keep_raw,
+                                   nuts_kwargs=nuts_kwargs, warn=warn, thin=thin, route=route, fallback=fallback)
+        except _QuadratureFallback as e:
+            reason = (f"auto: the integrated route's quadrature check failed (its error moved by "
+                      f"{e.check['spread_diff']:.3g} log units over the loadings' draws, more than "
+                      f"{QUADRATURE_SPREAD_MAX}), so the overall traits are sampled")
+            route = dataclasses.replace(route, integrated=False, llm_side="sampled", sampler="nutpie",
+                                        tune=1000 if tune is None else tune, thin=1,
+                                        reasons={**route.reasons, "llm_side": reason,
+                                                 "draws": f"{draws or NUTS_DRAWS:,} draws per chain"})
+            stage(f"route: {reason}")
+            sampler, tune, thin = route.sampler, route.tune, route.thin
+    if draws is None:
+        draws = NUTS_DRAWS
     t0 = time.perf_counter()
     # the fused likelihood Op has no JAX implementation
     likelihood = "elementwise" if algorithm == "nuts" and sampler == "numpyro" else "auto"
@@ -350,9 +378,9 @@ def fit_bayes(
         post = add_domain_scores(post, built.tables, quad, anchors, seed=seed,
                                  point=algorithm == "map", progress=progress)
         stages["domain_score_draws"] = time.perf_counter() - t2
-    extra = None
+    extra = {"route": route.record()}
     if "eta_var" in post:  # the fixed-items models: the population prior's fit, as on the integrated route
-        extra = {"overall_spread": _variance_spread(post["eta_var"].values, arr.n_llms)}
+        extra["overall_spread"] = _variance_spread(post["eta_var"].values, arr.n_llms)
         if warn and algorithm == "nuts":
             _warn_spread(extra["overall_spread"], stacklevel=3)
     fixed = built.items if items == "fixed" else None
@@ -393,29 +421,116 @@ def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, core
     return post, None, target_accept
 
 
-def _checked(responses, spec, algorithm, sampler, items, draws, chains, tune):
-    """The arguments checked; returns the spec and the response arrays."""
+_LLM_SIDES = ("auto", "integrated", "sampled")
+
+# items="auto": the joint model where the item values' own uncertainty matters and its cost is modest (few
+# LLMs: an item's values are then known only roughly), the items fixed at their calibration otherwise.
+# Measured (docs/results.md, "Items fixed or sampled"): at 150 LLMs fixing the items moved the 90%
+# intervals' endpoints by about 5% of a width, at the cost of 16 s against the joint model's 36 s; the joint
+# model at 300 LLMs x 1,154 items (346,200 responses) needed 2,000 draws per chain and about 10 minutes.
+JOINT_MAX_LLMS = 200
+JOINT_MAX_RESPONSES = 60_000
+
+
+@dataclass(frozen=True)
+class Route:
+    """The fit's route with every default filled in (:func:`resolve_route`).
+
+    ``draws=None``: the run length is chosen by the convergence checks (draws in blocks until they pass,
+    :mod:`mtlirt.bayes.collapsed`); ``thin=None``: the thinning is chosen from the structure draws'
+    autocorrelation. ``sampler="auto"``: IMH or nutpie, chosen by a pilot on the integrated route.
+    ``reasons`` says why each default was chosen, for the log and ``fit.json``."""
+
+    items: str
+    integrated: bool
+    llm_side: str | None
+    sampler: str | None
+    tune: int | None
+    draws: int | None
+    thin: int | None
+    reasons: dict
+
+    def record(self) -> dict:
+        """The route as recorded in ``fit.json`` (``info["route"]``)."""
+        return {"items": self.items, "llm_side": self.llm_side, "reasons": dict(self.reasons)}
+
+
+def _integer(name: str, v, lo: int, none: bool = False):
+    if v is None and none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise InputError(f"{name} must be an integer >= {lo}{' or None' if none else ''}; got {v!r}")
+    return int(v)
+
+
+def _n_responses(arr) -> int:
+    return int(arr.observed.sum()) if arr.observed is not None else int(arr.n_llms * arr.n_items)
+
+
+def resolve_route(arr, spec: ModelSpec, *, algorithm: str = "nuts", sampler: str | None = None,
+                  items: str = "auto", llm_side: str = "auto", draws: int | None = None, tune: int | None = None,
+                  chains: int = 4, thin: int | None = None) -> Route:
+    """Every check of the sampler options, and the defaults chosen, in one place.
+
+    * ``items="auto"``: ``"joint"`` with at most ``JOINT_MAX_LLMS`` LLMs and ``JOINT_MAX_RESPONSES``
+      observed responses (the item values' uncertainty matters there, and the joint model is affordable),
+      else ``"fixed"``.
+    * ``llm_side="auto"``: ``"integrated"`` wherever it applies (NUTS, items fixed, factor traits of rank
+      1-2, the spec's ``trait_parameterization`` left at ``"auto"``), else ``"sampled"``. Both routes give
+      the same posterior (docs/model.md, "The overall traits' prior, and the estimand of each route");
+      the integrated one samples only the loadings. :func:`fit_bayes` still takes the sampled route
+      where the integrated route's quadrature check then fails.
+    * ``sampler=None``: chosen by a pilot on the integrated route (IMH or nutpie), nutpie elsewhere.
+    * ``draws=None``: on the integrated route, draws in blocks until the convergence checks pass
+      (:func:`mtlirt.bayes.collapsed.sample_structure`); ``NUTS_DRAWS`` per chain on the other NUTS
+      routes; 1,000 draws of the ADVI approximation.
+    * ``thin=None``: on the integrated route, chosen from the structure draws' autocorrelation; 1 elsewhere.
+    """
     if algorithm not in _ALGORITHMS:
         raise InputError(f"algorithm must be one of {', '.join(_ALGORITHMS)}; got {algorithm!r}")
     if sampler is not None and sampler not in _SAMPLERS:
         raise InputError(f"sampler must be one of {', '.join(_SAMPLERS)}; got {sampler!r}")
-    if items not in _ITEMS:
-        raise InputError(f"items must be one of {', '.join(_ITEMS)}; got {items!r}")
-    for nm, v, lo in (("draws", draws, 1), ("chains", chains, 1), ("tune", 0 if tune is None else tune, 0)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise InputError(f"{nm} must be an integer >= {lo}; got {v!r}")
-    return load_spec(spec), as_arrays(responses)
-
-
-_LLM_SIDES = ("auto", "integrated", "sampled")
-
-
-def _sampler_defaults(sampler: str | None, tune: int | None, integrated: bool) -> tuple[str, int | None]:
-    """The sampler and the tuning steps, defaults filled in: on the
-    integrated route ``"auto"`` (IMH where its pilot finds the Laplace
-    proposal good, else nutpie: :func:`mtlirt.bayes.collapsed.sample_structure`,
-    which also fills in ``tune``: 100 steps of burn-in for IMH, 1,000 for
-    NUTS); nutpie and 1,000 tuning steps elsewhere."""
+    if items not in _ITEMS + ("auto",):
+        raise InputError(f"items must be one of auto, {', '.join(_ITEMS)}; got {items!r}")
+    if llm_side not in _LLM_SIDES:
+        raise InputError(f"llm_side must be one of {', '.join(_LLM_SIDES)}; got {llm_side!r}")
+    draws = _integer("draws", draws, 1, none=True)
+    chains = _integer("chains", chains, 1)
+    tune = _integer("tune", tune, 0, none=True)
+    thin = _integer("thin", thin, 1, none=True)
+    reasons = {}
+    if items == "auto":
+        n_resp = _n_responses(arr)
+        small = arr.n_llms <= JOINT_MAX_LLMS and n_resp <= JOINT_MAX_RESPONSES
+        items = "joint" if small else "fixed"
+        reasons["items"] = (f"auto: {arr.n_llms:,} LLMs and {n_resp:,} responses "
+                            + (f"(at most {JOINT_MAX_LLMS} and {JOINT_MAX_RESPONSES:,}): the item values are "
+                               "sampled with the LLMs" if small else
+                               f"(more than {JOINT_MAX_LLMS} LLMs or {JOINT_MAX_RESPONSES:,} responses): the items "
+                               "are fixed at their calibration"))
+    else:
+        reasons["items"] = "as asked"
+    applies = algorithm == "nuts" and items == "fixed" and spec.traits == "factor" and spec.rank in (1, 2)
+    if llm_side == "integrated":
+        if not applies:
+            raise InputError("llm_side='integrated' needs algorithm='nuts', items='fixed' and factor traits of "
+                             "rank 1 or 2")
+        integrated = True
+        reasons["llm_side"] = "as asked"
+    elif llm_side == "auto":
+        integrated = applies and spec.trait_parameterization == "auto"
+        if integrated:
+            reasons["llm_side"] = ("auto: items fixed and factor traits of rank 1-2, so every LLM's traits are "
+                                   "integrated out and only the loadings are sampled")
+        elif items == "fixed" and spec.traits == "factor" and algorithm == "nuts":
+            reasons["llm_side"] = ("auto: sampled, as the integrated route needs factor traits of rank 1-2 and the "
+                                   "spec's trait_parameterization left at auto")
+        else:
+            reasons["llm_side"] = "auto: sampled (the integrated route needs NUTS, items fixed and factor traits)"
+    else:
+        integrated = False
+        reasons["llm_side"] = "as asked"
+    side = ("integrated" if integrated else "sampled") if items == "fixed" and spec.traits == "factor" else None
     if sampler is None:
         sampler = "auto" if integrated else "nutpie"
     if sampler == "imh" and not integrated:
@@ -425,22 +540,29 @@ def _sampler_defaults(sampler: str | None, tune: int | None, integrated: bool) -
     if sampler == "pymc" and integrated:
         raise InputError("the route with the whole LLM side integrated out samples its structure with "
                          "sampler='imh', 'nutpie' or 'numpyro' (default: chosen by a pilot), not 'pymc'")
+    if algorithm == "nuts" and sampler == "numpyro":
+        _check_numpyro_route(spec, items, integrated)
     if tune is None and not integrated:
         tune = 1000
-    return sampler, tune
-
-
-def _integrated(spec: ModelSpec, algorithm: str, items: str, llm_side: str) -> bool:
-    """Whether the fit takes the route with the whole LLM side integrated out."""
-    if llm_side not in _LLM_SIDES:
-        raise InputError(f"llm_side must be one of {', '.join(_LLM_SIDES)}; got {llm_side!r}")
-    applies = algorithm == "nuts" and items == "fixed" and spec.traits == "factor" and spec.rank in (1, 2)
-    if llm_side == "integrated":
-        if not applies:
-            raise InputError("llm_side='integrated' needs algorithm='nuts', items='fixed' and factor traits of "
-                             "rank 1 or 2")
-        return True
-    return llm_side == "auto" and applies and spec.trait_parameterization == "auto"
+    if thin is not None and thin > 1 and not integrated:
+        raise InputError("thin applies to llm_side='integrated' only (the structure's draws are thinned there, "
+                         "after the convergence check on all of them)")
+    if thin is not None and draws is not None and thin > draws:
+        raise InputError(f"thin must be an integer from 1 to draws; got {thin!r}")
+    if not integrated:
+        thin = 1
+    if draws is not None:
+        reasons["draws"] = f"{draws:,} draws per chain, as asked"
+    elif integrated:
+        reasons["draws"] = "run length chosen by the convergence checks"
+    elif algorithm == "nuts":
+        reasons["draws"] = f"{NUTS_DRAWS:,} draws per chain (the default)"
+    else:
+        reasons["draws"] = f"{NUTS_DRAWS:,} draws (the default)"
+    if algorithm != "nuts" and draws is None:
+        draws = NUTS_DRAWS
+    return Route(items=items, integrated=integrated, llm_side=side, sampler=sampler, tune=tune, draws=draws,
+                 thin=thin, reasons=reasons)
 
 
 def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, seed, progress, target_accept,
@@ -539,7 +661,8 @@ def _run_map(model, initvals, free, *, seed, progress, maxiter):
 
 
 def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed, init, item_values, progress,
-                    cores, target_accept, log_likelihood, keep_raw, nuts_kwargs, warn, thin=1):
+                    cores, target_accept, log_likelihood, keep_raw, nuts_kwargs, warn, thin=1, route=None,
+                    fallback=False):
     """The fixed-items factor model with the whole LLM side integrated out
     (:mod:`mtlirt.bayes.collapsed`)."""
     t0 = time.perf_counter()
@@ -556,17 +679,20 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
     # near the loadings' bound): there 0.8 left divergences that 0.9 does not
     target_accept = 0.9 if target_accept is None else float(target_accept)
     steps = "the default tuning steps" if tune is None else f"{tune:,} tuning steps"
-    stage(f"sampling the loadings: {chains} chains x {draws:,} draws after {steps} ({sampler}), "
+    n_draws = "draws in blocks until the convergence checks pass" if draws is None else f"{draws:,} draws"
+    stage(f"sampling the loadings: {chains} chains x {n_draws} after {steps} ({sampler}), "
           "then the LLM side exactly")
     fit = sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=draws, tune=tune,
                            chains=chains, cores=cores or max(1, min(chains, os.cpu_count() or 1)), seed=seed,
                            target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
                            sampler=sampler, thin=thin)
     stages.update({f"integrated.{k}": v for k, v in fit.info["stage_seconds"].items()})
-    sampler, tune = fit.info["sampler"], fit.info["tune"]
+    sampler, tune, draws, thin = fit.info["sampler"], fit.info["tune"], fit.info["draws"], fit.info["thin"]
     if sampler == "imh":
         target_accept = float("nan")
     qc = fit.info.get("quadrature_check") or {}
+    if fallback and qc.get("spread_diff", 0.0) > QUADRATURE_SPREAD_MAX:
+        raise _QuadratureFallback(qc)
     if warn and qc.get("spread_diff", 0.0) > QUADRATURE_SPREAD_MAX:
         warnings.warn(
             f"QUADRATURE NOT ACCURATE: the integrated log-likelihood's error moves by {qc['spread_diff']:.3g} log "
@@ -587,14 +713,17 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn,
                    check_vars=free + ["loadings"], diagnostics_override=fit.info.get("structure_diagnostics_all_draws"),
                    extra_info={"llm_side": "integrated", "thin": int(thin),
-                                                               "imh": fit.info.get("imh"),
-                                                               "imh_pilot": fit.info.get("imh_pilot"),
-                                                               "imh_fallback": fit.info.get("imh_fallback"),
-                                                               "whitening": fit.info.get("whitening"),
-                                                               "quadrature_check": fit.info.get("quadrature_check"),
-                                                               "overall_spread": fit.info.get("overall_spread"),
-                                                               "inner_nodes": fit.info["n_inner_nodes"],
-                                                               "outer_nodes": fit.info["n_outer_nodes"]})
+                               "route": route.record() if route is not None else None,
+                               "run_length": fit.info.get("run_length"),
+                               "thin_rule": fit.info.get("thin_rule"),
+                               "imh": fit.info.get("imh"),
+                               "imh_pilot": fit.info.get("imh_pilot"),
+                               "imh_fallback": fit.info.get("imh_fallback"),
+                               "whitening": fit.info.get("whitening"),
+                               "quadrature_check": fit.info.get("quadrature_check"),
+                               "overall_spread": fit.info.get("overall_spread"),
+                               "inner_nodes": fit.info["n_inner_nodes"],
+                               "outer_nodes": fit.info["n_outer_nodes"]})
 
 
 def _variance_spread(eta_var: np.ndarray, n_llms: int) -> dict:

@@ -39,6 +39,7 @@ The integrals
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 
@@ -376,37 +377,86 @@ def conditional_moments(tables: LikelihoodTables, m: np.ndarray, psi: np.ndarray
     the prior ``N(m_ik, psi_k^2)``, and the log of the integral (exact on the
     table grid, trapezoid rule).
 
+    Compiled (:func:`_moments_kernel`, LLMs in parallel): at leaderboard scale
+    (4,272 LLMs x 57 domains on the 801-node grid) the former numpy version
+    took about 10 CPU seconds per call, which the integrated route makes
+    twice. Grid nodes whose term lies below ``exp(-46)`` times the largest
+    (a relative 1e-20) are skipped, far below rounding.
+
     Parameters
     ----------
     tables : LikelihoodTables
     m : ndarray (N, K)
     psi : ndarray (K,)
+    max_elems : float
+        Unused; kept for callers of the former blocked numpy version.
 
     Returns
     -------
     mean, sd, log_integral : ndarray (N, K)
     """
+    m = np.ascontiguousarray(m, dtype=np.float64)
     N, K = m.shape
-    G = tables.n_grid
-    grid = tables.lo + tables.h * np.arange(G)
+    psi = np.asarray(psi, dtype=np.float64).reshape(-1)
+    grid = tables.lo + tables.h * np.arange(tables.n_grid)
     mean = np.empty((N, K))
     sd = np.empty((N, K))
     logi = np.empty((N, K))
-    per = max(1, int(max_elems // max(K * G, 1)))
     inv2 = 1.0 / (2.0 * psi**2)
-    for a in range(0, N, per):
-        sl = slice(a, min(N, a + per))
-        ll = tables.s[sl, :, None] * grid - tables.F[tables.table[sl]]  # l_ik at the grid, up to const
-        lp = ll - (grid - m[sl, :, None]) ** 2 * inv2[None, :, None]
-        mx = lp.max(-1, keepdims=True)
-        w = np.exp(lp - mx)
-        Z = w.sum(-1)
-        mu = (w * grid).sum(-1) / Z
-        var = (w * (grid - mu[..., None]) ** 2).sum(-1) / Z
-        mean[sl] = mu
-        sd[sl] = np.sqrt(np.maximum(var, (0.25 * tables.h) ** 2))
-        logi[sl] = np.log(Z) + mx[..., 0] + np.log(tables.h) - np.log(psi)[None, :] - 0.5 * np.log(2 * np.pi)
+    _moments_kernel()(np.ascontiguousarray(tables.s, dtype=np.float64), np.ascontiguousarray(tables.table),
+                      np.ascontiguousarray(tables.F, dtype=np.float64), grid, m, inv2, mean, sd, logi)
+    sd = np.sqrt(np.maximum(sd, (0.25 * tables.h) ** 2))  # the kernel leaves the variance there
+    logi += np.log(tables.h) - np.log(psi)[None, :] - 0.5 * np.log(2 * np.pi)
     return mean, sd, logi
+
+
+def _moments_cells(s, table, F, grid, m, inv2, mean, var, logz):
+    """Per cell (i, k): the weights ``w_g = exp(lp_g - max lp)`` of ``lp_g = s_ik x_g - F[table_ik, g] -
+    (x_g - m_ik)^2 inv2_k`` on the table grid ``x``; their mean, variance and ``log sum w + max lp``."""
+    N, K = m.shape
+    G = grid.shape[0]
+    for i in numba.prange(N):
+        lp = np.empty(G)
+        for k in range(K):
+            t = table[i, k]
+            si = s[i, k]
+            mi = m[i, k]
+            a = inv2[k]
+            mx = -np.inf
+            for g in range(G):
+                x = grid[g]
+                d = x - mi
+                v = si * x - F[t, g] - d * d * a
+                lp[g] = v
+                if v > mx:
+                    mx = v
+            z = 0.0
+            z1 = 0.0
+            for g in range(G):
+                e = lp[g] - mx
+                if e > -46.0:
+                    w = math.exp(e)
+                    z += w
+                    z1 += w * grid[g]
+            mu = z1 / z
+            z2 = 0.0
+            for g in range(G):
+                e = lp[g] - mx
+                if e > -46.0:
+                    dd = grid[g] - mu
+                    z2 += math.exp(e) * dd * dd
+            mean[i, k] = mu
+            var[i, k] = z2 / z
+            logz[i, k] = math.log(z) + mx
+
+
+@cache
+def _moments_kernel():
+    """:func:`_moments_cells` compiled by numba, the LLMs in parallel."""
+    global numba
+    import numba
+
+    return numba.njit(parallel=True, nogil=True, boundscheck=False, cache=True)(_moments_cells)
 
 
 def cell_quadrature(tables: LikelihoodTables, start: np.ndarray, step: np.ndarray, n: int):
