@@ -1104,7 +1104,7 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     At rank 1 ``asinh(V_k)`` is Fisher's z of the loading ``lambda_k = V_k /
     sqrt(1 + V_k^2)``, ``atanh(lambda_k)``: the posterior is much closer to
     Gaussian there than in ``V`` itself, whose right tail is long where
-    loadings approach 1 (docs/results.md), which the Laplace approximation
+    loadings approach 1, which the Laplace approximation
     (NUTS's whitening, the IMH proposal) relies on."""
     rows, cols, drows = layout
     N, K = grid.shape
@@ -1494,10 +1494,9 @@ def overall_spread(eta: np.ndarray, llms: np.ndarray | None = None) -> dict:
 
     Where the prior fits, a draw of the traits is a draw of ``n`` LLMs from
     it: its sd is 1 up to ``sd_expected``. A median well away from 1 says the
-    LLMs are not spread like ``N(0, 1)`` (one tail far out, or clusters), and
-    then the integrated route's posterior differs from the sampled route's,
-    which standardises the traits inside the model (real leaderboards,
-    ``docs/results.md``)."""
+    LLMs are not spread like ``N(0, 1)`` (one tail far out, or clusters, as on
+    real leaderboards with outlying LLMs), and the population prior fits
+    them poorly."""
     x = eta if llms is None else eta[:, :, llms]
     sd = x.std(axis=2).reshape(-1, x.shape[-1])
     n = x.shape[2]
