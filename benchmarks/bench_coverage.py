@@ -33,9 +33,11 @@ Columns
     both standardised per domain (``bench_core._rmse``).
 ``rmse_overall``
     RMSE of the overall score against the standardised truth.
-``floor``
-    Mean guessing floor of the fit's items (``--guessing``: fixed, or
-    ``estimate``: one per domain).
+``floor``, ``floors``
+    Mean guessing floor of the fit's items (``--guessing``: ``auto``, the
+    package's default, a floor per domain where the data call for one;
+    ``estimate``, one in every domain; ``none``; or fixed), and the number
+    of domains with a floor.
 ``seconds``
     Wall time of the fit and its bootstrap.
 
@@ -59,8 +61,8 @@ Usage::
 
     .venv/bin/python benchmarks/bench_coverage.py [--scenarios realistic,ideal] [--seeds 0]
         [--n 1000] [--scale 0.1] [--similarity 0.1] [--bootstrap 100] [--methods mtl,stl]
-        [--n-jobs 2] [--guessing C|estimate] [--out runs.csv] [--bayes-draws D] [--bayes-chains C]
-    .venv/bin/python benchmarks/bench_coverage.py --decompose [--n 1000] [--seeds 7] [--guessing C|estimate]
+        [--n-jobs 2] [--guessing auto|estimate|none|C] [--out runs.csv] [--bayes-draws D] [--bayes-chains C]
+    .venv/bin/python benchmarks/bench_coverage.py --decompose [--n 1000] [--seeds 7] [--guessing auto|estimate|none|C]
 """
 
 from __future__ import annotations
@@ -129,6 +131,8 @@ def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, gue
             "rmse_overall": float(np.sqrt(((ov["score"].to_numpy() - eta) ** 2).mean())),
             "C": est.info.get("C"), "rank_sel": est.info.get("rank"),
             "floor": float(est.point("guessing").mean()) if "guessing" in est.posterior else 0.0,
+            "floors": int(np.sum(np.bincount(np.asarray(est.item_domain), est.point("guessing") > 0) > 0))
+            if "guessing" in est.posterior else 0,
             "converged": (not caught) if method != "bayes" else bool(est.info["diagnostics"].get("converged")),
             "seconds": secs,
         })
@@ -198,8 +202,9 @@ def main(argv=None):
     p.add_argument("--bootstrap", type=int, default=100)
     p.add_argument("--methods", default="mtl,stl")
     p.add_argument("--n-jobs", type=int, default=2)
-    p.add_argument("--guessing", type=_floor, default=None,
-                   help="guessing of the fits: a fixed floor, or 'estimate' (one per domain; default none)")
+    p.add_argument("--guessing", type=_floor, default="auto",
+                   help="guessing of the fits: auto (default: a floor per domain where the data call for it), "
+                   "estimate (one in every domain), none, or a fixed floor")
     p.add_argument("--out", default=None, help="also write the rows to this CSV")
     p.add_argument("--bayes-draws", type=int, default=None, help="NUTS draws per chain of --methods bayes")
     p.add_argument("--bayes-chains", type=int, default=None, help="NUTS chains of --methods bayes")
@@ -229,13 +234,15 @@ def main(argv=None):
         table.to_csv(args.out, index=False)
     cols = ["scenario", "seed", "method", "cov_domain", "cov_small", "cov_predicted", "width_domain",
             "cov_overall", "width_overall", "cov_rank", "cov_overall_q1", "cov_overall_lump", "rmse_domain",
-            "rmse_overall", "C", "floor", "converged", "seconds"]
+            "rmse_overall", "C", "floor", "floors", "converged", "seconds"]
     print()
     print(_markdown(table[cols]))
 
 
 def _floor(text):
-    return "estimate" if text == "estimate" else float(text)
+    if text in ("estimate", "auto"):
+        return text
+    return None if text == "none" else float(text)
 
 
 def _markdown(df: pd.DataFrame) -> str:

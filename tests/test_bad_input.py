@@ -102,7 +102,7 @@ NEW = "new"  # a path that does not exist in the working folder
 
 MISUSES = {
     # options that do not fit together or lie outside their range
-    "rank 0": Case(["fit", "t.csv", "--rank", "0", "--out", NEW], "--rank must be at least 1"),
+    "rank 0": Case(["fit", "t.csv", "--rank", "0", "--out", NEW], r"rank \(--rank\) must be an integer of at least 1"),
     "rank above the domains": Case(["fit", "t.csv", "--rank", "99", "--out", NEW], "exceeds the number of domains"),
     "one bootstrap replicate": Case(["fit", "t.csv", "--bootstrap", "1", "--out", NEW], "--bootstrap"),
     "interval above 1": Case(["fit", "t.csv", "--interval", "1.5", "--out", NEW], "--interval"),

@@ -148,3 +148,21 @@ def test_fit_llm_side_integrated(tmp_path, capsys):
     assert '"sampler": "imh"' in text or '"sampler": "nutpie"' in text
     scores = pd.read_csv(out / "overall.csv")
     assert len(scores) == 100 and (scores["upper"] > scores["lower"]).all()
+
+
+def test_fit_guessing_default_is_auto_and_none_is_the_2pl(tmp_path):
+    """``mtlirt fit`` decides the floors from the data by default (recorded in fit.json); ``--guessing
+    none`` fits the 2PL."""
+    data = tmp_path / "sim.csv"
+    assert main(["simulate", "--n-llms", "400", "--domain-sizes", "30,30", "--guessing", "0.25", "--mc-share",
+                 "0.5", "--seed", "1", "--out", str(data)]) == 0
+    assert main(["fit", str(data), "--method", "stl", "--out", str(tmp_path / "auto")]) == 0
+    info = json.loads((tmp_path / "auto" / "fit.json").read_text())
+    assert info["settings"]["guessing"] == "auto"
+    items = pd.read_csv(tmp_path / "auto" / "items.csv")
+    kept = [bool((items.loc[items["domain"] == k, "guessing"] > 0).all()) for k in sorted(items["domain"].unique())]
+    assert info["floors"]["keep"] == kept and sum(kept) == 1
+    assert main(["fit", str(data), "--method", "stl", "--guessing", "none", "--out", str(tmp_path / "none")]) == 0
+    info = json.loads((tmp_path / "none" / "fit.json").read_text())
+    assert info["settings"]["guessing"] is None and "floors" not in info
+    assert (pd.read_csv(tmp_path / "none" / "items.csv")["guessing"] == 0).all()

@@ -240,3 +240,78 @@ def test_real_data_reads(shared_data):
         s = Responses.read(shared_data / "mmlu_pro" / "responses.csv.gz", domain_column="subject",
                            drop_unassigned=True)
     assert s.n_domains == 56 and s.n_items == 6810
+
+
+def _long(seed=0):
+    """A shuffled long table with unsorted names, missing cells and five domains."""
+    rng = np.random.default_rng(seed)
+    items = [f"q{rng.integers(1000)}_{i}" for i in range(23)]
+    domain = {it: rng.choice(["zeta", "alpha", "Beta", "beta", "ä"]) for it in items}
+    rows = [(f"m{rng.integers(1000)}_{i}", it, domain[it], int(rng.random() < 0.6))
+            for i in range(37) for it in items if rng.random() < 0.8]
+    return pd.DataFrame([rows[i] for i in rng.permutation(len(rows))], columns=["llm", "item", "domain", "correct"])
+
+
+def _write(df, path):
+    if path.name.endswith(".parquet"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path, row_group_size=50)
+    else:
+        df.to_csv(path, index=False, sep="\t" if ".tsv" in path.name else ",")
+    return path
+
+
+def _same(a, b):
+    assert list(a.llms) == list(b.llms) and list(a.items) == list(b.items) and list(a.domains) == list(b.domains)
+    np.testing.assert_array_equal(a.item_domain, b.item_domain)
+    np.testing.assert_array_equal(a.correct, b.correct)
+    np.testing.assert_array_equal(a.observed, b.observed)
+
+
+@pytest.mark.parametrize("name,change", [
+    ("t.csv", None), ("t.csv.gz", None), ("t.tsv", None), ("t.parquet", None),
+    ("cat.parquet", lambda d: d.astype({"llm": "category", "item": "category", "domain": "category"})),
+    ("int.parquet", lambda d: d.assign(item=d["item"].str.replace(r"\D", "", regex=True).astype(int))),
+    ("int.csv", lambda d: d.assign(item=d["item"].str.replace(r"\D", "", regex=True).astype(int))),
+    ("bool.parquet", lambda d: d.assign(correct=d["correct"].astype(bool))),
+    ("text.csv", lambda d: d.assign(correct=d["correct"].map({0: "false", 1: "TRUE"}))),
+])
+def test_read_in_batches_is_the_frame_path(tmp_path, monkeypatch, name, change):
+    """A valid table is read in batches of rows (here 41; Parquet row groups of 50) straight into the
+    matrix, never as a whole DataFrame, with the DataFrame path's LLMs, items, domains and answers."""
+    import mtlirt.io.responses as responses
+    from mtlirt.io import tables
+
+    df = _long() if change is None else change(_long())
+    path = _write(df, tmp_path / name)
+    expected = Responses.from_frame(tables.read_table(path))
+    monkeypatch.setattr(tables, "BATCH_ROWS", 41)
+    monkeypatch.setattr(responses, "read_table", lambda *a, **k: pytest.fail("read as a DataFrame"))
+    _same(Responses.read(path), expected)
+
+
+def test_read_in_batches_duplicates_and_rows_without_a_domain(tmp_path, monkeypatch):
+    """Across batches: identical duplicates are counted and kept once, rows without a domain dropped
+    (``drop_unassigned``), a conflicting duplicate gets the DataFrame path's message."""
+    from mtlirt.io import tables
+
+    monkeypatch.setattr(tables, "BATCH_ROWS", 41)
+    df = _long()
+    dup = pd.concat([df, df.iloc[:30]], ignore_index=True)
+    path = _write(dup, tmp_path / "dup.parquet")
+    with pytest.warns(DataWarning, match="30 identical duplicate rows"):
+        r = Responses.read(path)
+    with pytest.warns(DataWarning, match="30 identical duplicate rows"):
+        _same(r, Responses.from_frame(tables.read_table(path)))
+    nodom = df.astype({"domain": object})
+    nodom.loc[[7, 100], "domain"] = None
+    path = _write(nodom, tmp_path / "nodom.csv")
+    with pytest.warns(DataWarning, match="dropped 2 rows without a domain"):
+        r = Responses.read(path, drop_unassigned=True)
+    _same(r, Responses.from_frame(tables.read_table(path).dropna()))
+    late = pd.concat([df, df.iloc[[3]].assign(correct=1 - df["correct"].iloc[3])], ignore_index=True)
+    message = rf"conflicting duplicate responses for 1 \(llm, item\) pair.*rows 4, {len(df) + 1}"
+    with pytest.raises(InputError, match=message):
+        Responses.read(_write(late, tmp_path / "late.csv"))

@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -6,6 +7,7 @@ import pytest
 from scipy.stats import rankdata
 
 from mtlirt.cli import main
+from mtlirt.errors import InputError
 from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.fitting import fit
 from mtlirt.io.fitdir import read_fit, write_fit
@@ -137,3 +139,30 @@ def test_cli_convergence_advice_fits_the_method(tmp_path, sim, capsys, monkeypat
     calib = est.info["diagnostics"]["calibrations"]
     assert set(calib) == {"stl", "pooled", "centre"} and not calib["stl"] and not calib["pooled"]
     assert est.info["diagnostics"]["converged"] is False
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    (dict(bootstrap=1), "at least 2 replicates"),
+    (dict(bootstrap=-3), "at least 2 replicates"),
+    (dict(bootstrap=2.5), "at least 2 replicates"),
+    (dict(rank=0), "rank (--rank) must be an integer of at least 1"),
+    (dict(rank=4), "exceeds the number of domains (3)"),
+])
+@pytest.mark.parametrize("method", ["mtl", "bayes"])
+def test_fit_refuses_bad_settings_before_any_work(data, monkeypatch, method, settings, message):
+    # the same checks as the CLI's, in the API: a notebook gets the InputError, not a late ValueError
+    import mtlirt.fitting as fitting
+
+    def never(*args, **kwargs):
+        raise AssertionError("fitted although the settings were invalid")
+
+    monkeypatch.setattr(fitting, "_fit_bayes", never)
+    monkeypatch.setitem(fitting._POINT, "mtl", never)
+    with pytest.raises(InputError, match=re.escape(message)):
+        fit(data, method, **settings)
+
+
+def test_holdout_refuses_a_share_outside_the_unit_interval(data):
+    for share in (0, 1, 1.5):
+        with pytest.raises(InputError, match="held-out share must be in"):
+            data.holdout(share)

@@ -319,3 +319,134 @@ def test_calibration_converges_on_a_real_leaderboard(shared_data):
     fit = irt.fit_stl(sub.correct, sub.mask, sub.domain_slices, max_iter=300)
     assert fit.converged and fit.n_iter < 300
     assert (fit.a > 0).all() and np.isfinite(fit.theta).all()
+
+
+def _numpy_estep(data, a, d, c, x, logw):
+    """The E-step's statistics in plain numpy, every cell summed in float64 (the reference)."""
+    from scipy.special import expit
+
+    Y = np.where(data.obs if data.obs is not None else True, data.correct, 0).astype(float)
+    O = np.ones_like(Y) if data.obs is None else data.obs.astype(float)
+    P = c[:, None] + (1 - c[:, None]) * expit(np.multiply.outer(a, x) + d[:, None])  # J x Q
+    eap = np.empty((data.N, data.K))
+    out = {"t": np.empty(data.J), "R": np.empty((data.J, len(x))), "Nq": np.empty((data.J, len(x))),
+           "ll_domain": np.empty(data.K)}
+    for k, sl in enumerate(data.slices):
+        L = Y[:, sl] @ np.log(P[sl]) + (O[:, sl] - Y[:, sl]) @ np.log1p(-P[sl]) + logw
+        m = L.max(axis=1, keepdims=True)
+        W = np.exp(L - m)
+        z = W.sum(axis=1, keepdims=True)
+        W /= z
+        eap[:, k] = W @ x
+        out["t"][sl] = eap[:, k] @ Y[:, sl]
+        out["R"][sl] = (W.T @ Y[:, sl]).T
+        out["Nq"][sl] = (W.T @ O[:, sl]).T
+        out["ll_domain"][k] = float(np.sum(np.log(z) + m))
+    out["eap"] = eap
+    return out
+
+
+@pytest.mark.parametrize("missing,guessing", [(0.0, None), (0.2, None), (0.0, [0.0, 0.2, 0.25]),
+                                              (0.2, [0.1, 0.0, 0.3])])
+def test_em_kernels_match_numpy(missing, guessing):
+    """The E-step's posterior kernels and the M-step's per-item kernels give the statistics, derivatives
+    and objectives of the plain numpy formulas (to rounding), floors or not, missing cells or not, and
+    a domain without a floor among floored ones takes the 2PL's statistics."""
+    from scipy.special import expit
+
+    sim = simulate(150, domain_sizes=[12, 30, 21], missing=missing, seed=4)
+    sl = _slices(sim)
+    rng = np.random.default_rng(1)
+    J = sim.correct.shape[1]
+    a, d = rng.uniform(0.4, 2.5, J), rng.normal(0, 1.5, J)
+    c = np.zeros(J) if guessing is None else np.repeat(guessing, [s.stop - s.start for s in sl])
+    data = irt.ResponseData(sim.correct, sim.observed if missing else None, sl, guessing=guessing and c)
+    x, logw = irt._nodes(irt.DEFAULT_PENALTIES, 1)
+    st = irt._estep(data, a, d, x, logw)
+    ref = _numpy_estep(data, a, d, c, x, logw)
+    np.testing.assert_allclose(st["eap"], ref["eap"], rtol=1e-6, atol=1e-6)  # (float32 products)
+    np.testing.assert_allclose(st["ll_domain"], ref["ll_domain"], rtol=1e-6)
+    fl = st["floored"]
+    assert np.array_equal(fl, c > 0)
+    np.testing.assert_allclose(st["t"][~fl], ref["t"][~fl], rtol=1e-5)
+    if fl.any():
+        np.testing.assert_allclose(st["R"][fl], ref["R"][fl], rtol=1e-5, atol=1e-5)
+    Nq = st["Nq"] if st["Nq"] is not None else st["nq"][data.item_domain]
+    np.testing.assert_allclose(Nq, ref["Nq"], rtol=1e-5, atol=1e-5)
+    # M-step: per-item derivatives and objective against numpy, the same statistics in
+    R, Nq = ref["R"], ref["Nq"]
+    Z = np.multiply.outer(a, x) + d[:, None]
+    sig = expit(Z)
+    P1 = np.clip(c[:, None] + (1 - c[:, None]) * sig, 1e-12, 1 - 1e-12)
+    dP = (1 - c[:, None]) * sig * (1 - sig)
+    r = R * dP / P1 - (Nq - R) * dP / (1 - P1)
+    w = Nq * dP * dP / (P1 * (1 - P1))
+    f = (R * np.log(P1) + (Nq - R) * np.log1p(-P1)).sum(axis=1)
+    kern = irt._em_kernels()
+    for floor in (False, True):
+        der, obj = np.empty((J, 5)), np.empty(J)
+        cc, RR = (c, R) if floor else (np.zeros(0), np.zeros((0, 0)))
+        kern.mstep_derivs(a, d, x, Nq, np.arange(J), cc, RR, der)
+        kern.mstep_objective(a, d, x, Nq, np.arange(J), cc, RR, obj)
+        if floor:
+            want = np.column_stack([r @ x, r.sum(1), w @ (x * x), w @ x, w.sum(1)])
+            np.testing.assert_allclose(obj, f, rtol=1e-12)
+        else:  # without a floor the answers' part (t, n1) is the caller's
+            r2, w2 = -Nq * sig, Nq * sig * (1 - sig)
+            want = np.column_stack([r2 @ x, r2.sum(1), w2 @ (x * x), w2 @ x, w2.sum(1)])
+            np.testing.assert_allclose(obj, -(Nq * np.logaddexp(0, Z)).sum(1), rtol=1e-12)
+        np.testing.assert_allclose(der, want, rtol=1e-11, atol=1e-9)
+
+
+def test_auto_keeps_a_floor_where_the_data_have_one():
+    """``guessing="auto"``: the two multiple-choice domains (guessing 0.25) keep an estimated floor, the
+    two others none (their floors exactly 0), each decision by the floor's log-likelihood gain against
+    BIC's penalty."""
+    sim = simulate(500, domain_sizes=[30, 30, 30, 30], guessing=0.25, mc_share=0.5, seed=1)
+    sl = _slices(sim)
+    truth = np.array([sim.items.guessing.iloc[s].mean() for s in sl])
+    assert np.array_equal(truth > 0, [False, True, True, False])
+    f = irt.fit_stl(sim.correct, None, sl, guessing="auto")
+    keep = np.asarray(f.floors["keep"])
+    assert np.array_equal(keep, truth > 0)
+    gain, thr = np.asarray(f.floors["gain"]), np.asarray(f.floors["threshold"])
+    assert np.all(gain[keep] > thr[keep]) and np.all(gain[~keep] < thr[~keep])
+    floors = np.array([f.c[s.start] for s in sl])
+    assert np.all(np.abs(floors[keep] - 0.25) < 0.06) and np.all(floors[~keep] == 0)
+    assert f.floors["llms"] == 500 and f.converged
+
+
+def test_auto_without_a_floor_is_the_2pl_fit():
+    """Where no domain's data call for a floor, ``guessing="auto"`` is the 2PL fit itself."""
+    from mtlirt.estimators.mtl import fit_mtl
+
+    sim = simulate(300, domain_sizes=[15, 40, 25], seed=5)
+    sl = _slices(sim)
+    auto = fit_mtl(sim.correct, None, sl, guessing="auto", seed=0)
+    plain = fit_mtl(sim.correct, None, sl, guessing=None, seed=0)
+    assert not any(auto.stl.floors["keep"]) and len(auto.stl.floors["keep"]) == 3
+    np.testing.assert_array_equal(auto.theta, plain.theta)
+    np.testing.assert_array_equal(auto.a, plain.a)
+    assert not np.any(auto.c) and auto.C == plain.C
+
+
+@pytest.mark.parametrize("guessing,missing", [(None, 0.0), (0.2, 0.0), (None, 0.2)])
+def test_fused_trait_newton_takes_the_array_steps(guessing, missing):
+    """The tabulated trait step's loop per LLM (numba) gives the whole-array steps' traits and
+    information bit for bit, with a ridge toward a centre and on some domains only."""
+    sim = simulate(200, domain_sizes=[8, 30, 15], missing=missing, seed=6)
+    data = irt.ResponseData(sim.correct, sim.observed if missing else None, _slices(sim), guessing=guessing)
+    lik = data.theta_likelihood()
+    assert lik.kind == "tabulated"
+    rng = np.random.default_rng(2)
+    lik.set_items(rng.lognormal(0, 0.4, data.J), rng.normal(0, 1.5, data.J))
+    th0 = rng.normal(size=(data.N, data.K))
+    for kw in ({}, {"centre": rng.normal(size=th0.shape), "weight": np.array([0.5, 2.0, 8.0])},
+               {"centre": np.zeros(th0.shape), "weight": np.ones(3), "domains": np.array([True, False, True])}):
+        th, info = irt.theta_step(lik, th0, return_info=True, **kw)
+        ref = irt._theta_step_arrays(lik, th0, 1.0, 6.0, kw.get("centre"), kw.get("weight"), 1e-7, 50,
+                                     kw.get("domains"))
+        np.testing.assert_array_equal(th, ref[0])
+        np.testing.assert_array_equal(info, ref[1])
+        if "domains" in kw:
+            np.testing.assert_array_equal(th[:, 1], th0[:, 1])

@@ -1,5 +1,6 @@
-"""The vectorisable exp and log of mtlirt.bayes._vecmath: accuracy over their
-ranges, and the same bits whether a loop runs them vectorised or not."""
+"""The vectorisable exp, log and log1p of mtlirt.numerics.vecmath (the Bayesian kernels' through
+mtlirt.bayes._vecmath): accuracy over their ranges, and the same bits whether a loop runs them
+vectorised or not."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numba
 import numpy as np
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
+from mtlirt.numerics.vecmath import log1p_nonneg
 
 
 @numba.njit(fastmath={"contract"}, error_model="numpy")
@@ -44,4 +46,22 @@ def test_log_is_accurate():
     assert log_pos(1.0) == 0.0
     vec = np.empty_like(x)
     _log_loop(x, vec)
+    assert np.array_equal(vec, got)
+
+
+@numba.njit(fastmath={"contract"}, error_model="numpy")
+def _log1p_loop(u, out):
+    for j in range(u.shape[0]):
+        out[j] = log1p_nonneg(u[j])
+
+
+def test_log1p_is_accurate_for_small_arguments_too():
+    """The EM's softplus ``max(z, 0) + log1p(exp(-|z|))`` takes it for ``u`` in ``[0, 1]``."""
+    u = np.concatenate([[0.0], np.geomspace(1e-300, 1.0, 200_001), np.linspace(0.0, 1e3, 10_001)])
+    got = np.array([log1p_nonneg(v) for v in u])
+    ref = np.log1p(u)
+    assert np.max(np.abs(got - ref) / np.maximum(ref, 1e-300)) < 6e-16
+    assert log1p_nonneg(0.0) == 0.0 and log1p_nonneg(1e-300) == 1e-300
+    vec = np.empty_like(u)
+    _log1p_loop(u, vec)
     assert np.array_equal(vec, got)

@@ -127,9 +127,10 @@ def _spec(est):
     return load_spec(json.loads(raw) if isinstance(raw, str) else raw)
 
 
-def _item_model(est) -> tuple[str, float | None]:
+def _item_model(est) -> tuple[str, float | np.ndarray | None]:
     """``(model, guessing)`` of the single-domain refits of the correlation statistic:
-    the fit's own item model (a Bayesian spec's 3PL floor as a fixed guessing)."""
+    the fit's own item model (a Bayesian spec's 3PL floor as a fixed guessing, floors the
+    fit estimated or decided, ``"estimate"`` or ``"auto"``, as the fitted ones fixed)."""
     spec = _spec(est)
     if spec is not None:
         if spec.item_model == "1pl":
@@ -139,6 +140,9 @@ def _item_model(est) -> tuple[str, float | None]:
         return "2pl", None
     s = est.info.get("settings", {})
     g = s.get("guessing")
+    if isinstance(g, str):
+        c = est.point("guessing") if "guessing" in est.posterior else None
+        return str(s.get("model", "2pl")), None if c is None or not np.any(c > 0) else np.asarray(c, float)
     return str(s.get("model", "2pl")), None if g is None else float(g)
 
 

@@ -43,13 +43,16 @@ def _share(text: str) -> float:
     return v
 
 
-def _floor(text: str) -> float | str:
-    if text.strip().lower() == "estimate":
-        return "estimate"
+def _floor(text: str) -> float | str | None:
+    word = text.strip().lower()
+    if word in ("estimate", "auto"):
+        return word
+    if word == "none":
+        return None
     try:
         return _share(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share in [0, 1) or 'estimate', got {text}") from None
+        raise argparse.ArgumentTypeError(f"expected auto, estimate, none or a share in [0, 1), got {text}") from None
 
 
 def _range(text: str) -> tuple[float, float]:
@@ -183,22 +186,18 @@ def cmd_convert(args) -> int:
 
 def cmd_fit(args) -> int:
     from .estimators.heldout import heldout_loglik
-    from .fitting import ConvergenceWarning, data_record, fit
+    from .fitting import ConvergenceWarning, check_settings, data_record, fit
     from .io.fitdir import FIT_FOLDER, write_fit
     from .io.outputs import check_folder
 
     if not 0 < args.interval < 1:
         raise InputError(f"--interval must be in (0, 1), got {args.interval}")
-    if args.bootstrap < 0 or args.bootstrap == 1:
-        raise InputError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {args.bootstrap}")
-    if args.rank is not None and args.rank < 1:
-        raise InputError(f"--rank must be at least 1, got {args.rank}")
+    check_settings(bootstrap=args.bootstrap, rank=args.rank)
     if args.checks and args.check_replicates < 2:
         raise InputError(f"--check-replicates must be at least 2, got {args.check_replicates}")
     check_folder(args.out, FIT_FOLDER, overwrite=args.force, inputs=[args.data])
     responses = _read(args)
-    if args.rank is not None and args.rank > responses.n_domains:
-        raise InputError(f"--rank {args.rank} exceeds the number of domains ({responses.n_domains})")
+    check_settings(bootstrap=args.bootstrap, rank=args.rank, n_domains=responses.n_domains)
     heldout = None
     data = responses
     if args.heldout:
@@ -571,9 +570,10 @@ def _add_fit(sub) -> None:
                    "draws them from numpy.random.default_rng(S + 100003)")
     p.add_argument("--item-model", default="2pl", choices=["2pl", "1pl"],
                    help="item model of the frequentist methods (default 2pl)")
-    p.add_argument("--guessing", type=_floor, default=None, metavar="C",
-                   help="guessing floor of the frequentist methods: a fixed c for every item (e.g. 0.25 for "
-                   "four options), or 'estimate' (one floor per domain, estimated with the items)")
+    p.add_argument("--guessing", type=_floor, default="auto", metavar="C",
+                   help="guessing floors (lower asymptotes) of the frequentist methods: auto (default: one floor "
+                   "per domain where the data call for it), estimate (one floor in every domain), none (the 2PL), "
+                   "or a fixed c for every item (e.g. 0.25 for four options)")
     p.add_argument("--bootstrap", type=int, default=0, metavar="B",
                    help="bootstrap replicates for intervals of point estimates (mtl: intervals of the "
                    "estimation error; default 0: none)")

@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy.special import expit
 
 from . import schema
 from .estimators.correlation import column_corr
@@ -60,21 +59,21 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def expected_accuracy(theta: np.ndarray, a, d, c, item_domain: np.ndarray, chunk: int = 256) -> np.ndarray:
+def expected_accuracy(theta: np.ndarray, a, d, c, item_domain: np.ndarray) -> np.ndarray:
     """Each LLM's expected proportion correct over all items, ``mean_j P_ij``.
 
-    ``theta`` is ``N x K``; item arrays have one entry per item.  Works in row
-    chunks so that the ``N x J`` probabilities are never all in memory.
+    ``theta`` is ``N x K``; item arrays have one entry per item.  One pass
+    per LLM (:func:`mtlirt.estimators._kernels.expected_correct`): the ``N x
+    J`` probabilities are never in memory.
     """
-    theta = np.asarray(theta, dtype=np.float64)
-    a = np.asarray(a, dtype=np.float64)
-    d = np.asarray(d, dtype=np.float64)
-    c = np.zeros_like(a) if c is None else np.asarray(c, dtype=np.float64)
+    from .estimators._kernels import expected_correct
+
+    theta = np.ascontiguousarray(theta, dtype=np.float64)
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    d = np.ascontiguousarray(d, dtype=np.float64)
+    c = np.zeros_like(a) if c is None else np.ascontiguousarray(c, dtype=np.float64)
     out = np.empty(theta.shape[0])
-    for s in range(0, theta.shape[0], chunk):
-        t = theta[s : s + chunk][:, item_domain]
-        p = c + (1 - c) * expit(t * a + d)
-        out[s : s + chunk] = p.mean(axis=1)
+    expected_correct(theta, a, d, c, np.ascontiguousarray(item_domain, dtype=np.int64), out)
     return out
 
 

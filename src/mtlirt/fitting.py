@@ -78,7 +78,7 @@ def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed,
     if variant != "default":
         from .estimators.paper import fit_paper
 
-        if model != "2pl" or guessing is not None or rank not in (None, 1):
+        if model != "2pl" or guessing not in (None, "auto") or rank not in (None, 1):
             raise InputError(f"the {variant} variant is the paper's rank-one 2PL without guessing: "
                              "it takes no rank, guessing or 1PL model")
         return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C,
@@ -228,7 +228,7 @@ def fit(
     rank: int | None = None,
     gamma: float | None = None,
     model: str = "2pl",
-    guessing: float | str | None = None,
+    guessing: float | str | None = "auto",
     bootstrap: int = 0,
     seed: int = 0,
     n_jobs: int | None = None,
@@ -253,12 +253,18 @@ def fit(
     model
         ``2pl`` or ``1pl`` item model of the frequentist methods.
     guessing
-        Fixed guessing floor ``c`` of every item (e.g. 0.25 for four options),
-        or ``"estimate"``: one floor per domain, estimated with the items
-        (weak ``Beta(2, 4)`` prior, mode 0.25; ``guessing`` in the fit's
-        items). MTL estimates it in its single-domain calibration and keeps it
-        for the pooled fit and the tuning; the bootstrap's replicates
-        re-estimate it.
+        The guessing floors (lower asymptotes) of the frequentist methods:
+        ``"auto"`` (default) one floor per domain where the data call for it
+        and none elsewhere (:func:`mtlirt.estimators.irt.decide_floors`: a
+        domain keeps its floor when the floor's log-likelihood gain over the
+        2PL passes BIC's penalty), ``"estimate"`` one floor per domain in
+        every domain, estimated with the items (weak ``Beta(2, 4)`` prior,
+        mode 0.25), ``None`` none (the 2PL), or a fixed ``c`` for every item
+        (e.g. 0.25 for four options). The floors are in the fit's items
+        (``guessing``). MTL estimates them in its single-domain calibration
+        and keeps them for the pooled fit and the tuning; the bootstrap's
+        replicates decide and estimate them again. The Bayesian fit takes its
+        item model from its spec (``"auto"`` is its default too: the spec).
     bootstrap
         Number of bootstrap replicates for intervals (0: none).
     seed
@@ -284,6 +290,7 @@ def fit(
     """
     _check_method(method, variant)
     _check_paper_options(variant, optimizer, cv_seed)
+    check_settings(bootstrap=bootstrap, rank=rank, n_domains=responses.n_domains)
     table = responses  # the fingerprint is the table's as given, constant domains included
     responses, few = _guard(responses, method)
     if method == "bayes":
@@ -451,6 +458,21 @@ def _check_method(method: str, variant: str) -> None:
         raise InputError(f"variant {variant!r} applies to method 'mtl' only, not {method!r}")
 
 
+def check_settings(*, bootstrap: int = 0, rank: int | None = None, n_domains: int | None = None) -> None:
+    """The settings every method shares: the bootstrap's replicates and the rank against the domains.
+
+    Checked by :func:`fit` and, before the table is read, by the CLI, so a notebook
+    and the command line refuse the same values with the same message.
+    """
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0 or bootstrap == 1:
+        raise InputError(f"bootstrap (--bootstrap) must be 0 (none) or at least 2 replicates, got {bootstrap!r}")
+    if rank is not None:
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
+            raise InputError(f"rank (--rank) must be an integer of at least 1, got {rank!r}")
+        if n_domains is not None and rank > n_domains:
+            raise InputError(f"rank (--rank) {rank} exceeds the number of domains ({n_domains})")
+
+
 def _check_paper_options(variant: str, optimizer, cv_seed) -> None:
     """``optimizer`` and ``cv_seed`` given to the paper variants only, and valid."""
     if optimizer is not None:
@@ -467,10 +489,10 @@ def _check_paper_options(variant: str, optimizer, cv_seed) -> None:
 
 
 def _check_guessing(guessing) -> None:
-    """The frequentist methods' ``guessing``: None, a number in [0, 1) or ``"estimate"``."""
+    """The frequentist methods' ``guessing``: None, a number in [0, 1), ``"estimate"`` or ``"auto"``."""
     if isinstance(guessing, str):
-        if guessing != "estimate":
-            raise InputError(f"guessing must be a number in [0, 1) or 'estimate', got {guessing!r}")
+        if guessing not in ("estimate", "auto"):
+            raise InputError(f"guessing must be a number in [0, 1), 'estimate', 'auto' or None, got {guessing!r}")
     elif guessing is not None and not 0 <= guessing < 1:
         raise InputError(f"guessing must be in [0, 1), got {guessing}")
 
@@ -752,7 +774,7 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
 
     options = {k: v for k, v in options.items() if v is not None}
     spec_model, spec_guessing = _spec_item_model(load_spec(spec or "factor-2pl"))
-    if guessing is not None or model not in ("2pl", spec_model):
+    if guessing not in (None, "auto") or model not in ("2pl", spec_model):
         raise InputError("the Bayesian fit takes its item model from its spec (--model); "
                          "--item-model and --guessing are for the frequentist methods")
     if isinstance(init, Estimate):
@@ -797,4 +819,9 @@ def _method_info(res) -> dict:
         v = getattr(res, name, None)
         if v is not None:
             out[name] = v.tolist() if isinstance(v, np.ndarray) else v
+    floors = getattr(getattr(res, "stl", res), "floors", None)
+    if floors is None:
+        floors = getattr(getattr(res, "pooled", None), "floors", None)
+    if floors is not None:  # guessing="auto": which domains kept a floor, and why
+        out["floors"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in floors.items()}
     return out

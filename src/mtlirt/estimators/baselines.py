@@ -67,7 +67,8 @@ def pooled_penalties(priors: Penalties | None = None) -> Penalties:
 
 
 def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, max_iter=500,
-               tol=1e-4, priors: Penalties | None = None, progress=None, verbose=False) -> IRTFit:
+               tol=1e-4, priors: Penalties | None = None, progress=None, verbose=False,
+               share: ResponseData | None = None) -> IRTFit:
     """One unidimensional IRT model over all items ("pooled").
 
     Parameters
@@ -85,6 +86,9 @@ def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, 
     max_iter, tol, priors, progress, verbose
         As in :func:`mtlirt.estimators.irt.fit_stl`, except that the
         calibration keeps the coarsest quadrature grid (:func:`pooled_penalties`).
+    share : ResponseData, optional
+        Data of the same answers whose ``float32`` copies the fit may use
+        (:class:`~mtlirt.estimators.irt.ResponseData`).
 
     Returns
     -------
@@ -99,14 +103,16 @@ def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, 
     J = correct.shape[1]
     slices = [slice(int(s.start), int(s.stop)) for s in domain_slices]
     K = len(slices)
+    with blas_threads(1):
+        data = ResponseData(correct, observed, [slice(0, J)], guessing=guessing, share=share)
     one = irt.fit_stl(correct, observed, [slice(0, J)], model=model, guessing=guessing,
                       max_iter=max_iter, tol=tol, priors=pooled_penalties(priors), progress=progress,
-                      verbose=verbose)
+                      verbose=verbose, data=data)
     eta = one.theta[:, 0]
     theta = np.repeat(eta[:, None], K, axis=1)
     item_domain = irt.item_domain_of(slices, J)
     with blas_threads(1):
-        data = ResponseData(correct, observed, slices, guessing=one.c if np.any(one.c > 0) else None)
+        data = ResponseData(correct, observed, slices, guessing=one.c if np.any(one.c > 0) else None, share=data)
         lik = data.theta_likelihood()
         lik.set_items(one.a, one.d)
         ll = lik.theta_loglik(theta).sum(axis=0)

@@ -60,7 +60,7 @@ import contextlib
 import ctypes
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -243,6 +243,9 @@ class IRTFit:
         Largest item-parameter change per EM sweep.
     item_domain : numpy.ndarray
         Domain code of every item.
+    floors : dict or None
+        With ``guessing="auto"``: the decision of :func:`decide_floors` and
+        ``fitted``, the floor of every domain (0 where none was kept).
     """
 
     theta: np.ndarray
@@ -261,6 +264,7 @@ class IRTFit:
     theta_se: np.ndarray | None = None
     history: list = field(default_factory=list)
     item_domain: np.ndarray | None = field(default=None, repr=False)
+    floors: dict | None = field(default=None, repr=False)
 
     def internal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(theta, a, d)`` on the internal scale (the one the priors act on)."""
@@ -314,38 +318,52 @@ def standardise(theta, a, d, item_domain):
 # the data, as the estimators use it
 # ---------------------------------------------------------------------------
 class ResponseData:
-    """A response matrix prepared for fitting: ``float32`` copies, mask, domains.
+    """A response matrix prepared for fitting: the answers, the mask, the domains, and the ``float32``
+    copies the EM's matrix products take (built on first use).
 
     Parameters
     ----------
     correct : ndarray (N, J) of int8
-        0/1 answers, 0 where unobserved.
+        0/1 answers, 0 where unobserved (kept as given, not copied).
     observed : ndarray (N, J) of bool or None
         Observation mask; ``None`` means complete.
     domain_slices : list of slice
         Contiguous item columns of each domain.
-    guessing : float or ndarray (J,) or "estimate", optional
+    guessing : float or ndarray (J,) or "estimate" or "auto", optional
         Fixed lower asymptotes; ``"estimate"``: one floor per domain, estimated
-        by :func:`calibrate_items` (which then sets ``c``).
+        by :func:`calibrate_items` (which then sets ``c``); ``"auto"``: one
+        floor per domain where the data call for one (:func:`decide_floors`),
+        none elsewhere.
     exclude : tuple (rows, cols), optional
         Observed cells to treat as unobserved (held-out responses).
+    share : ResponseData, optional
+        Data of the same answers and mask (other domains or floors allowed)
+        and the same ``exclude`` (the same object): this one uses its mask,
+        ``float32`` copies and column sums instead of making its own (at the
+        flagship shape each copy of the answers is 240 MB).
 
     Attributes
     ----------
+    correct : ndarray (N, J) int8
+        The answers as given.
     Y : ndarray (N, J) float32
-        Answers, 0 where unobserved or excluded.
+        Answers, 0 where unobserved or excluded (built on first use).
     O : ndarray (N, J) float32 or None
-        Observation mask (``None`` when complete).
+        Observation mask (``None`` when complete; built on first use).
     obs : ndarray (N, J) bool or None
     row_obs : ndarray (N, K) bool or None
         Whether LLM ``i`` has any response in domain ``k`` (``None``: all).
+    n1 : ndarray (J,)
+        Correct answers per item.
     c : ndarray (J,) or None
         Guessing floors (``None`` when all zero).
     estimate_floor : bool
-        Whether the floors are to be estimated (``guessing="estimate"``).
+        Whether the floors are to be estimated (``guessing="estimate"`` or ``"auto"``).
+    floor_mode : str or None
+        ``"estimate"``, ``"auto"`` or None (floors fixed or none).
     """
 
-    def __init__(self, correct, observed, domain_slices, *, guessing=None, exclude=None):
+    def __init__(self, correct, observed, domain_slices, *, guessing=None, exclude=None, share=None):
         correct = np.asarray(correct)
         if correct.ndim != 2:
             raise ValueError("correct must be an N x J matrix")
@@ -356,9 +374,10 @@ class ResponseData:
         self.item_domain = item_domain_of(self.slices, J)
         c = None
         self.estimate_floor = isinstance(guessing, str)
+        self.floor_mode = guessing if self.estimate_floor else None
         if self.estimate_floor:
-            if guessing != "estimate":
-                raise ValueError(f"guessing must be a number in [0, 1) or 'estimate', got {guessing!r}")
+            if guessing not in ("estimate", "auto"):
+                raise ValueError(f"guessing must be a number in [0, 1), 'estimate' or 'auto', got {guessing!r}")
         elif guessing is not None:
             c = np.broadcast_to(np.asarray(guessing, dtype=np.float64), (J,)).copy()
             if np.any((c < 0) | (c >= 1)):
@@ -370,8 +389,15 @@ class ResponseData:
             observed = np.asarray(observed, dtype=bool)
             if observed.shape != correct.shape:
                 raise ValueError("observed must have the shape of correct")
+        self.correct = correct if correct.dtype == np.int8 else correct.astype(np.int8)
+        self._exclude = exclude
+        same = share is not None and share.correct is self.correct and share._exclude is exclude and (
+            share._observed is observed or (share._observed is None and observed is None))
+        self._observed = observed
         obs = observed
-        if exclude is not None and len(exclude[0]):
+        if same:  # the mask, the float32 copies and the column sums are share's
+            obs = share.obs
+        elif exclude is not None and len(exclude[0]) > 0:
             if obs is None:
                 obs = np.ones((N, J), dtype=bool)
             else:
@@ -380,18 +406,40 @@ class ResponseData:
         if obs is not None and obs.all():
             obs = None
         self.obs = obs
-        self.Y = correct.astype(np.float32)
-        self._O = None
+        self._copies = share._copies if same else {}
         if obs is not None:
-            self.Y[~obs] = 0.0
             self.row_obs = np.column_stack([obs[:, sl].any(axis=1) for sl in self.slices])
             if self.row_obs.all():
                 self.row_obs = None
         else:
             self.row_obs = None
-        self.n1 = self.Y.sum(axis=0, dtype=np.float64)
         self._theta_lik = None
         self._patterns = {}
+        self._masks = {}
+
+    @property
+    def Y(self):
+        """``float32`` answers, 0 where unobserved or excluded (built on first use, shared)."""
+        Y = self._copies.get("Y")
+        if Y is None:
+            Y = self.correct.astype(np.float32)
+            if self.obs is not None:
+                Y[~self.obs] = 0.0
+            self._copies["Y"] = Y
+        return Y
+
+    @property
+    def n1(self):
+        """Correct answers per item (float64)."""
+        n1 = self._copies.get("n1")
+        if n1 is None:
+            n1 = np.zeros(self.J, dtype=np.int64)
+            step = max(1, 2**22 // max(self.J, 1))
+            for i0 in range(0, self.N, step):
+                block = self.correct[i0:i0 + step]
+                n1 += (block if self.obs is None else block * self.obs[i0:i0 + step]).sum(axis=0, dtype=np.int64)
+            n1 = self._copies["n1"] = n1.astype(np.float64)
+        return n1
 
     def patterns(self, k, max_items=8):
         """The distinct response patterns of a short domain ``k`` (``None`` above ``max_items`` items).
@@ -406,7 +454,9 @@ class ResponseData:
         if sl.stop - sl.start > max_items:
             return None
         if k not in self._patterns:
-            Yk = self.Y[:, sl].astype(np.int64)
+            Yk = self.correct[:, sl].astype(np.int64)
+            if self.obs is not None:
+                Yk *= self.obs[:, sl]
             code = Yk + (1 if self.obs is None else self.obs[:, sl].astype(np.int64))
             key = code @ (3 ** np.arange(code.shape[1], dtype=np.int64))
             _, first, inv, cnt = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
@@ -415,14 +465,41 @@ class ResponseData:
             self._patterns[k] = (Yu, Ou, cnt.astype(np.float64), inv.ravel())
         return self._patterns[k]
 
+    def mask_of(self, k, max_share=0.25):
+        """How the EM sees domain ``k``'s missing cells: None when every cell is observed; ``("sparse",
+        rows, cells)`` with ``rows`` (N, float) 1 where the LLM has responses in the domain and
+        ``cells`` the unobserved cells of those LLMs (a sparse N x J_k matrix of ones), while they are at
+        most ``max_share`` of those LLMs' cells; else ``("dense", O_k)``, the float32 mask (cached)."""
+        if self.obs is None:
+            return None
+        if k not in self._masks:
+            from scipy import sparse
+
+            sl = self.slices[k]
+            ro = self.obs[:, sl].any(axis=1)
+            miss = ~self.obs[:, sl] & ro[:, None]
+            n_miss = int(np.count_nonzero(miss))
+            if n_miss > max_share * max(int(ro.sum()) * (sl.stop - sl.start), 1):
+                self._masks[k] = ("dense",)
+            else:
+                self._masks[k] = ("sparse", ro.astype(np.float64), sparse.csr_matrix(miss, dtype=np.float64))
+        m = self._masks[k]
+        return m if m[0] == "sparse" else ("dense", self.O[:, self.slices[k]])
+
+    def n_obs_domain(self, k) -> int:
+        """The number of responses in domain ``k``."""
+        sl = self.slices[k]
+        return self.N * (sl.stop - sl.start) if self.obs is None else int(np.count_nonzero(self.obs[:, sl]))
+
     @property
     def O(self):
         """``float32`` observation mask for the EM's matrix products (``None`` when complete; built on first use)."""
         if self.obs is None:
             return None
-        if self._O is None:
-            self._O = self.obs.astype(np.float32)
-        return self._O
+        O = self._copies.get("O")
+        if O is None:
+            O = self._copies["O"] = self.obs.astype(np.float32)
+        return O
 
     def set_floor(self, c) -> None:
         """Set the guessing floors (``J``, or ``None``) and drop the cached trait evaluator, unless
@@ -485,7 +562,8 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
     Parameters
     ----------
     c : ndarray (J,), optional
-        Guessing floors (default ``data.c``).
+        Guessing floors (default ``data.c``); a domain whose floors are all 0
+        takes the 2PL's sufficient statistics.
     domains : sequence of int, optional
         Only these domains (default all); the item statistics are then over
         their items, in order.
@@ -493,63 +571,102 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
     Returns
     -------
     stats : dict
-        ``t`` (J) = sum_i E[theta] y_ij (no guessing) or ``R`` (J x Q) expected
-        correct counts; ``Nq`` (J x Q) or ``nq`` (K x Q) expected numbers of
-        responses at each node; ``eap`` (N x K); ``ll`` marginal log-likelihood.
+        ``t`` (J) = sum_i E[theta] y_ij (items without a floor), ``R`` (J x Q,
+        or None) expected correct counts (items with one; ``floored`` says
+        which); ``Nq`` (J x Q) or ``nq`` (K x Q) expected numbers of responses
+        at each node; ``eap`` (N x K); ``ll`` marginal log-likelihood and
+        ``ll_domain`` its split by domain.
     """
     if c is None:
         c = data.c
     ks = list(range(data.K)) if domains is None else [int(k) for k in domains]
     sizes = [data.slices[k].stop - data.slices[k].start for k in ks]
+    floored = [c is not None and bool(np.any(c[data.slices[k]] > 0)) for k in ks]
     Jg = int(sum(sizes))
     N, Kg, Q = data.N, len(ks), len(x)
     eap = np.empty((N, Kg))
-    ll = 0.0
-    t = np.empty(Jg) if c is None else None
-    R = None if c is None else np.empty((Jg, Q))
-    Nq_items = None if data.O is None else np.empty((Jg, Q))
-    nq = np.empty((Kg, Q))
+    ll_domain = np.zeros(Kg)
+    t = np.zeros(Jg)
+    R = np.zeros((Jg, Q)) if any(floored) else None
+    Nq_items = None if data.obs is None else np.empty((Jg, Q))
+    nq = np.zeros((Kg, Q))
     mom = np.zeros((Kg, 3))
     a32 = a.astype(np.float32)
+    kern = _em_kernels()
+    e2, lml = np.empty(N), np.empty(N)
     off = 0
-    n1d = 0.0
     for g, k in enumerate(ks):
         sl = data.slices[k]
         loc = slice(off, off + sizes[g])
         off = loc.stop
-        if c is None:
-            n1d += float(np.dot(data.n1[sl], d[sl]))
+        fl = floored[g]
+        if not fl:
+            ll_domain[g] += float(np.dot(data.n1[sl], d[sl]))
         pat = data.patterns(k)
         if pat is not None:
-            ll += _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_items, nq)
+            ll_domain[g] += _estep_patterns(data, g, sl, loc, pat, a, d, c if fl else None, x, logw, eap, mom, t, R,
+                                            Nq_items, nq)
             continue
         Yk = data.Y[:, sl]
-        Ok = None if data.O is None else data.O[:, sl]
-        if c is None:  # the answers through s = Y a; sum_j n1_j d_j is added below
-            L = np.multiply.outer((Yk @ a32[sl]).astype(np.float64), x)
-            L -= llm_side.partition(Ok, a[sl], d[sl], x, np.float32)
+        mk = data.mask_of(k)
+        Ok = mk[1] if mk is not None and mk[0] == "dense" else None
+        P32 = np.empty((N, Q), dtype=np.float32) if fl or mk is not None else _NO_P
+        nq_g = nq[g] if mk is None else _NO_CELLS_F
+        eap_g = np.empty(N)
+        if not fl:  # the answers through s = Y a; sum_j n1_j d_j is added above
+            s_k = (Yk @ a32[sl]).astype(np.float64)
+            if mk is None:
+                kern.posterior_linear(s_k, x, logw - llm_side.partition(None, a[sl], d[sl], x), eap_g, e2, nq_g,
+                                      lml, P32)
+            else:
+                L = np.multiply.outer(s_k, x)
+                if Ok is not None:
+                    L -= llm_side.partition(Ok, a[sl], d[sl], x, np.float32)
+                else:  # the observed LLMs' whole partition, less their unobserved cells' terms
+                    sp = llm_side.softplus(llm_side.logits(a[sl], d[sl], x))
+                    L -= np.multiply.outer(mk[1], sp.sum(axis=0))
+                    L += mk[2] @ sp
+                kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         else:
-            L = llm_side.grid_loglik(Yk, Ok, *llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x)),
-                                     np.float32)
-        P, lml = llm_side.posterior(L, logw)
-        ll += float(np.sum(lml))
-        eap[:, g] = P @ x
+            lp, l1p = llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x))
+            if mk is None or Ok is not None:
+                L = llm_side.grid_loglik(Yk, Ok, lp, l1p, np.float32)
+            else:  # as above: the wrong answers' log(1 - P) over the observed cells
+                L = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32)
+                L -= np.multiply.outer(1.0 - mk[1], l1p.sum(axis=0))
+                L -= mk[2] @ l1p
+            kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
+        eap[:, g] = eap_g
+        ll_domain[g] += float(np.sum(lml))
         if data.row_obs is None:
-            mom[g] = (float(N), eap[:, g].sum(), float((P @ (x * x)).sum()))
+            mom[g] = (float(N), eap_g.sum(), e2.sum())
         else:
             ro = data.row_obs[:, k]
-            mom[g] = (float(ro.sum()), eap[ro, g].sum(), float((P[ro] @ (x * x)).sum()))
-        P32 = P.astype(np.float32)
-        if c is None:
-            t[loc] = eap[:, g].astype(np.float32) @ Yk
-        else:
+            mom[g] = (float(ro.sum()), eap_g[ro].sum(), e2[ro].sum())
+        if fl:
             R[loc] = (P32.T @ Yk).T
-        if data.O is None:
-            nq[g] = P.sum(axis=0)
         else:
-            Nq_items[loc] = (P32.T @ data.O[:, sl]).T
-    ll += n1d
-    return {"t": t, "R": R, "nq": nq, "Nq": Nq_items, "eap": eap, "ll": ll, "moments": mom}
+            t[loc] = eap_g.astype(np.float32) @ Yk
+        if Ok is not None:
+            Nq_items[loc] = (P32.T @ Ok).T
+        elif mk is not None:  # the observed LLMs' posterior mass, less that of each item's unobserved cells
+            Nq_items[loc] = mk[1] @ P32
+            Nq_items[loc] -= (mk[2].T @ P32)
+    fl_items = np.repeat(np.asarray(floored, dtype=bool), sizes)
+    return {"t": t, "R": R, "floored": fl_items, "nq": nq, "Nq": Nq_items, "eap": eap,
+            "ll": float(ll_domain.sum()), "ll_domain": ll_domain, "moments": mom}
+
+
+_NO_P = np.zeros((0, 0), dtype=np.float32)
+_NO_MASK = np.zeros((0, 0), dtype=bool)
+_NO_CELLS_F = np.zeros(0)
+
+
+def _em_kernels():
+    """The EM's numba kernels (:mod:`mtlirt.estimators._kernels`), imported on first use."""
+    from . import _kernels
+
+    return _kernels
 
 
 def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_items, nq):
@@ -573,31 +690,41 @@ def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_
         t[loc] = (cnt * e_u) @ Yu
     else:
         R[loc] = ((cnt[:, None] * P).T @ Yu).T
-    if data.O is None:
+    if data.obs is None:
         nq[g] = cnt @ P
     else:
         Nq_items[loc] = ((cnt[:, None] * P).T @ Ou).T
     return float(cnt @ lml)
 
 
-def _mstep_objective(a, d, stats, x, c, Nq, priors):
-    Z = np.multiply.outer(a, x)
-    Z += d[:, None]
+def _nq_of(stats, n):
+    """The M-step's expected numbers of responses: a matrix and each item's row in it."""
+    if stats["Nq"] is not None:
+        return stats["Nq"], np.arange(n)
+    return stats["nq"], stats["nq_rows"]
+
+
+def _mstep_objective(a, d, stats, x, c, priors):
+    """Every item's expected complete-data log-likelihood plus its penalties (:mod:`._kernels`)."""
+    NqM, rows = _nq_of(stats, len(a))
+    f = np.empty(len(a))
+    _em_kernels().mstep_objective(a, d, x, NqM, rows, _NO_CELLS_F if c is None else c,
+                                  _NO_P_F if c is None else stats["R"], f)
     if c is None:
-        f = a * stats["t"] + d * stats["n1"] - np.einsum("jq,jq->j", Nq, softplus(Z, out=Z))
-    else:
-        ck = c[:, None]
-        P1 = np.clip(ck + (1 - ck) * expit(Z), 1e-12, 1 - 1e-12)
-        R = stats["R"]
-        f = np.einsum("jq,jq->j", R, np.log(P1)) + np.einsum("jq,jq->j", Nq - R, np.log1p(-P1))
+        f += a * stats["t"] + d * stats["n1"]
     f -= 0.5 * ((np.log(a) - priors.log_a_mean) / priors.log_a_sd) ** 2
     f -= 0.5 * (d / priors.d_sd) ** 2
     return f
 
 
+_NO_P_F = np.zeros((0, 0))
+
+
 def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=5):
-    """Penalised Fisher-scoring steps on every item's expected complete-data log-likelihood."""
-    Nq = stats["Nq"] if stats["Nq"] is not None else stats["nq"][item_domain]
+    """Penalised Fisher-scoring steps on every item's expected complete-data log-likelihood.
+
+    ``stats`` holds the E-step's statistics of these items (``nq_rows``: each item's row of
+    ``nq``); ``item_domain`` their domains numbered from 0 (the 1PL's blocks)."""
     a = a.copy()
     d = d.copy()
     pa = 1.0 / priors.log_a_sd**2
@@ -605,28 +732,18 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
     lo_u, hi_u = np.log(priors.a_min), np.log(priors.a_max)
     K = int(item_domain.max()) + 1 if len(item_domain) else 0
     first = np.searchsorted(item_domain, np.arange(K))
-    f0 = _mstep_objective(a, d, stats, x, c, Nq, priors)
+    kern = _em_kernels()
+    NqM, rows = _nq_of(stats, len(a))
+    cc = _NO_CELLS_F if c is None else np.ascontiguousarray(c, dtype=np.float64)
+    RR = _NO_P_F if c is None else stats["R"]
+    der = np.empty((len(a), 5))
+    f0 = _mstep_objective(a, d, stats, x, c, priors)
     for _ in range(n_newton):
-        Z = np.multiply.outer(a, x)
-        Z += d[:, None]
-        sig = expit(Z)
-        if c is None:
-            r = -Nq * sig  # d f / d z, minus the y part handled by t, n1
-            w = Nq * sig * (1 - sig)
-            ga = stats["t"] + r @ x
-            gd = stats["n1"] + r.sum(axis=1)
-        else:
-            ck = c[:, None]
-            P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
-            dP = (1 - ck) * sig * (1 - sig)
-            R = stats["R"]
-            r = R * dP / P1 - (Nq - R) * dP / (1 - P1)
-            w = Nq * dP * dP / (P1 * (1 - P1))
-            ga = r @ x
-            gd = r.sum(axis=1)
-        Iaa = w @ (x * x)
-        Iad = w @ x
-        Idd = w.sum(axis=1)
+        kern.mstep_derivs(a, d, x, NqM, rows, cc, RR, der)
+        ga, gd, Iaa, Iad, Idd = der.T
+        if c is None:  # the answers' part: t and n1
+            ga = ga + stats["t"]
+            gd = gd + stats["n1"]
         u = np.log(a)
         gu = a * ga - pa * (u - priors.log_a_mean)
         gdd = gd - pd_ * d
@@ -657,7 +774,7 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
         step = np.ones_like(a)
         a_new = np.exp(np.clip(u + step * du, lo_u, hi_u))
         d_new = np.clip(d + step * dd, -priors.d_max, priors.d_max)
-        f1 = _mstep_objective(a_new, d_new, stats, x, c, Nq, priors)
+        f1 = _mstep_objective(a_new, d_new, stats, x, c, priors)
         for _b in range(backtrack + 1):
             diff = f1 - f0
             if model != "2pl":
@@ -672,7 +789,7 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
             a_new[sub] = np.exp(np.clip(u[sub] + step[sub] * du[sub], lo_u, hi_u))
             d_new[sub] = np.clip(d[sub] + step[sub] * dd[sub], -priors.d_max, priors.d_max)
             f1[sub] = _mstep_objective(a_new[sub], d_new[sub], _rows(stats, sub), x, None if c is None else c[sub],
-                                       Nq[sub], priors)
+                                       priors)
         a = np.where(bad, a, a_new)
         d = np.where(bad, d, d_new)
         f0 = np.where(bad, f0, f1)  # the objective at the new items
@@ -680,8 +797,10 @@ def _mstep(a, d, stats, x, c, priors, model, item_domain, n_newton=2, backtrack=
 
 
 def _rows(stats, sub):
-    """The M-step's per-item statistics of the items ``sub`` only."""
-    return {k: (None if stats.get(k) is None else stats[k][sub]) for k in ("t", "n1", "R")}
+    """The M-step's statistics of the items ``sub`` only."""
+    out = {k: (None if stats.get(k) is None else stats[k][sub]) for k in ("t", "n1", "R", "Nq", "nq_rows")}
+    out["nq"] = stats["nq"]
+    return out
 
 
 def _mstep_stride(nq, x, tol=1e-7):
@@ -710,14 +829,6 @@ def _mstep_stride(nq, x, tol=1e-7):
     return m
 
 
-def _floor_objective(cd, sig, R, Nq, item_domain, K, priors):
-    """Per domain: expected complete-data log-likelihood of the floors ``cd`` (K) plus their Beta prior."""
-    ck = cd[item_domain][:, None]
-    P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
-    f = np.einsum("jq,jq->j", R, np.log(P1)) + np.einsum("jq,jq->j", Nq - R, np.log1p(-P1))
-    return np.bincount(item_domain, f, minlength=K) + _floor_logprior(cd, priors)
-
-
 def _floor_logprior(cd, priors):
     """The floors' ``Beta(guessing_alpha, guessing_beta)`` log-density, per domain (up to a constant)."""
     return (priors.guessing_alpha - 1) * np.log(cd) + (priors.guessing_beta - 1) * np.log1p(-cd)
@@ -728,46 +839,47 @@ def _mstep_floor(a, d, cd, stats, x, priors, item_domain, n_newton=3, backtrack=
 
     The expected complete-data log-likelihood is concave in ``c_k``
     (``P = c + (1 - c) sigma`` is linear in it), and so is the log of the
-    Beta prior for ``alpha, beta >= 1``: a safeguarded 1-D Newton per domain."""
+    Beta prior for ``alpha, beta >= 1``: a safeguarded 1-D Newton per domain
+    (per item terms: :func:`mtlirt.estimators._kernels.floor_terms`)."""
     K = len(cd)
-    Nq = stats["Nq"] if stats["Nq"] is not None else stats["nq"][item_domain]
+    NqM, rows = _nq_of(stats, len(a))
     R = stats["R"]
-    Z = np.multiply.outer(a, x)
-    Z += d[:, None]
-    sig = expit(Z)
-    S = 1.0 - sig  # dP / dc
-    NR = (Nq - R).sum(axis=1)
+    kern = _em_kernels()
+    terms = np.empty((len(a), 3))
     al, be = priors.guessing_alpha - 1.0, priors.guessing_beta - 1.0
     lo, hi = 1e-4, priors.guessing_max
+
+    def at(cdv):
+        kern.floor_terms(a, d, cdv[item_domain], x, NqM, rows, R, terms)
+        return [np.bincount(item_domain, terms[:, m], minlength=K) for m in range(3)]
+
     cd = np.clip(np.asarray(cd, dtype=np.float64), lo, hi)
-    f0 = _floor_objective(cd, sig, R, Nq, item_domain, K, priors)
+    fb, gb, Hb = at(cd)
+    f0 = fb + _floor_logprior(cd, priors)
     for _ in range(n_newton):
-        ck = cd[item_domain][:, None]
-        P1 = np.clip(ck + (1 - ck) * sig, 1e-12, 1 - 1e-12)
-        q = R * S / P1
-        g = np.bincount(item_domain, q.sum(axis=1) - NR / (1 - cd[item_domain]), minlength=K)
-        H = np.bincount(item_domain, np.einsum("jq,jq->j", q, S / P1) + NR / (1 - cd[item_domain]) ** 2,
-                        minlength=K)
-        g += al / cd - be / (1 - cd)
-        H += al / cd**2 + be / (1 - cd) ** 2
+        g = gb + al / cd - be / (1 - cd)
+        H = Hb + al / cd**2 + be / (1 - cd) ** 2
         step = g / np.maximum(H, 1e-12)
         # at most half-way to a bound
         step = np.clip(step, -0.5 * (cd - lo), 0.5 * (hi - cd))
         t = np.ones(K)
         for _b in range(backtrack + 1):
             c1 = cd + t * step
-            f1 = _floor_objective(c1, sig, R, Nq, item_domain, K, priors)
+            f1b, g1b, H1b = at(c1)
+            f1 = f1b + _floor_logprior(c1, priors)
             bad = f1 < f0 - 1e-10 * (1 + np.abs(f0))
             if not bad.any():
                 break
             t = np.where(bad, 0.5 * t, t)
         cd = np.where(bad, cd, c1)
         f0 = np.where(bad, f0, f1)
+        gb = np.where(bad, gb, g1b)
+        Hb = np.where(bad, Hb, H1b)
     return cd
 
 
 def _initial_items(data: ResponseData, model, c=None):
-    n = float(data.N) if data.O is None else data.O.sum(axis=0, dtype=np.float64)
+    n = float(data.N) if data.obs is None else data.obs.sum(axis=0, dtype=np.float64)
     p = (data.n1 + 0.5) / (n + 1.0)
     c = data.c if c is None else c
     if c is not None:
@@ -805,6 +917,12 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     step); the floors join the SQUAREM extrapolation (on the logit scale).
     At the end ``data.c`` holds the fitted floors.
 
+    With ``guessing="auto"`` (``data.floor_mode``) the 2PL is calibrated
+    first, then :func:`decide_floors` keeps a floor in the domains whose data
+    call for one, and those domains' items and floors are calibrated with
+    the floors estimated (the other domains' floors 0); ``info["floors"]``
+    holds the decision.
+
     Parameters
     ----------
     data : ResponseData
@@ -825,12 +943,24 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     a, d : ndarray (J,)
         Internal (population-scale) item parameters.
     info : dict
-        ``n_iter``, ``converged``, ``marginal_loglik``, ``history``, ``eap``,
-        ``nodes`` (per domain), ``c`` (floors per item, or None) and
-        ``c_domain`` (per domain when estimated, else None).
+        ``n_iter``, ``converged``, ``marginal_loglik`` (and ``ll_domain``, by
+        domain), ``history``, ``eap``, ``nodes`` (per domain), ``c`` (floors
+        per item, or None) and ``c_domain`` (per domain when estimated, else
+        None); with ``"auto"`` also ``floors`` (:func:`decide_floors`).
     """
+    if data.floor_mode == "auto":
+        return _calibrate_auto(data, a, d, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                               progress=progress, stage=stage)
+    cd = _floor_start(data, c, priors) if data.estimate_floor else None
+    return _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                      progress=progress, stage=stage)
+
+
+def _calibrate(data: ResponseData, a, d, cd, *, priors: Penalties, model, max_iter, tol, px, progress=None,
+               stage="items"):
+    """:func:`calibrate_items` from the floors ``cd`` (K; estimated where positive, 0 where the domain
+    has none; None: ``data.c`` fixed)."""
     item_domain, K = data.item_domain, data.K
-    cd = _floor_start(data, c, priors)
     a, d = _start_items(data, a, d, model, cd)
     # the EM first converges on the coarsest grid (cheap sweeps), then goes on with each domain's
     # grid refined for the fitted discriminations (a few sweeps), until no grid needs refining
@@ -867,15 +997,78 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
         data.set_floor(cd[item_domain])
     nodes = (priors.n_nodes - 1) * 2**levels + 1
     return a, d, {"n_iter": n_em, "converged": converged, "marginal_loglik": st["ll"] if st else float("nan"),
+                  "ll_domain": st["ll_domain"] if st else None,
                   "history": history, "eap": st["eap"] if st else None, "nodes": nodes,
                   "c": None if data.c is None else data.c.copy(), "c_domain": None if cd is None else cd.copy()}
 
 
+def _calibrate_auto(data: ResponseData, a, d, *, priors, model, max_iter, tol, px, progress, stage):
+    """``guessing="auto"``: the 2PL, :func:`decide_floors`, then the floors estimated where kept."""
+    data.estimate_floor, data.floor_mode = False, None
+    data.set_floor(None)
+    try:
+        a, d, info = _calibrate(data, a, d, None, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                                progress=progress, stage=stage)
+        keep, floors = decide_floors(data, a, d, priors=priors, model=model)
+        floors["fitted"] = np.zeros(data.K)
+        if keep.any():  # the kept domains' items and floors, from the decision's floors; the rest stay 2PL
+            cd = np.where(keep, np.clip(floors["c"], 1e-3, priors.guessing_max - 1e-3), 0.0)
+            a, d, info = _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                                    progress=progress, stage=stage)
+            floors["fitted"] = info["c_domain"].copy()
+    finally:
+        data.estimate_floor, data.floor_mode = True, "auto"
+    info["floors"] = floors
+    return a, d, info
+
+
+#: :func:`decide_floors`: the LLMs its fits use at most (spread evenly over the leaderboard).
+DECIDE_LLMS = 1000
+
+
+def decide_floors(data: ResponseData, a, d, *, priors: Penalties = DEFAULT_PENALTIES, model="2pl",
+                  max_llms: int | None = None, tol=1e-3, min_floor=0.01, start=0.05):
+    """In which domains the data call for a guessing floor (``guessing="auto"``).
+
+    Two calibrations of the same LLMs (every LLM, or ``max_llms`` spread
+    evenly over the leaderboard when there are more: the decision needs no
+    more), started from the items ``a, d`` (a 2PL fit): the 2PL, and the 2PL
+    with one floor per domain estimated under its ``Beta`` prior.  A domain
+    keeps its floor when the floor's marginal log-likelihood gain over the 2PL
+    exceeds half the log of the domain's number of responses (BIC: the floor
+    is one parameter) and the floor is at least ``min_floor``.  Both
+    calibrations run on the coarsest grid to ``tol``, the floors from
+    ``start``: the decision needs the gain to within a unit or so, not the
+    items to ``1e-4``.
+
+    Returns
+    -------
+    keep : ndarray (K,) of bool
+    evidence : dict
+        ``c`` (the floors the decision estimated, per domain), ``gain``
+        (log-likelihood gain per domain), ``threshold`` (per domain), ``keep``
+        (list), ``llms`` (the number of LLMs the decision used).
+    """
+    max_llms = DECIDE_LLMS if max_llms is None else int(max_llms)
+    N, K = data.N, data.K
+    rows = np.arange(N) if N <= max_llms else np.unique(np.linspace(0, N - 1, max_llms).round().astype(np.int64))
+    sub = ResponseData(data.correct[rows], None if data.obs is None else data.obs[rows], data.slices)
+    coarse = replace(priors, node_sd_ratio=0.0)
+    kw = dict(priors=coarse, model=model, max_iter=200, tol=tol, px=True)
+    _, _, plain = _calibrate(sub, a, d, None, **kw)
+    _, _, floored = _calibrate(sub, a, d, np.full(K, min(start, priors.guessing_max - 1e-3)), **kw)
+    n_k = np.array([float(sub.n_obs_domain(k)) for k in range(K)])
+    gain = floored["ll_domain"] - plain["ll_domain"]
+    threshold = 0.5 * np.log(np.maximum(n_k, 2.0))
+    c = floored["c_domain"]
+    keep = (gain > threshold) & (c >= min_floor)
+    return keep, {"c": c.copy(), "gain": gain, "threshold": threshold, "keep": keep.tolist(),
+                  "llms": int(len(rows))}
+
+
 def _floor_start(data: ResponseData, c, priors: Penalties):
-    """Starting floors per domain (K) when they are estimated, else None: the domain means of ``c``,
-    or the mode of their Beta prior, kept inside the bounds."""
-    if not getattr(data, "estimate_floor", False):
-        return None
+    """Starting floors per domain (K) when they are estimated: the domain means of ``c``, or the mode
+    of their Beta prior, kept inside the bounds."""
     J, K, item_domain = data.J, data.K, data.item_domain
     al, be = priors.guessing_alpha, priors.guessing_beta
     mode = (al - 1) / (al + be - 2) if al > 1 and be > 1 else al / (al + be)
@@ -920,37 +1113,63 @@ def _em_sweep(data: ResponseData, groups, a, d, cd, *, priors: Penalties, model,
     """One EM sweep from ``a, d`` (and the floors ``cd``, per domain, or None): per node group
     (:func:`_node_groups`) the E-step, the items' M-step and the floors'; then, for the 2PL with
     ``px``, the parameter expansion (:func:`_px_rescale`).  Returns the new ``a, d, cd`` and
-    ``{"ll", "eap"}`` of the E-step at the old ones."""
+    ``{"ll", "ll_domain", "eap"}`` of the E-step at the old ones."""
     K, item_domain = data.K, data.item_domain
     a2, d2 = a.copy(), d.copy()
     cd2 = None if cd is None else cd.copy()
     c_items = data.c if cd is None else cd[item_domain]
     ll = 0.0
+    ll_domain = np.zeros(K)
     eap = np.empty((data.N, K))
     mom = np.empty((K, 3))
     for ks, idx, local, x, logw in groups:
         st = _estep(data, a, d, x, logw, c=c_items, domains=ks)
         kk = slice(None) if ks is None else ks
         ll += st["ll"]
+        ll_domain[kk] = st["ll_domain"]
         eap[:, kk] = st["eap"]
         mom[kk] = st["moments"]
         st["n1"] = data.n1[idx]
+        st["nq_rows"] = local
         if priors.mstep_stride and st["Nq"] is None and st["R"] is None:
             m = _mstep_stride(st["nq"], x)
             if m > 1:  # the M-step on every m-th node: same integrals, J x Q / m work
                 st["nq"] = st["nq"][:, ::m] * m
                 x = x[::m]
         cg = None if c_items is None else c_items[idx]
-        ag, dg = _mstep(a[idx], d[idx], st, x, cg, priors, model, local)
-        if cd is not None:
-            cd2[kk] = _mstep_floor(ag, dg, cd[kk], st, x, priors, local)
+        fl = st["floored"]
+        if fl.all() or not fl.any():
+            ag, dg = _mstep(a[idx], d[idx], st, x, cg if fl.any() else None, priors, model, local)
+        else:  # domains without a floor take the 2PL's M-step (their statistics are t, not R)
+            ag, dg = np.empty(len(fl)), np.empty(len(fl))
+            for part, cp in ((~fl, None), (fl, cg)):
+                sub = np.flatnonzero(part)
+                ag[sub], dg[sub] = _mstep(a[idx][sub], d[idx][sub], _rows(st, sub), x,
+                                          None if cp is None else cp[sub], priors, model,
+                                          np.unique(local[sub], return_inverse=True)[1].ravel())
+        if cd is not None and np.any(cd[kk] > 0):  # the floors of the domains that estimate one
+            cg_d = cd[kk]
+            est = cg_d > 0
+            if est.all():
+                cd2[kk] = _mstep_floor(ag, dg, cg_d, st, x, priors, local)
+            else:
+                sub = np.flatnonzero(est[local])
+                cg_d[est] = _mstep_floor(ag[sub], dg[sub], cg_d[est], _rows(st, sub), x, priors,
+                                         np.unique(local[sub], return_inverse=True)[1].ravel())
+                cd2[kk] = cg_d
         a2[idx], d2[idx] = ag, dg
     if px and model == "2pl":
-        a2, d2 = _px_rescale(a2, d2, mom, item_domain, K, priors)
-    return a2, d2, cd2, {"ll": ll, "eap": eap}
+        # not in domains with fixed floors (given, or the single-domain fit's in the pooled fit): there
+        # the expansion cycled against the M-step (pooled fit with the realistic simulation's floors at
+        # the flagship shape: 500 sweeps, changes of 3e-3-7e-3; without it, converged in 31)
+        fixed = None
+        if cd is None and data.c is not None:
+            fixed = np.bincount(item_domain, data.c > 0, minlength=K) > 0
+        a2, d2 = _px_rescale(a2, d2, mom, item_domain, K, priors, skip=fixed)
+    return a2, d2, cd2, {"ll": ll, "ll_domain": ll_domain, "eap": eap}
 
 
-def _px_rescale(a, d, mom, item_domain, K, priors: Penalties, n_cycles=4):
+def _px_rescale(a, d, mom, item_domain, K, priors: Penalties, n_cycles=4, skip=None):
     """Parameter expansion: the CM-step of each domain's population location ``mu`` and scale ``s``
     (the traits ``N(mu, s^2 theta_sd^2)`` in the expanded model), folded back into the items
     (``a s``, ``d + a mu``: an exact reparametrisation, ``a theta + d`` unchanged).
@@ -994,6 +1213,8 @@ def _px_rescale(a, d, mom, item_domain, K, priors: Penalties, n_cycles=4):
     gain = -n * t - ((s2 - 2.0 * mu * s1 + n * mu * mu) * np.exp(-2.0 * t) - s2) / (2.0 * th2) \
         - 0.5 * pa * (2.0 * t * su + cnt * t * t) - 0.5 * pd_ * (2.0 * mu * sad + mu * mu * saa)
     use = (n > 1) & (gain >= 0)
+    if skip is not None:  # domains left as they are (``skip``, K bools)
+        use &= ~skip
     mu, s = np.where(use, mu, 0.0), np.where(use, np.exp(t), 1.0)
     return a * s[item_domain], d + a * mu[item_domain]
 
@@ -1008,27 +1229,35 @@ def _curve_change(old, new, *, x, item_domain, c_fixed=None):
     success probability within 0.002 of the floor up to theta = 3) has an intercept held by its
     penalty alone: with the floor estimated it went on moving by up to 9e-4 per SQUAREM cycle,
     back and forth, while no probability on the grid changed by more than 3e-5."""
-    def curves(a, d, cd):
-        p = expit(np.multiply.outer(a, x) + d[:, None])
-        c = c_fixed if cd is None else cd[item_domain]
-        return p if c is None else c[:, None] + (1.0 - c[:, None]) * p
+    J = len(old[0])
 
-    return float(np.max(np.abs(curves(*new) - curves(*old))))
+    def floors(cd):
+        c = c_fixed if cd is None else cd[item_domain]
+        return np.zeros(J) if c is None else np.ascontiguousarray(c, dtype=np.float64)
+
+    return float(_em_kernels().curve_change(old[0], old[1], floors(old[2]), new[0], new[1], floors(new[2]),
+                                            np.ascontiguousarray(x, dtype=np.float64)))
 
 
 def _pack(a, d, cd):
-    """The EM's parameters as one vector: ``log a``, ``d`` and, when estimated, ``logit c_k``."""
+    """The EM's parameters as one vector: ``log a``, ``d`` and the estimated floors' ``logit c_k`` (the
+    positive ones: a domain without a floor has 0)."""
     v = [np.log(a), d]
     if cd is not None:
-        v.append(np.log(cd / (1 - cd)))
+        ce = cd[cd > 0]
+        v.append(np.log(ce / (1 - ce)))
     return np.concatenate(v)
 
 
-def _unpack(v, J, priors: Penalties, floors: bool):
-    """``a, d, cd`` from :func:`_pack`'s vector (``cd`` None without ``floors``), clipped to their bounds."""
+def _unpack(v, J, priors: Penalties, floors):
+    """``a, d, cd`` from :func:`_pack`'s vector, clipped to their bounds; ``floors`` the domains whose
+    floors it holds (``cd`` None when None)."""
     a = np.exp(np.clip(v[:J], np.log(priors.a_min), np.log(priors.a_max)))
     d = np.clip(v[J:2 * J], -priors.d_max, priors.d_max)
-    cd = None if not floors else np.clip(expit(v[2 * J:]), 1e-4, priors.guessing_max)
+    cd = None
+    if floors is not None:
+        cd = np.zeros(len(floors))
+        cd[floors] = np.clip(expit(v[2 * J:]), 1e-4, priors.guessing_max)
     return a, d, cd
 
 
@@ -1037,7 +1266,7 @@ def _penalised(st, a, d, cd, priors: Penalties):
     f = st["ll"] - 0.5 * np.sum(((np.log(a) - priors.log_a_mean) / priors.log_a_sd) ** 2) \
         - 0.5 * np.sum((d / priors.d_sd) ** 2)
     if cd is not None:
-        f += np.sum(_floor_logprior(cd, priors))
+        f += np.sum(_floor_logprior(cd[cd > 0], priors))
     return f
 
 
@@ -1068,7 +1297,7 @@ def _squarem_step(sweep, a, d, cd, priors: Penalties, tol, measure):
         alpha = -max(1.0, rn / vn)
         alpha = max(alpha, -8.0)
         vx = v0 - 2 * alpha * r + alpha * alpha * v
-        ax, dx, cx = _unpack(vx, len(a), priors, cd is not None)
+        ax, dx, cx = _unpack(vx, len(a), priors, None if cd is None else cd > 0)
         # stabilising EM step from the extrapolated point, then check
         a3, d3, c3, st3 = sweep(ax, dx, cx)
         n_sweeps += 1
@@ -1084,106 +1313,13 @@ def _squarem_step(sweep, a, d, cd, priors: Penalties, tol, measure):
 _NO_ROWS = np.zeros((0, 0))
 _NO_CELLS = np.zeros(0, dtype=np.int64)
 _NO_ITEMS = np.zeros(0, dtype=np.int32)  # item columns of cell lists: int32 (30M correct cells at the flagship)
+_NO_PTR = np.zeros((0, 0), dtype=np.int64)
 _NO_DOMAINS = np.zeros(0, dtype=np.bool_)
 
 
 def _tab_derivs(*args):
-    """:func:`_tab_derivs_py` compiled by numba on first use (numba is imported
-    only when a trait step runs: it adds about a second to every process), with
-    the interpolation of :mod:`mtlirt.numerics.hermite` (``_hermite_weights``,
-    ``_hermite_combine``: globals it reads when compiled)."""
-    global _tab_derivs_jit, _hermite_weights, _hermite_combine
-    if _tab_derivs_jit is None:
-        import numba
-
-        _hermite_weights, _hermite_combine = hermite.numba_versions()
-        _tab_derivs_jit = numba.njit(cache=True)(_tab_derivs_py)
-    return _tab_derivs_jit(*args)
-
-
-_tab_derivs_jit = _hermite_weights = _hermite_combine = None
-
-
-def _tab_derivs_py(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, yptr, yj,
-                   kact):
-    """Gradient, Fisher and observed information of every block's log-likelihood (see :class:`TabulatedThetaLik`).
-
-    ``theta`` (n x K) holds the traits of the LLMs ``rows`` (all ``N`` when
-    ``rows`` is empty).  Per block: ``s - r G'(theta)`` by cubic Hermite
-    interpolation of the tables (``M x K``, raveled: ``T1 = G'`` with
-    derivative ``T2 = G''`` (derivative ``T3``), the Fisher information ``I1``
-    with derivative ``I2``), times
-    ``rw`` (N x K) unless it is empty; the unobserved cells of observed blocks
-    (CSR by LLM: ``uptr``, items ``uj``) subtracted exactly; and, in domains
-    with a floor (``citem[j] > 0`` for some of their items), the correct cells
-    (CSR ``yptr``, ``yj``) add ``a_j / (1 + u)`` to the gradient (their ``a_j``
-    is not in ``s``) and ``-a_j^2 u / (1 + u)^2`` to the observed information
-    ``G''``, ``u = c_j exp(-z)``.  With ``kact`` (K, not empty) only the
-    domains where it is true are evaluated (the others' cells are skipped and
-    their outputs are 0).  The trait
-    step's hot loop, fused in one pass (34 ms -> 10 ms per call on 4,000 x 57
-    blocks with 10% missing, under load, before the floor was added)."""
-    n, K = theta.shape
-    M = T1.shape[0] // K
-    G1 = np.empty((n, K))
-    G2 = np.empty((n, K))
-    G3 = np.empty((n, K))
-    weighted = rw.shape[0] > 0
-    all_rows = rows.shape[0] == 0
-    masked = kact.shape[0] > 0
-    for r in range(n):
-        i = r if all_rows else rows[r]
-        for k in range(K):
-            if masked and not kact[k]:
-                G1[r, k] = 0.0
-                G2[r, k] = 0.0
-                G3[r, k] = 0.0
-                continue
-            pos = (theta[r, k] - g0) / h
-            g = min(max(np.floor(pos), 0.0), M - 2.0)
-            w = _hermite_weights(min(max(pos - g, 0.0), 1.0), h)
-            i0 = int(g) * K + k
-            i1 = i0 + K
-            v1 = _hermite_combine(w, T1[i0], T1[i1], T2[i0], T2[i1])
-            v2 = _hermite_combine(w, I1[i0], I1[i1], I2[i0], I2[i1])
-            v3 = _hermite_combine(w, T2[i0], T2[i1], T3[i0], T3[i1])
-            if weighted:
-                v1 *= rw[i, k]
-                v2 *= rw[i, k]
-                v3 *= rw[i, k]
-            G1[r, k] = s[i, k] - v1
-            G2[r, k] = v2
-            G3[r, k] = v3
-        for p in range(uptr[i], uptr[i + 1]):
-            j = uj[p]
-            k = item_domain[j]
-            if masked and not kact[k]:
-                continue
-            sig = 1.0 / (1.0 + np.exp(-(a[j] * theta[r, k] + d[j])))
-            c = citem[j]
-            G1[r, k] += a[j] * sig
-            G2[r, k] -= a[j] * a[j] * (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
-            G3[r, k] -= a[j] * a[j] * sig * (1.0 - sig)
-        for p in range(yptr[i], yptr[i + 1]):
-            j = yj[p]
-            k = item_domain[j]
-            if masked and not kact[k]:
-                continue
-            u = citem[j] * np.exp(-min(max(a[j] * theta[r, k] + d[j], -700.0), 700.0))
-            G1[r, k] += a[j] / (1.0 + u)
-            G3[r, k] -= a[j] * a[j] * u / ((1.0 + u) * (1.0 + u))
-    return G1, np.maximum(G2, 0.0), G3
-
-
-def _floor_weight(sig, c):
-    """Fisher information of one cell in ``z`` with floor ``c``: ``(1 - c) s^2 (1 - s) / (c + (1 - c) s)``."""
-    return (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
-
-
-def _log_c_plus_exp(z, c):
-    """``log(c + exp(z))``, stable for ``c >= 0`` (``z`` where ``c = 0``)."""
-    e = np.exp(-np.abs(z))
-    return np.where(z > 0, z + np.log1p(c * e), np.log(c + e))
+    """:func:`mtlirt.estimators._kernels.tab_derivs` (numba, imported on first use)."""
+    return _em_kernels().tab_derivs(*args)
 
 
 def _csr(rows, cols, n):
@@ -1234,84 +1370,49 @@ class TabulatedThetaLik:
         # cells are then summed cell by cell)
         self.citem = np.zeros(self.J) if data.c is None else np.asarray(data.c, dtype=np.float64)
         self.floored = np.bincount(self.item_domain, self.citem > 0, minlength=self.K) > 0
-        if self.floored.any():
-            self.yptr, self.yj = self._correct_cells()
+        if self.floored.any():  # the correct cells of the domains with a floor, by LLM and domain
+            self.ykptr, self.yj = _em_kernels().correct_cells(
+                data.correct, _NO_MASK if data.obs is None else data.obs, self.floored[self.item_domain],
+                self.item_domain, self.K)
         else:
-            self.yptr = np.zeros(self.N + 1, dtype=np.int64)
+            self.ykptr = _NO_PTR
             self.yj = _NO_ITEMS
         self.grid = np.arange(-theta_max, theta_max + 1e-9, grid_step)
         self.h = float(self.grid[1] - self.grid[0])
 
-    def _correct_cells(self):
-        """CSR (by LLM) of the correct answers in domains with a floor (``Y`` is 0 where unobserved)."""
-        data = self.data
-        cols = np.flatnonzero(self.floored[self.item_domain])
-        ptr = np.zeros(self.N + 1, dtype=np.int64)
-        parts = []
-        step = max(1, 2**22 // max(len(cols), 1))
-        for i0 in range(0, self.N, step):
-            Yc = data.Y[i0:i0 + step]
-            if len(cols) < self.J:
-                Yc = Yc[:, cols]
-            i, j = np.nonzero(Yc)
-            ptr[i0 + 1:i0 + step + 1] = np.bincount(i, minlength=len(Yc))
-            parts.append(cols[j] if len(cols) < self.J else j)
-        np.cumsum(ptr, out=ptr)
-        yj = np.concatenate(parts).astype(np.int32) if parts else _NO_ITEMS
-        return ptr, yj
-
     def set_items(self, a, d):
-        """Tabulate ``G_k``, its derivatives and the information; compute ``s_ik`` and the constant terms."""
+        """Tabulate ``G_k``, its derivatives and the information; compute ``s_ik`` and the constant terms
+        (nothing to do when the items are the ones set last)."""
         data = self.data
         a = np.asarray(a, dtype=np.float64)
         d = np.asarray(d, dtype=np.float64)
+        if getattr(self, "a", None) is not None and np.array_equal(a, self.a) and np.array_equal(d, self.d):
+            return
         M, K = len(self.grid), self.K
         T = np.empty((6, M, K))
-        s = np.zeros((self.N, K))
-        const = np.zeros((self.N, K))
-        for k, sl in enumerate(data.slices):
-            ak, dk = a[sl], d[sl]
-            Z = np.multiply.outer(self.grid, ak)
-            Z += dk
-            sig = expit(Z)
-            T[1, :, k] = sig @ ak
-            w = sig * (1.0 - sig)
-            T[2, :, k] = w @ (ak * ak)
-            w *= 1.0 - 2.0 * sig
-            T[3, :, k] = w @ (ak * ak * ak)
-            c = self.citem[sl]
-            floored = self.floored[k]
-            if floored:
-                wc = _floor_weight(sig, c)
-                T[4, :, k] = wc @ (ak * ak)
-                P = c + (1.0 - c) * sig
-                wc *= (2.0 - 3.0 * sig) - (1.0 - c) * sig * (1.0 - sig) / P
-                T[5, :, k] = wc @ (ak * ak * ak)
-            else:
-                T[4, :, k] = T[2, :, k]
-                T[5, :, k] = T[3, :, k]
-            T[0, :, k] = softplus(Z, out=Z).sum(axis=1)
-            Yk = data.Y[:, sl]
-            if floored and np.ptp(c) == 0:
-                n_obs = np.full(self.N, float(sl.stop - sl.start)) if data.obs is None else \
-                    data.obs[:, sl].sum(axis=1, dtype=np.float64)
-                const[:, k] = (n_obs - Yk.sum(axis=1, dtype=np.float64)) * np.log1p(-c[0])
-            elif floored:  # sum over the wrong answers of log(1 - c_j), in float64 (by row blocks)
-                lc = np.log1p(-c)
-                step = max(1, 2**22 // len(lc))
-                for i0 in range(0, self.N, step):
-                    rs = slice(i0, i0 + step)
-                    wrong = (1.0 if data.obs is None else data.obs[rs, sl]) - Yk[rs].astype(np.float64)
-                    const[rs, k] = wrong @ lc
-            else:  # float64 sums (float32 ones were off by 4e-6 in s on 40-item domains)
-                Yk = Yk.astype(np.float64)
-                s[:, k] = Yk @ ak
-                const[:, k] = Yk @ dk
+        s = np.empty((self.N, K))
+        starts = np.array([sl.start for sl in data.slices], dtype=np.int64)
+        stops = np.array([sl.stop for sl in data.slices], dtype=np.int64)
+        _em_kernels().item_tables(self.grid, a, d, self.citem, starts, stops, self.floored, T)
+        # the answers' sums in float64 (float32 ones were off by 4e-6 in s on 40-item domains), one
+        # pass over the int8 answers: s = Y a and Y d without a floor; with one, the wrong answers'
+        # sum of log(1 - c_j) (s is 0: the correct cells are summed one by one)
+        lc = np.log1p(-self.citem)
+        fl_items = self.floored[self.item_domain]
+        w1 = np.where(fl_items, 0.0, a)
+        w2 = np.where(fl_items, lc, d)
+        y_w2 = np.empty((self.N, K))
+        o_w2 = np.empty((self.N, K)) if self.floored.any() else np.zeros((0, 0))
+        _em_kernels().block_sums(data.correct, _NO_MASK if data.obs is None else data.obs, starts, stops, w1, w2,
+                                 s, y_w2, o_w2)
+        const = y_w2
+        if self.floored.any():
+            const[:, self.floored] = o_w2[:, self.floored] - y_w2[:, self.floored]
         self.T = [np.ascontiguousarray(T[m]).ravel() for m in range(6)]
         self.s = s
         self.const = const
-        self.a = a
-        self.d = d
+        self.a = a.copy()
+        self.d = d.copy()
 
     def _interp(self, theta, f, df):
         """The table ``f`` (with derivative ``df``) at ``theta`` (N x K), as :func:`_tab_derivs_py` finds it."""
@@ -1332,28 +1433,43 @@ class TabulatedThetaLik:
         T = self.T
         g, fisher, obs = _tab_derivs(theta, rows, self.s, self.grid[0], self.h, T[1], T[2], T[3], T[4], T[5],
                                      self.rw if self.rw is not None else _NO_ROWS, self.a, self.d, self.citem,
-                                     self.item_domain, self.uptr, self.uj, self.yptr, self.yj, kact)
+                                     self.item_domain, self.uptr, self.uj, self.ykptr, self.yj, kact)
         return g, (obs if observed else fisher)
 
-    def _cell_sum(self, theta, ptr, cols, f):
-        """``sum f(z_ij, c_k)`` over the CSR cells of every block (N x K)."""
-        i = np.repeat(np.arange(self.N), np.diff(ptr))
-        k = self.item_domain[cols]
-        z = self.a[cols] * theta[i, k] + self.d[cols]
-        return np.bincount(i * self.K + k, f(z, self.citem[cols]), minlength=self.N * self.K).reshape(self.N, self.K)
+    def newton(self, theta, *, prec, bound, centre, weight, tol, max_newton, domains):
+        """:func:`theta_step` on the tables, one fused loop per LLM
+        (:func:`mtlirt.estimators._kernels.theta_newton`); returns the traits and the information."""
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
+        kact = _NO_DOMAINS if domains is None else np.ascontiguousarray(domains, dtype=np.bool_)
+        if weight is None or centre is None:
+            centre = weight = _NO_ROWS
+        else:
+            centre = np.ascontiguousarray(np.broadcast_to(centre, theta.shape), dtype=np.float64)
+            weight = np.ascontiguousarray(np.broadcast_to(np.asarray(weight, dtype=np.float64), theta.shape))
+        T = self.T
+        return _em_kernels().theta_newton(theta, self.s, self.grid[0], self.h, T[1], T[2], T[3], T[4], T[5],
+                                          self.rw if self.rw is not None else _NO_ROWS, self.a, self.d, self.citem,
+                                          self.item_domain, self.uptr, self.uj, self.ykptr, self.yj, kact,
+                                          float(prec), float(bound), centre, weight, float(tol), int(max_newton))
 
     def theta_loglik(self, theta):
         """Log-likelihood of every (LLM, domain) block at ``theta`` (N x K)."""
-        theta = np.asarray(theta, dtype=np.float64)
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
         G0 = self._interp(theta, self.T[0], self.T[1])
         if self.rw is not None:
             G0 *= self.rw
+        kern = _em_kernels()
         if self.n_cells:
-            G0 -= self._cell_sum(theta, self.uptr, self.uj, lambda z, c: softplus(z))
+            G0 -= kern.cell_sums(theta, self.uptr, self.uj, self.a, self.d, self.citem, self.item_domain, False)
         out = theta * self.s + self.const - G0
         if len(self.yj):
-            out += self._cell_sum(theta, self.yptr, self.yj, _log_c_plus_exp)
+            out += self._correct_sums(theta)
         return out
+
+    def _correct_sums(self, theta):
+        """``sum log(c_j + exp(z_ij))`` over the correct cells of the floored blocks (N x K)."""
+        ptr = np.append(self.ykptr[:, 0], self.ykptr[-1, -1]) if self.N else np.zeros(1, dtype=np.int64)
+        return _em_kernels().cell_sums(theta, ptr, self.yj, self.a, self.d, self.citem, self.item_domain, True)
 
 
 class DenseThetaLik:
@@ -1432,6 +1548,11 @@ class DenseThetaLik:
 def _make_theta_lik(data: ResponseData, max_sparse_share=0.25):
     if data.obs is None:
         return TabulatedThetaLik(data)
+    if data._observed is None:  # complete but for held-out cells: those are the unobserved ones
+        rows, cols = (np.asarray(v, dtype=np.int64) for v in data._exclude)
+        keep = np.ones(len(rows), dtype=bool) if data.row_obs is None else data.row_obs[rows, data.item_domain[cols]]
+        order = np.argsort(rows[keep] * data.J + cols[keep], kind="stable")
+        return TabulatedThetaLik(data, (rows[keep][order], cols[keep][order].astype(np.int32)))
     ci_list, cj_list = [], []
     n_cells = 0
     for k, sl in enumerate(data.slices):
@@ -1479,8 +1600,18 @@ def theta_step(lik, theta, *, priors: Penalties = DEFAULT_PENALTIES, centre=None
         last-but-one iterate (for the MTL root finding).
     """
     prec = 1.0 / priors.theta_sd**2
-    th = np.array(theta, dtype=np.float64, copy=True)
     B = priors.theta_max
+    if getattr(lik, "kind", None) == "tabulated":  # the same steps, one fused loop per LLM
+        th, info = lik.newton(theta, prec=prec, bound=B, centre=centre, weight=weight, tol=tol,
+                              max_newton=max_newton, domains=domains)
+    else:
+        th, info = _theta_step_arrays(lik, theta, prec, B, centre, weight, tol, max_newton, domains)
+    return (th, info) if return_info else th
+
+
+def _theta_step_arrays(lik, theta, prec, B, centre, weight, tol, max_newton, domains):
+    """:func:`theta_step` by whole-array steps over the LLMs still moving (any evaluator)."""
+    th = np.array(theta, dtype=np.float64, copy=True)
     # safeguarded Newton: the maximiser is bracketed by the iterates (concave
     # objective: above where the gradient is positive, below where negative),
     # and a step moves at most half-way to the far end of the bracket.  Plain
@@ -1527,9 +1658,7 @@ def theta_step(lik, theta, *, priors: Penalties = DEFAULT_PENALTIES, centre=None
         act = act[step >= tol]
         if not len(act):
             break
-    if return_info:
-        return th, info
-    return th
+    return th, info
 
 
 def score_theta(data: ResponseData, a, d, theta0=None, *, priors: Penalties = DEFAULT_PENALTIES):
@@ -1641,4 +1770,5 @@ def _finish(data, theta, a, d, tinfo, *, priors, model, info, t0, extra_precisio
         n_iter=int(info.get("n_iter", 0)), converged=bool(info.get("converged", True)),
         seconds=time.perf_counter() - t0, model=model, theta_loc=loc, theta_scale=scale,
         theta_se=se, history=list(info.get("history", [])), item_domain=data.item_domain,
+        floors=info.get("floors"),
     )

@@ -3,6 +3,9 @@
 :mod:`~mtlirt.numerics.hermite`
     Cubic Hermite interpolation of tabulated functions, one definition in
     numpy, PyTensor and numba.
+:mod:`~mtlirt.numerics.vecmath`
+    exp, log and log1p written so that LLVM vectorises them, for the numba
+    kernels (the EM's, the Bayesian likelihoods').
 :mod:`~mtlirt.numerics.llm_side`
     The likelihood of an LLM's responses on a grid of trait values (2PL,
     3PL, floors, missing cells), its tables and their interpolation, and its
