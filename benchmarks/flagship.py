@@ -16,7 +16,7 @@ size to the next (the slope) is what a larger leaderboard costs, and
 Usage::
 
     .venv/bin/python benchmarks/flagship.py [--out DIR] [--repeat 2] [--missing 0.0] [--n-llms 4272[,N2,...]]
-        [-- extra fit options]
+        [--scenario ideal|realistic] [-- extra fit options]
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def main(argv=None) -> int:
     parser.add_argument("--n-llms", default="4272", help="LLMs, or several sizes comma-separated")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--missing", type=float, default=0.0)
+    parser.add_argument("--scenario", default="ideal", help="the simulator's scenario (ideal or realistic)")
     parser.add_argument("--repeat", type=int, default=2, help="fits to time per size (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("extra", nargs="*", help="further options for mtlirt fit (after --)")
@@ -74,7 +75,8 @@ def main(argv=None) -> int:
     try:
         for n_llms in sizes:
             t0 = time.perf_counter()
-            sim = simulate(n_llms, preset="mmlu", scale=args.scale, missing=args.missing, seed=args.seed)
+            sim = simulate(n_llms, preset="mmlu", scale=args.scale, missing=args.missing, scenario=args.scenario,
+                           seed=args.seed)
             data = sim.write(tmp / f"flagship-{n_llms}.parquet")
             n = len(sim.responses)
             del sim
