@@ -279,6 +279,29 @@ def real_section():
     return out
 
 
+# the simulation sections' rows: (label, section, how to read a result, target)
+_TARGETS = (
+    ("rank selected (true rank 1)", "sim", lambda r: str(r["rank_selected"]), "1"),
+    ("MTL / STL domain-score RMSE, all domains", "sim", lambda r: f"{r['ratio_mean']:.3f}", "at most 0.7"),
+    ("same, smallest third of the domains", "sim", lambda r: f"{r['ratio_small_third']:.3f}", "at most 0.6"),
+    ("10% outlier domains: MTL / STL on the outliers", "outliers", lambda r: f"{r['ratio_outliers']:.3f}",
+     "at most 1.05"),
+    ("10% outlier domains: MTL / STL on the rest", "outliers", lambda r: f"{r['ratio_mean']:.3f}", "at most 0.7"),
+    ("rank selected (true rank 2)", "rank2", lambda r: str(r["rank_selected"]), "2"),
+    ("Spearman with the true overall score: MTL / macro accuracy", "sim",
+     lambda r: f"{r['spearman_mtl']:.4f} / {r['spearman_macro_acc']:.4f}", "MTL at least accuracy"),
+)
+
+
+def _print_targets(results: dict, seeds: list[int]) -> None:
+    """The simulation sections as one markdown table: a row per target, a column per seed."""
+    print("\n| case | " + " | ".join(f"seed {s}" for s in seeds) + " | target |")
+    print("| --- |" + " --- |" * (len(seeds) + 1))
+    for name, label, read, target in _TARGETS:
+        if all((label, s) in results for s in seeds):
+            print(f"| {name} | " + " | ".join(read(results[label, s]) for s in seeds) + f" | {target} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="sim,outliers,rank2,flagship,real", help="sections, or floor")
@@ -294,13 +317,16 @@ def main(argv=None):
     def fmt(v):
         return f"{v:.4f}" if isinstance(v, float) else str(v)
 
+    results = {}
     for label, kw in (("sim", {}), ("outliers", {"outlier_share": 0.1}), ("rank2", {"rank": 2})):
         if label not in which:
             continue
         print(f"== {label}: simulate(1000, preset='mmlu', scale=0.1, similarity=0.1, {kw})")
         for seed in seeds:
-            res = sim_section(seed, label=label, **kw)
+            res = results[label, seed] = sim_section(seed, label=label, **kw)
             print("  " + ", ".join(f"{k}={fmt(v)}" for k, v in res.items() if k != "section"), flush=True)
+    if results:
+        _print_targets(results, seeds)
     if "flagship" in which:
         print("== flagship: 4,272 LLMs x 14,042 items (MMLU sizes), complete")
         for res in flagship_section(args.repeat):

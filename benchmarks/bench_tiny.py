@@ -22,7 +22,7 @@ ratio to the better of STL and pooled, Spearman of the overall score, top-100
 overlap (real data), fit seconds, and MTL's chosen rank and C.
 
 With ``--recal``, instead: the experiment behind MTL's items staying at their
-single-domain calibration for ``0 < C < inf`` (``docs/results.md``).  On the
+single-domain calibration for ``0 < C < inf``.  On the
 training split, with 10% of its cells held out as in the tuning, the held-out
 log-likelihood per cell of the prox estimate at ``C`` with the STL items,
 against the same after recalibrating the items given the shrunk traits (per

@@ -15,8 +15,6 @@ Usage::
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from mtlirt.mcmc_stats import summary_stats
@@ -43,5 +41,9 @@ def largest_rhat(chains: int, draws: int, n_params: int, seed: int = 0, chunk: i
 
 
 if __name__ == "__main__":
+    print("| chains x draws | parameters | largest R-hat | share above 1.01 | smallest bulk ESS |")
+    print("| --- | --- | --- | --- | --- |")
     for c, d, p in SIZES:
-        print(json.dumps(largest_rhat(c, d, p)), flush=True)
+        row = largest_rhat(c, d, p)
+        print(f"| {c} x {d} | {p:,} | {row['max_rhat']:.4f} | {row['share_above_1.01']:.2%} | "
+              f"{row['min_ess_bulk']:,} |", flush=True)

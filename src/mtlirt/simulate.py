@@ -858,11 +858,10 @@ def simulate(
     changes ``eta`` and hence ``theta``; specialists rescale their domain).
 
     With the defaults and no guessing, the average accuracy is about 0.55 and
-    domain accuracies spread over roughly 0.35-0.75, as on MMLU. The flagship
-    shape (4,272 LLMs x MMLU, 6.0e7 responses) takes about a second on two
-    cores with a peak resident memory of about 0.6 GiB (dense matrix and mask
-    0.12 GiB, long table 0.34 GiB: int16 codes for ``llm`` and ``item``, int8
-    for ``domain`` and ``correct``).
+    domain accuracies spread over roughly 0.35-0.75, as on MMLU. The long
+    table is compact (int16 codes for ``llm`` and ``item``, int8 for
+    ``domain`` and ``correct``), so the flagship shape (4,272 LLMs x MMLU,
+    6.0e7 responses) simulates in seconds and well under a GiB.
 
     Raises
     ------

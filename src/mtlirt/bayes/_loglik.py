@@ -6,9 +6,8 @@ and 2PL ``y x - log(1 + exp(x))``, for the 3PL ``P(1) = g_j + (1 - g_j)
 sigmoid(x)``.
 Written as a PyTensor elementwise graph it costs a gather, an elementwise
 pass and three scatter-adds per gradient. This module computes the value
-and the whole gradient in one numba loop over the cells (at 300 LLMs x 1,154
-items, 346,200 responses: 1.4 ms per log density and gradient of the whole
-model against 5.7-6.1 ms, one core, ``benchmarks/bench_bayes.py joint-cost``):
+and the whole gradient in one numba loop over the cells, several times faster
+(``benchmarks/bench_bayes.py joint-cost`` times both):
 
 * responses are grouped by *cell* ``(llm, domain)`` (CSR: ``ptr`` and the
   item of each response), so each cell's trait is loaded once and its

@@ -37,23 +37,13 @@ Both use nodes fixed before sampling:
   ``N(eta_ig; 0, I) |L_i| w_g / phi(u_g)``. The exact draws need equally
   spaced nodes instead (:func:`draw_grid`: 9 per axis over +- 4.8 sds at
   rank 1, 7 over +- 4.2 at rank 2, weights ``N(eta_ig; 0, I) |L_i| h^r``).
-  At the flagship shape (4,272 LLMs x 57 subjects, rank 1, structures 3%
-  from the mode) 4 Gauss-Hermite nodes and 13 inner nodes missed a fine
-  grid by 0.003 in the total log-likelihood (spread over the structures
-  0.0003), the former 9 equally spaced and 15 inner nodes by 0.011
-  (0.0026), at 2.7 times the cost. With three domains (100 LLMs x 10-30
-  items, 16 of 600 posterior draws) 4 nodes moved by 0.053 over the draws,
-  8 by 0.012 and the 9 equally spaced ones by 0.020: hence 8. On the Open
-  LLM Leaderboard (6,349 LLMs x 4 domains) the 249 LLMs that answered only
-  GSM8K, all wrong, have a skewed posterior of ``eta_i`` that 8 nodes
-  missed by 0.05 each, by amounts that moved with the loadings (over
-  structures 0.5-1% from the mode the total against a fine grid spread by
-  1.7-3.2; 12 nodes: 0.04-0.17),
-  although such an LLM's likelihood does not depend on the structure at
-  all (``|Lambda_k|^2 + psi_k^2 = 1``). Such LLMs are left out of the
-  structure's density (:func:`informative_llms`); with them out, 8 nodes
-  left a spread of 0.06 over the posterior draws of the whole leaderboard
-  (``benchmarks/bench_collapsed.py realdata``).
+  Few domains leave the LLM's posterior less Gaussian, hence more nodes
+  there. An LLM answered in one domain only has a likelihood that does
+  not depend on the structure (``|Lambda_k|^2 + psi_k^2 = 1``), but a
+  skewed posterior whose quadrature error would move with the loadings:
+  such LLMs are left out of the structure's density
+  (:func:`informative_llms`) and kept for the draws. The quadrature check
+  (below) measures what is left (``benchmarks/bench_collapsed.py``).
 
 The nodes are placed at the posterior mode of the structure (found first by
 L-BFGS), where the conditionals move little over the structure's posterior.
@@ -62,9 +52,9 @@ Sampling the structure
 ----------------------
 In the coordinates ``asinh(V)`` (:func:`structure_logp`) the structure's
 posterior is close to the Laplace approximation at the mode
-(:func:`laplace_whitening`) once there are a few hundred LLMs (at the
-flagship shape the pilot's importance ratios had relative ESS 0.89, IMH's
-acceptance was about 0.9: ``benchmarks/bench_collapsed.py flagship``). Then
+(:func:`laplace_whitening`) once there are a few hundred LLMs
+(``benchmarks/bench_collapsed.py flagship`` prints the pilot's importance
+ratios and IMH's acceptance). Then
 independence Metropolis-Hastings from it (with a defensive Student-t part,
 :func:`imh_log_proposal`) mixes almost like independent draws, and as its
 proposals do not depend on the chain, their log densities are evaluated up
@@ -226,7 +216,7 @@ _direct = numba_log_domain()  # one (cell, outer node) in the log domain
 
 # The kernel's steps, inlined into it by numba (``inline="always"``: the same
 # machine code as one long function). Each works on one block of ``nb`` LLMs
-# starting at ``b0``, with the block's scratch arrays passed in.
+# starting at ``b0``, with the block's work arrays passed in.
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
@@ -883,8 +873,8 @@ def _draw_kernel(nodes, mu, chol, n_axis, h_out, start, step, logw, lam, psi, u_
             eta_out[i, jj] = s
     # the domain scores by blocks of LLMs, the LLM index innermost (the
     # tables are laid out (K, Q, N)) and the exponentials and segment masses
-    # of a block in loops the compiler vectorises: at the flagship shape one
-    # LLM at a time took 80-95 ms of the 130-145 per structure draw
+    # of a block in loops the compiler vectorises (one LLM at a time, this
+    # loop took most of a structure draw's time)
     B = _BLOCK
     L = np.empty((Q, B))
     E = np.empty((Q, B))
@@ -1114,7 +1104,7 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     At rank 1 ``asinh(V_k)`` is Fisher's z of the loading ``lambda_k = V_k /
     sqrt(1 + V_k^2)``, ``atanh(lambda_k)``: the posterior is much closer to
     Gaussian there than in ``V`` itself, whose right tail is long where
-    loadings approach 1 (docs/results.md), which the Laplace approximation
+    loadings approach 1, which the Laplace approximation
     (NUTS's whitening, the IMH proposal) relies on."""
     rows, cols, drows = layout
     N, K = grid.shape
@@ -1545,10 +1535,9 @@ def overall_spread(eta: np.ndarray, llms: np.ndarray | None = None) -> dict:
 
     Where the prior fits, a draw of the traits is a draw of ``n`` LLMs from
     it: its sd is 1 up to ``sd_expected``. A median well away from 1 says the
-    LLMs are not spread like ``N(0, 1)`` (one tail far out, or clusters), and
-    then the integrated route's posterior differs from the sampled route's,
-    which standardises the traits inside the model (real leaderboards,
-    ``docs/results.md``)."""
+    LLMs are not spread like ``N(0, 1)`` (one tail far out, or clusters, as on
+    real leaderboards with outlying LLMs), and the population prior fits
+    them poorly."""
     x = eta if llms is None else eta[:, :, llms]
     sd = x.std(axis=2).reshape(-1, x.shape[-1])
     n = x.shape[2]
@@ -1559,9 +1548,8 @@ def overall_spread(eta: np.ndarray, llms: np.ndarray | None = None) -> dict:
 
 
 # How far the overall traits' spread (overall_spread's median sd) may lie from the prior's 1 before the
-# fit says so: 10%, plus 4 of the sds such a median has over samples from the prior. Measured
-# (docs/results.md, issue 16): 1.022 on the flagship simulation (4,272 LLMs; the routes agree), 1.23 on a
-# 1,500-LLM subsample of oll_v1 and 1.80 on ChemBench (the routes' intervals 19% and 26% of a width apart).
+# fit says so: 10%, plus 4 of the sds such a median has over samples from the prior. Simulated
+# populations stay within it at every size; real leaderboards with outlying LLMs (oll_v1, ChemBench) do not.
 OVERALL_SPREAD_TOL = 0.10
 
 
@@ -1627,10 +1615,8 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         ratios at most ``IMH_PILOT_K_MAX``: large designs, whose posterior
         of the structure is close to Gaussian), else nutpie; and nutpie
         too where IMH's chains then fail the convergence check (R-hat,
-        ESS, k-hat of all proposals: ``info["imh_fallback"]``; the realistic
-        scenario at 300 LLMs, seed 1: pilot k-hat 0.41, IMH's R-hat 1.062 and
-        tail ESS 19; MMLU-Pro's 29 LLMs: 0.07, R-hat 1.012 and tail ESS 58,
-        ``benchmarks/bench_collapsed.py realistic`` and ``realdata``). ``tune``
+        ESS, k-hat of all proposals: ``info["imh_fallback"]``; a pilot can
+        pass where IMH then fails, on small or real leaderboards). ``tune``
         defaults to ``IMH_TUNE`` for IMH and 1,000 for NUTS.
     whiten : bool
         nutpie samples the loadings whitened by the Laplace approximation

@@ -346,10 +346,8 @@ def pin_standardisation(eta_raw, sd: float) -> None:
     directions' posterior spread divided by sqrt(N). Under the N(0, 1) prior
     alone those two directions are ~1/sd^2 times wider than every other
     direction after NUTS's diagonal scaling. The posterior of everything the
-    likelihood sees is unchanged. In scratch runs at 1,000 LLMs x MMLU the step
-    size grew from 0.193 to 0.214 and the leapfrog steps per draw fell from
-    22.0 to 19.8 (1 chain, 150 tuning steps, 100 draws); at 4,272 LLMs both
-    stayed at 31 steps with target_accept 0.9."""
+    likelihood sees is unchanged; NUTS's step size can grow a little and the
+    leapfrog steps per draw fall."""
     import pymc as pm
     import pytensor
     import pytensor.tensor as pt
@@ -368,8 +366,8 @@ _hermite_weights, _hermite_combine = numba_versions()
 
 # Module level and cached on disk (numba's cache beside this file): it is called from Python only
 # (draw_domain_scores), never inlined into PyTensor's compiled graphs, and compiles without fast-math,
-# so a cached and a fresh compile give the same draws (benchmarks/bench_reproducible.py draws). It was
-# a closure compiled in every process that drew domain scores (about 5 s of CPU each).
+# so a cached and a fresh compile give the same draws (benchmarks/bench_reproducible.py draws), and a
+# new process loads it instead of compiling it.
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _imh_kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, zs, es, out, acc):
     # zs: standard normals (d, T + 1, N, K); es: standard exponentials
@@ -464,8 +462,8 @@ def draw_domain_scores(tables, quad: dict, m, psi, *, seed: int = 0, steps: int 
     blocks = [(c, slice(a, min(D, a + per))) for c in range(C) for a in range(0, D, per)]
     seqs = np.random.SeedSequence([int(seed), 0x7E7A]).spawn(len(blocks))
     # Random numbers go into two sets of buffers reused by every block
-    # (filling fresh arrays cost more in page faults than in generating: 26
-    # vs 9 ns a normal); a helper thread fills the next block's set while the
+    # (fresh arrays cost more in page faults than the numbers cost to
+    # generate); a second thread fills the next block's set while the
     # kernel, which releases the GIL, works on the current one.
     pd = min(per, D)
     zbuf = np.empty((2, pd, steps + 1, N, K))  # proposals' standard normals (first: the start)

@@ -327,10 +327,7 @@ def _index_data(index: np.ndarray, name: str):
     its constants), so every leaderboard with another anchor or centring would compile the model anew;
     as shared data (like the responses and the dims' lengths) the compiled code is reused by every fit
     of the same specification whose sampler sees the same shapes (nutpie and MAP join the free variables
-    into one vector of fixed length). Measured on an empty cache, 30 LLMs x 24 items, three boards with
-    anchors 0, 1, 2, nutpie 30 + 30 draws: the second and third fits took 19.8 and 20.3 CPU-s with
-    constants, 17.1 and 16.0 as shared data (a scratch script); compiling the log density and its
-    gradient as two functions (``compile_logp``/``compile_dlogp``) cost 20 CPU-s more per board.
+    into one vector of fixed length).
     """
     import pytensor
 

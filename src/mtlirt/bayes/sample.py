@@ -66,9 +66,8 @@ class PriorSpreadWarning(UserWarning):
 
 # The integrated route's quadrature check: the largest tolerated range, over posterior draws of the
 # structure, of the error of the total log-likelihood (fine grid against working grid). A range d tilts
-# the structure's posterior by up to a factor exp(d) between draws. Measured (docs/results.md, issue 16):
-# 0.0002 at the flagship shape, 0.06 on oll_v1 and 0.19 on ChemBench after session 12's fixes, 8.0 on
-# oll_v1 before them.
+# the structure's posterior by up to a factor exp(d) between draws. Accurate grids stay far below it on
+# simulated and real leaderboards; a grid placed away from the LLMs' posteriors exceeds it many times over.
 QUADRATURE_SPREAD_MAX = 0.5
 
 
@@ -258,9 +257,9 @@ def fit_bayes(
     target_accept : float, optional
         NUTS target acceptance rate; default 0.8 for the fixed-items factor
         model with the domain traits integrated out (a smooth, nearly
-        Gaussian posterior: at the flagship shape 0.9 took 31 leapfrog steps
-        per draw in a short scratch run, 0.8 took 20.8 in the benchmark), 0.9 otherwise (funnels between the
-        hierarchies' scales and their members).
+        Gaussian posterior, where 0.9 costs about half again as many leapfrog
+        steps per draw), 0.9 otherwise (funnels between the hierarchies' scales
+        and their members).
     log_likelihood : bool or None
         Add the ``log_likelihood`` group (per LLM x domain) for
         :func:`~mtlirt.bayes.loo` and :func:`~mtlirt.bayes.compare`. ``None``

@@ -93,7 +93,7 @@ Progress = Callable[[str, float], None] | None
 # ---------------------------------------------------------------------------
 # BLAS threads: the estimators make many small matrix-vector products (one per
 # domain block); a threaded OpenBLAS spends more time waking threads than
-# computing (measured 30x slower on a loaded 2-core machine), so the fits run
+# computing (many times slower on a loaded machine), so the fits run
 # them single-threaded.  ctypes on the OpenBLAS that numpy loaded; a no-op
 # where it cannot be found.
 # ---------------------------------------------------------------------------
