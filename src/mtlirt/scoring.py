@@ -206,7 +206,9 @@ def factor_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | No
         L = np.exp(logL[lo:hi] - logL[lo:hi].max(axis=-1, keepdims=True))
         if answered is not None:
             L = np.where(np.asarray(answered[lo:hi], dtype=bool)[..., None], L, 1.0)
-        Z = np.einsum("nkq,kgq->nkg", L, W)
+        # a domain whose likelihood lies where a value of g puts (numerically) no prior mass: floored, so that
+        # 1 / Z stays finite and an LLM whose every g underflows keeps the other domains' information
+        Z = np.maximum(np.einsum("nkq,kgq->nkg", L, W), 1e-300)
         with np.errstate(divide="ignore", invalid="ignore"):
             lp = LOG_PRIOR_G + np.log(Z).sum(axis=1)
             R = np.where(Z > 0, 1.0 / Z, 0.0)
