@@ -971,13 +971,9 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
                               seconds, t_start, prog, verbose)
 
     # 4. centre at the chosen rank ------------------------------------------------
-    t0 = time.perf_counter()
-    prog("centre", 0.0)
     fused = (not np.isfinite(C_use)) and rank == 1
-    A, W, cinfo = _centre_at(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors)
-    centre = A @ W.T
-    seconds["centre"] = time.perf_counter() - t0
-    prog("centre", 1.0)
+    A, W, cinfo, centre = _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors,
+                                        seconds, prog)
 
     # 5. final fit --------------------------------------------------------------
     t0 = time.perf_counter()
@@ -1017,16 +1013,22 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     )
 
 
+def _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors, seconds, prog):
+    """:func:`_centre_at` with its progress and seconds recorded; also returns the centre ``A W'``."""
+    t0 = time.perf_counter()
+    prog("centre", 0.0)
+    A, W, cinfo = _centre_at(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors)
+    seconds["centre"] = time.perf_counter() - t0
+    prog("centre", 1.0)
+    return A, W, cinfo, A @ W.T
+
+
 def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_p, U, refine_overall, centre_prior,
                    priors, C_use, N, K, tuning, seconds, t_start, prog, verbose):
     """Steps 4 and 7: the centre at the chosen rank on the single-domain items, its structure
     (:func:`factor_structure`) and the factor model's posterior means (:func:`factor_scores`)."""
-    t0 = time.perf_counter()
-    prog("centre", 0.0)
-    A, W, cinfo = _centre_at(lik, rank, K, False, eta_p, U, refine_overall, centre_prior, priors)
-    centre = A @ W.T
-    seconds["centre"] = time.perf_counter() - t0
-    prog("centre", 1.0)
+    A, W, cinfo, centre = _timed_centre(lik, rank, K, False, eta_p, U, refine_overall, centre_prior, priors,
+                                        seconds, prog)
     t0 = time.perf_counter()
     prog("final", 0.0)
     _, a, d = stl.internal()
