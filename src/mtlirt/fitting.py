@@ -20,9 +20,9 @@ Cells without responses (an LLM that did not run a domain) are *predicted*:
 MTL puts them at their centre (the model's prediction from the LLM's other
 domains) and its error replicates give them the spread of a deviation
 (prior predictive); STL, which knows nothing there, gives the population
-mean 0 and its replicates the spread of the population's ``N(0, 1)``.  Domain standardisation
-uses the LLMs with responses only (fewer than ``MIN_LLMS`` of them: the population scale, only
-re-centred).  Measured coverage: ``docs/results.md`` ("Intervals").  An interval that misses its
+mean 0 and its replicates the spread of the population's ``N(0, 1)``.  Each domain is re-centred,
+and keeps the fit's spread, over the LLMs with responses only (fewer than ``MIN_LLMS`` of them: the
+population scale, only re-centred).  Measured coverage: ``docs/results.md`` ("Intervals").  An interval that misses its
 own estimate is extended to reach it (:meth:`~mtlirt.estimate.Estimate.domain_scores`).
 
 Degenerate data (docs/data.md, "Degenerate and tiny data"): nothing varying is an error, a constant
@@ -697,9 +697,9 @@ def _fit_map(res) -> tuple[np.ndarray, np.ndarray] | None:
 def _population_scale(res, arr: dict) -> dict | None:
     """Per-domain ``loc, scale`` with ``theta_population = theta * scale + loc``.
 
-    The reported scores are standardised over the LLMs; the item calibration's
-    traits are ``N(0, 1)`` over the population (``theta_loc``/``theta_scale`` of
-    an IRT fit map its standardised output there).  The reported ``theta`` is
+    The reported scores are centred over the LLMs (STL's and MTL's spread like posterior means);
+    the item calibration's traits are ``N(0, 1)`` over the population (``theta_loc``/``theta_scale`` of
+    an IRT fit map its output there).  The reported ``theta`` is
     the fit's own after :func:`_predict_cells`' affine map ``(theta - m) / sd``
     (``arr["rescale"]``), so the two maps compose."""
     fmap = _fit_map(res)

@@ -60,8 +60,10 @@ Outputs
 -------
 Domain scores are reported on the fit's scale (the scale of its
 ``domain_scores.csv``; ``scale="population"`` gives the population scale),
-the overall score on the population scale (mean 0, variance 1 over LLMs, as
-the fit's own overall scores).  Expected accuracy is the mean over all the
+the overall score on the population scale: the posterior mean of ``g``
+(``N(0, 1)`` over the population of LLMs), not standardised over the LLMs
+scored, so it spreads less than the fit's own overall scores, which are
+(``docs/new_llms.md``).  Expected accuracy is the mean over all the
 fit's items of ``P(correct)`` (``docs/model.md``), its interval from
 ``n_draws`` posterior draws; accuracy (``accuracy``) is the realised proportion
 right on all the fit's items, the answered ones known and the others drawn

@@ -215,10 +215,12 @@ class IRTFit:
     Attributes
     ----------
     theta : numpy.ndarray
-        ``N x K`` traits, each column standardised (mean 0, variance 1 over LLMs).
+        ``N x K`` traits, each column standardised (mean 0, variance 1 over LLMs);
+        :func:`~mtlirt.estimators.baselines.posterior_mean_scale` then narrows
+        STL's to the spread of posterior means (below 1), its copy's items following.
     a, d, c : numpy.ndarray
         Item discrimination, intercept and lower asymptote (``J``), on the
-        standardised trait scale (``a theta + d`` is the model's linear predictor).
+        trait scale of ``theta`` (``a theta + d`` is the model's linear predictor).
     loglik : float
         Log-likelihood of the observed responses at the estimate (plug-in).
     loglik_domain : numpy.ndarray

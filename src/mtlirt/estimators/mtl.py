@@ -129,12 +129,16 @@ class MTLFit:
     Attributes
     ----------
     theta : numpy.ndarray
-        ``N x K`` domain traits, each column mean 0, variance 1 over LLMs.
+        ``N x K`` domain scores, each column centred over the LLMs and spread
+        like posterior means (variance ``1 - mean posterior variance``, below 1;
+        :func:`posterior_mean_sd`); at ``C = 0`` and ``C = inf`` the single-domain
+        and pooled traits, standardised (variance 1).
     overall : numpy.ndarray
-        ``N x r`` shared traits (unit variance, uncorrelated, sign so that the
-        loadings sum positive); column 0 is the overall score (the
-        standardised mean over domains of the centres ``centre``), the others
-        span the rest of the shared space.
+        ``N x r`` shared traits, each standardised over the LLMs (sign so that the
+        loadings sum positive); column 0 is the overall score (the posterior
+        mean of ``g``; with ``scores="shrunk"`` the mean over domains of the
+        centres ``centre``), the others (uncorrelated with each other) span the
+        rest of the shared space.
     loadings : numpy.ndarray
         ``K x r``: correlation of each domain trait ``theta_k`` with each shared trait,
         disattenuated: the correlation of the single-domain scores with the shared traits
