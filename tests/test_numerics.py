@@ -135,6 +135,12 @@ def test_draws_accessor():
     point = _estimate(chains=1, draws=1, boot=True)
     assert point.uncertainty_source == "bootstrap"
     assert np.array_equal(point.draws("theta", source="posterior"), point.posterior["theta"].values[0])
+    # the item model's arrays: the posterior's draws (a point estimate's one, not its bootstrap), thinned alike
+    th, a, d, c = est.item_model_draws(max_draws=4)
+    assert np.array_equal(th, flat[[0, 3, 6, 9]]) and a.shape == d.shape == c.shape == (4, 3)
+    assert np.array_equal(d, est.posterior["intercept"].values.reshape(10, 3)[[0, 3, 6, 9]])
+    assert est.item_model_draws(by_chain=True)[1].shape == (2, 5, 3)
+    assert point.item_model_draws()[0].shape == (1, 4, 1)
 
 
 def test_heldout_loglik_names_a_wrong_shape():

@@ -655,9 +655,7 @@ def item_fit_ppc(est, responses, *, n_draws: int = 50, seed: int = 0, min_expect
     rng = np.random.default_rng(seed)
     S = est.n_draws
     take = np.sort(rng.choice(S, size=min(n_draws, S), replace=False))
-    theta = est.draws("theta", source="posterior")
-    a_all, d_all = est.draws("discrimination", source="posterior"), est.draws("intercept", source="posterior")
-    c_all = est.draws("guessing", source="posterior") if "guessing" in est.posterior else np.zeros_like(a_all)
+    theta, a_all, d_all, c_all = est.item_model_draws()
     # replicates from the reported scores and items; the expected proportions on the population
     # scale (a point fit's items mapped there; a posterior's items are on it)
     fixed = all(np.ptp(v, axis=0).max() == 0 for v in (a_all, d_all, c_all))

@@ -318,6 +318,14 @@ class Estimate:
             v = v[np.unique(np.linspace(0, len(v) - 1, max_draws).round().astype(int))]
         return v
 
+    def item_model_draws(self, *, max_draws: int | None = None, by_chain: bool = False) -> tuple:
+        """``theta``, ``discrimination``, ``intercept`` and ``guessing`` of the posterior's draws
+        (:meth:`draws` with ``source="posterior"``; a point estimate's one draw): the arrays the
+        item model's probability of every (LLM, item) cell needs, for the held-out log-likelihood,
+        the pointwise log-likelihood and the item-fit checks alike."""
+        return tuple(self.draws(v, source="posterior", max_draws=max_draws, by_chain=by_chain)
+                     for v in ("theta", "discrimination", "intercept", "guessing"))
+
     def rank_draws(self) -> np.ndarray | None:
         """Each draw's ranking of the LLMs by overall score (``sample x N``, 1 = best)."""
         d = self.draws("overall")

@@ -248,16 +248,6 @@ def _sampler_checks(tree) -> dict:
 # ---------------------------------------------------------------------------
 
 
-def _draw_arrays(tree):
-    """``theta`` (chain, draw, llm, domain), ``a, d, c`` (chain, draw, item) and the items' domain codes."""
-    from mtlirt.estimate import Estimate
-
-    est = Estimate(tree)
-    th, a, d, c = (est.draws(v, source="posterior", by_chain=True)
-                   for v in ("theta", "discrimination", "intercept", "guessing"))
-    return th, a, d, c, est.item_domain
-
-
 def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e6) -> np.ndarray:
     """Log-likelihood per draw aggregated per (LLM, domain).
 
@@ -276,9 +266,12 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
     -------
     ndarray (chain, draw, llm, domain)
     """
+    from mtlirt.estimate import Estimate
 
     arr = as_arrays(responses)
-    th, a, d, c, item_domain = _draw_arrays(tree)
+    est = Estimate(tree)
+    th, a, d, c = est.item_model_draws(by_chain=True)
+    item_domain = est.item_domain
     C, D, N, K = th.shape
     out = np.empty((C, D, N, K))
     if tables is not None:
@@ -404,9 +397,12 @@ def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, see
     """
     import pandas as pd
 
+    from mtlirt.estimate import Estimate
 
     arr = as_arrays(responses)
-    th, a, d, c, item_domain = _draw_arrays(tree)
+    est = Estimate(tree)
+    th, a, d, c = est.item_model_draws(by_chain=True)
+    item_domain = est.item_domain
     C, D, N, K = th.shape
     J = a.shape[-1]
     rng = np.random.default_rng(seed)

@@ -105,13 +105,6 @@ def cell_loglik(correct, rows, cols, theta, a, d, c=None, item_domain=None) -> n
                           rows, cols, correct[rows, cols])
 
 
-def _draws(est: Estimate, max_draws: int | None):
-    """``theta (S, N, K)``, ``a, d (S, J)`` and ``c`` (or None) of the posterior's draws, up to
-    ``max_draws`` of them evenly thinned (None: all)."""
-    return tuple(est.draws(v, source="posterior", max_draws=max_draws)
-                 for v in ("theta", "discrimination", "intercept", "guessing"))
-
-
 def _accuracy(est: Estimate, rows, cols, item_domain) -> np.ndarray | None:
     """The accuracy baseline predicts its own proportions (None for a fit with an item model)."""
     post = est.posterior
@@ -132,7 +125,7 @@ def cell_probabilities(est: Estimate, rows: np.ndarray, cols: np.ndarray, item_d
     p = _accuracy(est, rows, cols, item_domain)
     if p is not None:
         return p
-    return np.exp(log_predictive(*_draws(est, max_draws), item_domain, rows, cols, 1))
+    return np.exp(log_predictive(*est.item_model_draws(max_draws=max_draws), item_domain, rows, cols, 1))
 
 
 def heldout_loglik(est: Estimate, responses, mask: np.ndarray, *, eps: float = 1e-9, max_draws: int | None = 200,
@@ -181,7 +174,7 @@ def heldout_loglik(est: Estimate, responses, mask: np.ndarray, *, eps: float = 1
     item_domain = est.item_domain
     p = _accuracy(est, rows, cols, item_domain)
     if p is None:
-        ll = log_predictive(*_draws(est, max_draws), item_domain, rows, cols, y)
+        ll = log_predictive(*est.item_model_draws(max_draws=max_draws), item_domain, rows, cols, y)
         if eps > 0:
             ll = np.clip(ll, np.log(eps), np.log1p(-eps))
         p = np.where(y > 0, np.exp(ll), -np.expm1(ll))  # P(correct) = 1 - P(wrong)
