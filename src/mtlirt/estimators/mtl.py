@@ -48,7 +48,8 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
    whose weight ``mu_k`` solves ``mu_k ||theta_k(mu_k) - A w_k|| = lambda_k``
    (safeguarded Newton in ``log mu``, each evaluation a vectorised 1-D Newton
    over all LLMs).  Everything on the internal (MAP) scale; the output is
-   standardised per domain at the end, items transformed alike.
+   standardised per domain at the end and scaled to the spread of posterior
+   means (:func:`_shrunk_outputs`), items transformed alike.
 6. ``C`` (and the rank) are tuned by held-out responses: a seeded random
    share (10%, at most 300,000 cells) of the observed cells is left out; the
    items (only when ``N < 1000``: with more LLMs a held-out cell barely moves
@@ -84,9 +85,10 @@ at ``C = inf`` (oll_v1 proxy: -0.345 per response at ``C = 1.6``, -0.326 at
 ``C``, and short of the pooled fit with every domain on its centre.
 
 **The overall score** (``overall[:, 0]``, any rank): the shared part of an
-LLM's average domain trait, ``mean_k centre_ik`` on the scale of the reported
-domain traits, standardised (see ``docs/model.md``).  At rank one it is the
-shared (pooled) trait itself.
+LLM's average domain trait, standardised over the LLMs (see ``docs/model.md``):
+by default the factor model's posterior mean of ``g``; with ``scores="shrunk"``
+``mean_k centre_ik`` on the calibration's population scale, at rank one the
+shared trait itself.
 
 Every LLM gets a score in every domain: without responses in a domain, its
 trait is pulled from the prior mean toward its centre.
@@ -794,7 +796,8 @@ def _overall_axes(A, W, loc, scale):
 
     The overall score is the shared part of an LLM's average domain trait:
     ``mean_k (A w_k - loc_k) / scale_k``, i.e. the mean over domains of the
-    centres on the scale of the reported domain traits, standardised.  Whatever
+    centres on the scale ``scale`` gives (the callers' 1: the calibration's
+    population scale, as the Bayesian ``lbar``), standardised.  Whatever
     the rank, it is the same estimand (at rank one it is the shared trait
     itself; an outlier domain with ``w_k ~ 0`` adds nothing).  The remaining
     columns span the rest of the shared space, orthogonal to it, in the
