@@ -253,7 +253,7 @@ def test_guessing_and_1pl_run():
     assert g.converged
 
 
-def test_heldout_loglik_matches_manual(small_sim, small_fit):
+def test_cell_loglik_matches_manual(small_sim, small_fit):
     f = small_fit
     rng = np.random.default_rng(1)
     rows = rng.integers(0, 400, 50)
