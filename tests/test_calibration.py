@@ -153,7 +153,7 @@ def test_floor_is_near_zero_on_2pl_data(floor_fits):
 def test_estimated_floor_fits_better_than_none_on_3pl_data(floor_fits):
     sim, f = floor_fits[0.25]
     f0 = irt.fit_stl(sim.correct, None, _slices(sim))
-    assert f.marginal_loglik > f0.marginal_loglik + 10
+    assert f.extra["marginal_loglik"] > f0.extra["marginal_loglik"] + 10
 
 
 def test_fixed_items_calibration_is_the_frequentist_em():

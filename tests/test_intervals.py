@@ -85,7 +85,7 @@ def test_mtl_keeps_its_posterior_mean_spread_over_the_llms_with_responses():
     resp = Responses.from_frame(sim.responses)
     own = fit_mtl(resp.correct, resp.mask, resp.domain_slices, scores="shrunk")
     assert own.scores == "shrunk" and 0 < own.C < np.inf and own.theta.std(axis=0).max() < 0.99
-    est = fit(resp, "mtl", gamma=own.gamma, rank=own.rank)
+    est = fit(resp, "mtl", gamma=own.record["gamma"], rank=own.rank)
     empty = _empty(sim)
     theta = est.point("theta")
     for k in range(theta.shape[1]):

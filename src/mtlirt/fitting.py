@@ -50,6 +50,7 @@ from .errors import InputError
 from .estimate import Estimate
 from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstrap
 from .estimators.correlation import corr_draws, error_corrected_corr
+from .estimators.pointfit import PointFit
 from .io import validate
 from .io.responses import Responses
 from .progress import stage
@@ -108,32 +109,32 @@ def _point_accuracy(correct, observed, slices, **_):
 _POINT = {"stl": _point_stl, "mtl": _point_mtl, "pooled": _point_pooled, "accuracy": _point_accuracy}
 
 
-def _arrays(res) -> dict:
+def _arrays(res: PointFit) -> dict:
     """The arrays of a point fit that the Estimate and the bootstrap need."""
     out = {"theta": np.asarray(res.theta, dtype=np.float64)}
-    for name in ("a", "d", "c"):
-        v = getattr(res, name, None)
+    for name, v in (("a", res.a), ("d", res.d), ("c", res.c)):
         out[name] = None if v is None else np.asarray(v, dtype=np.float64)
-    overall = getattr(res, "overall", None)
-    if overall is not None:
-        overall = np.asarray(overall, dtype=np.float64)
+    if res.overall is not None:
+        overall = np.asarray(res.overall, dtype=np.float64)
         if overall.ndim == 2:
             out["eta"] = overall
             overall = overall[:, 0]
         out["overall"] = overall
-    loadings = getattr(res, "loadings", None)
-    if loadings is not None:
-        out["loadings"] = np.asarray(loadings, dtype=np.float64).reshape(len(out["theta"][0]), -1)
+    if res.loadings is not None:
+        out["loadings"] = np.asarray(res.loadings, dtype=np.float64).reshape(len(out["theta"][0]), -1)
     # the basis of the cross-domain correlations: single-domain scores (MTL's
     # shrinkage would inflate them), corrected for their measurement error
-    basis = getattr(res, "stl", None) or res
-    out["corr_basis"] = np.nan_to_num(np.asarray(basis.theta, dtype=np.float64))
-    centre = getattr(res, "centre", None)
-    if centre is not None:
-        out["centre"] = np.asarray(centre, dtype=np.float64)
-    if getattr(res, "scores", None) == "posterior":  # every cell a posterior mean already, on the items' scale
+    out["corr_basis"] = np.nan_to_num(np.asarray(_basis(res).theta, dtype=np.float64))
+    if res.centre is not None:
+        out["centre"] = np.asarray(res.centre, dtype=np.float64)
+    if res.scores == "posterior":  # every cell a posterior mean already, on the items' scale
         out["posterior_scores"] = True
     return out
+
+
+def _basis(res: PointFit) -> PointFit:
+    """The fit whose scores are the cross-domain correlations' basis: MTL's single-domain fit, else itself."""
+    return res if res.stl is None else res.stl
 
 
 def _cell_counts(observed, slices, n_llms) -> np.ndarray:
@@ -203,8 +204,7 @@ def _basis_se(res, method: str) -> np.ndarray | None:
     :mod:`mtlirt.estimators.correlation`)."""
     if method == "accuracy":  # the naive baseline: plain correlations
         return None
-    basis = getattr(res, "stl", None) or res
-    return getattr(basis, "theta_se", None)
+    return _basis(res).theta_se
 
 
 def _replicate(correct, observed, *, method, slices, settings, few=None):
@@ -323,7 +323,7 @@ def fit(
     info["diagnostics"] = _fit_diagnostics(res)
     if not info["diagnostics"]["converged"]:
         warnings.warn(f"the {method} fit's item calibration (EM) did not converge within "
-                      f"{getattr(res, 'n_iter', '?')} sweeps: its numbers are not to be trusted; "
+                      f"{res.n_iter} sweeps: its numbers are not to be trusted; "
                       "look for degenerate items and LLMs (mtlirt validate) or fit --item-model 1pl",
                       ConvergenceWarning, stacklevel=2)
 
@@ -333,8 +333,7 @@ def fit(
         boot = _bootstrap(responses, res, arr, empty, pop, info, method=method, variant=variant, settings=settings,
                           bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, few=few)
         timings["bootstrap"] = time.perf_counter() - t1
-    secs = getattr(res, "seconds", None)
-    info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
+    info["seconds"] = {**{f"fit.{k}": v for k, v in res.seconds.items()}, **timings}
 
     # pairs over the LLMs with responses in both domains, reliabilities over those with responses
     corr, rel = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)
@@ -358,7 +357,7 @@ def fit(
         intercept=arr["d"] if arr["d"] is not None else np.zeros(responses.n_items),
         guessing=arr["c"],
         domain_corr=corr,
-        extra={"accuracy": (("llm", "domain"), res.accuracy)} if method == "accuracy" else None,
+        extra={"accuracy": (("llm", "domain"), res.extra["accuracy"])} if method == "accuracy" else None,
         info=info,
         bootstrap=boot,
         n_responses=n_resp,
@@ -501,8 +500,8 @@ def _check_guessing(guessing) -> None:
 
 def _fit_diagnostics(res) -> dict:
     """The point fit's convergence record: converged, iterations, and MTL's calibrations."""
-    diagnostics = {"converged": bool(getattr(res, "converged", True)), "iterations": getattr(res, "n_iter", None)}
-    if getattr(res, "convergence", None) is not None:  # MTL: each calibration it ran
+    diagnostics = {"converged": bool(res.converged), "iterations": res.n_iter}
+    if res.convergence is not None:  # MTL: each calibration it ran
         diagnostics["calibrations"] = dict(res.convergence)
     return diagnostics
 
@@ -516,7 +515,7 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
     # replicates keep the tuned settings fixed: the selected rank and shrinkage
     fixed = dict(settings)
     if method == "mtl":
-        fixed.update(rank=res.rank, C=None if getattr(res, "scores", None) == "posterior" else res.C, gamma=None)
+        fixed.update(rank=res.rank, C=None if res.scores == "posterior" else res.C, gamma=None)
     kind = {"accuracy": "items", "mtl": "world", "stl": "world"}.get(method, "parametric")
     point = arr if kind == "parametric" else None
     if method == "stl":
@@ -688,10 +687,9 @@ def _error_draws(boot: dict, arr: dict, empty: np.ndarray, population: np.ndarra
 def _fit_map(res) -> tuple[np.ndarray, np.ndarray] | None:
     """``(loc, scale)`` of a point fit, ``internal = theta * scale + loc`` (None: the fit has no population
     scale, e.g. the accuracy baseline or the paper's variants)."""
-    loc, scale = getattr(res, "theta_loc", None), getattr(res, "theta_scale", None)
-    if loc is None or scale is None:
+    if res.theta_loc is None or res.theta_scale is None:
         return None
-    return np.asarray(loc, dtype=np.float64), np.asarray(scale, dtype=np.float64)
+    return np.asarray(res.theta_loc, dtype=np.float64), np.asarray(res.theta_scale, dtype=np.float64)
 
 
 def _population_scale(res, arr: dict) -> dict | None:
@@ -757,7 +755,7 @@ def _mtl_init(responses, *, model, guessing, seed):
     values from it: ``(result, {"theta", "overall", "loadings", "a", "d", "c"})``.
 
     Traits and items are on the population scale the Bayesian model assumes
-    (the item calibration's ``N(0, 1)`` traits, :meth:`MTLFit` ``theta_loc`` /
+    (the item calibration's ``N(0, 1)`` traits, the fit's ``theta_loc`` /
     ``theta_scale``), not re-standardised by the sample spread of the shrunk
     scores: with short domains that spread is well under 1, and items scaled to
     it would be too discriminating for unit-variance traits. MTL's default
@@ -819,14 +817,9 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
 def _method_info(res) -> dict:
     """Rank, singular values, tuning results and the like, as JSON-ready values."""
     out = {}
-    for name in ("rank", "singular_values", "rank_evidence", "cv", "gamma", "C", "lam", "objective", "optimizer",
-                 "scores", "structure"):
-        v = getattr(res, name, None)
+    for name, v in {"rank": res.rank, **res.record, "C": res.C, "scores": res.scores}.items():
         if v is not None:
             out[name] = v.tolist() if isinstance(v, np.ndarray) else v
-    floors = getattr(getattr(res, "stl", res), "floors", None)
-    if floors is None:
-        floors = getattr(getattr(res, "pooled", None), "floors", None)
-    if floors is not None:  # guessing="auto": which domains kept a floor, and why
-        out["floors"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in floors.items()}
+    if res.floors is not None:  # guessing="auto": which domains kept a floor, and why
+        out["floors"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in res.floors.items()}
     return out
