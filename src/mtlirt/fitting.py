@@ -357,12 +357,23 @@ def fit(
         intercept=arr["d"] if arr["d"] is not None else np.zeros(responses.n_items),
         guessing=arr["c"],
         domain_corr=corr,
-        extra={"accuracy": (("llm", "domain"), res.extra["accuracy"])} if method == "accuracy" else None,
+        extra=_extra_variables(res, arr, method),
         info=info,
         bootstrap=boot,
         n_responses=n_resp,
     )
     return _record_data(est, table)
+
+
+def _extra_variables(res: PointFit, arr: dict, method: str) -> dict:
+    """Point variables beyond the common ones: the accuracy baseline's proportions correct, the centre
+    of MTL and its paper variants (what the checks' ``world="estimate"`` rebuilds the error world from)."""
+    out = {}
+    if method == "accuracy":
+        out["accuracy"] = (("llm", "domain"), res.extra["accuracy"])
+    if arr.get("centre") is not None:
+        out["centre"] = (("llm", "domain"), arr["centre"])
+    return out
 
 
 def data_record(responses: Responses) -> dict:
@@ -518,12 +529,11 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
         fixed.update(rank=res.rank, C=None if res.scores == "posterior" else res.C, gamma=None)
     kind = {"accuracy": "items", "mtl": "world", "stl": "world"}.get(method, "parametric")
     point = arr if kind == "parametric" else None
-    if method == "stl":
-        point = _stl_world(arr, pop, error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0])
-    elif method == "mtl" and variant != "default":
-        point = _paper_world(responses, arr, info)
-    elif kind == "world":
-        point = _mtl_world(responses, arr, info, pop, empty)
+    if kind == "world":
+        corr = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0] if method == "stl" else None
+        point = error_world(responses, arr, method=method, variant=variant, pop=pop, empty=empty, corr=corr)
+        if method == "mtl":
+            info["deviation_spread"] = point["psi"].tolist()
     boot = run_bootstrap(
         partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed, few=few),
         n=bootstrap,
@@ -543,10 +553,29 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
     return boot
 
 
-def _mtl_world(responses, arr: dict, info: dict, pop: dict | None = None, empty: np.ndarray | None = None) -> dict:
-    """The error bootstrap's world of MTL (``bootstrap.run_bootstrap``, ``kind="world"``): shared traits
-    around the fitted ones, the fit's centre, deviations with each domain's estimated spread (recorded in
-    ``info["deviation_spread"]``).
+def error_world(responses, arr: dict, *, method: str, variant: str = "default", pop: dict | None = None,
+                empty: np.ndarray | None = None, corr: np.ndarray | None = None) -> dict:
+    """The world of a fit's error bootstrap (``bootstrap.run_bootstrap``, ``kind="world"``), the one copy:
+    :func:`fit`'s bootstrap draws its replicates' truths from it, and so does the correlation check's
+    ``world="estimate"`` (:func:`mtlirt.checks.correlation_check`), from what the estimate records.
+
+    ``arr``: the reported fit (``theta``, ``overall``, ``eta``, ``centre``, ``a``, ``d``, ``c``), ``pop``
+    its ``info["population_scale"]``, ``empty`` its cells without responses, ``corr`` (STL) the
+    cross-domain correlations. MTL: :func:`_mtl_world`, the fitted model itself (its centre, loadings and
+    items; the deviations' spread by moments); its paper variants: :func:`_paper_world`; STL:
+    :func:`_stl_world`. ``psi`` holds the deviations' spreads (``info["deviation_spread"]``)."""
+    if method == "stl":
+        return _stl_world(arr, pop, corr)
+    if method != "mtl":
+        raise ValueError(f"the {method} fit has no error bootstrap")
+    if variant != "default":
+        return _paper_world(responses, arr)
+    return _mtl_world(responses, arr, pop, empty)
+
+
+def _mtl_world(responses, arr: dict, pop: dict | None = None, empty: np.ndarray | None = None) -> dict:
+    """The error bootstrap's world of MTL: shared traits around the fitted ones, the fit's centre,
+    deviations with each domain's estimated spread.
 
     A domain trait has unit variance on the population scale (``pop``: population ``= theta * scale +
     loc``), ``1 / scale^2`` on the reported one, and a deviation from it cannot have more; a domain
@@ -564,7 +593,6 @@ def _mtl_world(responses, arr: dict, info: dict, pop: dict | None = None, empty:
         psi = np.minimum(psi, var)
         if empty is not None:
             psi = np.where(empty.all(axis=0), np.maximum(var - (W**2).sum(axis=1), 1e-3), psi)
-    info["deviation_spread"] = psi.tolist()
     return dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
                 loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
 
@@ -580,8 +608,8 @@ def _interval_label(method: str, variant: str) -> str:
             }.get(method, "bootstrap percentile")
 
 
-def _paper_world(responses, arr: dict, info: dict, n_iter: int = 3) -> dict:
-    """The error bootstrap's world of the paper variants (``bootstrap.run_bootstrap``, ``kind="world"``).
+def _paper_world(responses, arr: dict, n_iter: int = 3) -> dict:
+    """The error bootstrap's world of the paper variants.
 
     The paper's model (METHOD.md §4b) around the fit: ``theta_t = sqrt(1 - psi_t) g* + sqrt(psi_t) z``,
     ``g*`` the fit's general trait ``g`` plus its approximate posterior spread
@@ -589,8 +617,7 @@ def _paper_world(responses, arr: dict, info: dict, n_iter: int = 3) -> dict:
     ``sqrt(1 - psi_t) g`` by its posterior mean (:func:`~mtlirt.estimators.paper.deviation_variance`,
     corrected for the domain's share of the information on ``g`` in the paper's ``1/J_t``-weighted
     objective; iterated with the loading ``sqrt(1 - psi_t)``), the fit's items.  A fused fit has no
-    deviations left, so answers redrawn from it cannot show the error of fusing; this world has them.
-    The spreads are recorded in ``info["deviation_spread"]``."""
+    deviations left, so answers redrawn from it cannot show the error of fusing; this world has them."""
     from .estimators.paper import deviation_variance
 
     g = arr["overall"]
@@ -610,7 +637,6 @@ def _paper_world(responses, arr: dict, info: dict, n_iter: int = 3) -> dict:
         if done:
             break
     W = np.sqrt(1.0 - psi)[:, None]
-    info["deviation_spread"] = psi.tolist()
     return dict(centre=eta @ W.T, psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W), loadings=W,
                 a=arr["a"], d=arr["d"], c=None)
 
@@ -638,7 +664,7 @@ def _sine_centres(world_theta: np.ndarray, world_shared: np.ndarray) -> np.ndarr
 
 
 def _stl_world(arr: dict, pop: dict, corr: np.ndarray) -> dict:
-    """The error bootstrap's world of STL (``bootstrap.run_bootstrap``, ``kind="world"``).
+    """The error bootstrap's world of STL.
 
     New traits from the population, ``N(0, R)`` on the population scale
     (unit variances, ``R`` the estimated cross-domain correlations: STL
@@ -734,22 +760,6 @@ def init_from(est: Estimate) -> dict:
     return init
 
 
-def _spec_item_model(spec) -> tuple[str, float | str | None]:
-    """The frequentist item model that matches a Bayesian spec: ``(model, guessing)``.
-
-    The spec declares the item model; the MTL fit that initialises (and, with
-    fixed items, calibrates) the Bayesian model follows it: a 1PL spec gets a
-    1PL fit (one discrimination per domain), a 3PL spec a fit with the spec's
-    guessing floor, or, when the spec estimates the guessing, MTL's estimated
-    floor per domain (``guessing="estimate"``), which the fixed-items route
-    then keeps."""
-    if spec.item_model == "1pl":
-        return "1pl", None
-    if spec.item_model == "3pl":
-        return "2pl", ("estimate" if spec.estimate_guessing else float(spec.fixed_guessing))
-    return "2pl", None
-
-
 def _mtl_init(responses, *, model, guessing, seed):
     """The MTL point fit (rank and C selected) and the Bayesian model's initial
     values from it: ``(result, {"theta", "overall", "loadings", "a", "d", "c"})``.
@@ -775,7 +785,7 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
     from .bayes.spec import load_spec
 
     options = {k: v for k, v in options.items() if v is not None}
-    spec_model, spec_guessing = _spec_item_model(load_spec(spec or "factor-2pl"))
+    spec_model, spec_guessing = load_spec(spec or "factor-2pl").point_item_model
     if guessing not in (None, "auto") or model not in ("2pl", spec_model):
         raise InputError("the Bayesian fit takes its item model from its spec (--model); "
                          "--item-model and --guessing are for the frequentist methods")
