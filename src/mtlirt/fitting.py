@@ -109,32 +109,48 @@ def _point_accuracy(correct, observed, slices, **_):
 _POINT = {"stl": _point_stl, "mtl": _point_mtl, "pooled": _point_pooled, "accuracy": _point_accuracy}
 
 
-def _arrays(res: PointFit) -> dict:
-    """The arrays of a point fit that the Estimate and the bootstrap need."""
-    out = {"theta": np.asarray(res.theta, dtype=np.float64)}
+def _reported(res: PointFit, method: str, variant: str, empty: np.ndarray, item_domain: np.ndarray,
+              few: np.ndarray | None = None) -> dict:
+    """What a point fit reports, read by the Estimate and by the bootstrap (whose replicates go through it too).
+
+    ``theta``; the items ``a, d, c`` (None without items); ``overall`` (``N``) and, for shared traits,
+    ``eta`` (``N x r``) and ``loadings``; ``centre``; the cells without responses predicted and each
+    domain put on the reported scale (:func:`_predict_cells`); ``pop``, the population scale
+    (``{"loc", "scale"}`` with ``population = theta * scale + loc``, the fit's own map composed with
+    :func:`_predict_cells`' ``(theta - m) / sd``; None where the fit has none); and the basis of the
+    cross-domain correlations, ``corr_basis`` and ``basis_se``: single-domain scores (MTL's shrinkage
+    would inflate them) and their standard errors (None: reliability 1, the accuracy baseline's plain
+    correlations; :mod:`mtlirt.estimators.correlation`)."""
+    arr = {"theta": np.asarray(res.theta, dtype=np.float64)}
     for name, v in (("a", res.a), ("d", res.d), ("c", res.c)):
-        out[name] = None if v is None else np.asarray(v, dtype=np.float64)
+        arr[name] = None if v is None else np.asarray(v, dtype=np.float64)
     if res.overall is not None:
         overall = np.asarray(res.overall, dtype=np.float64)
         if overall.ndim == 2:
-            out["eta"] = overall
+            arr["eta"] = overall
             overall = overall[:, 0]
-        out["overall"] = overall
+        arr["overall"] = overall
     if res.loadings is not None:
-        out["loadings"] = np.asarray(res.loadings, dtype=np.float64).reshape(len(out["theta"][0]), -1)
-    # the basis of the cross-domain correlations: single-domain scores (MTL's
-    # shrinkage would inflate them), corrected for their measurement error
-    out["corr_basis"] = np.nan_to_num(np.asarray(_basis(res).theta, dtype=np.float64))
+        arr["loadings"] = np.asarray(res.loadings, dtype=np.float64).reshape(len(arr["theta"][0]), -1)
     if res.centre is not None:
-        out["centre"] = np.asarray(res.centre, dtype=np.float64)
+        arr["centre"] = np.asarray(res.centre, dtype=np.float64)
     if res.scores == "posterior":  # every cell a posterior mean already, on the items' scale
-        out["posterior_scores"] = True
-    return out
-
-
-def _basis(res: PointFit) -> PointFit:
-    """The fit whose scores are the cross-domain correlations' basis: MTL's single-domain fit, else itself."""
-    return res if res.stl is None else res.stl
+        arr["posterior_scores"] = True
+    fmap = None
+    if res.theta_loc is not None and res.theta_scale is not None:
+        fmap = np.asarray(res.theta_loc, dtype=np.float64), np.asarray(res.theta_scale, dtype=np.float64)
+    arr = _predict_cells(arr, method, empty, item_domain, variant, few=few, pop=fmap)
+    arr["pop"] = None
+    if fmap is not None:
+        loc, scale = fmap
+        if "rescale" in arr:
+            m, sd = arr["rescale"]
+            loc, scale = loc + scale * m, scale * sd
+        arr["pop"] = {"loc": loc.tolist(), "scale": scale.tolist()}
+    basis = res if res.stl is None else res.stl
+    arr["corr_basis"] = np.nan_to_num(np.asarray(basis.theta, dtype=np.float64))
+    arr["basis_se"] = None if method == "accuracy" else basis.theta_se
+    return arr
 
 
 def _cell_counts(observed, slices, n_llms) -> np.ndarray:
@@ -199,22 +215,12 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     return arr
 
 
-def _basis_se(res, method: str) -> np.ndarray | None:
-    """Standard errors of the correlation basis (None: reliability 1, see
-    :mod:`mtlirt.estimators.correlation`)."""
-    if method == "accuracy":  # the naive baseline: plain correlations
-        return None
-    return _basis(res).theta_se
-
-
 def _replicate(correct, observed, *, method, slices, settings, few=None):
     """Refit one bootstrap replicate; module-level so worker processes can run it."""
     res = _POINT[method](correct, observed, slices, **settings)
-    arr = _arrays(res)
     empty = _cell_counts(observed, slices, correct.shape[0]) == 0
-    arr = _predict_cells(arr, method, empty, np.concatenate([np.full(s.stop - s.start, k)
-                                                             for k, s in enumerate(slices)]),
-                         settings.get("variant", "default"), few=few, pop=_fit_map(res))
+    item_domain = np.concatenate([np.full(s.stop - s.start, k) for k, s in enumerate(slices)])
+    arr = _reported(res, method, settings.get("variant", "default"), empty, item_domain, few)
     keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
     if arr.get("overall") is not None:
         keep["overall"] = arr["overall"]
@@ -311,39 +317,59 @@ def fit(
     stage(f"fitting {method} to {responses.n_llms:,} LLMs x {responses.n_items:,} items")
     res = _POINT[method](responses.correct, responses.mask, responses.domain_slices, **settings)
     timings["fit"] = time.perf_counter() - t0
-    arr = _arrays(res)
+    est = _finish(responses, res, method=method, variant=variant, settings=settings, bootstrap=bootstrap, seed=seed,
+                  n_jobs=n_jobs, few=few, timings=timings)
+    return _record_data(est, table)
+
+
+def _finish(responses: Responses, res: PointFit, *, method: str, variant: str, settings: dict, bootstrap: int,
+            seed: int, n_jobs: int | None, few: np.ndarray, timings: dict) -> Estimate:
+    """The one post-processing stage of every point fit: its reported arrays (:func:`_reported`: cells
+    without responses predicted, the population scale), its record (settings, the estimator's choices,
+    convergence, seconds), the bootstrap (for MTL and STL the error bootstrap of :func:`error_world`),
+    the error-corrected cross-domain correlations, and the :class:`~mtlirt.estimate.Estimate`."""
     n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
     empty = n_resp == 0
-    arr = _predict_cells(arr, method, empty, responses.item_domain, variant, few=few, pop=_fit_map(res))
+    arr = _reported(res, method, variant, empty, responses.item_domain, few)
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
-    info.update(_method_info(res))
-    pop = _population_scale(res, arr)
-    if pop is not None:
-        info["population_scale"] = pop
-    info["diagnostics"] = _fit_diagnostics(res)
-    if not info["diagnostics"]["converged"]:
+    for name, v in {"rank": res.rank, **res.record, "C": res.C, "scores": res.scores}.items():
+        if v is not None:  # the estimator's choices: rank, tuning, structure, ...
+            info[name] = v.tolist() if isinstance(v, np.ndarray) else v
+    if res.floors is not None:  # guessing="auto": which domains kept a floor, and why
+        info["floors"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in res.floors.items()}
+    if arr["pop"] is not None:
+        info["population_scale"] = arr["pop"]
+    info["diagnostics"] = {"converged": bool(res.converged), "iterations": res.n_iter}
+    if res.convergence is not None:  # MTL: each calibration it ran
+        info["diagnostics"]["calibrations"] = dict(res.convergence)
+    if not res.converged:
         warnings.warn(f"the {method} fit's item calibration (EM) did not converge within "
                       f"{res.n_iter} sweeps: its numbers are not to be trusted; "
                       "look for degenerate items and LLMs (mtlirt validate) or fit --item-model 1pl",
-                      ConvergenceWarning, stacklevel=2)
+                      ConvergenceWarning, stacklevel=3)
 
     boot = None
     if bootstrap:
         t1 = time.perf_counter()
-        boot = _bootstrap(responses, res, arr, empty, pop, info, method=method, variant=variant, settings=settings,
+        boot = _bootstrap(responses, res, arr, empty, info, method=method, variant=variant, settings=settings,
                           bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, few=few)
         timings["bootstrap"] = time.perf_counter() - t1
     info["seconds"] = {**{f"fit.{k}": v for k, v in res.seconds.items()}, **timings}
 
     # pairs over the LLMs with responses in both domains, reliabilities over those with responses
-    corr, rel = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)
+    corr, rel = error_corrected_corr(arr["corr_basis"], arr["basis_se"], ~empty)
     info["reliability"] = rel.tolist()
     if boot is not None:
         info["intervals"] = _interval_label(method, variant)
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
         _centre_few(boot, arr["theta"], few)
         _record_reach(boot, arr, info)
-    est = Estimate.from_point(
+    extra = {}  # the accuracy baseline's proportions correct; the centre (the checks' world="estimate" reads it)
+    if method == "accuracy":
+        extra["accuracy"] = (("llm", "domain"), res.extra["accuracy"])
+    if arr.get("centre") is not None:
+        extra["centre"] = (("llm", "domain"), arr["centre"])
+    return Estimate.from_point(
         method=method,
         theta=arr["theta"],
         overall=arr.get("overall"),
@@ -357,23 +383,11 @@ def fit(
         intercept=arr["d"] if arr["d"] is not None else np.zeros(responses.n_items),
         guessing=arr["c"],
         domain_corr=corr,
-        extra=_extra_variables(res, arr, method),
+        extra=extra,
         info=info,
         bootstrap=boot,
         n_responses=n_resp,
     )
-    return _record_data(est, table)
-
-
-def _extra_variables(res: PointFit, arr: dict, method: str) -> dict:
-    """Point variables beyond the common ones: the accuracy baseline's proportions correct, the centre
-    of MTL and its paper variants (what the checks' ``world="estimate"`` rebuilds the error world from)."""
-    out = {}
-    if method == "accuracy":
-        out["accuracy"] = (("llm", "domain"), res.extra["accuracy"])
-    if arr.get("centre") is not None:
-        out["centre"] = (("llm", "domain"), arr["centre"])
-    return out
 
 
 def data_record(responses: Responses) -> dict:
@@ -509,15 +523,7 @@ def _check_guessing(guessing) -> None:
         raise InputError(f"guessing must be in [0, 1), got {guessing}")
 
 
-def _fit_diagnostics(res) -> dict:
-    """The point fit's convergence record: converged, iterations, and MTL's calibrations."""
-    diagnostics = {"converged": bool(res.converged), "iterations": res.n_iter}
-    if res.convergence is not None:  # MTL: each calibration it ran
-        diagnostics["calibrations"] = dict(res.convergence)
-    return diagnostics
-
-
-def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, info: dict, *, method: str,
+def _bootstrap(responses, res, arr: dict, empty: np.ndarray, info: dict, *, method: str,
                variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None,
                few: np.ndarray | None = None) -> dict:
     """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's (its paper
@@ -530,8 +536,8 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
     kind = {"accuracy": "items", "mtl": "world", "stl": "world"}.get(method, "parametric")
     point = arr if kind == "parametric" else None
     if kind == "world":
-        corr = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0] if method == "stl" else None
-        point = error_world(responses, arr, method=method, variant=variant, pop=pop, empty=empty, corr=corr)
+        corr = error_corrected_corr(arr["corr_basis"], arr["basis_se"], ~empty)[0] if method == "stl" else None
+        point = error_world(responses, arr, method=method, variant=variant, pop=arr["pop"], empty=empty, corr=corr)
         if method == "mtl":
             info["deviation_spread"] = point["psi"].tolist()
     boot = run_bootstrap(
@@ -710,32 +716,6 @@ def _error_draws(boot: dict, arr: dict, empty: np.ndarray, population: np.ndarra
         boot["overall"] = arr["overall"][None] - (boot["overall"] - z)
 
 
-def _fit_map(res) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(loc, scale)`` of a point fit, ``internal = theta * scale + loc`` (None: the fit has no population
-    scale, e.g. the accuracy baseline or the paper's variants)."""
-    if res.theta_loc is None or res.theta_scale is None:
-        return None
-    return np.asarray(res.theta_loc, dtype=np.float64), np.asarray(res.theta_scale, dtype=np.float64)
-
-
-def _population_scale(res, arr: dict) -> dict | None:
-    """Per-domain ``loc, scale`` with ``theta_population = theta * scale + loc``.
-
-    The reported scores are standardised over the LLMs; the item calibration's
-    traits are ``N(0, 1)`` over the population (``theta_loc``/``theta_scale`` of
-    an IRT fit map its standardised output there).  The reported ``theta`` is
-    the fit's own after :func:`_predict_cells`' affine map ``(theta - m) / sd``
-    (``arr["rescale"]``), so the two maps compose."""
-    fmap = _fit_map(res)
-    if fmap is None:
-        return None
-    loc, scale = fmap
-    if "rescale" in arr:
-        m, sd = arr["rescale"]
-        loc, scale = loc + scale * m, scale * sd
-    return {"loc": loc.tolist(), "scale": scale.tolist()}
-
-
 def init_from(est: Estimate) -> dict:
     """Initial values (and fixed-item calibration) for the Bayesian fit from a point estimate.
 
@@ -822,14 +802,3 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
         info["rank"] = post_attrs["rank"]
     est.update_info(**info)
     return est
-
-
-def _method_info(res) -> dict:
-    """Rank, singular values, tuning results and the like, as JSON-ready values."""
-    out = {}
-    for name, v in {"rank": res.rank, **res.record, "C": res.C, "scores": res.scores}.items():
-        if v is not None:
-            out[name] = v.tolist() if isinstance(v, np.ndarray) else v
-    if res.floors is not None:  # guessing="auto": which domains kept a floor, and why
-        out["floors"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in res.floors.items()}
-    return out
