@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import mtlirt
 from mtlirt import simulate
@@ -183,6 +184,10 @@ def test_correlation_check_estimate_world_is_the_error_bootstraps(monkeypatch):
     assert np.abs(z).max() < 5
     ratio = truth.var(axis=0) / var
     assert 0.93 < ratio.mean() < 1.07 and 0.8 < ratio.min() and ratio.max() < 1.25
+    tree = est.tree.copy()  # a fit that records no centre (written before it was recorded)
+    tree["posterior"] = xr.DataTree(tree["posterior"].to_dataset().drop_vars("centre"))
+    with pytest.raises(InputError, match="records no centre"):
+        correlation_check(mtlirt.Estimate(tree), r, n_replicates=2, world="estimate")
 
 
 def test_correlation_statistic_with_llms_that_ran_some_domains():
