@@ -517,9 +517,9 @@ def _both_routes(resp, spec: str, *, draws: int, chains: int, seed: int, thin: i
     """The MTL fit that ``mtlirt fit --method bayes --items fixed --model spec``
     runs, then each route from its values at the same seed."""
     from mtlirt.bayes.spec import load_spec
-    from mtlirt.fitting import _mtl_init, _spec_item_model
+    from mtlirt.fitting import _mtl_init
 
-    model, guessing = _spec_item_model(load_spec(spec))
+    model, guessing = load_spec(spec).point_item_model
     load0 = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), _cpu_seconds()
     res, init = _mtl_init(resp, model=model, guessing=guessing, seed=seed)
@@ -571,9 +571,9 @@ def bench_extremes(seed: int = 0, n_llms: int = 400, a_scale: float = 1.0, scena
     print(f"extremes seed {seed}: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains, "
           f"{scenario} scenario, discriminations / {a_scale}", flush=True)
     from mtlirt.bayes.spec import load_spec
-    from mtlirt.fitting import _mtl_init, _spec_item_model
+    from mtlirt.fitting import _mtl_init
 
-    model, guessing = _spec_item_model(load_spec("factor-2pl"))
+    model, guessing = load_spec("factor-2pl").point_item_model
     res, init = _mtl_init(resp, model=model, guessing=guessing, seed=seed)
     init = {**init, "a": np.asarray(init["a"]) / a_scale}
     ests, recs = {}, {}

@@ -106,7 +106,7 @@ def sim_section(seed, rank=1, outlier_share=0.0, label="sim"):
         "ratio_mean_per_domain": float((r_m / r_s)[inl].mean()),
         "ratio_small_third": r_m[small & inl].mean() / r_s[small & inl].mean(),
         "spearman_mtl": spearmanr(f.overall[:, 0], eta)[0],
-        "spearman_macro_acc": spearmanr(acc.overall_raw, eta)[0],
+        "spearman_macro_acc": spearmanr(acc.extra["overall_raw"], eta)[0],
         "spearman_pooled": spearmanr(pooled.theta[:, 0], eta)[0],
         "seconds_mtl": t_mtl,
     }
@@ -272,8 +272,8 @@ def real_section():
             "data": name, "N": r.n_llms, "J": r.n_items, "K": r.n_domains,
             "logloss_stl": ls, "logloss_pooled": lp, "logloss_mtl": lm,
             "mtl_vs_stl": lm / ls, "mtl_vs_best": lm / min(ls, lp), "rank": f.rank, "C": f.C,
-            "eigenvalues": np.round(f.rank_evidence["eigenvalues"][:3], 2).tolist(),
-            "thresholds": np.round(f.rank_evidence["thresholds"][:3], 2).tolist(),
+            "eigenvalues": np.round(f.record["rank_evidence"]["eigenvalues"][:3], 2).tolist(),
+            "thresholds": np.round(f.record["rank_evidence"]["thresholds"][:3], 2).tolist(),
             "seconds": secs,
         })
     return out

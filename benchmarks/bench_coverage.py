@@ -156,8 +156,7 @@ DEPARTURES = {
 
 def decompose(seed, *, n, scale, similarity, guessing=None, cases=None):
     """Point error of MTL's overall score against the error the bootstrap's world assumes, per departure."""
-    from mtlirt.estimators.bootstrap import deviation_spread, overall_spread
-    from mtlirt.fitting import _POINT, _arrays, _cell_counts, _predict_cells
+    from mtlirt.fitting import _POINT, _cell_counts, _reported, error_world
 
     rows = []
     for name in cases or DEPARTURES:
@@ -172,12 +171,10 @@ def decompose(seed, *, n, scale, similarity, guessing=None, cases=None):
                                 gamma=None, seed=seed)
         secs = time.perf_counter() - t0
         empty = _cell_counts(r.mask, r.domain_slices, r.n_llms) == 0
-        arr = _predict_cells(_arrays(res), "mtl", empty, r.item_domain)
-        eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
-        W = np.linalg.lstsq(eta - eta.mean(0), arr["centre"] - arr["centre"].mean(0), rcond=None)[0].T
-        psi, info = deviation_spread(r.correct, r.mask, r.domain_slices, arr["centre"], arr["a"], arr["d"],
-                                     arr["c"], return_info=True, loadings=W)  # as fit's error bootstrap
-        pred_sd = np.sqrt(overall_spread(info, psi, W)[:, 0]) / eta[:, 0].std()
+        arr = _reported(res, "mtl", "default", empty, r.item_domain)
+        world = error_world(r, arr, method="mtl", pop=arr["pop"], empty=empty)  # fit's error bootstrap's world
+        eta = world["eta"]
+        pred_sd = np.sqrt(world["eta_var"][:, 0]) / eta[:, 0].std()
         true = _std(sim.overall["score"].to_numpy())
         err = arr["overall"] - true
         inside = np.abs(err) <= 1.645 * pred_sd

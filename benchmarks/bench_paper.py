@@ -136,12 +136,13 @@ def optimizers(h: float, seed: int, Cs) -> None:
         if variant == "paper":
             long = min((paper.fit_paper(sim.correct, None, sl, variant=variant, C=C, optimizer="adam",
                                         adam=paper.AdamSettings(tol=0.0, max_iter=4000, decay_steps=k))
-                        for k in (200, 1000)), key=lambda r: r.objective)
-            cols = (f"{long.objective:.6f} | {np.abs(fast.theta - long.theta).max():.1e} | "
+                        for k in (200, 1000)), key=lambda r: r.record["objective"])
+            cols = (f"{long.record['objective']:.6f} | {np.abs(fast.theta - long.theta).max():.1e} | "
                     f"{np.abs(fast.overall - long.overall).max():.1e}")
         else:  # the long runs of the baselines take too long on two shared cores
             cols = "- | - | -"
-        print(f"| {name} | {fast.objective:.6f} | {adam.objective:.6f} | {cols} | {t1 - t0:.2f} | {t2 - t1:.2f} |",
+        objs = f"{fast.record['objective']:.6f} | {adam.record['objective']:.6f}"
+        print(f"| {name} | {objs} | {cols} | {t1 - t0:.2f} | {t2 - t1:.2f} |",
               flush=True)
 
 

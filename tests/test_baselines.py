@@ -25,7 +25,7 @@ def test_pooled_equals_unidimensional_fit():
         np.testing.assert_array_equal(pooled.theta[:, k], uni.theta[:, 0])
     np.testing.assert_array_equal(pooled.a, uni.a)
     np.testing.assert_array_equal(pooled.d, uni.d)
-    assert pooled.loglik == np.float64(pooled.loglik_domain.sum())
+    assert pooled.loglik == np.float64(pooled.extra["loglik_domain"].sum())
     assert abs(pooled.loglik - uni.loglik) < 1e-6 * abs(uni.loglik)
     assert np.corrcoef(pooled.theta[:, 0], sim.overall.to_numpy()[:, 0])[0, 1] > 0.8
 
@@ -44,10 +44,10 @@ def test_accuracy_equals_domain_means():
     fit = fit_accuracy(Y, obs, _slices(sim))
     for k, sl in enumerate(_slices(sim)):
         for i in range(1, 100):
-            assert fit.accuracy[i, k] == Y[i, sl][obs[i, sl]].mean()
-    assert np.isnan(fit.accuracy[0, 0]) and np.isnan(fit.theta[0, 0])
-    assert fit.overall_raw[0] == fit.accuracy[0, 1]
-    assert fit.overall_raw[1] == fit.accuracy[1].mean()
+            assert fit.extra["accuracy"][i, k] == Y[i, sl][obs[i, sl]].mean()
+    assert np.isnan(fit.extra["accuracy"][0, 0]) and np.isnan(fit.theta[0, 0])
+    assert fit.extra["overall_raw"][0] == fit.extra["accuracy"][0, 1]
+    assert fit.extra["overall_raw"][1] == fit.extra["accuracy"][1].mean()
     np.testing.assert_allclose(np.nanmean(fit.theta, axis=0), 0, atol=1e-12)
     np.testing.assert_allclose(np.nanstd(fit.theta, axis=0), 1, atol=1e-12)
     np.testing.assert_allclose(fit.overall.std(), 1, atol=1e-12)
@@ -56,8 +56,8 @@ def test_accuracy_equals_domain_means():
 def test_accuracy_complete():
     sim = simulate(50, domain_sizes=[4, 6], seed=10)
     fit = fit_accuracy(sim.correct, None, _slices(sim))
-    np.testing.assert_allclose(fit.accuracy[:, 0], sim.correct[:, :4].mean(axis=1))
-    np.testing.assert_allclose(fit.overall_raw, fit.accuracy.mean(axis=1))
+    np.testing.assert_allclose(fit.extra["accuracy"][:, 0], sim.correct[:, :4].mean(axis=1))
+    np.testing.assert_allclose(fit.extra["overall_raw"], fit.extra["accuracy"].mean(axis=1))
 
 
 def test_stl_reports_the_estimand_scale():

@@ -17,7 +17,7 @@ from mtlirt.bayes.spec import load_spec
 from mtlirt.errors import InputError
 from mtlirt.estimators.baselines import posterior_mean_scale
 from mtlirt.estimators.irt import fit_stl
-from mtlirt.fitting import _mtl_init, _spec_item_model, fit
+from mtlirt.fitting import _mtl_init, fit
 from mtlirt.io.responses import Responses
 from mtlirt.simulate import simulate
 
@@ -35,9 +35,9 @@ def _map(data, spec):
 
 
 def test_spec_item_model_maps_to_the_frequentist_fit():
-    assert _spec_item_model(load_spec("factor-2pl")) == ("2pl", None)
-    assert _spec_item_model(load_spec("factor-1pl")) == ("1pl", None)
-    assert _spec_item_model(load_spec("factor-3pl-mcq")) == ("2pl", 0.25)
+    assert load_spec("factor-2pl").point_item_model == ("2pl", None)
+    assert load_spec("factor-1pl").point_item_model == ("1pl", None)
+    assert load_spec("factor-3pl-mcq").point_item_model == ("2pl", 0.25)
 
 
 def test_3pl_spec_keeps_its_guessing_with_fixed_items(data):

@@ -18,7 +18,7 @@ from mtlirt.bayes.fixed_items import calibrate_items as fixed_calibrate
 from mtlirt.bayes.fixed_items import item_penalties
 from mtlirt.bayes.spec import load_spec
 from mtlirt.estimators import irt
-from mtlirt.fitting import _mtl_init, _spec_item_model, fit
+from mtlirt.fitting import _mtl_init, fit
 from mtlirt.io.responses import Responses
 
 simulate = sys.modules["mtlirt.simulate"].simulate
@@ -153,7 +153,7 @@ def test_floor_is_near_zero_on_2pl_data(floor_fits):
 def test_estimated_floor_fits_better_than_none_on_3pl_data(floor_fits):
     sim, f = floor_fits[0.25]
     f0 = irt.fit_stl(sim.correct, None, _slices(sim))
-    assert f.marginal_loglik > f0.marginal_loglik + 10
+    assert f.extra["marginal_loglik"] > f0.extra["marginal_loglik"] + 10
 
 
 def test_fixed_items_calibration_is_the_frequentist_em():
@@ -177,7 +177,7 @@ def test_fixed_items_calibration_is_the_frequentist_em():
 def test_fixed_items_route_gets_the_calibrated_floor():
     sim = simulate(200, domain_sizes=[6, 30], guessing=0.25, seed=5)
     r = Responses.from_frame(sim.responses)
-    assert _spec_item_model(load_spec("factor-3pl-estimate")) == ("2pl", "estimate")
+    assert load_spec("factor-3pl-estimate").point_item_model == ("2pl", "estimate")
     res, init = _mtl_init(r, model="2pl", guessing="estimate", seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

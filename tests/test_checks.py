@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import mtlirt
 from mtlirt import simulate
@@ -153,6 +154,40 @@ def test_correlation_check_passes_the_right_structure():
     again = correlation_check(est, r, n_replicates=3, seed=1)
     assert np.array_equal(again.replicated, chk.replicated[:3])  # seeded
     assert correlation_check(mtlirt.fit(r, "stl"), r) is None
+
+
+def test_correlation_check_estimate_world_is_the_error_bootstraps(monkeypatch):
+    """world="estimate" draws the truths of the world the fit's error bootstrap drew from: its centre,
+    items and deviation spreads (an LLM's domain traits around the fit's centre with the world's
+    variance), not around a centre refitted to the reported, shrunk scores; cells without responses too."""
+    import mtlirt.fitting as fitting
+    from mtlirt.checks import _worlds
+
+    r = _responses(n_llms=100, domain_sizes=[8] * 4, similarity=0.2, seed=3, block_missing=0.2)
+    world = {}
+    real = fitting.run_bootstrap
+
+    def spy(*args, **kw):
+        world.update(kw["point"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(fitting, "run_bootstrap", spy)
+    est = mtlirt.fit(r, "mtl", bootstrap=2, seed=0, n_jobs=1)
+    assert est.predicted.any()
+    what, gen = _worlds(est, r, 4000, np.random.default_rng(0), None, "estimate")
+    draws = list(gen)
+    truth = np.stack([t for t, *_ in draws])
+    _, a, d, c = draws[0]
+    assert np.array_equal(a, world["a"]) and np.array_equal(d, world["d"]) and "error-bootstrap world" in what
+    var = world["psi"] + world["eta_var"] @ (world["loadings"] ** 2).T  # N x K: the world's variance of a truth
+    z = (truth.mean(axis=0) - world["centre"]) / np.sqrt(var / len(truth))
+    assert np.abs(z).max() < 5
+    ratio = truth.var(axis=0) / var
+    assert 0.93 < ratio.mean() < 1.07 and 0.8 < ratio.min() and ratio.max() < 1.25
+    tree = est.tree.copy()  # a fit that records no centre (written before it was recorded)
+    tree["posterior"] = xr.DataTree(tree["posterior"].to_dataset().drop_vars("centre"))
+    with pytest.raises(InputError, match="records no centre"):
+        correlation_check(mtlirt.Estimate(tree), r, n_replicates=2, world="estimate")
 
 
 def test_correlation_statistic_with_llms_that_ran_some_domains():

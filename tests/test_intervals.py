@@ -85,7 +85,7 @@ def test_mtl_keeps_its_posterior_mean_spread_over_the_llms_with_responses():
     resp = Responses.from_frame(sim.responses)
     own = fit_mtl(resp.correct, resp.mask, resp.domain_slices, scores="shrunk")
     assert own.scores == "shrunk" and 0 < own.C < np.inf and own.theta.std(axis=0).max() < 0.99
-    est = fit(resp, "mtl", gamma=own.gamma, rank=own.rank)
+    est = fit(resp, "mtl", gamma=own.record["gamma"], rank=own.rank)
     empty = _empty(sim)
     theta = est.point("theta")
     for k in range(theta.shape[1]):
@@ -143,12 +143,12 @@ def test_mtl_intervals_cover_the_truth():
 def test_deviation_spread_of_a_fitted_centre_counts_its_leverage():
     """MTL's centre is fitted to the same data: short domains' moments without the leverage
     correction came out near the floor (0.001-0.04 where the truth is 0.1)."""
-    from mtlirt.fitting import _POINT, _arrays
+    from mtlirt.fitting import _POINT, _reported
 
     sim = simulate(400, [10] * 6, similarity=0.1, seed=5)
     r = Responses.from_frame(sim.responses)
-    arr = _arrays(_POINT["mtl"](r.correct, r.mask, r.domain_slices, model="2pl", guessing=None, rank=None,
-                                gamma=None, seed=5))
+    res = _POINT["mtl"](r.correct, r.mask, r.domain_slices, model="2pl", guessing=None, rank=None, gamma=None, seed=5)
+    arr = _reported(res, "mtl", "default", np.zeros((r.n_llms, r.n_domains), dtype=bool), r.item_domain)
     eta = arr["overall"][:, None]
     W = np.linalg.lstsq(eta - eta.mean(0), arr["centre"] - arr["centre"].mean(0), rcond=None)[0].T
     naive = deviation_spread(r.correct, None, r.domain_slices, arr["centre"], arr["a"], arr["d"])

@@ -56,7 +56,7 @@ def test_gamma_zero_reproduces_stl_exactly(rank1):
     sim, _ = rank1
     stl = irt.fit_stl(sim.correct, None, _slices(sim))
     f = mtl.fit_mtl(sim.correct, None, _slices(sim), gamma=0.0)
-    assert f.C == 0 and f.cv is None
+    assert f.C == 0 and f.record["cv"] is None
     np.testing.assert_array_equal(f.theta, stl.theta)
     np.testing.assert_array_equal(f.a, stl.a)
     np.testing.assert_array_equal(f.d, stl.d)
@@ -85,7 +85,7 @@ def test_outlier_domain_keeps_its_estimate():
     r_mtl, r_stl = _rmse(f.theta, truth), _rmse(f.stl.theta, truth)
     assert r_mtl[out].mean() <= 1.05 * r_stl[out].mean()
     assert r_mtl[~out].mean() < 0.85 * r_stl[~out].mean()
-    assert not f.on_centre[out].any()
+    assert not f.extra["on_centre"][out].any()
     assert abs(f.loadings[out, 0]).max() < 0.3
 
 
@@ -95,10 +95,10 @@ def test_C_is_the_heldout_argmax():
     to STL), the best C is taken."""
     sim = simulate(60, domain_sizes=[5, 5, 8, 8, 12, 12, 20, 20], seed=3)
     f = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=0, scores="shrunk")
-    grid, ll = np.asarray(f.cv["grid"]), np.asarray(f.cv["heldout_loglik"])
+    grid, ll = np.asarray(f.record["cv"]["grid"]), np.asarray(f.record["cv"]["heldout_loglik"])
     best = int(np.argmax(ll))
-    assert f.C == grid[best] == f.cv["chosen"] and 0 < f.C < np.inf
-    assert 0 < f.cv["gain"][best] < 2 * f.cv["gain_se"][best]
+    assert f.C == grid[best] == f.record["cv"]["chosen"] and 0 < f.C < np.inf
+    assert 0 < f.record["cv"]["gain"][best] < 2 * f.record["cv"]["gain_se"][best]
 
 
 def test_C_ties_go_to_more_shrinkage():
@@ -126,9 +126,9 @@ def test_heldout_rank_selection(rank):
     f = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=0)
     assert f.rank == rank
     if rank == 1:
-        assert f.rank_evidence["method"] == "parallel analysis" and f.cv is None and f.C is None
+        assert f.record["rank_evidence"]["method"] == "parallel analysis" and f.record["cv"] is None and f.C is None
         return
-    path = f.rank_evidence["heldout"]
+    path = f.record["rank_evidence"]["heldout"]
     assert [p["rank"] for p in path][:rank] == list(range(1, rank + 1))
     if rank == 2:
         assert path[1]["gain_over_previous"] > 2 * path[1]["gain_se"]
@@ -141,9 +141,9 @@ def test_tiny_domains_many_llms_rank_one_near_pooled():
     sizes = [1, 1, 2, 1, 3, 1, 2, 5, 1, 4, 1, 2]
     sim = simulate(2000, domain_sizes=sizes, missing=0.1, seed=81)
     f = mtl.fit_mtl(sim.correct, sim.observed, _slices(sim), seed=0)
-    assert f.stl.converged and f.pooled.converged and f.converged
+    assert f.stl.converged and f.extra["pooled"].converged and f.converged
     assert f.rank == 1 and f.scores == "posterior"
-    assert (np.asarray(f.structure["lambda"]) > 0.9).all()
+    assert (np.asarray(f.record["structure"]["lambda"]) > 0.9).all()
     pooled = fit_pooled(sim.correct, sim.observed, _slices(sim))
     assert np.corrcoef(f.overall[:, 0], pooled.theta[:, 0])[0, 1] > 0.99
 
@@ -156,7 +156,7 @@ def test_fused_rank_one_reproduces_pooled_exactly():
     np.testing.assert_array_equal(f.theta, pooled.theta)
     np.testing.assert_array_equal(f.a, pooled.a)
     np.testing.assert_array_equal(f.d, pooled.d)
-    assert f.loglik == pooled.loglik and f.on_centre.all()
+    assert f.loglik == pooled.loglik and f.extra["on_centre"].all()
     np.testing.assert_allclose(f.overall[:, 0], pooled.theta[:, 0], atol=1e-10)
 
 
@@ -252,14 +252,15 @@ def test_grid_edge_is_extended_or_flagged():
     """When the largest finite C wins the grid is extended; an optimum still at its edge is flagged."""
     sim = simulate(300, domain_sizes=[2, 3, 40, 40, 40], rank=1, similarity=0.1, seed=61)
     f = mtl.fit_mtl(sim.correct, None, _slices(sim), C_grid=(0.0, 0.05, 0.1), rank=1, scores="shrunk")
-    g, ll = f.cv["grid"], f.cv["heldout_loglik"]
-    assert f.cv["extended"] >= 1 and g[:3] == [0.0, 0.05, 0.1] and g[-1] == 0.1 * 2 ** f.cv["extended"]
+    cv = f.record["cv"]
+    g, ll = cv["grid"], cv["heldout_loglik"]
+    assert cv["extended"] >= 1 and g[:3] == [0.0, 0.05, 0.1] and g[-1] == 0.1 * 2 ** cv["extended"]
     # it stopped because the last doubling lost, with an interior optimum
-    assert f.C == g[int(np.argmax(ll))] and 0.1 < f.C < g[-1] and not f.cv["at_edge"]
+    assert f.C == g[int(np.argmax(ll))] and 0.1 < f.C < g[-1] and not f.record["cv"]["at_edge"]
     with pytest.warns(RuntimeWarning, match="edge of the grid"):
         edge = mtl.fit_mtl(sim.correct, None, _slices(sim), C_grid=(0.0, 0.0005, 0.001), rank=1, max_extend=1,
                            scores="shrunk")
-    assert edge.cv["at_edge"] and edge.C == edge.cv["grid"][-1] == 0.002
+    assert edge.record["cv"]["at_edge"] and edge.C == edge.record["cv"]["grid"][-1] == 0.002
 
 
 def test_rank_two_fit_orders_factors():
@@ -277,7 +278,7 @@ def test_seed_reproduces():
     f2 = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=3)
     np.testing.assert_array_equal(f1.theta, f2.theta)
     np.testing.assert_array_equal(f1.a, f2.a)
-    assert f1.structure == f2.structure
+    assert f1.record["structure"] == f2.record["structure"]
 
 
 def test_every_llm_gets_every_domain_score():

@@ -44,7 +44,7 @@ def test_constraints_hold_and_fast_beats_the_papers_adam(small, C):
     for r in (fast, adam):
         _check_constraints(r, y.shape[0])
     assert fast.converged
-    assert fast.objective <= adam.objective + 1e-9 * abs(adam.objective)
+    assert fast.record["objective"] <= adam.record["objective"] + 1e-9 * abs(adam.record["objective"])
     assert np.allclose(fast.loadings[:, 0], fast.theta.T @ fast.overall / y.shape[0])
 
 
@@ -58,8 +58,8 @@ def test_fast_reaches_the_optimum_of_a_long_adam():
     fast = paper.fit_paper(sim.correct, None, sl, C=0.01)
     long = paper.fit_paper(sim.correct, None, sl, C=0.01, optimizer="adam",
                            adam=paper.AdamSettings(tol=0.0, max_iter=5000, decay_steps=1000))
-    assert fast.objective <= long.objective + 1e-9 * abs(long.objective)
-    assert abs(fast.objective - long.objective) < 1e-7 * abs(long.objective)
+    assert fast.record["objective"] <= long.record["objective"] + 1e-9 * abs(long.record["objective"])
+    assert abs(fast.record["objective"] - long.record["objective"]) < 1e-7 * abs(long.record["objective"])
     assert np.abs(fast.theta - long.theta).max() < 1e-3
     assert np.abs(fast.overall - long.overall).max() < 1e-3
 
@@ -67,7 +67,7 @@ def test_fast_reaches_the_optimum_of_a_long_adam():
 def test_lambda_zero_is_per_domain_fits_and_the_sine_centre(small):
     y, obs, sl = small
     local = paper.fit_paper(y, obs, sl, variant="paper-local")
-    assert local.C == 0 and local.lam == 0
+    assert local.C == 0 and local.record["lam"] == 0
     for k, s in enumerate(sl):  # every domain alone
         one = paper.fit_paper(y[:, s], obs[:, s], [slice(0, s.stop - s.start)], variant="paper-local")
         assert np.abs(one.theta[:, 0] - local.theta[:, k]).max() < 1e-4
@@ -89,13 +89,13 @@ def test_huge_lambda_fuses_every_domain_into_the_global_fit(small):
     y, obs, sl = small
     big = paper.fit_paper(y, obs, sl, C=1e4)
     glob = paper.fit_paper(y, obs, sl, variant="paper-global")
-    assert big.fused.all() and glob.fused.all() and np.isinf(glob.lam)
+    assert big.extra["fused"].all() and glob.extra["fused"].all() and np.isinf(glob.record["lam"])
     assert np.allclose(paper._sines(big.overall, big.theta.T)[0], 0, atol=1e-7)  # round-off of sqrt(1 - cos^2)
     assert np.abs(big.theta - glob.theta).max() < 1e-5
     assert np.abs(big.a - glob.a).max() < 1e-4
-    assert abs(big.objective - glob.objective) < 1e-8 * abs(glob.objective)
+    assert abs(big.record["objective"] - glob.record["objective"]) < 1e-8 * abs(glob.record["objective"])
     adam = paper.fit_paper(y, obs, sl, variant="paper-global", optimizer="adam")
-    assert glob.objective <= adam.objective + 1e-9 * abs(adam.objective)
+    assert glob.record["objective"] <= adam.record["objective"] + 1e-9 * abs(adam.record["objective"])
 
 
 def test_cv_chooses_a_grid_value_and_reproduces():
@@ -103,11 +103,11 @@ def test_cv_chooses_a_grid_value_and_reproduces():
     y, sl = sim.correct, _slices((10, 12))
     grid = (0.01, 1.0)
     r = paper.fit_paper(y, None, sl, grid=grid, seed=3)
-    assert r.C in grid and r.cv["chosen"] == r.C and r.cv["n_folds"] == 5
-    assert len(r.cv["loss"]) == 2 and np.array(r.cv["fold_loss"]).shape == (5, 2)
-    assert r.cv["loss"][grid.index(r.C)] == min(v for v in r.cv["loss"] if v is not None)
+    assert r.C in grid and r.record["cv"]["chosen"] == r.C and r.record["cv"]["n_folds"] == 5
+    assert len(r.record["cv"]["loss"]) == 2 and np.array(r.record["cv"]["fold_loss"]).shape == (5, 2)
+    assert r.record["cv"]["loss"][grid.index(r.C)] == min(v for v in r.record["cv"]["loss"] if v is not None)
     again = paper.fit_paper(y, None, sl, grid=grid, seed=3)
-    assert again.cv["fold_loss"] == r.cv["fold_loss"] and np.array_equal(again.theta, r.theta)
+    assert again.record["cv"]["fold_loss"] == r.record["cv"]["fold_loss"] and np.array_equal(again.theta, r.theta)
     prob = paper._Problem(y, None, sl)
     f3, f4 = (paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=s) for s in (3, 4))
     assert not np.array_equal(f3, f4)
@@ -137,7 +137,7 @@ def test_fast_converges_where_a_split_returns_to_its_fused_set():
     train = paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=3) != 1
     r = paper.fit_paper(sim.correct * train, train, _slices(sizes), C=0.2)
     assert r.converged and r.n_iter < 1000
-    assert r.fused.sum() == 1  # the domain on the verge stays fused
+    assert r.extra["fused"].sum() == 1  # the domain on the verge stays fused
     _check_constraints(r, 80)
 
 
@@ -154,11 +154,12 @@ def test_global_baseline_keeps_its_one_trait_in_the_box():
     prob = paper._Problem(y, None, sl)
     one = paper._Objective(prob, prob.mask(), one_trait=True)
     for r in (fast, adam):
-        assert abs(one.lik(r.overall[None, :], r.a[prob.kept], r.d[prob.kept]) - r.objective) < 1e-9 * r.objective
+        F = r.record["objective"]
+        assert abs(one.lik(r.overall[None, :], r.a[prob.kept], r.d[prob.kept]) - F) < 1e-9 * F
         assert np.array_equal(r.theta, np.repeat(r.overall[:, None], 3, axis=1))
         _check_constraints(r, 80)
     assert fast.overall[0] == paper.BOUND and fast.converged  # the box binds
-    assert fast.objective <= adam.objective
+    assert fast.record["objective"] <= adam.record["objective"]
 
 
 def test_folds_split_each_llms_responses_within_each_domain(small):
@@ -178,7 +179,7 @@ def test_missing_cells_do_not_enter_the_loss(small):
     r = paper.fit_paper(y, obs, sl, C=0.1)
     flipped = np.where(obs, y, 1 - y).astype(np.int8)  # change every unobserved cell
     r2 = paper.fit_paper(flipped, obs, sl, C=0.1)
-    assert np.array_equal(r.theta, r2.theta) and r.objective == r2.objective
+    assert np.array_equal(r.theta, r2.theta) and r.record["objective"] == r2.record["objective"]
 
 
 def test_constant_items_are_dropped_and_filled_in():
@@ -187,7 +188,7 @@ def test_constant_items_are_dropped_and_filled_in():
     y[:, 0] = 1
     y[:, 12] = 0
     r = paper.fit_paper(y, None, _slices((10, 10)), C=0.1)
-    assert list(r.dropped_items) == [0, 12]
+    assert list(r.extra["dropped_items"]) == [0, 12]
     assert (r.a[0], r.d[0], r.a[12], r.d[12]) == (0.0, paper.BOUND, 0.0, -paper.BOUND)
     with pytest.raises(InputError, match="at least 2 domains"):
         paper.fit_paper(np.ones((10, 4), np.int8), None, _slices((2, 2)))
@@ -279,9 +280,9 @@ def test_fit_takes_the_papers_optimizer_and_fold_seed(small):
     est = fit(data, "mtl", variant="paper", gamma=0.2, optimizer="adam")
     ref = paper.fit_paper(data.correct, data.mask, data.domain_slices, C=0.2, optimizer="adam")
     assert est.info["optimizer"] == "adam" and np.array_equal(est.point("theta"), ref.theta)
-    assert est.info["objective"] == ref.objective
+    assert est.info["objective"] == ref.record["objective"]
     fast = fit(data, "mtl", variant="paper", gamma=0.2)
-    assert fast.info["optimizer"] == "fast" and fast.info["objective"] < ref.objective
+    assert fast.info["optimizer"] == "fast" and fast.info["objective"] < ref.record["objective"]
     assert fit(data, "mtl", variant="paper", gamma=0.2, seed=2).info["settings"]["cv_seed"] == 2  # default: seed
     with pytest.raises(InputError, match="optimizer applies to the paper variants"):
         fit(data, "mtl", optimizer="adam")

@@ -20,11 +20,13 @@ Cross-domain correlations (:func:`correlation_check`)
       ``psi = sqrt(1 - |Lambda|^2)``, fresh ``z ~ N(0, 1)``, and the draw's
       items; the correlated (LKJ) model: new traits ``N(0, R)`` with the
       draw's correlation matrix ``R``;
-    * MTL (and the paper's variants): MTL's own world of its error
-      bootstrap (:mod:`mtlirt.estimators.bootstrap`): the centre (the fit's
-      scores regressed on its overall traits), overall traits redrawn around
-      the fitted ones with their approximate posterior variances, deviations
-      with each domain's spread estimated from the data
+    * MTL (and the paper's variants): the fit's structure (its overall
+      scores, with loadings and deviation spreads fitted to the observed
+      correlations at its rank), or with ``world="estimate"`` the very world
+      its error bootstrap draws from (:func:`mtlirt.fitting.error_world`):
+      the fit's centre, overall traits redrawn around the fitted ones with
+      their approximate posterior variances, deviations with each domain's
+      spread estimated from the data
       (:func:`~mtlirt.estimators.bootstrap.deviation_spread`);
     * pooled: the same world with no deviations (the pooled model says every
       domain trait is the overall trait);
@@ -132,12 +134,9 @@ def _item_model(est) -> tuple[str, float | np.ndarray | None]:
     the fit's own item model (a Bayesian spec's 3PL floor as a fixed guessing, floors the
     fit estimated or decided, ``"estimate"`` or ``"auto"``, as the fitted ones fixed)."""
     spec = _spec(est)
-    if spec is not None:
-        if spec.item_model == "1pl":
-            return "1pl", None
-        if spec.item_model == "3pl":
-            return "2pl", float(spec.priors.guessing_mean if spec.estimate_guessing else spec.fixed_guessing)
-        return "2pl", None
+    if spec is not None:  # the spec's item model, an estimated floor held at its prior's mean
+        model, guessing = spec.point_item_model
+        return model, float(spec.priors.guessing_mean) if guessing == "estimate" else guessing
     s = est.info.get("settings", {})
     g = s.get("guessing")
     if isinstance(g, str):
@@ -312,7 +311,7 @@ def _worlds(est, responses, n: int, rng: np.random.Generator, _observed: np.ndar
         eta = eta[:, :1]
         what = "the pooled model: every domain trait is the fit's overall score"
     elif world == "estimate":
-        return _mtl_world(est, responses, n, rng, a, d, c)
+        return _error_world(est, responses, n, rng)
     else:
         r = eta.shape[1]
         theta = est.point("theta")
@@ -332,29 +331,35 @@ def _worlds(est, responses, n: int, rng: np.random.Generator, _observed: np.ndar
     return what, gen()
 
 
-def _mtl_world(est, responses, n, rng, a, d, c):
-    """MTL's error-bootstrap world (:mod:`mtlirt.estimators.bootstrap`) on the reported scale."""
-    from .estimators.bootstrap import deviation_spread, overall_spread
+def _error_world(est, responses, n, rng):
+    """The fit's error-bootstrap world (:func:`mtlirt.fitting.error_world`, the one its bootstrap draws
+    from), rebuilt from what the estimate records: its centre, overall traits, items, population scale
+    and cells without responses."""
+    from .estimators.bootstrap import draw_world
+    from .fitting import error_world
 
     post = est.posterior
-    theta = est.point("theta")
-    eta = est.point("eta") if "eta" in post else est.point("overall")[:, None]
-    a, d = est.point("discrimination"), est.point("intercept")
-    X = np.column_stack([np.ones(len(eta)), eta])
-    coef = np.linalg.lstsq(X, theta, rcond=None)[0]
-    centre = X @ coef
-    W = coef[1:].T
-    psi, info = deviation_spread(responses.correct, responses.mask, responses.domain_slices, centre, a, d,
-                                 c if np.any(c > 0) else None, return_info=True, loadings=W)
-    eta_var = overall_spread(info, psi, W)
+    if "centre" not in post:
+        raise InputError("this MTL fit records no centre (an older fit folder): refit it to check it "
+                         "against its error bootstrap's world")
+    variant = est.info.get("settings", {}).get("variant", "default")
+    c = est.point("guessing")
+    arr = {"theta": est.point("theta"), "overall": est.point("overall"), "centre": est.point("centre"),
+           "eta": est.point("eta") if "eta" in post else None, "a": est.point("discrimination"),
+           "d": est.point("intercept"), "c": c if variant == "default" else None}
+    empty = est.predicted
+    w = error_world(responses, arr, method="mtl", variant=variant, pop=est.info.get("population_scale"),
+                    empty=np.zeros(arr["theta"].shape, dtype=bool) if empty is None else empty)
+    c = np.zeros_like(w["a"]) if w["c"] is None else w["c"]
 
     def gen():
         for _ in range(n):
-            shift = rng.standard_normal(eta.shape) * np.sqrt(eta_var)
-            yield centre + shift @ W.T + rng.standard_normal(centre.shape) * np.sqrt(psi), a, d, c
+            yield draw_world(w, rng)[0], w["a"], w["d"], c
 
-    return ("MTL's error-bootstrap world: its centre, overall traits redrawn around the fitted ones, deviations "
-            "with each domain's spread by moments"), gen()
+    what = ("MTL's error-bootstrap world: its centre, overall traits redrawn around the fitted ones, deviations "
+            "with each domain's spread by moments") if variant == "default" else (
+            f"the {variant} variant's error-bootstrap world: the paper's model around the fit")
+    return what, gen()
 
 
 def correlation_check(est, responses, *, n_replicates: int = 100, seed: int = 0, alpha: float = ALPHA,

@@ -50,6 +50,7 @@ from .errors import InputError
 from .estimate import Estimate
 from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstrap
 from .estimators.correlation import corr_draws, error_corrected_corr
+from .estimators.pointfit import PointFit
 from .io import validate
 from .io.responses import Responses
 from .progress import stage
@@ -108,32 +109,48 @@ def _point_accuracy(correct, observed, slices, **_):
 _POINT = {"stl": _point_stl, "mtl": _point_mtl, "pooled": _point_pooled, "accuracy": _point_accuracy}
 
 
-def _arrays(res) -> dict:
-    """The arrays of a point fit that the Estimate and the bootstrap need."""
-    out = {"theta": np.asarray(res.theta, dtype=np.float64)}
-    for name in ("a", "d", "c"):
-        v = getattr(res, name, None)
-        out[name] = None if v is None else np.asarray(v, dtype=np.float64)
-    overall = getattr(res, "overall", None)
-    if overall is not None:
-        overall = np.asarray(overall, dtype=np.float64)
+def _reported(res: PointFit, method: str, variant: str, empty: np.ndarray, item_domain: np.ndarray,
+              few: np.ndarray | None = None) -> dict:
+    """What a point fit reports, read by the Estimate and by the bootstrap (whose replicates go through it too).
+
+    ``theta``; the items ``a, d, c`` (None without items); ``overall`` (``N``) and, for shared traits,
+    ``eta`` (``N x r``) and ``loadings``; ``centre``; the cells without responses predicted and each
+    domain put on the reported scale (:func:`_predict_cells`); ``pop``, the population scale
+    (``{"loc", "scale"}`` with ``population = theta * scale + loc``, the fit's own map composed with
+    :func:`_predict_cells`' ``(theta - m) / sd``; None where the fit has none); and the basis of the
+    cross-domain correlations, ``corr_basis`` and ``basis_se``: single-domain scores (MTL's shrinkage
+    would inflate them) and their standard errors (None: reliability 1, the accuracy baseline's plain
+    correlations; :mod:`mtlirt.estimators.correlation`)."""
+    arr = {"theta": np.asarray(res.theta, dtype=np.float64)}
+    for name, v in (("a", res.a), ("d", res.d), ("c", res.c)):
+        arr[name] = None if v is None else np.asarray(v, dtype=np.float64)
+    if res.overall is not None:
+        overall = np.asarray(res.overall, dtype=np.float64)
         if overall.ndim == 2:
-            out["eta"] = overall
+            arr["eta"] = overall
             overall = overall[:, 0]
-        out["overall"] = overall
-    loadings = getattr(res, "loadings", None)
-    if loadings is not None:
-        out["loadings"] = np.asarray(loadings, dtype=np.float64).reshape(len(out["theta"][0]), -1)
-    # the basis of the cross-domain correlations: single-domain scores (MTL's
-    # shrinkage would inflate them), corrected for their measurement error
-    basis = getattr(res, "stl", None) or res
-    out["corr_basis"] = np.nan_to_num(np.asarray(basis.theta, dtype=np.float64))
-    centre = getattr(res, "centre", None)
-    if centre is not None:
-        out["centre"] = np.asarray(centre, dtype=np.float64)
-    if getattr(res, "scores", None) == "posterior":  # every cell a posterior mean already, on the items' scale
-        out["posterior_scores"] = True
-    return out
+        arr["overall"] = overall
+    if res.loadings is not None:
+        arr["loadings"] = np.asarray(res.loadings, dtype=np.float64).reshape(len(arr["theta"][0]), -1)
+    if res.centre is not None:
+        arr["centre"] = np.asarray(res.centre, dtype=np.float64)
+    if res.scores == "posterior":  # every cell a posterior mean already, on the items' scale
+        arr["posterior_scores"] = True
+    fmap = None
+    if res.theta_loc is not None and res.theta_scale is not None:
+        fmap = np.asarray(res.theta_loc, dtype=np.float64), np.asarray(res.theta_scale, dtype=np.float64)
+    arr = _predict_cells(arr, method, empty, item_domain, variant, few=few, pop=fmap)
+    arr["pop"] = None
+    if fmap is not None:
+        loc, scale = fmap
+        if "rescale" in arr:
+            m, sd = arr["rescale"]
+            loc, scale = loc + scale * m, scale * sd
+        arr["pop"] = {"loc": loc.tolist(), "scale": scale.tolist()}
+    basis = res if res.stl is None else res.stl
+    arr["corr_basis"] = np.nan_to_num(np.asarray(basis.theta, dtype=np.float64))
+    arr["basis_se"] = None if method == "accuracy" else basis.theta_se
+    return arr
 
 
 def _cell_counts(observed, slices, n_llms) -> np.ndarray:
@@ -198,23 +215,12 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     return arr
 
 
-def _basis_se(res, method: str) -> np.ndarray | None:
-    """Standard errors of the correlation basis (None: reliability 1, see
-    :mod:`mtlirt.estimators.correlation`)."""
-    if method == "accuracy":  # the naive baseline: plain correlations
-        return None
-    basis = getattr(res, "stl", None) or res
-    return getattr(basis, "theta_se", None)
-
-
 def _replicate(correct, observed, *, method, slices, settings, few=None):
     """Refit one bootstrap replicate; module-level so worker processes can run it."""
     res = _POINT[method](correct, observed, slices, **settings)
-    arr = _arrays(res)
     empty = _cell_counts(observed, slices, correct.shape[0]) == 0
-    arr = _predict_cells(arr, method, empty, np.concatenate([np.full(s.stop - s.start, k)
-                                                             for k, s in enumerate(slices)]),
-                         settings.get("variant", "default"), few=few, pop=_fit_map(res))
+    item_domain = np.concatenate([np.full(s.stop - s.start, k) for k, s in enumerate(slices)])
+    arr = _reported(res, method, settings.get("variant", "default"), empty, item_domain, few)
     keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
     if arr.get("overall") is not None:
         keep["overall"] = arr["overall"]
@@ -311,40 +317,59 @@ def fit(
     stage(f"fitting {method} to {responses.n_llms:,} LLMs x {responses.n_items:,} items")
     res = _POINT[method](responses.correct, responses.mask, responses.domain_slices, **settings)
     timings["fit"] = time.perf_counter() - t0
-    arr = _arrays(res)
+    est = _finish(responses, res, method=method, variant=variant, settings=settings, bootstrap=bootstrap, seed=seed,
+                  n_jobs=n_jobs, few=few, timings=timings)
+    return _record_data(est, table)
+
+
+def _finish(responses: Responses, res: PointFit, *, method: str, variant: str, settings: dict, bootstrap: int,
+            seed: int, n_jobs: int | None, few: np.ndarray, timings: dict) -> Estimate:
+    """The one post-processing stage of every point fit: its reported arrays (:func:`_reported`: cells
+    without responses predicted, the population scale), its record (settings, the estimator's choices,
+    convergence, seconds), the bootstrap (for MTL and STL the error bootstrap of :func:`error_world`),
+    the error-corrected cross-domain correlations, and the :class:`~mtlirt.estimate.Estimate`."""
     n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
     empty = n_resp == 0
-    arr = _predict_cells(arr, method, empty, responses.item_domain, variant, few=few, pop=_fit_map(res))
+    arr = _reported(res, method, variant, empty, responses.item_domain, few)
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
-    info.update(_method_info(res))
-    pop = _population_scale(res, arr)
-    if pop is not None:
-        info["population_scale"] = pop
-    info["diagnostics"] = _fit_diagnostics(res)
-    if not info["diagnostics"]["converged"]:
+    for name, v in {"rank": res.rank, **res.record, "C": res.C, "scores": res.scores}.items():
+        if v is not None:  # the estimator's choices: rank, tuning, structure, ...
+            info[name] = v.tolist() if isinstance(v, np.ndarray) else v
+    if res.floors is not None:  # guessing="auto": which domains kept a floor, and why
+        info["floors"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in res.floors.items()}
+    if arr["pop"] is not None:
+        info["population_scale"] = arr["pop"]
+    info["diagnostics"] = {"converged": bool(res.converged), "iterations": res.n_iter}
+    if res.convergence is not None:  # MTL: each calibration it ran
+        info["diagnostics"]["calibrations"] = dict(res.convergence)
+    if not res.converged:
         warnings.warn(f"the {method} fit's item calibration (EM) did not converge within "
-                      f"{getattr(res, 'n_iter', '?')} sweeps: its numbers are not to be trusted; "
+                      f"{res.n_iter} sweeps: its numbers are not to be trusted; "
                       "look for degenerate items and LLMs (mtlirt validate) or fit --item-model 1pl",
-                      ConvergenceWarning, stacklevel=2)
+                      ConvergenceWarning, stacklevel=3)
 
     boot = None
     if bootstrap:
         t1 = time.perf_counter()
-        boot = _bootstrap(responses, res, arr, empty, pop, info, method=method, variant=variant, settings=settings,
+        boot = _bootstrap(responses, res, arr, empty, info, method=method, variant=variant, settings=settings,
                           bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, few=few)
         timings["bootstrap"] = time.perf_counter() - t1
-    secs = getattr(res, "seconds", None)
-    info["seconds"] = {**{f"fit.{k}": v for k, v in secs.items()}, **timings} if isinstance(secs, dict) else timings
+    info["seconds"] = {**{f"fit.{k}": v for k, v in res.seconds.items()}, **timings}
 
     # pairs over the LLMs with responses in both domains, reliabilities over those with responses
-    corr, rel = error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)
+    corr, rel = error_corrected_corr(arr["corr_basis"], arr["basis_se"], ~empty)
     info["reliability"] = rel.tolist()
     if boot is not None:
         info["intervals"] = _interval_label(method, variant)
         corr, boot["domain_corr"] = corr_draws(arr["corr_basis"], boot.pop("corr_basis"), rel, ~empty)
         _centre_few(boot, arr["theta"], few)
         _record_reach(boot, arr, info)
-    est = Estimate.from_point(
+    extra = {}  # the accuracy baseline's proportions correct; the centre (the checks' world="estimate" reads it)
+    if method == "accuracy":
+        extra["accuracy"] = (("llm", "domain"), res.extra["accuracy"])
+    if arr.get("centre") is not None:
+        extra["centre"] = (("llm", "domain"), arr["centre"])
+    return Estimate.from_point(
         method=method,
         theta=arr["theta"],
         overall=arr.get("overall"),
@@ -358,12 +383,11 @@ def fit(
         intercept=arr["d"] if arr["d"] is not None else np.zeros(responses.n_items),
         guessing=arr["c"],
         domain_corr=corr,
-        extra={"accuracy": (("llm", "domain"), res.accuracy)} if method == "accuracy" else None,
+        extra=extra,
         info=info,
         bootstrap=boot,
         n_responses=n_resp,
     )
-    return _record_data(est, table)
 
 
 def data_record(responses: Responses) -> dict:
@@ -499,15 +523,7 @@ def _check_guessing(guessing) -> None:
         raise InputError(f"guessing must be in [0, 1), got {guessing}")
 
 
-def _fit_diagnostics(res) -> dict:
-    """The point fit's convergence record: converged, iterations, and MTL's calibrations."""
-    diagnostics = {"converged": bool(getattr(res, "converged", True)), "iterations": getattr(res, "n_iter", None)}
-    if getattr(res, "convergence", None) is not None:  # MTL: each calibration it ran
-        diagnostics["calibrations"] = dict(res.convergence)
-    return diagnostics
-
-
-def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, info: dict, *, method: str,
+def _bootstrap(responses, res, arr: dict, empty: np.ndarray, info: dict, *, method: str,
                variant: str, settings: dict, bootstrap: int, seed: int, n_jobs: int | None,
                few: np.ndarray | None = None) -> dict:
     """The bootstrap's replicates of a point fit (``estimators.bootstrap.run_bootstrap``): MTL's (its paper
@@ -516,15 +532,14 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
     # replicates keep the tuned settings fixed: the selected rank and shrinkage
     fixed = dict(settings)
     if method == "mtl":
-        fixed.update(rank=res.rank, C=None if getattr(res, "scores", None) == "posterior" else res.C, gamma=None)
+        fixed.update(rank=res.rank, C=None if res.scores == "posterior" else res.C, gamma=None)
     kind = {"accuracy": "items", "mtl": "world", "stl": "world"}.get(method, "parametric")
     point = arr if kind == "parametric" else None
-    if method == "stl":
-        point = _stl_world(arr, pop, error_corrected_corr(arr["corr_basis"], _basis_se(res, method), ~empty)[0])
-    elif method == "mtl" and variant != "default":
-        point = _paper_world(responses, arr, info)
-    elif kind == "world":
-        point = _mtl_world(responses, arr, info, pop, empty)
+    if kind == "world":
+        corr = error_corrected_corr(arr["corr_basis"], arr["basis_se"], ~empty)[0] if method == "stl" else None
+        point = error_world(responses, arr, method=method, variant=variant, pop=arr["pop"], empty=empty, corr=corr)
+        if method == "mtl":
+            info["deviation_spread"] = point["psi"].tolist()
     boot = run_bootstrap(
         partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed, few=few),
         n=bootstrap,
@@ -544,10 +559,29 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, pop: dict | None, i
     return boot
 
 
-def _mtl_world(responses, arr: dict, info: dict, pop: dict | None = None, empty: np.ndarray | None = None) -> dict:
-    """The error bootstrap's world of MTL (``bootstrap.run_bootstrap``, ``kind="world"``): shared traits
-    around the fitted ones, the fit's centre, deviations with each domain's estimated spread (recorded in
-    ``info["deviation_spread"]``).
+def error_world(responses, arr: dict, *, method: str, variant: str = "default", pop: dict | None = None,
+                empty: np.ndarray | None = None, corr: np.ndarray | None = None) -> dict:
+    """The world of a fit's error bootstrap (``bootstrap.run_bootstrap``, ``kind="world"``), the one copy:
+    :func:`fit`'s bootstrap draws its replicates' truths from it, and so does the correlation check's
+    ``world="estimate"`` (:func:`mtlirt.checks.correlation_check`), from what the estimate records.
+
+    ``arr``: the reported fit (``theta``, ``overall``, ``eta``, ``centre``, ``a``, ``d``, ``c``), ``pop``
+    its ``info["population_scale"]``, ``empty`` its cells without responses, ``corr`` (STL) the
+    cross-domain correlations. MTL: :func:`_mtl_world`, the fitted model itself (its centre, loadings and
+    items; the deviations' spread by moments); its paper variants: :func:`_paper_world`; STL:
+    :func:`_stl_world`. ``psi`` holds the deviations' spreads (``info["deviation_spread"]``)."""
+    if method == "stl":
+        return _stl_world(arr, pop, corr)
+    if method != "mtl":
+        raise ValueError(f"the {method} fit has no error bootstrap")
+    if variant != "default":
+        return _paper_world(responses, arr)
+    return _mtl_world(responses, arr, pop, empty)
+
+
+def _mtl_world(responses, arr: dict, pop: dict | None = None, empty: np.ndarray | None = None) -> dict:
+    """The error bootstrap's world of MTL: shared traits around the fitted ones, the fit's centre,
+    deviations with each domain's estimated spread.
 
     A domain trait has unit variance on the population scale (``pop``: population ``= theta * scale +
     loc``), ``1 / scale^2`` on the reported one, and a deviation from it cannot have more; a domain
@@ -565,7 +599,6 @@ def _mtl_world(responses, arr: dict, info: dict, pop: dict | None = None, empty:
         psi = np.minimum(psi, var)
         if empty is not None:
             psi = np.where(empty.all(axis=0), np.maximum(var - (W**2).sum(axis=1), 1e-3), psi)
-    info["deviation_spread"] = psi.tolist()
     return dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
                 loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
 
@@ -581,8 +614,8 @@ def _interval_label(method: str, variant: str) -> str:
             }.get(method, "bootstrap percentile")
 
 
-def _paper_world(responses, arr: dict, info: dict, n_iter: int = 3) -> dict:
-    """The error bootstrap's world of the paper variants (``bootstrap.run_bootstrap``, ``kind="world"``).
+def _paper_world(responses, arr: dict, n_iter: int = 3) -> dict:
+    """The error bootstrap's world of the paper variants.
 
     The paper's model (METHOD.md §4b) around the fit: ``theta_t = sqrt(1 - psi_t) g* + sqrt(psi_t) z``,
     ``g*`` the fit's general trait ``g`` plus its approximate posterior spread
@@ -590,8 +623,7 @@ def _paper_world(responses, arr: dict, info: dict, n_iter: int = 3) -> dict:
     ``sqrt(1 - psi_t) g`` by its posterior mean (:func:`~mtlirt.estimators.paper.deviation_variance`,
     corrected for the domain's share of the information on ``g`` in the paper's ``1/J_t``-weighted
     objective; iterated with the loading ``sqrt(1 - psi_t)``), the fit's items.  A fused fit has no
-    deviations left, so answers redrawn from it cannot show the error of fusing; this world has them.
-    The spreads are recorded in ``info["deviation_spread"]``."""
+    deviations left, so answers redrawn from it cannot show the error of fusing; this world has them."""
     from .estimators.paper import deviation_variance
 
     g = arr["overall"]
@@ -611,7 +643,6 @@ def _paper_world(responses, arr: dict, info: dict, n_iter: int = 3) -> dict:
         if done:
             break
     W = np.sqrt(1.0 - psi)[:, None]
-    info["deviation_spread"] = psi.tolist()
     return dict(centre=eta @ W.T, psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W), loadings=W,
                 a=arr["a"], d=arr["d"], c=None)
 
@@ -639,7 +670,7 @@ def _sine_centres(world_theta: np.ndarray, world_shared: np.ndarray) -> np.ndarr
 
 
 def _stl_world(arr: dict, pop: dict, corr: np.ndarray) -> dict:
-    """The error bootstrap's world of STL (``bootstrap.run_bootstrap``, ``kind="world"``).
+    """The error bootstrap's world of STL.
 
     New traits from the population, ``N(0, R)`` on the population scale
     (unit variances, ``R`` the estimated cross-domain correlations: STL
@@ -685,33 +716,6 @@ def _error_draws(boot: dict, arr: dict, empty: np.ndarray, population: np.ndarra
         boot["overall"] = arr["overall"][None] - (boot["overall"] - z)
 
 
-def _fit_map(res) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(loc, scale)`` of a point fit, ``internal = theta * scale + loc`` (None: the fit has no population
-    scale, e.g. the accuracy baseline or the paper's variants)."""
-    loc, scale = getattr(res, "theta_loc", None), getattr(res, "theta_scale", None)
-    if loc is None or scale is None:
-        return None
-    return np.asarray(loc, dtype=np.float64), np.asarray(scale, dtype=np.float64)
-
-
-def _population_scale(res, arr: dict) -> dict | None:
-    """Per-domain ``loc, scale`` with ``theta_population = theta * scale + loc``.
-
-    The reported scores are centred over the LLMs (STL's and MTL's spread like posterior means);
-    the item calibration's traits are ``N(0, 1)`` over the population (``theta_loc``/``theta_scale`` of
-    an IRT fit map its output there).  The reported ``theta`` is
-    the fit's own after :func:`_predict_cells`' affine map ``(theta - m) / sd``
-    (``arr["rescale"]``), so the two maps compose."""
-    fmap = _fit_map(res)
-    if fmap is None:
-        return None
-    loc, scale = fmap
-    if "rescale" in arr:
-        m, sd = arr["rescale"]
-        loc, scale = loc + scale * m, scale * sd
-    return {"loc": loc.tolist(), "scale": scale.tolist()}
-
-
 def init_from(est: Estimate) -> dict:
     """Initial values (and fixed-item calibration) for the Bayesian fit from a point estimate.
 
@@ -736,28 +740,12 @@ def init_from(est: Estimate) -> dict:
     return init
 
 
-def _spec_item_model(spec) -> tuple[str, float | str | None]:
-    """The frequentist item model that matches a Bayesian spec: ``(model, guessing)``.
-
-    The spec declares the item model; the MTL fit that initialises (and, with
-    fixed items, calibrates) the Bayesian model follows it: a 1PL spec gets a
-    1PL fit (one discrimination per domain), a 3PL spec a fit with the spec's
-    guessing floor, or, when the spec estimates the guessing, MTL's estimated
-    floor per domain (``guessing="estimate"``), which the fixed-items route
-    then keeps."""
-    if spec.item_model == "1pl":
-        return "1pl", None
-    if spec.item_model == "3pl":
-        return "2pl", ("estimate" if spec.estimate_guessing else float(spec.fixed_guessing))
-    return "2pl", None
-
-
 def _mtl_init(responses, *, model, guessing, seed):
     """The MTL point fit (rank and C selected) and the Bayesian model's initial
     values from it: ``(result, {"theta", "overall", "loadings", "a", "d", "c"})``.
 
     Traits and items are on the population scale the Bayesian model assumes
-    (the item calibration's ``N(0, 1)`` traits, :meth:`MTLFit` ``theta_loc`` /
+    (the item calibration's ``N(0, 1)`` traits, the fit's ``theta_loc`` /
     ``theta_scale``), not re-standardised by the sample spread of the shrunk
     scores: with short domains that spread is well under 1, and items scaled to
     it would be too discriminating for unit-variance traits. MTL's default
@@ -777,7 +765,7 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
     from .bayes.spec import load_spec
 
     options = {k: v for k, v in options.items() if v is not None}
-    spec_model, spec_guessing = _spec_item_model(load_spec(spec or "factor-2pl"))
+    spec_model, spec_guessing = load_spec(spec or "factor-2pl").point_item_model
     if guessing not in (None, "auto") or model not in ("2pl", spec_model):
         raise InputError("the Bayesian fit takes its item model from its spec (--model); "
                          "--item-model and --guessing are for the frequentist methods")
@@ -814,19 +802,3 @@ def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts",
         info["rank"] = post_attrs["rank"]
     est.update_info(**info)
     return est
-
-
-def _method_info(res) -> dict:
-    """Rank, singular values, tuning results and the like, as JSON-ready values."""
-    out = {}
-    for name in ("rank", "singular_values", "rank_evidence", "cv", "gamma", "C", "lam", "objective", "optimizer",
-                 "scores", "structure"):
-        v = getattr(res, name, None)
-        if v is not None:
-            out[name] = v.tolist() if isinstance(v, np.ndarray) else v
-    floors = getattr(getattr(res, "stl", res), "floors", None)
-    if floors is None:
-        floors = getattr(getattr(res, "pooled", None), "floors", None)
-    if floors is not None:  # guessing="auto": which domains kept a floor, and why
-        out["floors"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in floors.items()}
-    return out

@@ -36,6 +36,7 @@ VARIABLES: dict[str, Var] = {
     "intercept": Var(("item",), "item intercept d (difficulty = -d / a)", required=True),
     "guessing": Var(("item",), "item guessing floor c", required=True),
     "domain_corr": Var(("domain_a", "domain_b"), "cross-domain correlation of the domain traits", required=True),
+    "centre": Var(("llm", "domain"), "each domain score as the shared structure predicts it (MTL)"),
     "expected_accuracy": Var(("llm",), "expected proportion correct over all items"),
 }
 

@@ -138,9 +138,7 @@ def calibrate_items(
     spec = load_spec(spec)
     t0 = time.perf_counter()
     J = arr.n_items
-    guessing = None
-    if spec.item_model == "3pl":
-        guessing = "estimate" if spec.estimate_guessing else spec.fixed_guessing
+    model, guessing = spec.point_item_model
     data = ResponseData(arr.correct, arr.observed, arr.domain_slices, guessing=guessing)
     a0 = d0 = None
     if init is not None and init.get("a") is not None and init.get("d") is not None:
@@ -148,7 +146,7 @@ def calibrate_items(
         d0 = np.clip(np.asarray(init["d"], float), -15.0, 15.0)
     with blas_threads(1):
         a, d, info = _calibrate(data, a0, d0, priors=item_penalties(spec),
-                                model="1pl" if spec.item_model == "1pl" else "2pl", max_iter=max_iter, tol=tol)
+                                model=model, max_iter=max_iter, tol=tol)
     c = np.zeros(J) if data.c is None else data.c.copy()
     if verbose:
         print(f"calibrate: {info['n_iter']} EM sweeps, converged={info['converged']}, "

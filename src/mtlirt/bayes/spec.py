@@ -171,6 +171,21 @@ class ModelSpec:
             raise ValueError("guessing is estimated, not fixed")
         return float(self.guessing)
 
+    @property
+    def point_item_model(self) -> tuple[str, float | str | None]:
+        """The frequentist item model of this spec, ``(model, guessing)`` as :func:`mtlirt.fit` takes them.
+
+        A 1PL spec is ``("1pl", None)`` (one discrimination per domain), a 2PL spec ``("2pl", None)``,
+        a 3PL spec ``("2pl", c)`` with its fixed floor ``c``, or ``("2pl", "estimate")`` when it
+        estimates the floor (one per domain). The one mapping: the MTL fit that initialises and
+        calibrates the Bayesian model, the fixed-items calibration and the model checks' refits
+        all read it."""
+        if self.item_model == "1pl":
+            return "1pl", None
+        if self.item_model == "3pl":
+            return "2pl", ("estimate" if self.estimate_guessing else self.fixed_guessing)
+        return "2pl", None
+
     def with_changes(self, **changes: Any) -> ModelSpec:
         """A copy with some fields changed (validated again)."""
         d = _spec_to_dict(replace(self, **changes))

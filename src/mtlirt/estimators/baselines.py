@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from . import irt
-from .irt import IRTFit, Penalties, ResponseData, blas_threads
+from .irt import Penalties, ResponseData, blas_threads
+from .pointfit import PointFit
 
-__all__ = ["AccuracyFit", "fit_accuracy", "fit_pooled", "pooled_penalties", "posterior_mean_scale"]
+__all__ = ["fit_accuracy", "fit_pooled", "pooled_penalties", "posterior_mean_scale"]
 
 
 def posterior_mean_scale(res, seen=None):
@@ -38,8 +39,8 @@ def posterior_mean_scale(res, seen=None):
     (``seen``, ``N x K``; all when None); the items, standard errors,
     ``theta_scale`` and an MTL fit's ``centre`` follow, so ``a theta + d``
     and the population-scale traits ``theta * theta_scale + theta_loc`` are
-    unchanged. Returns a copy of ``res`` (an :class:`~mtlirt.estimators.irt.IRTFit`,
-    or an MTL fit at ``C = 0``, which reports the single-domain scores).
+    unchanged. Returns a copy of ``res`` (a :class:`~mtlirt.estimators.pointfit.PointFit` of
+    :func:`~mtlirt.estimators.irt.fit_stl`, or of MTL at ``C = 0``, which reports the single-domain scores).
     """
     theta = np.asarray(res.theta, dtype=np.float64)
     pv = (np.asarray(res.theta_se, dtype=np.float64) * res.theta_scale) ** 2
@@ -49,7 +50,7 @@ def posterior_mean_scale(res, seen=None):
     item_domain = res.item_domain
     out = dict(theta=theta * sd, a=res.a / sd[item_domain], theta_se=res.theta_se * sd,
                theta_scale=res.theta_scale / sd)
-    if getattr(res, "centre", None) is not None:
+    if res.centre is not None:
         out["centre"] = res.centre * sd
     return replace(res, **out)
 
@@ -67,7 +68,7 @@ def pooled_penalties(priors: Penalties | None = None) -> Penalties:
 
 def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, max_iter=500,
                tol=1e-4, priors: Penalties | None = None, progress=None, verbose=False,
-               share: ResponseData | None = None) -> IRTFit:
+               share: ResponseData | None = None) -> PointFit:
     """One unidimensional IRT model over all items ("pooled").
 
     Parameters
@@ -91,7 +92,7 @@ def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, 
 
     Returns
     -------
-    IRTFit
+    PointFit
         ``theta`` is ``N x K`` with every column equal to the standardised
         pooled trait ``eta`` (mean 0, variance 1); ``a, d, c`` are on that
         scale; ``loglik_domain`` splits the log-likelihood by domain;
@@ -115,52 +116,16 @@ def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, 
         lik = data.theta_likelihood()
         lik.set_items(one.a, one.d)
         ll = lik.theta_loglik(theta).sum(axis=0)
-    return IRTFit(
-        theta=theta, a=one.a, d=one.d, c=one.c, loglik=float(ll.sum()), loglik_domain=ll,
-        marginal_loglik=one.marginal_loglik, n_iter=one.n_iter, converged=one.converged,
-        seconds=time.perf_counter() - t0, model=one.model,
+    return PointFit(
+        theta=theta, a=one.a, d=one.d, c=one.c, loglik=float(ll.sum()), n_iter=one.n_iter, converged=one.converged,
+        seconds={"total": time.perf_counter() - t0}, model=one.model,
         theta_loc=np.repeat(one.theta_loc, K), theta_scale=np.repeat(one.theta_scale, K),
-        theta_se=np.repeat(one.theta_se, K, axis=1), history=one.history, item_domain=item_domain,
+        theta_se=np.repeat(one.theta_se, K, axis=1), item_domain=item_domain,
+        extra={"loglik_domain": ll, "marginal_loglik": one.extra["marginal_loglik"], "history": one.extra["history"]},
     )
 
 
-@dataclass
-class AccuracyFit:
-    """Result of :func:`fit_accuracy`.
-
-    Attributes
-    ----------
-    theta : numpy.ndarray
-        ``N x K`` standardised domain accuracies: per domain, the proportion
-        correct minus its mean over LLMs, divided by its standard deviation
-        (population, ``ddof=0``); NaN where an LLM has no response in the
-        domain (those LLMs are left out of the mean and sd).
-    accuracy : numpy.ndarray
-        ``N x K`` proportion correct (NaN without responses).
-    n_responses : numpy.ndarray
-        ``N x K`` number of responses.
-    overall_raw : numpy.ndarray
-        ``N`` macro-averaged accuracy: the mean of the domain accuracies an
-        LLM has (every domain weighs the same, whatever its size).
-    overall : numpy.ndarray
-        ``overall_raw`` standardised over LLMs (mean 0, variance 1).
-    a, d, c : None
-        No item parameters.
-    seconds : float
-    """
-
-    theta: np.ndarray
-    accuracy: np.ndarray
-    n_responses: np.ndarray
-    overall_raw: np.ndarray
-    overall: np.ndarray
-    seconds: float
-    a: None = None
-    d: None = None
-    c: None = None
-
-
-def fit_accuracy(correct, observed, domain_slices) -> AccuracyFit:
+def fit_accuracy(correct, observed, domain_slices) -> PointFit:
     """Per-domain proportion correct and its macro average (the leaderboard's own score).
 
     Parameters
@@ -173,7 +138,13 @@ def fit_accuracy(correct, observed, domain_slices) -> AccuracyFit:
 
     Returns
     -------
-    AccuracyFit
+    PointFit
+        ``theta``: ``N x K`` standardised domain accuracies (per domain, the proportion correct minus
+        its mean over the LLMs, divided by its standard deviation, ``ddof=0``; NaN where an LLM has no
+        response in the domain, and those LLMs left out of the mean and sd); ``overall``: the macro
+        average (every domain weighs the same, whatever its size) standardised over the LLMs; no
+        items (``a, d, c`` None). In ``extra``: ``accuracy`` (``N x K`` proportion correct, NaN
+        without responses), ``n_responses`` (``N x K``) and ``overall_raw`` (the macro average).
     """
     t0 = time.perf_counter()
     correct = np.asarray(correct)
@@ -193,5 +164,5 @@ def fit_accuracy(correct, observed, domain_slices) -> AccuracyFit:
         macro = np.nanmean(acc, axis=1)
         o_sd = np.nanstd(macro)
         overall = (macro - np.nanmean(macro)) / (o_sd if o_sd > 0 else 1.0)
-    return AccuracyFit(theta=theta, accuracy=acc, n_responses=n, overall_raw=macro, overall=overall,
-                       seconds=time.perf_counter() - t0)
+    return PointFit(theta=theta, overall=overall, seconds={"total": time.perf_counter() - t0},
+                    extra={"accuracy": acc, "n_responses": n, "overall_raw": macro})

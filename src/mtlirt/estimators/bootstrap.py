@@ -163,6 +163,15 @@ def overall_spread(info, psi, loadings) -> np.ndarray:
     return 1.0 / (eff @ (np.asarray(loadings) ** 2) + 1.0)
 
 
+def draw_world(world: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One truth of an error bootstrap's world (``kind="world"``): ``(theta*, eta*[:, 0])``, the domain traits
+    ``centre + (eta* - eta) W^T + sqrt(psi_k) z`` and the first shared trait ``eta*`` (module docstring)."""
+    shift = rng.standard_normal(world["eta"].shape) * np.sqrt(world["eta_var"])
+    truth = world["centre"] + shift @ world["loadings"].T
+    truth = truth + rng.standard_normal(world["centre"].shape) * np.sqrt(world["psi"])
+    return truth, world["eta"][:, 0] + shift[:, 0]
+
+
 def _one(b: int, state: dict):
     """Replicate ``b``: new answers (parametric, world) or resampled items, then the refit."""
     rng = np.random.default_rng(state["seeds"][b])
@@ -171,12 +180,11 @@ def _one(b: int, state: dict):
         y = draw_responses(p["theta"], p["a"], p["d"], p.get("c"), state["slices"], state["observed"], rng)
         obs = state["observed"]
     elif state["kind"] == "world":
-        shift = rng.standard_normal(p["eta"].shape) * np.sqrt(p["eta_var"])
-        truth = p["centre"] + shift @ p["loadings"].T + rng.standard_normal(p["centre"].shape) * np.sqrt(p["psi"])
+        truth, overall = draw_world(p, rng)
         y = draw_responses(truth, p["a"], p["d"], p.get("c"), state["slices"], state["observed"], rng)
         res = state["refit"](y, state["observed"])
         res["world_theta"] = truth
-        res["world_overall"] = p["eta"][:, 0] + shift[:, 0]
+        res["world_overall"] = overall
         return b, res
     else:
         y, obs = resample_items(state["correct"], state["observed"], state["slices"], rng)

@@ -60,7 +60,7 @@ import contextlib
 import ctypes
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -68,11 +68,11 @@ from scipy.special import expit
 
 from ..numerics import hermite, llm_side
 from ..numerics.llm_side import softplus
+from .pointfit import PointFit
 
 __all__ = [
     "DEFAULT_PENALTIES",
     "DenseThetaLik",
-    "IRTFit",
     "Penalties",
     "ResponseData",
     "TabulatedThetaLik",
@@ -206,72 +206,6 @@ class Penalties:
 
 
 DEFAULT_PENALTIES = Penalties()
-
-
-@dataclass
-class IRTFit:
-    """Result of :func:`fit_stl` (and of the baselines, same shape).
-
-    Attributes
-    ----------
-    theta : numpy.ndarray
-        ``N x K`` traits, each column standardised (mean 0, variance 1 over LLMs);
-        :func:`~mtlirt.estimators.baselines.posterior_mean_scale` then narrows
-        STL's to the spread of posterior means (below 1), its copy's items following.
-    a, d, c : numpy.ndarray
-        Item discrimination, intercept and lower asymptote (``J``), on the
-        trait scale of ``theta`` (``a theta + d`` is the model's linear predictor).
-    loglik : float
-        Log-likelihood of the observed responses at the estimate (plug-in).
-    loglik_domain : numpy.ndarray
-        Its split by domain (``K``).
-    marginal_loglik : float
-        Marginal log-likelihood of the item calibration (traits integrated out).
-    n_iter : int
-        EM sweeps of the item calibration.
-    converged : bool
-        Whether the largest change of ``log a`` or ``d`` fell below ``tol``.
-    seconds : float
-        Wall time.
-    model : str
-        ``"2pl"`` or ``"1pl"``.
-    theta_loc, theta_scale : numpy.ndarray
-        ``K``: internal (population-scale MAP) traits are ``theta * theta_scale
-        + theta_loc``; see :meth:`internal`.
-    theta_se : numpy.ndarray
-        ``N x K`` approximate standard errors of ``theta`` (inverse penalised
-        information, on the standardised scale).
-    history : list of float
-        Largest item-parameter change per EM sweep.
-    item_domain : numpy.ndarray
-        Domain code of every item.
-    floors : dict or None
-        With ``guessing="auto"``: the decision of :func:`decide_floors` and
-        ``fitted``, the floor of every domain (0 where none was kept).
-    """
-
-    theta: np.ndarray
-    a: np.ndarray
-    d: np.ndarray
-    c: np.ndarray
-    loglik: float
-    loglik_domain: np.ndarray
-    marginal_loglik: float
-    n_iter: int
-    converged: bool
-    seconds: float
-    model: str = "2pl"
-    theta_loc: np.ndarray | None = None
-    theta_scale: np.ndarray | None = None
-    theta_se: np.ndarray | None = None
-    history: list = field(default_factory=list)
-    item_domain: np.ndarray | None = field(default=None, repr=False)
-    floors: dict | None = field(default=None, repr=False)
-
-    def internal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(theta, a, d)`` on the internal scale (the one the priors act on)."""
-        return to_internal(self.theta, self.a, self.d, self.theta_loc, self.theta_scale,
-                           self.item_domain)
 
 
 def item_domain_of(domain_slices, n_items: int | None = None) -> np.ndarray:
@@ -1683,7 +1617,7 @@ def score_theta(data: ResponseData, a, d, theta0=None, *, priors: Penalties = DE
 
 def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max_iter=500,
             tol=1e-4, priors: Penalties | None = None, init=None, exclude=None, data=None,
-            progress: Progress = None, verbose=False) -> IRTFit:
+            progress: Progress = None, verbose=False) -> PointFit:
     """Fit a 2PL (or 1PL) in every domain separately (STL).
 
     Items by penalised marginal ML (EM), traits by MAP given the items; see
@@ -1708,8 +1642,8 @@ def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max
         is below ``tol``.
     priors : Penalties, optional
         Penalties, bounds and quadrature.
-    init : IRTFit or tuple (theta, a, d), optional
-        Warm start (an ``IRTFit`` or internal-scale arrays).
+    init : PointFit or tuple (theta, a, d), optional
+        Warm start (a single-domain fit or internal-scale arrays).
     exclude : tuple (rows, cols), optional
         Observed cells to leave out (held-out responses).
     data : ResponseData, optional
@@ -1720,7 +1654,14 @@ def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max
 
     Returns
     -------
-    IRTFit
+    PointFit
+        ``theta`` (``N x K``, each column standardised: mean 0, variance 1 over the LLMs), the items
+        ``a, d, c`` on that scale, ``theta_loc``/``theta_scale`` (the population-scale MAP traits are
+        ``theta * theta_scale + theta_loc``), ``theta_se`` (inverse penalised information, on the
+        standardised scale), ``loglik`` (plug-in), ``n_iter`` and ``converged`` of the EM, ``floors``
+        (with ``guessing="auto"``: the decision of :func:`decide_floors` and ``fitted``, every domain's
+        floor); in ``extra``: ``loglik_domain`` (``K``), ``marginal_loglik`` of the item calibration and
+        ``history`` (the largest item-parameter change per EM sweep).
     """
     with blas_threads(1):
         return _fit_stl(correct, observed, domain_slices, model=model, guessing=guessing,
@@ -1738,7 +1679,7 @@ def _fit_stl(correct, observed, domain_slices, *, model, guessing, max_iter, tol
     if data is None:
         data = ResponseData(correct, observed, domain_slices, guessing=guessing, exclude=exclude)
     theta0 = a0 = d0 = c0 = None
-    if isinstance(init, IRTFit):
+    if isinstance(init, PointFit):
         theta0, a0, d0 = init.internal()
         c0 = init.c if data.estimate_floor and np.any(init.c > 0) else None
     elif init is not None:
@@ -1752,7 +1693,7 @@ def _fit_stl(correct, observed, domain_slices, *, model, guessing, max_iter, tol
     if progress is not None:
         progress("theta", 1.0)
     if verbose:
-        print(f"stl: {fit.n_iter} EM sweeps, converged={fit.converged}, {fit.seconds:.2f} s")
+        print(f"stl: {fit.n_iter} EM sweeps, converged={fit.converged}, {fit.seconds['total']:.2f} s")
     return fit
 
 
@@ -1766,11 +1707,12 @@ def _finish(data, theta, a, d, tinfo, *, priors, model, info, t0, extra_precisio
         prec = prec + extra_precision
     se = 1.0 / np.sqrt(prec) / scale
     c = np.zeros(data.J) if data.c is None else data.c.copy()
-    return IRTFit(
+    return PointFit(
         theta=th_s, a=a_s, d=d_s, c=c, loglik=float(ll_blocks.sum()),
-        loglik_domain=ll_blocks.sum(axis=0), marginal_loglik=float(info.get("marginal_loglik", np.nan)),
         n_iter=int(info.get("n_iter", 0)), converged=bool(info.get("converged", True)),
-        seconds=time.perf_counter() - t0, model=model, theta_loc=loc, theta_scale=scale,
-        theta_se=se, history=list(info.get("history", [])), item_domain=data.item_domain,
-        floors=info.get("floors"),
+        seconds={"total": time.perf_counter() - t0}, model=model, theta_loc=loc, theta_scale=scale,
+        theta_se=se, item_domain=data.item_domain, floors=info.get("floors"),
+        extra={"loglik_domain": ll_blocks.sum(axis=0),
+               "marginal_loglik": float(info.get("marginal_loglik", np.nan)),
+               "history": list(info.get("history", []))},
     )

@@ -100,18 +100,17 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import irt
 from .correlation import reliability_from_se
 from .heldout import cell_loglik
-from .irt import DEFAULT_PENALTIES, IRTFit, Penalties, ResponseData, blas_threads
+from .irt import DEFAULT_PENALTIES, Penalties, ResponseData, blas_threads
+from .pointfit import PointFit
 
 __all__ = [
     "DEFAULT_C_GRID",
-    "MTLFit",
     "fit_centre",
     "fit_mtl",
     "prox_step",
@@ -124,11 +123,16 @@ DEFAULT_C_GRID = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, math.inf)
 Progress = Callable[[str, float], None] | None
 
 
-@dataclass
-class MTLFit:
-    """Result of :func:`fit_mtl`.
+def _mtl_fit(*, theta, overall, loadings, a, d, c, rank, singular_values, rank_evidence, C, gamma, cv, stl, seconds,
+             on_centre, mu, w, centre, loglik, theta_loc, theta_scale, item_domain, theta_se, converged, n_iter,
+             pooled, convergence, scores="shrunk", structure=None, theta_interval=None) -> PointFit:
+    """The :class:`~mtlirt.estimators.pointfit.PointFit` of :func:`fit_mtl`.
 
-    Attributes
+    ``singular_values``, ``rank_evidence``, ``cv``, ``gamma`` and ``structure`` go to its ``record``;
+    ``on_centre``, ``mu``, ``w``, ``pooled`` and ``theta_interval`` to its ``extra``; the guessing
+    floors' decision is the single-domain fit's (``guessing="auto"``).
+
+    Parameters
     ----------
     theta : numpy.ndarray
         ``N x K`` domain scores, each column centred over the LLMs and spread
@@ -171,7 +175,7 @@ class MTLFit:
         ``gain_se`` (paired standard error of the gain over C = 0, for
         reading; the choice is the held-out argmax), ``chosen``, ``extended`` (doublings of the grid), ``at_edge``,
         ``rank``, ``rank_path``, ``n_heldout``, ``refit_items``.
-    stl : IRTFit
+    stl : PointFit
         The single-domain fit it started from.
     seconds : dict
         Wall time per stage (``stl``, ``rank``, ``centre``, ``cv``, ``final``, ``total``).
@@ -199,7 +203,7 @@ class MTLFit:
         the pooled items at ``C = inf``, rank one).
     n_iter : int
         EM sweeps of that item calibration.
-    pooled : IRTFit
+    pooled : PointFit
         The pooled fit (rank one's centre, and the estimate at ``C = inf``).
     convergence : dict
         ``stl``, ``pooled``, ``centre``: whether each converged.
@@ -219,37 +223,15 @@ class MTLFit:
         With ``scores="posterior"``: ``N x K x 2``, the posterior's 5% and 95%
         quantiles of each domain score.
     """
-
-    theta: np.ndarray
-    overall: np.ndarray
-    loadings: np.ndarray
-    a: np.ndarray
-    d: np.ndarray
-    c: np.ndarray
-    rank: int
-    singular_values: np.ndarray
-    rank_evidence: dict
-    C: float
-    gamma: float
-    cv: dict | None
-    stl: IRTFit
-    seconds: dict
-    on_centre: np.ndarray
-    mu: np.ndarray
-    w: np.ndarray
-    centre: np.ndarray
-    loglik: float
-    theta_loc: np.ndarray
-    theta_scale: np.ndarray
-    item_domain: np.ndarray = field(repr=False, default=None)
-    theta_se: np.ndarray | None = None
-    converged: bool = True
-    n_iter: int = 0
-    pooled: IRTFit | None = field(default=None, repr=False)
-    convergence: dict | None = None
-    scores: str = "shrunk"
-    structure: dict | None = None
-    theta_interval: np.ndarray | None = field(default=None, repr=False)
+    return PointFit(
+        theta=theta, a=a, d=d, c=c, overall=overall, loadings=loadings, centre=centre, theta_se=theta_se,
+        theta_loc=theta_loc, theta_scale=theta_scale, item_domain=item_domain, stl=stl, model=stl.model,
+        loglik=loglik, converged=converged, n_iter=n_iter, convergence=convergence, seconds=seconds,
+        scores=scores, rank=rank, C=C, floors=stl.floors,
+        record={"singular_values": singular_values, "rank_evidence": rank_evidence, "cv": cv, "gamma": gamma,
+                "structure": structure},
+        extra={"on_centre": on_centre, "mu": mu, "w": w, "pooled": pooled, "theta_interval": theta_interval},
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -825,9 +807,9 @@ def _overall_axes(A, W, loc, scale):
 def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, model="2pl",
             guessing=None, seed=0, C_grid=DEFAULT_C_GRID, holdout_share=0.1,
             max_heldout=300_000, min_gain_se=2.0, c_tie=1e-5, cv_refit_items="auto", refine_overall=True,
-            centre_prior=False, max_rank=4, max_extend=6, priors: Penalties | None = None, stl: IRTFit | None = None,
-            pooled: IRTFit | None = None, max_iter=500, tol=1e-4, progress: Progress = None,
-            verbose=False, scores: str | None = None) -> MTLFit:
+            centre_prior=False, max_rank=4, max_extend=6, priors: Penalties | None = None, stl: PointFit | None = None,
+            pooled: PointFit | None = None, max_iter=500, tol=1e-4, progress: Progress = None,
+            verbose=False, scores: str | None = None) -> PointFit:
     """Fit the multi-domain IRT model by the spectral MTL estimator (docs/model.md).
 
     Parameters
@@ -887,7 +869,7 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
         Largest rank the held-out selection tries (also capped by parallel
         analysis of the STL traits, which only bounds the search).
     priors : Penalties, optional
-    stl, pooled : IRTFit, optional
+    stl, pooled : PointFit, optional
         A single-domain and a pooled fit of the same data to start from.
     max_iter, tol
         Of the item calibration.
@@ -904,7 +886,8 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
 
     Returns
     -------
-    MTLFit
+    PointFit
+        As :func:`_mtl_fit` lays it out.
     """
     with blas_threads(1):
         return _fit_mtl(correct, observed, domain_slices, rank=rank, gamma=gamma, C=C, model=model,
@@ -1010,7 +993,7 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     seconds["total"] = time.perf_counter() - t_start
     _say(verbose, f"mtl: done in {seconds['total']:.2f} s; rank {rank}, C={C_use:g}, "
          f"{int(on.sum())}/{K} domains on the centre")
-    return MTLFit(
+    return _mtl_fit(
         theta=th_s, overall=overall, loadings=loadings, a=a_s, d=d_s, c=stl.c.copy(), rank=rank,
         singular_values=sv, rank_evidence=evidence, C=C_use, gamma=gamma_use, cv=cv, stl=stl,
         seconds=seconds, on_centre=on, mu=mu, w=W_out, centre=centre_s, loglik=ll,
@@ -1057,7 +1040,7 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_
     structure = {"lambda": lam.tolist(), "psi": psi.tolist(), "loc": fs["loc"].tolist(),
                  "scale": fs["scale"].tolist(), "n_iter": int(fs["n_iter"])}
     gamma = None if C_use is None else _lambda(C_use, N, K, np.ones(K))[1]
-    return MTLFit(
+    return _mtl_fit(
         theta=fs["theta"], overall=overall, loadings=loadings, a=fs["a"], d=fs["d"], c=stl.c.copy(), rank=rank,
         singular_values=tuning["sv"], rank_evidence=tuning["evidence"], C=C_use, gamma=gamma, cv=tuning["cv"],
         stl=stl, seconds=seconds, on_centre=np.zeros(K, dtype=bool), mu=np.zeros(K), w=W_out,

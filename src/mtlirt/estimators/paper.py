@@ -79,7 +79,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -89,8 +89,9 @@ from scipy.special import log_expit
 from ..bayes._vecmath import exp_nonpos
 from ..errors import InputError
 from .irt import blas_threads
+from .pointfit import PointFit
 
-__all__ = ["C_GRID", "TIE_RTOL", "VARIANTS", "AdamSettings", "PaperFit", "deviation_variance", "fit_paper",
+__all__ = ["C_GRID", "TIE_RTOL", "VARIANTS", "AdamSettings", "deviation_variance", "fit_paper",
            "make_folds", "sine_centre"]
 
 #: The paper's grid of ``C`` (its MMLU application).
@@ -115,78 +116,6 @@ class AdamSettings:
     max_iter: int = 10_000
     tol: float = 1e-7
     centre_lr: float = 0.03  # the sine centre of the local baseline
-
-
-@dataclass
-class PaperFit:
-    """Result of :func:`fit_paper`.
-
-    Attributes
-    ----------
-    theta : numpy.ndarray
-        ``N x K`` domain traits ``theta_t``, each centred with norm ``sqrt(N)``
-        (mean 0, variance 1 over LLMs).  A domain left without informative
-        items takes the overall score.
-    overall : numpy.ndarray
-        ``N`` general trait ``theta_G`` (mean 0, variance 1); for
-        ``paper-local`` the sine centre of the domain traits.
-    loadings : numpy.ndarray
-        ``K x 1``: ``cos angle(theta_G, theta_t)`` (= their correlation, both
-        being centred); 1 for fused domains.
-    a, d : numpy.ndarray
-        Items (``J``) on the scale of ``theta``.  A dropped item that every
-        observed LLM answered right gets ``a = 0, d = 4`` (the bound), all
-        wrong ``a = 0, d = -4``; an item nobody answered ``a = d = 0``.
-    c : None
-        No guessing.
-    variant : str
-    C, lam : float
-        Penalty constant and ``lambda`` (``inf`` for ``paper-global``, 0 for
-        ``paper-local``).
-    cv : dict or None
-        ``grid``, ``loss`` (mean held-out NLL per ``C``; NaN where a fold did
-        not converge), ``fold_loss`` (folds x grid), ``converged`` (folds x
-        grid), ``chosen``, ``n_folds``, ``seed``.
-    objective : float
-        ``F`` at the estimate.
-    fused : numpy.ndarray
-        ``K`` booleans: domain traits equal to ``theta_G`` (fused by the fast optimiser; with Adam:
-        sine below 1e-7, the round-off floor of ``sqrt(1 - cos^2)``).
-    converged : bool
-        The final fit (and, with ``C`` tuned, at least one ``C`` in every fold).
-    n_iter : int
-        Iterations of the final fit.
-    optimizer : str
-    dropped_items : numpy.ndarray
-        Indices of the items left out (constant or never answered).
-    seconds : dict
-        ``cv``, ``final``, ``total``.
-    centre : numpy.ndarray
-        ``N x K``: ``theta_G`` in every column, the prediction for an LLM
-        without responses in a domain (what a fused domain gets).
-    rank : int
-        Always 1.
-    """
-
-    theta: np.ndarray
-    overall: np.ndarray
-    loadings: np.ndarray
-    a: np.ndarray
-    d: np.ndarray
-    variant: str
-    C: float
-    lam: float
-    cv: dict | None
-    objective: float
-    fused: np.ndarray
-    converged: bool
-    n_iter: int
-    optimizer: str
-    dropped_items: np.ndarray
-    seconds: dict = field(default_factory=dict)
-    centre: np.ndarray | None = None
-    c: None = None
-    rank: int = 1
 
 
 # ---------------------------------------------------------------------------
@@ -1009,7 +938,7 @@ def _tune(prob, variant, grid, n_folds, seed, optimizer, adam, n_jobs):
 # entry point
 # ---------------------------------------------------------------------------
 def fit_paper(correct, observed, domain_slices, *, variant="paper", C=None, grid=C_GRID, n_folds=5, seed=0,
-              optimizer="fast", adam: AdamSettings = AdamSettings(), n_jobs=1) -> PaperFit:
+              optimizer="fast", adam: AdamSettings = AdamSettings(), n_jobs=1) -> PointFit:
     """Fit the paper's estimator or one of its baselines.
 
     Parameters
@@ -1038,7 +967,25 @@ def fit_paper(correct, observed, domain_slices, *, variant="paper", C=None, grid
 
     Returns
     -------
-    PaperFit
+    PointFit
+        ``theta``: ``N x K`` domain traits ``theta_t``, each centred with norm ``sqrt(N)`` (mean 0,
+        variance 1 over LLMs); a domain left without informative items takes the overall score.
+        ``overall``: ``N`` general trait ``theta_G`` (mean 0, variance 1; for ``paper-local`` the
+        sine centre of the domain traits). ``loadings``: ``K x 1``, ``cos angle(theta_G, theta_t)``
+        (= their correlation, both being centred; 1 for fused domains). ``a, d``: items (``J``) on
+        the scale of ``theta``; a dropped item that every observed LLM answered right gets ``a = 0,
+        d = 4`` (the bound), all wrong ``a = 0, d = -4``, one nobody answered ``a = d = 0``; ``c``
+        None (no guessing). ``centre``: ``theta_G`` in every column, the prediction for an LLM
+        without responses in a domain (what a fused domain gets). ``C`` the penalty constant,
+        ``rank`` 1, ``converged`` (the final fit and, with ``C`` tuned, at least one ``C`` in every
+        fold), ``n_iter`` (of the final fit), ``seconds`` (``cv``, ``final``, ``total``).
+        ``record``: ``lam`` (``lambda``: ``inf`` for ``paper-global``, 0 for ``paper-local``),
+        ``cv`` (None, or ``grid``, ``loss``: mean held-out NLL per ``C``, NaN where a fold did not
+        converge, ``fold_loss`` and ``converged``: folds x grid, ``chosen``, ``n_folds``,
+        ``seed``), ``objective`` (``F`` at the estimate), ``optimizer``. ``extra``: ``variant``,
+        ``fused`` (``K`` booleans: domain traits equal to ``theta_G``, fused by the fast optimiser;
+        with Adam: sine below 1e-7, the round-off floor of ``sqrt(1 - cos^2)``) and
+        ``dropped_items`` (the indices of the items left out: constant or never answered).
     """
     with blas_threads(1):  # small matrix products: threads cost more than they give
         return _fit_paper(correct, observed, domain_slices, variant=variant, C=C, grid=grid, n_folds=n_folds,
@@ -1084,8 +1031,9 @@ def _fit_paper(correct, observed, domain_slices, *, variant, C, grid, n_folds, s
                      {**secs, "total": time.perf_counter() - t0})
 
 
-def _assemble(prob, variant, C, lam, cv, theta, a, d, g, F, n_iter, ok, fused, optimizer, secs) -> PaperFit:
-    """Back to all domains and items (the left-out ones filled in as documented)."""
+def _assemble(prob, variant, C, lam, cv, theta, a, d, g, F, n_iter, ok, fused, optimizer, secs) -> PointFit:
+    """Back to all domains and items (the left-out ones filled in as documented), as a
+    :class:`~mtlirt.estimators.pointfit.PointFit` (:func:`fit_paper`'s Returns)."""
     N = prob.N
     full = np.repeat(g[:, None], prob.K_all, axis=1)
     full[:, prob.domains] = theta.T
@@ -1096,7 +1044,8 @@ def _assemble(prob, variant, C, lam, cv, theta, a, d, g, F, n_iter, ok, fused, o
     a_all[prob.kept], d_all[prob.kept] = a, d
     d_all[prob.dropped] = prob.d_dropped
     cos = np.clip(full.T @ g / N, -1.0, 1.0)
-    return PaperFit(theta=full, overall=g.copy(), loadings=cos[:, None], a=a_all, d=d_all, variant=variant,
-                    C=float(C), lam=float(lam), cv=cv, objective=float(F), fused=fz, converged=bool(ok),
-                    n_iter=int(n_iter), optimizer=optimizer, dropped_items=prob.dropped, seconds=secs,
-                    centre=np.repeat(g[:, None], prob.K_all, axis=1))
+    return PointFit(theta=full, overall=g.copy(), loadings=cos[:, None], a=a_all, d=d_all, c=None,
+                    centre=np.repeat(g[:, None], prob.K_all, axis=1), converged=bool(ok), n_iter=int(n_iter),
+                    seconds=secs, rank=1, C=float(C),
+                    record={"cv": cv, "lam": float(lam), "objective": float(F), "optimizer": optimizer},
+                    extra={"variant": variant, "fused": fz, "dropped_items": prob.dropped})
