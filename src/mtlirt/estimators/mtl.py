@@ -672,17 +672,66 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
     return (lam if lam.sum() >= 0 else -lam), psi
 
 
-def _domain_tables(correct, observed, slices, st):
-    """``N x K x Q``: each LLM's log-likelihood of its answers in each domain on the scorer's grid."""
+def _domain_tables(correct, observed, slices, st, dtype=np.float64):
+    """``N x K x Q``: each LLM's log-likelihood of its answers in each domain on the scorer's grid, the
+    matrix products in ``dtype``."""
     from ..numerics.llm_side import grid_loglik
     from ..scoring import T_GRID
 
     out = np.empty((correct.shape[0], len(slices), len(T_GRID)))
     for k, s in enumerate(slices):
-        Y = correct[:, s].astype(np.float64)
-        O = None if observed is None else observed[:, s].astype(np.float64)
-        out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s])
+        Y = correct[:, s].astype(dtype)
+        O = None if observed is None else observed[:, s].astype(dtype)
+        out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=dtype)
     return out
+
+
+class _StepTables:
+    """The scale step's log-likelihood tables, cheap to recompute for any location and scale per domain.
+
+    A domain without a floor has logits linear in the trait, ``a_j (s t + m) + d_j``, so an LLM's
+    log-likelihood on the grid is ``S1 (s t + m) + S0 - sum_j o_j softplus(a_j (s t + m) + d_j)`` with
+    ``S1 = sum_j y_j a_j`` and ``S0 = sum_j y_j d_j`` computed once: the last sum is one row per domain
+    when every LLM answered every item, one float32 matrix product otherwise. Domains with floors take
+    the float32 product of :func:`_domain_tables`. The tables leave out the probabilities' clipping to
+    ``[EPS, 1 - EPS]``: the step's moments only steer the scale; the reported scores use the exact tables.
+    """
+
+    def __init__(self, correct, observed, slices, a0, d0, c):
+        self.correct, self.observed, self.slices = correct, observed, slices
+        self.a0, self.d0 = a0, d0
+        self.linear = [not np.any(c[s] > 0) for s in slices]
+        self.complete = [observed is None or bool(observed[:, s].all()) for s in slices]
+        N, K = correct.shape[0], len(slices)
+        self.S1, self.S0 = np.zeros((N, K)), np.zeros((N, K))
+        for k, s in enumerate(slices):
+            if self.linear[k]:
+                Y = correct[:, s].astype(np.float64)
+                if observed is not None:
+                    Y *= observed[:, s]
+                self.S1[:, k], self.S0[:, k] = Y @ a0[s], Y @ d0[s]
+
+    def __call__(self, loc, scale, st):
+        from ..numerics.llm_side import grid_loglik, logits, softplus
+        from ..scoring import T_GRID
+
+        N = self.correct.shape[0]
+        out = np.empty((N, len(self.slices), len(T_GRID)))
+        for k, s in enumerate(self.slices):
+            if not self.linear[k]:
+                Y = self.correct[:, s].astype(np.float32)
+                O = None if self.observed is None else self.observed[:, s].astype(np.float32)
+                out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=np.float32)
+                continue
+            u = scale[k] * T_GRID + loc[k]
+            sp = softplus(logits(self.a0[s], self.d0[s], u))
+            part = sp.sum(axis=0) if self.complete[k] else self.observed[:, s].astype(np.float32) @ sp.astype(
+                np.float32)
+            out[:, k] = -part
+        U = scale[:, None] * T_GRID + loc[:, None]  # (K, Q); S1 = S0 = 0 in the domains with floors
+        out += self.S1[:, :, None] * U
+        out += self.S0[:, :, None]
+        return out
 
 
 def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-4, max_scale=4.0,
@@ -739,13 +788,16 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     # a thin domain (few LLMs, or few answers each) says little about its spread: kept as calibrated
     has = (seen.sum(axis=0) >= min_llms) & (median >= min_responses)
 
-    def posterior(x):  # x = (loc, log scale): the calibration's traits are theta * scale + loc
+    tables = _StepTables(correct, observed, slices, a0, d0, c)
+
+    def posterior(x, exact=True):  # x = (loc, log scale): the calibration's traits are theta * scale + loc
         loc, scale = x[:K], np.exp(x[K:])
         st = _tabulate(a0 * scale[item_domain], d0 + a0 * loc[item_domain], c, item_domain, lam, K)
-        return factor_posterior(st, _domain_tables(correct, observed, slices, st), seen)
+        logL = _domain_tables(correct, observed, slices, st) if exact else tables(loc, scale, st)
+        return factor_posterior(st, logL, seen)
 
     def step(x):  # one pass of the moment matching: the new x and the moments' distance from (0, 1)
-        pg, pt = posterior(x)
+        pg, pt = posterior(x, exact=False)
         m1 = pt @ T_GRID
         mk = np.where(seen, m1, 0.0).sum(axis=0) / n_seen
         vk = np.where(seen, pt @ T_GRID**2, 0.0).sum(axis=0) / n_seen - mk**2
