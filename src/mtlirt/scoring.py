@@ -71,7 +71,6 @@ whole-benchmark accuracy (see :meth:`Scorer.posterior`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +81,7 @@ from .errors import InputError
 from .estimate import Estimate
 from .estimators.correlation import principal_axes
 from .io.outputs import FolderKind
-from .numerics.factor_grid import factor_grid_posterior
+from .numerics.factor_grid import factor_grid_posterior, grid_quantiles
 from .numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights
 
 __all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
@@ -214,25 +213,6 @@ def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None
     pg, _, cond = factor_posterior(st, logL[None], None if answered is None else np.asarray(answered)[None],
                                    cond=True)
     return pg[0], cond[0]
-
-
-def _grid_quantiles(mass: np.ndarray, grid: np.ndarray, qs: Sequence[float]) -> np.ndarray:
-    """Quantiles of a distribution with ``mass`` (..., n) spread evenly over each grid cell."""
-    h = grid[1] - grid[0]
-    edges = np.concatenate([grid - h / 2, [grid[-1] + h / 2]])
-    flat = mass.reshape(-1, mass.shape[-1])
-    cdf = np.zeros((flat.shape[0], flat.shape[1] + 1))
-    np.cumsum(flat, axis=1, out=cdf[:, 1:])
-    cdf /= cdf[:, -1:]
-    out = np.empty((flat.shape[0], len(qs)))
-    rows = np.arange(flat.shape[0])
-    for i, q in enumerate(qs):  # the linear interpolation of the cdf's inverse between the cell edges
-        j = np.clip((cdf <= q).sum(axis=1) - 1, 0, flat.shape[1] - 1)
-        c0, c1 = cdf[rows, j], cdf[rows, j + 1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(c1 > c0, (q - c0) / (c1 - c0), 0.0)
-        out[:, i] = np.where(q >= 1.0, edges[-1], edges[j] + np.clip(frac, 0.0, 1.0) * h)
-    return out.reshape(mass.shape[:-1] + (len(qs),))
 
 
 def _moments(mass: np.ndarray, grid: np.ndarray):
@@ -541,9 +521,9 @@ class Scorer:
         lo_q = (1 - self.interval) / 2
         qs = (lo_q, 1 - lo_q)
         g_mean, g_sd = _moments(pg, G_GRID)
-        g_lo, g_hi = _grid_quantiles(pg, G_GRID, qs)
+        g_lo, g_hi = grid_quantiles(pg, G_GRID, qs)
         t_mean, t_sd = _moments(pt, T_GRID)
-        t_q = _grid_quantiles(pt, T_GRID, qs)
+        t_q = grid_quantiles(pt, T_GRID, qs)
         t_lo, t_hi = t_q[:, 0], t_q[:, 1]
         if scale == "fit":
             t_mean = (t_mean - self.loc) / self.scale

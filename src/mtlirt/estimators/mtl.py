@@ -690,11 +690,12 @@ class _StepTables:
     """The scale step's log-likelihood tables, cheap to recompute for any location and scale per domain.
 
     A domain without a floor has logits linear in the trait, ``a_j (s t + m) + d_j``, so an LLM's
-    log-likelihood on the grid is ``S1 (s t + m) + S0 - sum_j o_j softplus(a_j (s t + m) + d_j)`` with
-    ``S1 = sum_j y_j a_j`` and ``S0 = sum_j y_j d_j`` computed once: the last sum is one row per domain
-    when every LLM answered every item, one float32 matrix product otherwise. Domains with floors take
-    the float32 product of :func:`_domain_tables`. The tables leave out the probabilities' clipping to
-    ``[EPS, 1 - EPS]``: the step's moments only steer the scale; the reported scores use the exact tables.
+    log-likelihood on the grid is, up to a constant, ``S (s t + m) - sum_j o_j softplus(a_j (s t + m) +
+    d_j)`` with ``S = sum_j y_j a_j`` computed once: the last sum is one row per domain when every LLM
+    answered every item, one float32 matrix product otherwise (the posterior ignores the constant).
+    Domains with floors take the float32 product of :func:`_domain_tables`. The tables leave out the
+    probabilities' clipping to ``[EPS, 1 - EPS]``: the step's moments only steer the scale; the
+    reported scores use the exact tables.
     """
 
     def __init__(self, correct, observed, slices, a0, d0, c):
@@ -702,35 +703,30 @@ class _StepTables:
         self.a0, self.d0 = a0, d0
         self.linear = [not np.any(c[s] > 0) for s in slices]
         self.complete = [observed is None or bool(observed[:, s].all()) for s in slices]
-        N, K = correct.shape[0], len(slices)
-        self.S1, self.S0 = np.zeros((N, K)), np.zeros((N, K))
+        self.S = np.zeros((correct.shape[0], len(slices)))  # 0 in the domains with floors
         for k, s in enumerate(slices):
             if self.linear[k]:
                 Y = correct[:, s].astype(np.float64)
                 if observed is not None:
                     Y *= observed[:, s]
-                self.S1[:, k], self.S0[:, k] = Y @ a0[s], Y @ d0[s]
+                self.S[:, k] = Y @ a0[s]
 
     def __call__(self, loc, scale, st):
         from ..numerics.llm_side import grid_loglik, logits, softplus
         from ..scoring import T_GRID
 
-        N = self.correct.shape[0]
-        out = np.empty((N, len(self.slices), len(T_GRID)))
+        U = scale[:, None] * T_GRID + loc[:, None]  # (K, Q): the calibration's traits at the grid
+        out = np.multiply(self.S[:, :, None], U)
         for k, s in enumerate(self.slices):
             if not self.linear[k]:
                 Y = self.correct[:, s].astype(np.float32)
                 O = None if self.observed is None else self.observed[:, s].astype(np.float32)
                 out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=np.float32)
-                continue
-            u = scale[k] * T_GRID + loc[k]
-            sp = softplus(logits(self.a0[s], self.d0[s], u))
-            part = sp.sum(axis=0) if self.complete[k] else self.observed[:, s].astype(np.float32) @ sp.astype(
-                np.float32)
-            out[:, k] = -part
-        U = scale[:, None] * T_GRID + loc[:, None]  # (K, Q); S1 = S0 = 0 in the domains with floors
-        out += self.S1[:, :, None] * U
-        out += self.S0[:, :, None]
+            elif self.complete[k]:
+                out[:, k] -= softplus(logits(self.a0[s], self.d0[s], U[k])).sum(axis=0)
+            else:
+                sp = softplus(logits(self.a0[s], self.d0[s], U[k])).astype(np.float32)
+                out[:, k] -= self.observed[:, s].astype(np.float32) @ sp
         return out
 
 
@@ -767,7 +763,8 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         calibration's traits are ``theta * scale + loc``) and ``n_iter``.
     """
     from ..io.validate import MIN_LLMS, MIN_RESPONSES
-    from ..scoring import G_GRID, T_GRID, _grid_quantiles, _moments, _tabulate, factor_posterior
+    from ..numerics.factor_grid import grid_quantiles
+    from ..scoring import G_GRID, T_GRID, _moments, _tabulate, factor_posterior
 
     min_llms = MIN_LLMS if min_llms is None else int(min_llms)
     min_responses = MIN_RESPONSES if min_responses is None else min_responses
@@ -831,7 +828,7 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     d = d0 + a0 * loc[item_domain]
     pg, pt = posterior(x)
     theta, theta_sd = _moments(pt, T_GRID)
-    q = _grid_quantiles(pt, T_GRID, (0.05, 0.95))
+    q = grid_quantiles(pt, T_GRID, (0.05, 0.95))
     g, g_sd = _moments(pg, G_GRID)
     return dict(theta=theta, theta_sd=theta_sd, lower=q[..., 0], upper=q[..., 1], g=g, g_sd=g_sd, a=a, d=d,
                 loc=loc, scale=scale, n_iter=n_iter)
