@@ -730,7 +730,7 @@ class _StepTables:
         return out
 
 
-def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-4, max_scale=4.0,
+def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-3, max_scale=4.0,
                   min_llms=None, min_responses=None):
     """Posterior means of the domain and overall scores under the rank-one factor model.
 
@@ -745,7 +745,8 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     calibration's ``N(0, 1)`` is not the leaderboard's own spread (real
     leaderboards spread wider), and posterior means under a prior narrower
     than the LLMs over-disperse. The step stops when no domain's location or
-    log-scale moves by ``tol``. A *thin* domain keeps its calibration's scale:
+    log-scale moves by ``tol`` (a thousandth of a score's spread: far below
+    the spread's own sampling error). A *thin* domain keeps its calibration's scale:
     one run by fewer than ``min_llms`` LLMs (default
     :data:`mtlirt.io.validate.MIN_LLMS`: the moments of so few LLMs are
     noise), or whose LLMs gave it fewer than ``min_responses`` answers each
