@@ -704,6 +704,7 @@ class _StepTables:
         self.linear = [not np.any(c[s] > 0) for s in slices]
         self.complete = [observed is None or bool(observed[:, s].all()) for s in slices]
         self.S = np.zeros((correct.shape[0], len(slices)))  # 0 in the domains with floors
+        self.out = None
         for k, s in enumerate(slices):
             if self.linear[k]:
                 Y = correct[:, s].astype(np.float64)
@@ -716,7 +717,9 @@ class _StepTables:
         from ..scoring import T_GRID
 
         U = scale[:, None] * T_GRID + loc[:, None]  # (K, Q): the calibration's traits at the grid
-        out = np.multiply(self.S[:, :, None], U)
+        if self.out is None:  # one buffer for every pass (the posterior has read the last one)
+            self.out = np.empty(self.S.shape + (len(T_GRID),))
+        out = np.multiply(self.S[:, :, None], U, out=self.out)
         for k, s in enumerate(self.slices):
             if not self.linear[k]:
                 Y = self.correct[:, s].astype(np.float32)
@@ -824,6 +827,7 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         alpha = -np.linalg.norm(r) / nv if nv > 0 else -1.0
         alpha = min(alpha, -1.0)
         x, n_iter = step(bound(x - 2 * alpha * r + alpha * alpha * v))[0], n_iter + 2
+    tables.out = None  # the passes' buffer, freed before the reported pass's tables
     loc, scale = x[:K], np.exp(x[K:])
     a = a0 * scale[item_domain]
     d = d0 + a0 * loc[item_domain]
