@@ -73,7 +73,6 @@ whole-benchmark accuracy (see :meth:`Scorer.posterior`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +83,7 @@ from .errors import InputError
 from .estimate import Estimate
 from .estimators.correlation import principal_axes
 from .io.outputs import FolderKind
+from .numerics.factor_grid import factor_grid_posterior, grid_quantiles
 from .numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights
 
 __all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
@@ -171,10 +171,10 @@ def _tabulate(a, d, c, item_domain, lam, n_domains) -> _Structure:
                   np.sqrt(1 - PSI_MIN**2))
     psi = np.sqrt(1.0 - lam**2)
     p = np.clip(curves(a, d, c, T_GRID), EPS, 1 - EPS)
-    acc = np.zeros((n_domains, len(T_GRID)))
-    np.add.at(acc, item_domain, p / len(a))
-    pq = np.zeros((n_domains, len(T_GRID)))
-    np.add.at(pq, item_domain, p * (1.0 - p))
+    onehot = np.zeros((n_domains, len(a)))  # the sums over each domain's items as one matrix product
+    onehot[item_domain, np.arange(len(a))] = 1.0
+    acc = onehot @ p / len(a)
+    pq = onehot @ (p * (1.0 - p))
     logp, log1mp = log_curves(p)
     return _Structure(lam=lam, psi=psi, p=p, logp=logp, log1mp=log1mp, acc=acc, pq=pq)
 
@@ -184,7 +184,7 @@ LOG_PRIOR_G = normal_log_weights(G_GRID)
 
 
 def factor_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None, *,
-                     cond: bool = False, block: int = 256):
+                     cond: bool = False):
     """The grid posterior of the rank-one factor model, for any number of LLMs at once.
 
     ``logL`` (N, K, Q) holds each LLM's log-likelihood of its answers in each
@@ -194,33 +194,18 @@ def factor_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | No
     ``g``, and ``pt`` (N, K, Q), each domain score's marginal posterior; with
     ``cond`` also the conditionals given ``g`` (N, K, G, Q). The fit (every
     LLM of the leaderboard) and the :class:`Scorer` (one LLM) both call it, so
-    a fitted LLM re-scored with its own answers gets the fit's numbers.
-    LLMs are taken ``block`` at a time (memory ``block x K x G``).
+    a fitted LLM re-scored with its own answers gets the fit's numbers
+    (:func:`mtlirt.numerics.factor_grid.factor_grid_posterior` computes them).
     """
     logL = np.asarray(logL, dtype=np.float64)
     N, K, Q = logL.shape
-    W = st.W
-    pg = np.empty((N, len(G_GRID)))
-    pt = np.empty((N, K, Q))
-    conds = np.empty((N, K, len(G_GRID), Q)) if cond else None
-    for lo in range(0, N, block):
-        hi = min(N, lo + block)
-        L = np.exp(logL[lo:hi] - logL[lo:hi].max(axis=-1, keepdims=True))
-        if answered is not None:
-            L = np.where(np.asarray(answered[lo:hi], dtype=bool)[..., None], L, 1.0)
-        # a domain whose likelihood lies where a value of g puts (numerically) no prior mass: floored, so that
-        # 1 / Z stays finite and an LLM whose every g underflows keeps the other domains' information
-        Z = np.maximum(np.einsum("nkq,kgq->nkg", L, W), 1e-300)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lp = LOG_PRIOR_G + np.log(Z).sum(axis=1)
-            R = np.where(Z > 0, 1.0 / Z, 0.0)
-        p = np.exp(lp - lp.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        pg[lo:hi] = p
-        pt[lo:hi] = L * np.einsum("nkg,kgq->nkq", p[:, None, :] * R, W)
-        if cond:
-            conds[lo:hi] = W[None] * L[:, :, None, :] * R[..., None]
-    return (pg, pt, conds) if cond else (pg, pt)
+    seen = np.ones((N, K), dtype=bool) if answered is None else np.asarray(answered, dtype=bool)
+    pg, pt = factor_grid_posterior(logL, seen, st.W, LOG_PRIOR_G)
+    if not cond:
+        return pg, pt
+    L = np.where(seen[..., None], np.exp(logL - logL.max(axis=-1, keepdims=True)), 1.0)
+    Z = np.maximum(np.matmul(L.transpose(1, 0, 2), st.W.transpose(0, 2, 1)).transpose(1, 0, 2), 1e-300)
+    return pg, pt, st.W[None] * L[:, :, None, :] / Z[..., None]
 
 
 def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None):
@@ -230,19 +215,6 @@ def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None
     pg, _, cond = factor_posterior(st, logL[None], None if answered is None else np.asarray(answered)[None],
                                    cond=True)
     return pg[0], cond[0]
-
-
-def _grid_quantiles(mass: np.ndarray, grid: np.ndarray, qs: Sequence[float]) -> np.ndarray:
-    """Quantiles of a distribution with ``mass`` (..., n) spread evenly over each grid cell."""
-    h = grid[1] - grid[0]
-    edges = np.concatenate([grid - h / 2, [grid[-1] + h / 2]])
-    flat = mass.reshape(-1, mass.shape[-1])
-    out = np.empty((flat.shape[0], len(qs)))
-    for i, m in enumerate(flat):
-        cdf = np.concatenate([[0.0], np.cumsum(m)])
-        cdf /= cdf[-1]
-        out[i] = np.interp(qs, cdf, edges)
-    return out.reshape(mass.shape[:-1] + (len(qs),))
 
 
 def _moments(mass: np.ndarray, grid: np.ndarray):
@@ -551,9 +523,9 @@ class Scorer:
         lo_q = (1 - self.interval) / 2
         qs = (lo_q, 1 - lo_q)
         g_mean, g_sd = _moments(pg, G_GRID)
-        g_lo, g_hi = _grid_quantiles(pg, G_GRID, qs)
+        g_lo, g_hi = grid_quantiles(pg, G_GRID, qs)
         t_mean, t_sd = _moments(pt, T_GRID)
-        t_q = _grid_quantiles(pt, T_GRID, qs)
+        t_q = grid_quantiles(pt, T_GRID, qs)
         t_lo, t_hi = t_q[:, 0], t_q[:, 1]
         if scale == "fit":
             t_mean = (t_mean - self.loc) / self.scale

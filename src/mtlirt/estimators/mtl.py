@@ -660,20 +660,68 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
     return (lam if lam.sum() >= 0 else -lam), psi
 
 
-def _domain_tables(correct, observed, slices, st):
-    """``N x K x Q``: each LLM's log-likelihood of its answers in each domain on the scorer's grid."""
+def _domain_tables(correct, observed, slices, st, dtype=np.float64):
+    """``N x K x Q``: each LLM's log-likelihood of its answers in each domain on the scorer's grid, the
+    matrix products in ``dtype``."""
     from ..numerics.llm_side import grid_loglik
     from ..scoring import T_GRID
 
     out = np.empty((correct.shape[0], len(slices), len(T_GRID)))
     for k, s in enumerate(slices):
-        Y = correct[:, s].astype(np.float64)
-        O = None if observed is None else observed[:, s].astype(np.float64)
-        out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s])
+        Y = correct[:, s].astype(dtype)
+        O = None if observed is None else observed[:, s].astype(dtype)
+        out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=dtype)
     return out
 
 
-def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-4, max_scale=4.0,
+class _StepTables:
+    """The scale step's log-likelihood tables, cheap to recompute for any location and scale per domain.
+
+    A domain without a floor has logits linear in the trait, ``a_j (s t + m) + d_j``, so an LLM's
+    log-likelihood on the grid is, up to a constant, ``S (s t + m) - sum_j o_j softplus(a_j (s t + m) +
+    d_j)`` with ``S = sum_j y_j a_j`` computed once: the last sum is one row per domain when every LLM
+    answered every item, one float32 matrix product otherwise (the posterior ignores the constant).
+    Domains with floors take the float32 product of :func:`_domain_tables`. The tables leave out the
+    probabilities' clipping to ``[EPS, 1 - EPS]``: the step's moments only steer the scale; the
+    reported scores use the exact tables.
+    """
+
+    def __init__(self, correct, observed, slices, a0, d0, c):
+        self.correct, self.observed, self.slices = correct, observed, slices
+        self.a0, self.d0 = a0, d0
+        self.linear = [not np.any(c[s] > 0) for s in slices]
+        self.complete = [observed is None or bool(observed[:, s].all()) for s in slices]
+        self.S = np.zeros((correct.shape[0], len(slices)))  # 0 in the domains with floors
+        self.out = None
+        for k, s in enumerate(slices):
+            if self.linear[k]:
+                Y = correct[:, s].astype(np.float64)
+                if observed is not None:
+                    Y *= observed[:, s]
+                self.S[:, k] = Y @ a0[s]
+
+    def __call__(self, loc, scale, st):
+        from ..numerics.llm_side import grid_loglik, logits, softplus
+        from ..scoring import T_GRID
+
+        U = scale[:, None] * T_GRID + loc[:, None]  # (K, Q): the calibration's traits at the grid
+        if self.out is None:  # one buffer for every pass (the posterior has read the last one)
+            self.out = np.empty(self.S.shape + (len(T_GRID),))
+        out = np.multiply(self.S[:, :, None], U, out=self.out)
+        for k, s in enumerate(self.slices):
+            if not self.linear[k]:
+                Y = self.correct[:, s].astype(np.float32)
+                O = None if self.observed is None else self.observed[:, s].astype(np.float32)
+                out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=np.float32)
+            elif self.complete[k]:
+                out[:, k] -= softplus(logits(self.a0[s], self.d0[s], U[k])).sum(axis=0)
+            else:
+                sp = softplus(logits(self.a0[s], self.d0[s], U[k])).astype(np.float32)
+                out[:, k] -= self.observed[:, s].astype(np.float32) @ sp
+        return out
+
+
+def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-3, max_scale=4.0,
                   min_llms=None, min_responses=None):
     """Posterior means of the domain and overall scores under the rank-one factor model.
 
@@ -688,7 +736,8 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     calibration's ``N(0, 1)`` is not the leaderboard's own spread (real
     leaderboards spread wider), and posterior means under a prior narrower
     than the LLMs over-disperse. The step stops when no domain's location or
-    log-scale moves by ``tol``. A *thin* domain keeps its calibration's scale:
+    log-scale moves by ``tol`` (a thousandth of a score's spread: far below
+    the spread's own sampling error). A *thin* domain keeps its calibration's scale:
     one run by fewer than ``min_llms`` LLMs (default
     :data:`mtlirt.io.validate.MIN_LLMS`: the moments of so few LLMs are
     noise), or whose LLMs gave it fewer than ``min_responses`` answers each
@@ -706,7 +755,8 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         calibration's traits are ``theta * scale + loc``) and ``n_iter``.
     """
     from ..io.validate import MIN_LLMS, MIN_RESPONSES
-    from ..scoring import G_GRID, T_GRID, _grid_quantiles, _moments, _tabulate, factor_posterior
+    from ..numerics.factor_grid import grid_quantiles
+    from ..scoring import G_GRID, T_GRID, _moments, _tabulate, factor_posterior
 
     min_llms = MIN_LLMS if min_llms is None else int(min_llms)
     min_responses = MIN_RESPONSES if min_responses is None else min_responses
@@ -727,13 +777,16 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     # a thin domain (few LLMs, or few answers each) says little about its spread: kept as calibrated
     has = (seen.sum(axis=0) >= min_llms) & (median >= min_responses)
 
-    def posterior(x):  # x = (loc, log scale): the calibration's traits are theta * scale + loc
+    tables = _StepTables(correct, observed, slices, a0, d0, c)
+
+    def posterior(x, exact=True):  # x = (loc, log scale): the calibration's traits are theta * scale + loc
         loc, scale = x[:K], np.exp(x[K:])
         st = _tabulate(a0 * scale[item_domain], d0 + a0 * loc[item_domain], c, item_domain, lam, K)
-        return factor_posterior(st, _domain_tables(correct, observed, slices, st), seen)
+        logL = _domain_tables(correct, observed, slices, st) if exact else tables(loc, scale, st)
+        return factor_posterior(st, logL, seen)
 
     def step(x):  # one pass of the moment matching: the new x and the moments' distance from (0, 1)
-        pg, pt = posterior(x)
+        pg, pt = posterior(x, exact=False)
         m1 = pt @ T_GRID
         mk = np.where(seen, m1, 0.0).sum(axis=0) / n_seen
         vk = np.where(seen, pt @ T_GRID**2, 0.0).sum(axis=0) / n_seen - mk**2
@@ -762,12 +815,13 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         alpha = -np.linalg.norm(r) / nv if nv > 0 else -1.0
         alpha = min(alpha, -1.0)
         x, n_iter = step(bound(x - 2 * alpha * r + alpha * alpha * v))[0], n_iter + 2
+    tables.out = None  # the passes' buffer, freed before the reported pass's tables
     loc, scale = x[:K], np.exp(x[K:])
     a = a0 * scale[item_domain]
     d = d0 + a0 * loc[item_domain]
     pg, pt = posterior(x)
     theta, theta_sd = _moments(pt, T_GRID)
-    q = _grid_quantiles(pt, T_GRID, (0.05, 0.95))
+    q = grid_quantiles(pt, T_GRID, (0.05, 0.95))
     g, g_sd = _moments(pg, G_GRID)
     return dict(theta=theta, theta_sd=theta_sd, lower=q[..., 0], upper=q[..., 1], g=g, g_sd=g_sd, a=a, d=d,
                 loc=loc, scale=scale, n_iter=n_iter)

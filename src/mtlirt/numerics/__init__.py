@@ -10,4 +10,7 @@
     The likelihood of an LLM's responses on a grid of trait values (2PL,
     3PL, floors, missing cells), its tables and their interpolation, and its
     integrals against a normal prior.
+:mod:`~mtlirt.numerics.factor_grid`
+    The rank-one factor model's grid posterior of many LLMs at once (MTL's
+    reported scores, the scorer), a numba kernel.
 """
