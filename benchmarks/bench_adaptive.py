@@ -56,6 +56,8 @@ calibration error. ``--split`` tests that without the truth: MTL fitted on
 each half of the calibration LLMs, the adaptive items chosen with half
 ``A``'s fit and scored with ``A``'s (``adaptive c:A s:A``) and with ``B``'s
 (``adaptive c:A s:B``), whose items' errors are independent of the choice.
+``--random-share p`` adds adaptive tests whose every step, with probability
+``p``, asks a random item of the pool instead (``adaptive, p random``).
 
 Usage::
 
@@ -185,10 +187,12 @@ def _init(sc):
 
 
 def _adaptive_one(args):
-    pos, y, target, budget, seed = args
+    pos, y, target, budget, seed, share = (*args, 0.0)[:6]
     answers = dict(zip(pos.tolist(), y.tolist(), strict=True))
     test = AdaptiveTest(_SC, target=target, budget=budget, seed=seed, items=_SC.items.values[pos])
-    while (j := test.next_position()) is not None:
+    rng = np.random.default_rng(seed)
+    while not test.done:  # with probability ``share`` a step asks an item of the pool at random
+        j = int(rng.choice(np.flatnonzero(test.available))) if rng.random() < share else test.next_position()
         test.answer(j, answers[j])
     return np.asarray(test.pos), np.asarray(test.y)
 
@@ -262,12 +266,12 @@ def run_set(name, cal, answers, items, truth, llm_names, args):
         col_of_fit = np.full(sc.n_items, -1)
         col_of_fit[fit_pos[fit_pos >= 0]] = np.flatnonzero(fit_pos >= 0)
         print(f"[{name}] anchors clustered in {time.perf_counter() - t1:.1f} s", flush=True)
-    def replay_all(scorer, pos_of=None, pools=None):
+    def replay_all(scorer, pos_of=None, pools=None, share=0.0):
         t1 = time.perf_counter()
         pos_of = fit_pos if pos_of is None else pos_of
         pools = avail if pools is None else pools
         seeds = np.random.SeedSequence(args.seed).spawn(n_new)
-        work = [(pos_of[a], answers[i, a], args.target, max(budgets), seeds[i]) for i, a in enumerate(pools)]
+        work = [(pos_of[a], answers[i, a], args.target, max(budgets), seeds[i], share) for i, a in enumerate(pools)]
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(scorer,)) as ex:
                 out = list(ex.map(_adaptive_one, work, chunksize=4))
@@ -281,6 +285,8 @@ def run_set(name, cal, answers, items, truth, llm_names, args):
 
     if "adaptive" in args.methods:
         adaptive = replay_all(sc)
+    if args.random_share and "adaptive" in args.methods:
+        mixed = replay_all(sc, share=args.random_share)
     if args.split and "adaptive" in args.methods:  # choose with one half's items, score with the other's
         order = np.random.default_rng(args.seed).permutation(cal.n_llms)
         halves = [Scorer(fit(cal.subset(llms=cal.llms[np.sort(h)]), "mtl", seed=args.seed))
@@ -318,6 +324,10 @@ def run_set(name, cal, answers, items, truth, llm_names, args):
             else:
                 parsed = [(llm_names[i], p[:k], y[:k]) for i, (p, y) in enumerate(adaptive)]
                 rows.append(dict(set=name, method=m, budget=k, **evaluate(sc, parsed, truth, llm_names)))
+                if args.random_share:
+                    parsed = [(llm_names[i], p[:k], y[:k]) for i, (p, y) in enumerate(mixed)]
+                    rows.append(dict(set=name, method=f"adaptive, {args.random_share:g} random", budget=k,
+                                     **evaluate(sc, parsed, truth, llm_names)))
                 if args.split:
                     for lab, h in (("adaptive c:A s:A", 0), ("adaptive c:A s:B", 1)):
                         parsed = [(llm_names[i], hpos[h][c[:k]], answers[i, c[:k]]) for i, c in enumerate(split_cols)]
@@ -352,6 +362,9 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
     parser.add_argument("--out", type=Path, default=None, help="also write the table as CSV")
+    parser.add_argument("--random-share", type=float, default=0.0,
+                        help="also replay adaptive tests whose every step asks a random item of the pool with "
+                             "this probability")
     parser.add_argument("--split", action="store_true",
                         help="also fit each half of the calibration LLMs: choose with half A's items, score with "
                              "A's (c:A s:A) and with B's (c:A s:B), whose calibration error is independent")
