@@ -35,13 +35,29 @@ variance) against the LLM's observed accuracy on all items (both sets);
 not) the same for the overall and domain scores (simulation: the true
 scores on the population scale; real data: the posterior mean from all the
 LLM's responses, so only the error of the subset against the full data);
-``cov_unanswered`` coverage over the domains with no response.
+``cov_domain_worst`` and ``cov_domain_p10`` the smallest and the 10th
+percentile of the domains' own coverages (each over the new LLMs: with 100
+of them a domain's coverage has a binomial sd of 0.03, so the worst of 57
+domains of an exact 90% interval is about 0.83);
+``cov_unanswered`` coverage over the domains with no response;
+``z_real_mean``, ``z_real_sd`` the mean and sd over the new LLMs of the
+realised accuracy's error in units of its interval's normal sd (width /
+3.29): 0 and 1 where the interval is right.
+
+``--scenario realistic`` simulates with :func:`mtlirt.simulate.simulate`'s
+realistic departures (loadings 0.6-0.98, skewed traits, guessing, flawed
+items, missing blocks) instead of the model itself.
 
 ``--oracle`` (simulation): rows that choose the adaptive items (``c:``)
 and/or score (``s:``) with the *true* items and loadings instead of the
 fit's (``adaptive c:true s:fit`` etc., ``random s:true``): choosing and
 scoring with the same estimated items is what capitalises on their
-calibration error.
+calibration error. ``--split`` tests that without the truth: MTL fitted on
+each half of the calibration LLMs, the adaptive items chosen with half
+``A``'s fit and scored with ``A``'s (``adaptive c:A s:A``) and with ``B``'s
+(``adaptive c:A s:B``), whose items' errors are independent of the choice.
+``--random-share p`` adds adaptive tests whose every step, with probability
+``p``, asks a random item of the pool instead (``adaptive, p random``).
 
 Usage::
 
@@ -86,9 +102,9 @@ METHODS = ("random", "stratified", "anchors", "adaptive")
 
 
 # ------------------------------------------------------------------ data
-def sim_set(n_cal, n_new, seed):
+def sim_set(n_cal, n_new, seed, scenario="ideal"):
     """Calibration Responses, held-out answers (N_new x J in the fit's item order, -1 missing) and truth."""
-    sim = simulate(n_cal + n_new, preset="mmlu", scale=0.1, seed=seed)
+    sim = simulate(n_cal + n_new, preset="mmlu", scale=0.1, scenario=scenario, seed=seed)
     data = Responses.from_frame(sim.responses)
     cal = data.subset(llms=data.llms[:n_cal])
     new_rows = np.arange(n_cal, n_cal + n_new)
@@ -171,10 +187,12 @@ def _init(sc):
 
 
 def _adaptive_one(args):
-    pos, y, target, budget, seed = args
+    pos, y, target, budget, seed, share = (*args, 0.0)[:6]
     answers = dict(zip(pos.tolist(), y.tolist(), strict=True))
     test = AdaptiveTest(_SC, target=target, budget=budget, seed=seed, items=_SC.items.values[pos])
-    while (j := test.next_position()) is not None:
+    rng = np.random.default_rng(seed)
+    while not test.done:  # with probability ``share`` a step asks an item of the pool at random
+        j = int(rng.choice(np.flatnonzero(test.available))) if rng.random() < share else test.next_position()
         test.answer(j, answers[j])
     return np.asarray(test.pos), np.asarray(test.y)
 
@@ -189,6 +207,8 @@ def evaluate(sc: Scorer, parsed, truth, names) -> dict:
     real = truth["observed_acc"]
     row["mae_real"] = np.abs(o["accuracy"].to_numpy() - real).mean()
     row["cov_real"] = ((o["accuracy_lower"] <= real) & (real <= o["accuracy_upper"])).mean()
+    z = (real - o["accuracy"].to_numpy()) / ((o["accuracy_upper"] - o["accuracy_lower"]).to_numpy() / 3.29)
+    row["z_real_mean"], row["z_real_sd"] = np.mean(z), np.std(z)
     ref_g, ref_t = truth.get("ref_overall"), truth.get("ref_theta")
     if ref_g is not None:
         row["mae_overall"] = np.abs(o["score"].to_numpy() - ref_g).mean()
@@ -201,6 +221,9 @@ def evaluate(sc: Scorer, parsed, truth, names) -> dict:
         inside = (lo <= ref_t) & (ref_t <= hi)
         row["mae_domain"] = np.abs(mu - ref_t).mean()
         row["cov_domain"] = inside.mean()
+        per = inside.mean(axis=0)  # each domain's coverage over the new LLMs
+        row["cov_domain_worst"] = per.min()
+        row["cov_domain_p10"] = np.quantile(per, 0.1)
         row["cov_unanswered"] = inside[nr == 0].mean() if (nr == 0).any() else np.nan
     return row
 
@@ -243,10 +266,12 @@ def run_set(name, cal, answers, items, truth, llm_names, args):
         col_of_fit = np.full(sc.n_items, -1)
         col_of_fit[fit_pos[fit_pos >= 0]] = np.flatnonzero(fit_pos >= 0)
         print(f"[{name}] anchors clustered in {time.perf_counter() - t1:.1f} s", flush=True)
-    def replay_all(scorer):
+    def replay_all(scorer, pos_of=None, pools=None, share=0.0):
         t1 = time.perf_counter()
+        pos_of = fit_pos if pos_of is None else pos_of
+        pools = avail if pools is None else pools
         seeds = np.random.SeedSequence(args.seed).spawn(n_new)
-        work = [(fit_pos[a], answers[i, a], args.target, max(budgets), seeds[i]) for i, a in enumerate(avail)]
+        work = [(pos_of[a], answers[i, a], args.target, max(budgets), seeds[i], share) for i, a in enumerate(pools)]
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(scorer,)) as ex:
                 out = list(ex.map(_adaptive_one, work, chunksize=4))
@@ -260,6 +285,18 @@ def run_set(name, cal, answers, items, truth, llm_names, args):
 
     if "adaptive" in args.methods:
         adaptive = replay_all(sc)
+    if args.random_share and "adaptive" in args.methods:
+        mixed = replay_all(sc, share=args.random_share)
+    if args.split and "adaptive" in args.methods:  # choose with one half's items, score with the other's
+        order = np.random.default_rng(args.seed).permutation(cal.n_llms)
+        halves = [Scorer(fit(cal.subset(llms=cal.llms[np.sort(h)]), "mtl", seed=args.seed))
+                  for h in (order[: cal.n_llms // 2], order[cal.n_llms // 2:])]
+        hpos = [h._item_pos.get_indexer(pd.Index(items)) for h in halves]
+        pools = [a[(hpos[0][a] >= 0) & (hpos[1][a] >= 0)] for a in avail]  # items both halves hold
+        chosen = replay_all(halves[0], hpos[0], pools)
+        col_of = np.full(halves[0].n_items, -1)
+        col_of[hpos[0][hpos[0] >= 0]] = np.flatnonzero(hpos[0] >= 0)
+        split_cols = [col_of[p] for p, _ in chosen]
     oracle = args.oracle and truth.get("true_items") is not None
     if oracle:  # the true items and loadings (ideal scenario: 2PL, rank 1), tabulated like the fit's
         it = truth["true_items"].set_index("item").loc[list(sc.items)]
@@ -287,6 +324,15 @@ def run_set(name, cal, answers, items, truth, llm_names, args):
             else:
                 parsed = [(llm_names[i], p[:k], y[:k]) for i, (p, y) in enumerate(adaptive)]
                 rows.append(dict(set=name, method=m, budget=k, **evaluate(sc, parsed, truth, llm_names)))
+                if args.random_share:
+                    parsed = [(llm_names[i], p[:k], y[:k]) for i, (p, y) in enumerate(mixed)]
+                    rows.append(dict(set=name, method=f"adaptive, {args.random_share:g} random", budget=k,
+                                     **evaluate(sc, parsed, truth, llm_names)))
+                if args.split:
+                    for lab, h in (("adaptive c:A s:A", 0), ("adaptive c:A s:B", 1)):
+                        parsed = [(llm_names[i], hpos[h][c[:k]], answers[i, c[:k]]) for i, c in enumerate(split_cols)]
+                        rows.append(dict(set=name, method=lab, budget=k,
+                                         **evaluate(halves[h], parsed, truth, llm_names)))
                 if oracle:
                     rows.append(dict(set=name, method="adaptive c:fit s:true", budget=k,
                                      **evaluate(sc_true, parsed, truth, llm_names)))
@@ -311,9 +357,17 @@ def main(argv=None) -> int:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--target", default="accuracy", choices=("overall", "domains", "accuracy"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scenario", default="ideal", choices=("ideal", "realistic"),
+                        help="the simulated set's scenario (mtlirt.simulate)")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
     parser.add_argument("--out", type=Path, default=None, help="also write the table as CSV")
+    parser.add_argument("--random-share", type=float, default=0.0,
+                        help="also replay adaptive tests whose every step asks a random item of the pool with "
+                             "this probability")
+    parser.add_argument("--split", action="store_true",
+                        help="also fit each half of the calibration LLMs: choose with half A's items, score with "
+                             "A's (c:A s:A) and with B's (c:A s:B), whose calibration error is independent")
     parser.add_argument("--oracle", action="store_true",
                         help="simulation: also choose (c:) and/or score (s:) with the true items and loadings")
     args = parser.parse_args(argv)
@@ -326,7 +380,7 @@ def main(argv=None) -> int:
     rows = []
     for name in args.sets.split(","):
         if name == "sim":
-            data = sim_set(args.n_cal, args.n_new, args.seed)
+            data = sim_set(args.n_cal, args.n_new, args.seed, args.scenario)
         elif name == "oll":
             data = oll_set(args.shared, args.n_cal, args.n_new, args.seed)
         else:
@@ -334,7 +388,8 @@ def main(argv=None) -> int:
         rows += run_set(name, *data, args)
     table = pd.DataFrame(rows)
     cols = ["set", "method", "budget", "mae_acc", "cov_acc", "mae_real", "cov_real", "mae_overall", "cov_overall",
-            "mae_domain", "cov_domain", "cov_unanswered"]
+            "mae_domain", "cov_domain", "cov_domain_worst", "cov_domain_p10", "cov_unanswered", "z_real_mean",
+            "z_real_sd"]
     table = table.reindex(columns=cols)
     print()
     print(table.to_markdown(index=False, floatfmt=".3f") if _has_tabulate() else table.to_string(index=False))

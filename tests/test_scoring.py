@@ -316,3 +316,59 @@ def test_rescoring_reproduces_the_fit_and_items_give_the_accuracy(tmp_path):
     expected = s.overall.set_index("llm").loc[new.index, "expected_accuracy"].to_numpy()
     gap = np.abs(np.array(plug_in) - expected)
     assert gap.max() < 0.015 and gap.mean() < 0.008
+
+
+def _dense_posterior(st, item_domain, pos, y, K):
+    """The factor model's posterior means and sds (overall, then each domain) by brute force on dense grids."""
+    from scipy.special import expit
+
+    from mtlirt.numerics.llm_side import EPS
+
+    a, d, c = st.items
+    g, t = np.linspace(-6, 6, 1201), np.linspace(-7, 7, 2801)
+    logZ, conds = np.zeros(len(g)), []
+    for k in range(K):
+        s = pos[item_domain[pos] == k]
+        yk = y[item_domain[pos] == k]
+        p = np.clip(c[s, None] + (1 - c[s, None]) * expit(a[s, None] * t + d[s, None]), EPS, 1 - EPS)
+        ll = np.where(yk[:, None] > 0, np.log(p), np.log1p(-p)).sum(axis=0)
+        L = np.exp(ll - ll.max())
+        W = np.exp(-0.5 * ((t[None] - st.lam[k] * g[:, None]) / st.psi[k]) ** 2)
+        W /= W.sum(axis=1, keepdims=True)
+        Z = W @ L
+        logZ += np.log(Z)
+        conds.append(W * L / Z[:, None])
+    pg = np.exp(-0.5 * g**2 + logZ - (-0.5 * g**2 + logZ).max())
+    pg /= pg.sum()
+    out = [(pg @ g, np.sqrt(pg @ g**2 - (pg @ g) ** 2))]
+    for cond in conds:
+        pt = pg @ cond
+        out.append((pt @ t, np.sqrt(pt @ t**2 - (pt @ t) ** 2)))
+    return np.array(out)
+
+
+def test_a_narrow_posterior_is_refined(world):
+    """Sharp items (sds near 0.05, below the fixed grids' spacing of 0.125): the refined grids give the means
+    and sds of a brute-force dense quadrature, which the fixed grids miss."""
+    from mtlirt.scoring import _tabulate
+
+    _, est, base = world
+    J, K = base.n_items, base.n_domains
+    rng = np.random.default_rng(0)
+    a = np.full(J, 40.0)
+    d = -a * rng.uniform(-0.3, 0.3, J)
+    st = _tabulate(a, d, np.zeros(J), base.item_domain, np.full(K, 0.8), K)
+    truth_t = 0.05
+    y = (rng.random(J) < 1 / (1 + np.exp(-(a * truth_t + d)))).astype(np.int8)
+    pos = np.arange(J)
+    ref = _dense_posterior(st, base.item_domain, pos, y, K)
+    got = {}
+    for refine in (True, False):
+        sc = Scorer(est, refine=refine)
+        sc.structures, sc.selection = [st], st
+        r = sc.posterior(pos, y, scale="population")
+        got[refine] = np.c_[np.r_[r["overall"], r["theta"]], np.r_[r["overall_sd"], r["theta_sd"]]]
+    assert ref[1:, 1].max() < 0.1
+    np.testing.assert_allclose(got[True][:, 0], ref[:, 0], atol=1e-5)
+    np.testing.assert_allclose(got[True][:, 1], ref[:, 1], rtol=1e-3)
+    assert np.abs(got[False][1:, 1] / ref[1:, 1] - 1).max() > 0.1

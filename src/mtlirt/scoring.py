@@ -27,7 +27,15 @@ over ``theta_k``::
 has none: that domain's posterior is the prior predictive given the others,
 through ``g``).  The grids are fine enough (spacing 0.125 on both) that the
 trapezoid sums are exact to far below the reported digits for posteriors with
-sd above 0.1.
+sd above 0.1; a narrower one (many sharp items: the sums then misstate the sd
+by a third or more) is recomputed by the :class:`Scorer` on grids of the same
+sizes about its mass (:func:`refined_posterior`, whenever the sd of ``g`` or
+of any domain score is below :data:`REFINE_SD`). The fit computes its own
+scores on the fixed grids (:func:`factor_posterior`), so a fitted LLM re-scored
+with its answers gets the fit's numbers back where its posterior sds are at
+least :data:`REFINE_SD`, and the more exact ones where they are narrower
+(``Scorer(refine=False)`` gives the fit's numbers there too). The accuracy
+draws stay on the fixed grids.
 
 Where the structure comes from
 ------------------------------
@@ -94,6 +102,9 @@ G_GRID = np.linspace(-6.0, 6.0, 97)
 T_GRID = np.linspace(-7.0, 7.0, 113)
 #: Smallest domain-specific sd: a loading of 1 (a pooled structure) is kept just below it.
 PSI_MIN = 0.15
+#: Below this posterior sd (of ``g`` or of a domain score, on the fixed grids) the Scorer recomputes the posterior
+#: on grids about its mass (:func:`refined_posterior`): the fixed spacing of 0.125 misstates smaller sds.
+REFINE_SD = 0.15
 #: Items shown in an unknown-item message.
 SHOW = 5
 #: The folder of :meth:`Scores.write` (``mtlirt score --out``), recognised by its ``score.json``.
@@ -154,6 +165,7 @@ class _Structure:
     acc: np.ndarray  # (K, Q): sum over the domain's items of P_j(t) / J
     pq: np.ndarray  # (K, Q): sum over the domain's items of P_j(t) (1 - P_j(t)) (Bernoulli variances)
     _W: np.ndarray | None = None
+    items: tuple | None = None  # (a, d, c) on the population scale: the refined grid's curves
 
     @property
     def W(self) -> np.ndarray:
@@ -176,7 +188,8 @@ def _tabulate(a, d, c, item_domain, lam, n_domains) -> _Structure:
     acc = onehot @ p / len(a)
     pq = onehot @ (p * (1.0 - p))
     logp, log1mp = log_curves(p)
-    return _Structure(lam=lam, psi=psi, p=p, logp=logp, log1mp=log1mp, acc=acc, pq=pq)
+    items = tuple(np.asarray(x, dtype=np.float64) for x in (a, d, c))
+    return _Structure(lam=lam, psi=psi, p=p, logp=logp, log1mp=log1mp, acc=acc, pq=pq, items=items)
 
 
 # ------------------------------------------------------------------ posterior on the grid
@@ -215,6 +228,49 @@ def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None
     pg, _, cond = factor_posterior(st, logL[None], None if answered is None else np.asarray(answered)[None],
                                    cond=True)
     return pg[0], cond[0]
+
+
+def refined_posterior(st: _Structure, item_domain: np.ndarray, pos: np.ndarray, y: np.ndarray,
+                      g_grid: np.ndarray, t_grids: np.ndarray):
+    """One LLM's posterior on grids of its own: ``g_grid`` (G,) over the overall score, ``t_grids``
+    (K, Q) one equally spaced grid per domain (population scale), each narrower than the fixed grids.
+
+    The same model as :func:`factor_posterior`, its integrals over ``theta_k`` as sums of the density
+    ``N(t; lambda_k g, psi_k^2)`` times the spacing (the windows need not hold the whole conditional
+    prior, only the posterior's mass); a domain without answers keeps ``Z_k(g) = 1`` (its conditional,
+    the prior, normalised over its grid). Returns ``pg`` (G,) and the domains' marginals ``pt`` (K, Q).
+    """
+    a, d, c = st.items
+    K = len(t_grids)
+    logL = np.zeros(t_grids.shape)
+    if len(pos):
+        p = c[pos, None] + (1 - c[pos, None]) / (1 + np.exp(-(a[pos, None] * t_grids[item_domain[pos]] + d[pos, None])))
+        lp, l1p = log_curves(p)
+        np.add.at(logL, item_domain[pos], np.where(np.asarray(y)[:, None] > 0, lp, l1p))
+    answered = np.bincount(item_domain[pos], minlength=K) > 0
+    z = (t_grids[:, None, :] - st.lam[:, None, None] * g_grid[None, :, None]) / st.psi[:, None, None]
+    dens = np.exp(-0.5 * z * z) * ((t_grids[:, 1] - t_grids[:, 0]) / st.psi)[:, None, None]  # (K, G, Q)
+    L = np.exp(logL - logL.max(axis=1, keepdims=True))
+    WL = dens * L[:, None, :]
+    Z = WL.sum(axis=-1)  # (K, G)
+    prior = dens.sum(axis=-1)
+    Z = np.where(answered[:, None], Z, prior)
+    lp = -0.5 * g_grid**2 + np.log(np.maximum(Z[answered], 1e-300)).sum(axis=0)
+    pg = np.exp(lp - lp.max())
+    pg /= pg.sum()
+    pt = np.einsum("g,kgq->kq", pg, WL / np.maximum(Z, 1e-300)[..., None])
+    return pg, pt / pt.sum(axis=-1, keepdims=True)
+
+
+def _windows(pg: np.ndarray, pt: np.ndarray, n_g: int, n_t: int):
+    """Grids about the mass of a posterior (``pg`` on ``G_GRID``, ``pt`` on ``T_GRID``): the mean
+    plus or minus eight sds and a spacing of the fixed grids, within the fixed grids' range."""
+    def grid(mass, base, n):
+        m, sd = _moments(mass, base)
+        h = base[1] - base[0]
+        lo, hi = np.maximum(m - 8 * sd - h, base[0]), np.minimum(m + 8 * sd + h, base[-1])
+        return np.linspace(lo, hi, n, axis=-1)
+    return grid(pg, G_GRID, n_g), grid(pt, T_GRID, n_t)
 
 
 def _moments(mass: np.ndarray, grid: np.ndarray):
@@ -306,15 +362,20 @@ class Scorer:
         over (evenly spaced over the chains' draws); point fits use their one.
     interval
         Probability mass of the reported intervals.
+    refine
+        Recompute a posterior whose sd (overall or any domain) falls below
+        :data:`REFINE_SD` on grids about its mass (:func:`refined_posterior`);
+        False keeps the fixed grids (the fit's own computation).
     """
 
-    def __init__(self, fit: Estimate, *, draws: int = 20, interval: float = 0.9):
+    def __init__(self, fit: Estimate, *, draws: int = 20, interval: float = 0.9, refine: bool = True):
         if not 0 < interval < 1:
             raise InputError(f"interval must be in (0, 1), got {interval!r}")
         if fit.method == "accuracy":
             raise InputError("scoring needs a fit with item parameters; an accuracy fit has none")
         self.fit = fit
         self.interval = float(interval)
+        self.refine = bool(refine)
         post = fit.posterior
         self.items = fit.items
         self.domains = fit.domains
@@ -516,16 +577,23 @@ class Scorer:
             real_draws.append((n_right + rp + np.sqrt(rv) * rng.standard_normal(len(rv))) / J)
         pg = pg_sum / S
         pt = pt_sum / S
+        g_grid, t_grids = G_GRID, np.broadcast_to(T_GRID, (K, len(T_GRID)))
+        if self.refine and min(_moments(pg, G_GRID)[1], _moments(pt, T_GRID)[1].min()) < REFINE_SD:
+            g_grid, t_grids = _windows(pg, pt, len(G_GRID), len(T_GRID))
+            fine = [refined_posterior(st, self.item_domain, pos, y, g_grid, t_grids) for st in self.structures]
+            pg = sum(f[0] for f in fine) / S
+            pt = sum(f[1] for f in fine) / S
         acc_mean /= S
         real_mean /= S
         draws = np.concatenate(acc_draws)
         real = np.clip(np.concatenate(real_draws), 0.0, 1.0)
         lo_q = (1 - self.interval) / 2
         qs = (lo_q, 1 - lo_q)
-        g_mean, g_sd = _moments(pg, G_GRID)
-        g_lo, g_hi = grid_quantiles(pg, G_GRID, qs)
-        t_mean, t_sd = _moments(pt, T_GRID)
-        t_q = grid_quantiles(pt, T_GRID, qs)
+        g_mean, g_sd = _moments(pg, g_grid)
+        g_lo, g_hi = grid_quantiles(pg, g_grid, qs)
+        t_mean = (pt * t_grids).sum(axis=-1)
+        t_sd = np.sqrt(np.clip((pt * t_grids**2).sum(axis=-1) - t_mean**2, 0.0, None))
+        t_q = np.stack([grid_quantiles(pt[k], t_grids[k], qs) for k in range(K)])
         t_lo, t_hi = t_q[:, 0], t_q[:, 1]
         if scale == "fit":
             t_mean = (t_mean - self.loc) / self.scale
