@@ -442,7 +442,10 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
     a, b = auto["posterior"]["loading_diag"].values, short["posterior"]["loading_diag"].values
     assert a.shape[1] == rl["draws"] and np.array_equal(a[:, :50], b)
     assert choose_thin(4, 500, {"min_ess_bulk": 1500.0}) == 2 and choose_thin(4, 4000, {"min_ess_bulk": 2e3}) == 16
-    assert choose_thin(4, 500, {"min_ess_bulk": 900.0}) == 1 and choose_thin(2, 400, {"min_ess_bulk": 1e3}) == 1
+    assert choose_thin(4, 500, {"min_ess_bulk": 900.0}) == 2 and choose_thin(2, 400, {"min_ess_bulk": 1e3}) == 1
+    # below KEEP_DRAWS of ESS: thinned at the autocorrelation time at most, about KEEP_DRAWS kept at least
+    assert choose_thin(4, 2000, {"min_ess_bulk": 600.0}) == 8 and choose_thin(4, 4000, {"min_ess_bulk": 2000 / 3}) == 16
+    assert choose_thin(4, 500, {"min_ess_bulk": 1100.0}) == 2 and choose_thin(4, 250, {"min_ess_bulk": 300.0}) == 1
 
 
 def test_routes_agree_at_the_extremes():

@@ -1566,14 +1566,18 @@ def choose_thin(chains: int, draws: int, diag: dict) -> int:
     """The thinning of the structure draws before the LLM side is drawn (``thin=None``).
 
     The LLM side drawn for a kept structure draw is exact given it, so the kept draws' effective sample
-    size is about the smaller of their number and the structure's ESS. Where the structure's bulk ESS over
-    all ``chains x draws`` draws reaches ``KEEP_DRAWS``, every ``floor(chains x draws / KEEP_DRAWS)``-th
-    draw is kept (about ``KEEP_DRAWS`` in all: 90% intervals from them cover as from more,
-    docs/results.md); below it, where the draws are autocorrelated, all are kept."""
+    size is about the smaller of their number and the structure's ESS. Every ``floor(chains x draws /
+    KEEP_DRAWS)``-th draw is kept (about ``KEEP_DRAWS`` in all: 90% intervals from them cover as from
+    more, docs/results.md) where the structure's bulk ESS over all draws reaches ``KEEP_DRAWS``; below
+    it, every ``floor(chains x draws / ESS)``-th at most (the chains' autocorrelation time: a chain
+    thinned at it keeps most of its ESS, an AR(1) chain 75-85%), so that the LLM side is not drawn
+    for draws that add little."""
     ess = diag.get("min_ess_bulk", float("nan"))
-    if not np.isfinite(ess) or ess < KEEP_DRAWS:
+    n = int(chains * draws)
+    if not np.isfinite(ess) or ess <= 0:
         return 1
-    return max(1, int(chains * draws // KEEP_DRAWS))
+    keep = n // KEEP_DRAWS
+    return max(1, keep if ess >= KEEP_DRAWS else min(keep, int(n // ess)))
 
 
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *,
