@@ -503,6 +503,26 @@ def test_diagnostics_check_eta_not_its_unidentified_raw_version():
 # ---------------------------------------------------------------------------
 
 
+def test_fit_bayes_reads_a_long_dataframe_or_a_path(tmp_path):
+    """fit_bayes takes what mtlirt.fit takes: a long DataFrame or a table's path comes through the one reader
+    (io.responses), giving the arrays of its Responses."""
+    from mtlirt.bayes import as_arrays
+    from mtlirt.io.responses import Responses
+    from mtlirt.simulate import simulate
+
+    df = simulate(12, domain_sizes=[3, 4], seed=2).responses
+    path = tmp_path / "r.csv"
+    df.to_csv(path, index=False)
+    want = as_arrays(Responses.from_frame(df))
+    for given in (df, path):
+        got = as_arrays(given)
+        np.testing.assert_array_equal(got.correct, want.correct)
+        np.testing.assert_array_equal(got.observed, want.observed)
+        assert (got.llms, got.items, got.domains) == (want.llms, want.items, want.domains)
+    with pytest.raises(InputError, match="correct must be 0 or 1"):
+        as_arrays(df.assign(correct=3))
+
+
 def test_fit_bayes_argument_errors(data):
     arr, _ = data
     with pytest.raises(InputError, match="algorithm must be one of"):

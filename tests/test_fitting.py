@@ -45,6 +45,22 @@ def test_every_method_gives_an_estimate_in_the_common_layout(data, sim, method):
     assert est.info["method"] == method and "seconds" in est.info
 
 
+def test_fit_takes_a_long_dataframe_or_a_path(sim, data, tmp_path):
+    """Like bambi's and pymc-marketing's entry points, fit() takes the table itself: a long DataFrame or the
+    path of a table, read and checked by the one reader (io.responses), with the same numbers as Responses."""
+    path = tmp_path / "r.csv"
+    sim.responses.to_csv(path, index=False)
+    want = fit(data, "stl").point("theta")
+    for given in (sim.responses, path, str(path)):
+        est = fit(given, "stl")
+        np.testing.assert_array_equal(est.point("theta"), want)
+        assert est.info["data"]["fingerprint"] == data.fingerprint()
+    with pytest.raises(InputError, match="correct must be 0 or 1"):  # the reader's rules, naming the rows
+        fit(sim.responses.assign(correct=2), "stl")
+    with pytest.raises(InputError, match="expected a Responses, a long DataFrame .* got ndarray"):
+        fit(data.correct, "stl")
+
+
 def test_bootstrap_is_seeded_and_independent_of_workers(data):
     a = fit(data, "stl", bootstrap=4, seed=3, n_jobs=1)
     b = fit(data, "stl", bootstrap=4, seed=3, n_jobs=2)

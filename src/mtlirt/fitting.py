@@ -40,11 +40,13 @@ Methods
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 from functools import partial
 
 import numpy as np
+import pandas as pd
 
 from .errors import InputError
 from .estimate import Estimate
@@ -52,7 +54,7 @@ from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstra
 from .estimators.correlation import corr_draws, error_corrected_corr
 from .estimators.pointfit import PointFit
 from .io import validate
-from .io.responses import Responses
+from .io.responses import Responses, as_responses
 from .progress import stage
 
 METHODS = ("mtl", "stl", "pooled", "accuracy", "bayes")
@@ -230,7 +232,7 @@ def _replicate(correct, observed, *, method, slices, settings, few=None):
 
 
 def fit(
-    responses: Responses,
+    responses: Responses | pd.DataFrame | str | os.PathLike,
     method: str = "mtl",
     *,
     rank: int | None = None,
@@ -250,7 +252,9 @@ def fit(
     Parameters
     ----------
     responses
-        The data.
+        The data: a :class:`~mtlirt.io.responses.Responses`, a long DataFrame ``llm, item, domain,
+        correct`` or the path of such a table (CSV, gzip CSV or Parquet), read and checked by
+        :func:`~mtlirt.io.responses.as_responses`.
     method
         One of ``mtl`` (default), ``stl``, ``pooled``, ``accuracy``, ``bayes``.
     rank
@@ -298,6 +302,8 @@ def fit(
     """
     _check_method(method, variant)
     _check_paper_options(variant, optimizer, cv_seed)
+    check_settings(bootstrap=bootstrap, rank=rank)  # before the table is read
+    responses = as_responses(responses)
     check_settings(bootstrap=bootstrap, rank=rank, n_domains=responses.n_domains)
     table = responses  # the fingerprint is the table's as given, constant domains included
     responses, few = _guard(responses, method)
