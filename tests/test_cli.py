@@ -97,7 +97,7 @@ def test_fit_variant_paper_writes_its_tuning(tmp_path, capsys):
     assert main(["fit", str(data), "--method", "stl", "--variant", "paper", "--out", str(tmp_path / "x")]) == 2
     assert main(["fit", str(data), "--variant", "papr", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-2:] == ["mtlirt: error: --variant applies to --method mtl only, not stl",
+    assert err[-2:] == ["mtlirt: error: variant (--variant) applies to method 'mtl' only, not 'stl'",
                         "mtlirt: error: unknown variant 'papr': expected one of default, paper, paper-global, "
                         "paper-local"]
     assert main(["simulate", "--preset", "paper", "--missing", "0.1", "--out", str(tmp_path / "y.csv")]) == 2

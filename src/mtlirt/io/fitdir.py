@@ -15,6 +15,8 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import InputError
 from ..estimate import Estimate, _json_default
 from .outputs import FolderKind, folder_output
@@ -51,6 +53,13 @@ def fit_record(est: Estimate, interval: float) -> dict:
     return record
 
 
+def check_interval(interval) -> None:
+    """The probability of reported intervals: a number in (0, 1). Checked by :func:`write_fit`, and by
+    ``mtlirt fit`` before it fits."""
+    if isinstance(interval, bool) or not isinstance(interval, (int, float, np.number)) or not 0 < interval < 1:
+        raise InputError(f"interval (--interval) must be a probability in (0, 1), got {interval!r}")
+
+
 def write_fit(est: Estimate, out: str | Path, *, interval: float = 0.9, overwrite: bool = True) -> Path:
     """Write a fit folder atomically (temporary folder, then rename).
 
@@ -67,6 +76,7 @@ def write_fit(est: Estimate, out: str | Path, *, interval: float = 0.9, overwrit
     overwrite
         Replace an existing fit folder (the CLI's ``--force``).
     """
+    check_interval(interval)
     out = Path(out)
     with folder_output(out, FIT_FOLDER, overwrite=overwrite) as tmp:
         est.domain_scores(interval).to_csv(tmp / "domain_scores.csv", index=False)
