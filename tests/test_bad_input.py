@@ -193,6 +193,29 @@ def test_misuse_is_one_line_exit_2_and_changes_nothing(case, work, capsys):
     assert_refused(case, work, capsys)
 
 
+def test_the_api_refuses_what_the_command_line_refuses(work, capsys):
+    """The checks behind the command line's refusals live in the API: a notebook gets the same InputError,
+    the command line prints its message."""
+    from mtlirt import InputError, compare, read_fit, simulate, write_report
+
+    api = {}
+    with pytest.raises(InputError) as e:
+        compare(["fa"])
+    api["compare one folder"] = (["compare", "fa"], str(e.value))
+    with pytest.raises(InputError) as e:
+        simulate(5, domain_sizes=[2, 2], preset="mmlu", seed=0)
+    api["simulate preset and sizes"] = (["simulate", "--n-llms", "5", "--preset", "mmlu", "--domain-sizes", "2,2",
+                                         "--out", "new.csv"], str(e.value))
+    with pytest.raises(InputError) as e:
+        write_report([read_fit("fa")], "new.html", top_llms=0)
+    api["report top llms 0"] = (["report", "fa", "--top-llms", "0", "--out", "new.html"], str(e.value))
+    assert api["compare one folder"][1] == "compare needs two or more fits (fit folders), got 1"
+    assert "not both" in api["simulate preset and sizes"][1] and "at least 1, got 0" in api["report top llms 0"][1]
+    for argv, message in api.values():
+        line = assert_refused(Case(argv, None), work, capsys)
+        assert line == f"mtlirt: error: {message}"
+
+
 def test_corpus_catches_a_changed_file(work, capsys):
     """The check itself: a command that writes is not a clean refusal."""
     with pytest.raises(AssertionError):

@@ -571,7 +571,7 @@ def test_compare_three_fits_pairs_and_heldout():
 
 def test_compare_needs_two_fits_and_common_llms():
     a = synthetic(seed=1)
-    with pytest.raises(ValueError, match="at least two"):
+    with pytest.raises(InputError, match="two or more fits"):
         compare([a])
     b = point(np.zeros((3, 5)) + np.arange(3)[:, None], np.arange(3.0), llms=["p", "q", "r"])
     with pytest.raises(InputError, match="share 0 LLM.*at least 2"):

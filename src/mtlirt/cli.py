@@ -107,10 +107,6 @@ def cmd_simulate(args) -> int:
     if args.preset == "paper":
         return _simulate_paper(args)
     args.n_llms = 1000 if args.n_llms is None else args.n_llms
-    if args.preset is None and args.domain_sizes is None:
-        args.preset = "mmlu"
-    if args.preset is not None and args.domain_sizes is not None:
-        raise InputError("give either --preset or --domain-sizes, not both")
     _check_simulation_outputs(args)
     sim = simulate(
         n_llms=args.n_llms,
@@ -310,8 +306,6 @@ def cmd_report(args) -> int:
 
     _check_fit_dirs(args.fits)
     check_file(args.out, what="HTML report", overwrite=args.force, inputs=[*args.fits, args.data])
-    if args.top_llms < 1:
-        raise InputError(f"--top-llms must be at least 1, got {args.top_llms}")
     llms = _llm_names(args.llms)
     responses = _read(args) if args.data else None
     check_same_data(_fit_records(args.fits), responses, data_name=args.data,
@@ -330,8 +324,6 @@ def cmd_compare(args) -> int:
     from .io.fitdir import check_same_data
     from .report.compare import compare
 
-    if len(args.fits) < 2:
-        raise InputError("compare needs two or more fit folders")
     _check_fit_dirs(args.fits)
     check_same_data(_fit_records(args.fits), allow_different_data=args.allow_different_data)
     table = compare(list(args.fits), interval=args.interval, allow_different_data=args.allow_different_data)

@@ -327,16 +327,15 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
 
     Raises
     ------
-    ValueError
-        With fewer than two fits; :class:`~mtlirt.errors.InputError` when two
-        fits share fewer than two LLMs, or were fitted to different tables
-        (unless ``allow_different_data``).
+    InputError
+        With fewer than two fits, when two fits share fewer than two LLMs, or
+        were fitted to different tables (unless ``allow_different_data``).
     """
     from ..io.fitdir import check_same_data
 
     fits, records = load_fits(estimates_or_dirs, names)
     if len(fits) < 2:
-        raise ValueError(f"compare needs at least two fits, got {len(fits)}")
+        raise InputError(f"compare needs two or more fits (fit folders), got {len(fits)}")
     check_same_data({n: records.get(n) or e.info for n, e in fits.items()},
                     allow_different_data=allow_different_data, warn_missing=False,
                     hint="compare fits of one table, or pass allow_different_data=True to compare the LLMs and "

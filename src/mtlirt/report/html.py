@@ -1122,6 +1122,8 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     """
     from ..io.outputs import check_file, file_output
 
+    if isinstance(top_llms, bool) or not isinstance(top_llms, (int, np.integer)) or top_llms < 1:
+        raise InputError(f"top_llms (--top-llms) must be an integer of at least 1, got {top_llms!r}")
     out = Path(out)
     check_file(out, what="HTML report", overwrite=overwrite)  # before the minutes of rendering
     text = render_report(fit_dirs_or_estimates, responses, title, names=names, interval=interval, top=top,
