@@ -260,3 +260,17 @@ def test_fit_refuses_unknown_keywords_as_python_does(data):
     with pytest.raises(TypeError, match="unexpected keyword argument 'draw'"):
         fit(data, "bayes", draw=10)
 
+
+def test_score_takes_the_path_of_a_table(sim, data, tmp_path):
+    """score() takes what fit() takes: the table's path gives the scores of its DataFrame."""
+    from mtlirt import score
+
+    est = fit(data, "stl")
+    new = sim.responses[sim.responses["llm"].isin(list(data.llms[:3]))]
+    path = tmp_path / "new.csv"
+    new.to_csv(path, index=False)
+    want = score(est, new, seed=1)
+    got = score(est, path, seed=1)
+    pd.testing.assert_frame_equal(got.overall, want.overall)
+    pd.testing.assert_frame_equal(got.domains, want.domains)
+    assert len(got.overall) == 3
