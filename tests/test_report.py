@@ -309,6 +309,11 @@ def test_report_settings_show_the_selected_values_and_readable_diagnostics():
     assert "1 (selected from the data: held-out)" in settings
     assert "5.7 (tuned on held-out responses: C = 0.4)" in settings
     assert "none (no guessing floor)" in settings
+    bayes = _kv_table(_settings({"settings": {"method": "bayes", "spec": "factor-2pl", "items": "auto", "draws": 500},
+                                 "sampler_config": {"algorithm": "nuts", "items": "fixed", "draws": 500, "chains": 4,
+                                                    "target_accept": 0.9, "sampler": "imh", "tune": None}}))
+    assert "fixed (auto)" in bayes and "4 (the default)" in bayes and "imh (the default)" in bayes
+    assert "500 (" not in bayes and "None" not in bayes  # as given, or nothing to run
     assert "40 values: 0.1 to 2" in _kv_table({"singular_values": list(np.linspace(2, 0.1, 40))})  # not JSON
     diag, warn = _diagnostics("m", {"converged": True, "iterations": 13,
                                     "calibrations": {"stl": True, "pooled": False}})

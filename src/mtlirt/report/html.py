@@ -521,6 +521,13 @@ def _settings(info: Mapping) -> dict:
                              + (f": C = {_num(c)})" if c is not None else ")"))
     if "guessing" in settings and settings["guessing"] is None:
         settings["guessing"] = "none (no guessing floor)"
+    ran = info.get("sampler_config")  # Bayes: the inference settings as run, every default filled in
+    if isinstance(ran, Mapping):
+        for name, value in ran.items():
+            given = settings.get(name)
+            if value is not None and value != given:
+                settings[name] = f"{_num(value) if isinstance(value, float) else value} (" + (
+                    "the default" if given is None else f"{given}") + ")"
     return settings
 
 
