@@ -209,6 +209,17 @@ def test_the_api_refuses_what_the_command_line_refuses(work, capsys):
     with pytest.raises(InputError) as e:
         write_report([read_fit("fa")], "new.html", top_llms=0)
     api["report top llms 0"] = (["report", "fa", "--top-llms", "0", "--out", "new.html"], str(e.value))
+    for name, call, argv in (
+            ("report interval above 1", lambda: write_report([read_fit("fa")], "new.html", interval=1.5),
+             ["report", "fa", "--interval", "1.5", "--out", "new.html"]),
+            ("compare interval above 1", lambda: compare(["fa", "fs"], interval=1.5),
+             ["compare", "fa", "fs", "--interval", "1.5"]),
+            ("fit interval above 1", lambda: read_fit("fa").domain_scores(1.5),
+             ["fit", "t.csv", "--interval", "1.5", "--out", NEW])):
+        with pytest.raises(InputError) as e:
+            call()
+        api[name] = (argv, str(e.value))
+        assert str(e.value) == "interval (--interval) must be a probability in (0, 1), got 1.5"
     assert api["compare one folder"][1] == "compare needs two or more fits (fit folders), got 1"
     assert "not both" in api["simulate preset and sizes"][1] and "at least 1, got 0" in api["report top llms 0"][1]
     for argv, message in api.values():

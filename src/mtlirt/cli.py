@@ -181,9 +181,10 @@ def cmd_convert(args) -> int:
 
 
 def cmd_fit(args) -> int:
+    from .estimate import check_interval
     from .estimators.heldout import heldout_loglik
     from .fitting import ConvergenceWarning, check_options, data_record, fit
-    from .io.fitdir import FIT_FOLDER, check_interval, write_fit
+    from .io.fitdir import FIT_FOLDER, write_fit
     from .io.outputs import check_folder
 
     # the options as parsed, None where not given; the API checks them (before the table is read)

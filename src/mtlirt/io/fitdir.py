@@ -15,10 +15,8 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import InputError
-from ..estimate import Estimate, _json_default
+from ..estimate import Estimate, _json_default, check_interval
 from .outputs import FolderKind, folder_output
 
 FILES = ("domain_scores.csv", "overall.csv", "items.csv", "domain_correlation.csv", "fit.json", "posterior.nc")
@@ -51,13 +49,6 @@ def fit_record(est: Estimate, interval: float) -> dict:
         "versions": package_versions(),
     }
     return record
-
-
-def check_interval(interval) -> None:
-    """The probability of reported intervals: a number in (0, 1). Checked by :func:`write_fit`, and by
-    ``mtlirt fit`` before it fits."""
-    if isinstance(interval, bool) or not isinstance(interval, (int, float, np.number)) or not 0 < interval < 1:
-        raise InputError(f"interval (--interval) must be a probability in (0, 1), got {interval!r}")
 
 
 def write_fit(est: Estimate, out: str | Path, *, interval: float = 0.9, overwrite: bool = True) -> Path:

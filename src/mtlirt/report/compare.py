@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..estimate import Estimate
+from ..estimate import Estimate, check_interval
 
 __all__ = ["compare", "fit_diagnostics", "fit_summary", "fit_timings", "load_fit", "load_fits",
            "recorded_heldout_loglik"]
@@ -185,6 +185,7 @@ def fit_summary(estimates_or_dirs, *, names=None, interval: float = 0.9) -> pd.D
         domains, items, rank, mean_width_overall, mean_width_domain,
         heldout_loglik, converged, time_s``.
     """
+    check_interval(interval)
     fits, _ = load_fits(estimates_or_dirs, names)
     rows = []
     for name, est in fits.items():
@@ -333,6 +334,7 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
     """
     from ..io.fitdir import check_same_data
 
+    check_interval(interval)
     fits, records = load_fits(estimates_or_dirs, names)
     if len(fits) < 2:
         raise InputError(f"compare needs two or more fits (fit folders), got {len(fits)}")

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..estimate import check_interval
 from . import plots
 from .compare import (
     compare,
@@ -1129,6 +1130,7 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     """
     from ..io.outputs import check_file, file_output
 
+    check_interval(interval)
     if isinstance(top_llms, bool) or not isinstance(top_llms, (int, np.integer)) or top_llms < 1:
         raise InputError(f"top_llms (--top-llms) must be an integer of at least 1, got {top_llms!r}")
     out = Path(out)
