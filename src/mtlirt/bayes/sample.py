@@ -202,11 +202,11 @@ def fit_bayes(
 ):
     """Fit the Bayesian multi-domain IRT model and return an ArviZ-layout tree.
 
-    The inference settings (``algorithm`` to ``map_maxiter`` below, but ``seed``, ``init``, ``item_values``,
-    ``progress``, ``cores``, ``keep_raw``, ``nuts_kwargs``, ``trace_dir`` and ``warn``) make a
+    The inference settings (``algorithm``, ``sampler``, ``items``, ``llm_side``, ``draws``, ``tune``,
+    ``chains``, ``thin``, ``target_accept``, ``log_likelihood``, ``advi_iterations``, ``map_maxiter``) make a
     :class:`mtlirt.config.SamplerConfig`, whose one ``validate`` holds the rules of their combinations;
     the fit records them as it ran them, every default filled in (``info["sampler_config"]``, the
-    posterior's ``mtlirt_sampler_config``), and :func:`mtlirt.read_fit` checks them.
+    posterior's ``mtlirt_sampler_config``), and :func:`mtlirt.io.fitdir.read_fit` checks them.
 
     Parameters
     ----------
