@@ -106,10 +106,12 @@ MISUSES = {
     "rank above the domains": Case(["fit", "t.csv", "--rank", "99", "--out", NEW], "exceeds the number of domains"),
     "one bootstrap replicate": Case(["fit", "t.csv", "--bootstrap", "1", "--out", NEW], "--bootstrap"),
     "interval above 1": Case(["fit", "t.csv", "--interval", "1.5", "--out", NEW], "--interval"),
-    "items without bayes": Case(["fit", "t.csv", "--items", "fixed", "--out", NEW], "bayes only"),
+    "items without bayes": Case(["fit", "t.csv", "--items", "fixed", "--out", NEW],
+                                r"error: items \(--items\) applies to method 'bayes' only, not 'mtl'$"),
     "unknown model": Case(["fit", "t.csv", "--method", "bayes", "--algorithm", "map", "--model", "no-such",
                            "--out", NEW], "no-such"),
-    "llm side without bayes": Case(["fit", "t.csv", "--llm-side", "integrated", "--out", NEW], "bayes only"),
+    "llm side without bayes": Case(["fit", "t.csv", "--llm-side", "integrated", "--thin", "2", "--out", NEW],
+                                   r"llm_side \(--llm-side\), thin \(--thin\) apply to method 'bayes' only"),
     "imh without the integrated route": Case(["fit", "t.csv", "--method", "bayes", "--items", "fixed",
                                               "--llm-side", "sampled", "--sampler", "imh", "--out", NEW], "imh"),
     "missing file": Case(["fit", "absent.csv", "--out", NEW], "no such file"),
@@ -189,6 +191,40 @@ MISUSES = {
 @pytest.mark.parametrize("case", MISUSES.values(), ids=MISUSES.keys())
 def test_misuse_is_one_line_exit_2_and_changes_nothing(case, work, capsys):
     assert_refused(case, work, capsys)
+
+
+def test_the_api_refuses_what_the_command_line_refuses(work, capsys):
+    """The checks behind the command line's refusals live in the API: a notebook gets the same InputError,
+    the command line prints its message."""
+    from mtlirt import InputError, compare, read_fit, simulate, write_report
+
+    api = {}
+    with pytest.raises(InputError) as e:
+        compare(["fa"])
+    api["compare one folder"] = (["compare", "fa"], str(e.value))
+    with pytest.raises(InputError) as e:
+        simulate(5, domain_sizes=[2, 2], preset="mmlu", seed=0)
+    api["simulate preset and sizes"] = (["simulate", "--n-llms", "5", "--preset", "mmlu", "--domain-sizes", "2,2",
+                                         "--out", "new.csv"], str(e.value))
+    with pytest.raises(InputError) as e:
+        write_report([read_fit("fa")], "new.html", top_llms=0)
+    api["report top llms 0"] = (["report", "fa", "--top-llms", "0", "--out", "new.html"], str(e.value))
+    for name, call, argv in (
+            ("report interval above 1", lambda: write_report([read_fit("fa")], "new.html", interval=1.5),
+             ["report", "fa", "--interval", "1.5", "--out", "new.html"]),
+            ("compare interval above 1", lambda: compare(["fa", "fs"], interval=1.5),
+             ["compare", "fa", "fs", "--interval", "1.5"]),
+            ("fit interval above 1", lambda: read_fit("fa").domain_scores(1.5),
+             ["fit", "t.csv", "--interval", "1.5", "--out", NEW])):
+        with pytest.raises(InputError) as e:
+            call()
+        api[name] = (argv, str(e.value))
+        assert str(e.value) == "interval (--interval) must be a probability in (0, 1), got 1.5"
+    assert api["compare one folder"][1] == "compare needs two or more fits (fit folders), got 1"
+    assert "not both" in api["simulate preset and sizes"][1] and "at least 1, got 0" in api["report top llms 0"][1]
+    for argv, message in api.values():
+        line = assert_refused(Case(argv, None), work, capsys)
+        assert line == f"mtlirt: error: {message}"
 
 
 def test_corpus_catches_a_changed_file(work, capsys):

@@ -5,6 +5,7 @@ NUTS run and a fixed-items coverage check (marked slow)."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections import OrderedDict
 
@@ -503,12 +504,30 @@ def test_diagnostics_check_eta_not_its_unidentified_raw_version():
 # ---------------------------------------------------------------------------
 
 
+def test_fit_bayes_reads_a_long_dataframe_or_a_path(tmp_path):
+    """fit_bayes takes what mtlirt.fit takes: a long DataFrame or a table's path comes through the one reader
+    (io.responses), giving the arrays of its Responses."""
+    from mtlirt.bayes import as_arrays
+    from mtlirt.io.responses import Responses
+    from mtlirt.simulate import simulate
+
+    df = simulate(12, domain_sizes=[3, 4], seed=2).responses
+    path = tmp_path / "r.csv"
+    df.to_csv(path, index=False)
+    want = as_arrays(Responses.from_frame(df))
+    for given in (df, path):
+        got = as_arrays(given)
+        np.testing.assert_array_equal(got.correct, want.correct)
+        np.testing.assert_array_equal(got.observed, want.observed)
+        assert (got.llms, got.items, got.domains) == (want.llms, want.items, want.domains)
+    with pytest.raises(InputError, match="correct must be 0 or 1"):
+        as_arrays(df.assign(correct=3))
+
+
 def test_fit_bayes_argument_errors(data):
     arr, _ = data
     with pytest.raises(InputError, match="algorithm must be one of"):
         fit_bayes(arr, algorithm="gibbs")
-    with pytest.raises(TypeError, match="method='map' is now algorithm='map'"):
-        fit_bayes(arr, method="map")
     with pytest.raises(InputError, match="sampler"):
         fit_bayes(arr, sampler="stan")
     with pytest.raises(InputError, match="items"):
@@ -550,6 +569,31 @@ def test_route_defaults_chosen_in_one_place():
         resolve_route(few, spec, llm_side="integrated")  # few LLMs: the items are sampled
     with pytest.raises(InputError, match="thin must be"):
         resolve_route(many, spec, draws=10, thin=20)
+
+
+def test_sampler_config_rules_in_one_place():
+    """SamplerConfig.validate holds the rules: each value's range, and each combination that the settings
+    decide before the data are read; a rule that needs 'auto' resolved waits for resolve()."""
+    from mtlirt.config import SamplerConfig
+
+    cfg = SamplerConfig(draws=np.int64(300), thin=np.int32(3), target_accept=np.float32(0.95)).validate()
+    assert (type(cfg.draws), type(cfg.thin), type(cfg.target_accept)) == (int, int, float)
+    assert SamplerConfig.from_dict(cfg.to_dict()) == cfg
+    assert SamplerConfig(sampler="imh").validate() == SamplerConfig(sampler="imh")  # items and llm side still auto
+    for settings, fault in ((dict(target_accept=1.0), "target_accept must be a number in (0, 1)"),
+                            (dict(log_likelihood="yes"), "log_likelihood must be True, False or None"),
+                            (dict(map_maxiter=0), "map_maxiter must be an integer >= 1"),
+                            (dict(algorithm="map", llm_side="integrated"), "llm_side='integrated' needs"),
+                            (dict(items="joint", sampler="imh"), "sampler='imh' samples the structure"),
+                            (dict(llm_side="integrated", sampler="pymc"), "not 'pymc'"),
+                            (dict(items="joint", thin=2), "thin applies"),
+                            (dict(chains=True), "chains must be an integer")):
+        with pytest.raises(InputError, match=re.escape(fault)):
+            SamplerConfig(**settings).validate()
+    # the spec's rules: the integrated route needs factor traits of rank 1-2
+    SamplerConfig(llm_side="integrated").validate(load_spec("factor-2pl"))
+    with pytest.raises(InputError, match="factor traits of rank 1 or 2"):
+        SamplerConfig(llm_side="integrated").validate(load_spec("correlated-2pl"))
 
 
 def test_numpyro_missing_is_clear(data, monkeypatch):
@@ -642,7 +686,7 @@ def _check_layout(tree, arr, chains, draws, *, factor=True):
     assert post["item_domain"].dims == ("item",)
 
 
-def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
+def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch, tmp_path):
     called = _mock(monkeypatch)
     arr, _ = data
     fastmath = pytensor.config.numba__fastmath
@@ -682,6 +726,35 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch):
     assert "mtlirt_diagnostics" in post.attrs and post.attrs["mtlirt_algorithm"] == "nuts"
     info = json.loads(tree.attrs["mtlirt_info"])
     assert info["method"] == "bayes" and info["algorithm"] == "nuts" and info["spec"] == "factor-2pl"
+    # the settings it ran with, every default filled in, in the posterior and the info (fit.json)
+    ran = {"algorithm": "nuts", "sampler": "nutpie", "items": "joint", "llm_side": "sampled", "draws": 7,
+           "tune": 1000, "chains": 2, "thin": 1, "target_accept": 0.9, "log_likelihood": True,
+           "advi_iterations": 30000, "map_maxiter": 3000}
+    assert json.loads(post.attrs["mtlirt_sampler_config"]) == ran and info["sampler_config"] == ran
+    assert json.loads(tree_pm["posterior"].attrs["mtlirt_sampler_config"])["sampler"] == "pymc"
+    # read back, the settings are checked: against their rules (an error) and the posterior (a warning)
+    from mtlirt.io.fitdir import read_fit
+
+    path = tmp_path / "posterior.nc"
+    Estimate(tree).save(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_fit(path).posterior.sizes["chain"] == 2
+    for change, fault in (({"sampler": "stan"}, "sampler must be one of"),
+                          ({"sampler": "imh"}, "sampler='imh' samples the structure"),
+                          ({"thin": 3}, "thin applies to llm_side='integrated' only")):
+        post.attrs["mtlirt_sampler_config"] = json.dumps({**ran, **change})
+        Estimate(tree).save(path)
+        with pytest.raises(InputError, match=f"records inference settings that break their rules: {fault}"):
+            read_fit(path)
+    post.attrs["mtlirt_sampler_config"] = json.dumps({**ran, "chains": 4})
+    Estimate(tree).save(path)
+    with pytest.warns(UserWarning, match=r"2 chains x 7 draws where the settings give 4 x 7"):
+        read_fit(path)
+    post.attrs["mtlirt_sampler_config"] = json.dumps({**ran, "step_size": 0.1})
+    Estimate(tree).save(path)
+    with pytest.warns(UserWarning, match=r"does not know \(step_size; written by another version\?\)"):
+        read_fit(path)
 
 
 @pytest.mark.filterwarnings("ignore:NUTS FIT DID NOT CONVERGE")
@@ -758,6 +831,10 @@ def test_map_and_advi(data):
                         advi_iterations=300, log_likelihood=False)
     _check_layout(tm, arr, 1, 1)
     _check_layout(ta, arr, 1, 20)
+    for tree, algorithm, draws in ((tm, "map", 1), (ta, "advi", 20)):  # no sampler, tuning or acceptance
+        ran = json.loads(tree["posterior"].attrs["mtlirt_sampler_config"])
+        assert (ran["algorithm"], ran["draws"], ran["sampler"], ran["tune"], ran["target_accept"]) == (
+            algorithm, draws, None, None, None)
     assert np.array_equal(ta["posterior"]["theta"].values, ta2["posterior"]["theta"].values)
     assert diagnostics(tm)["converged"] is None
     # held-out log-likelihood and PPC on a one-chain result

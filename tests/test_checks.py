@@ -345,5 +345,6 @@ def test_fit_checks_on_the_command_line(tmp_path, capsys):
     assert "checks" not in json.loads((tmp_path / "stl" / "fit.json").read_text()).get("diagnostics", {})
     capsys.readouterr()
     assert main(["fit", str(data), "--checks", "--check-replicates", "1", "--out", str(tmp_path / "x")]) == 2
-    assert capsys.readouterr().err.strip() == "mtlirt: error: --check-replicates must be at least 2, got 1"
+    assert capsys.readouterr().err.strip() == ("mtlirt: error: n_replicates (--check-replicates) must be an "
+                                                "integer of at least 2, got 1")
     assert not (tmp_path / "x").exists()

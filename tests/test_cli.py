@@ -1,4 +1,5 @@
 import json
+import warnings
 
 import pandas as pd
 
@@ -97,7 +98,7 @@ def test_fit_variant_paper_writes_its_tuning(tmp_path, capsys):
     assert main(["fit", str(data), "--method", "stl", "--variant", "paper", "--out", str(tmp_path / "x")]) == 2
     assert main(["fit", str(data), "--variant", "papr", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-2:] == ["mtlirt: error: --variant applies to --method mtl only, not stl",
+    assert err[-2:] == ["mtlirt: error: variant (--variant) applies to method 'mtl' only, not 'stl'",
                         "mtlirt: error: unknown variant 'papr': expected one of default, paper, paper-global, "
                         "paper-local"]
     assert main(["simulate", "--preset", "paper", "--missing", "0.1", "--out", str(tmp_path / "y.csv")]) == 2
@@ -151,6 +152,17 @@ def test_fit_bayes_default_route(tmp_path, capsys):
     assert info["sampler"] in ("imh", "nutpie") and "imh_pilot" in info
     assert info["run_length"]["converged"] and info["draws"] == info["run_length"]["draws"]
     assert info["diagnostics"]["converged"]
+    # the settings as run, every default filled in, and read back without complaint
+    ran = info["sampler_config"]
+    assert (ran["items"], ran["llm_side"], ran["sampler"], ran["chains"]) == ("fixed", "integrated", info["sampler"], 2)
+    assert (ran["draws"], ran["thin"], ran["tune"]) == (info["draws"], info["thin"], info["tune"])
+    from mtlirt.io.fitdir import read_fit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        post = read_fit(out).posterior
+    assert json.loads(post.attrs["mtlirt_sampler_config"]) == ran
+    assert post.sizes["draw"] == ran["draws"] // ran["thin"]
     scores = pd.read_csv(out / "overall.csv")
     assert len(scores) == 201 and (scores["upper"] > scores["lower"]).all()
 

@@ -45,6 +45,22 @@ def test_every_method_gives_an_estimate_in_the_common_layout(data, sim, method):
     assert est.info["method"] == method and "seconds" in est.info
 
 
+def test_fit_takes_a_long_dataframe_or_a_path(sim, data, tmp_path):
+    """Like bambi's and pymc-marketing's entry points, fit() takes the table itself: a long DataFrame or the
+    path of a table, read and checked by the one reader (io.responses), with the same numbers as Responses."""
+    path = tmp_path / "r.csv"
+    sim.responses.to_csv(path, index=False)
+    want = fit(data, "stl").point("theta")
+    for given in (sim.responses, path, str(path)):
+        est = fit(given, "stl")
+        np.testing.assert_array_equal(est.point("theta"), want)
+        assert est.info["data"]["fingerprint"] == data.fingerprint()
+    with pytest.raises(InputError, match="correct must be 0 or 1"):  # the reader's rules, naming the rows
+        fit(sim.responses.assign(correct=2), "stl")
+    with pytest.raises(InputError, match="expected a Responses, a long DataFrame .* got ndarray"):
+        fit(data.correct, "stl")
+
+
 def test_bootstrap_is_seeded_and_independent_of_workers(data):
     a = fit(data, "stl", bootstrap=4, seed=3, n_jobs=1)
     b = fit(data, "stl", bootstrap=4, seed=3, n_jobs=2)
@@ -166,3 +182,95 @@ def test_holdout_refuses_a_share_outside_the_unit_interval(data):
     for share in (0, 1, 1.5):
         with pytest.raises(InputError, match="held-out share must be in"):
             data.holdout(share)
+
+
+# each check of fit's settings, in the API (a notebook gets the InputError before any work) and through the
+# command line (the same message on one line, exit status 2, nothing written): (CLI options, fit() keywords)
+REFUSED = {
+    "variant of another method": (["--method", "stl", "--variant", "paper"], dict(method="stl", variant="paper"),
+                                  "variant (--variant) applies to method 'mtl' only, not 'stl'"),
+    "optimizer without a paper variant": (["--optimizer", "adam"], dict(optimizer="adam"),
+                                          "optimizer (--optimizer) applies to the paper variants of mtl only"),
+    "cv seed without the paper variant": (["--variant", "paper-global", "--cv-seed", "3"],
+                                          dict(variant="paper-global", cv_seed=3),
+                                          "cv_seed (--cv-seed) applies to variant 'paper' only"),
+    "paper variant of rank 2": (["--variant", "paper", "--rank", "2"], dict(variant="paper", rank=2),
+                                "the paper variant is the paper's rank-one 2PL without guessing"),
+    "sampler options without bayes": (["--draws", "50", "--chains", "2"], dict(draws=50, chains=2),
+                                      "draws (--draws), chains (--chains) apply to method 'bayes' only, not 'mtl'"),
+    "spec without bayes": (["--method", "pooled", "--model", "factor-2pl"], dict(method="pooled", spec="factor-2pl"),
+                           "spec (--model) applies to method 'bayes' only, not 'pooled'"),
+    "bayes with guessing": (["--method", "bayes", "--guessing", "0.25"], dict(method="bayes", guessing=0.25),
+                            "the Bayesian fit takes its item model from its spec"),
+    "imh without the integrated route": (["--method", "bayes", "--items", "fixed", "--llm-side", "sampled",
+                                          "--sampler", "imh"],
+                                         dict(method="bayes", items="fixed", llm_side="sampled", sampler="imh"),
+                                         "sampler='imh' samples the structure of the route with the whole LLM side"),
+    "integrated route of correlated traits": (["--method", "bayes", "--model", "correlated-2pl", "--llm-side",
+                                               "integrated"],
+                                              dict(method="bayes", spec="correlated-2pl", llm_side="integrated"),
+                                              "llm_side='integrated' needs algorithm='nuts', items='fixed' and factor"),
+    "thin of ADVI": (["--method", "bayes", "--algorithm", "advi", "--thin", "2"],
+                     dict(method="bayes", algorithm="advi", thin=2), "thin applies to llm_side='integrated' only"),
+    "thin above draws": (["--method", "bayes", "--draws", "5", "--thin", "6"], dict(method="bayes", draws=5, thin=6),
+                         "thin must be an integer from 1 to draws; got 6"),
+    "no chains": (["--method", "bayes", "--chains", "0"], dict(method="bayes", chains=0),
+                  "chains must be an integer >= 1; got 0"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED.values(), ids=REFUSED.keys())
+def test_fit_and_the_cli_refuse_the_same_settings_alike(case, data, sim, tmp_path, monkeypatch, capsys):
+    argv, kwargs, message = case
+    import mtlirt.fitting as fitting
+
+    def never(*args, **kw):
+        raise AssertionError("fitted although the settings were invalid")
+
+    monkeypatch.setattr(fitting, "_fit_bayes", never)
+    for name in fitting._POINT:
+        monkeypatch.setitem(fitting._POINT, name, never)
+    kwargs = dict(kwargs)
+    with pytest.raises(InputError) as api:
+        fit(data, kwargs.pop("method", "mtl"), **kwargs)
+    assert message in str(api.value)
+    path = tmp_path / "t.csv"
+    sim.responses.to_csv(path, index=False)
+    capsys.readouterr()
+    assert main(["fit", str(path), *argv, "--out", str(tmp_path / "fit")]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"mtlirt: error: {api.value}"
+    assert not (tmp_path / "fit").exists()
+
+
+def test_interval_and_check_replicates_are_checked_by_the_api(data, tmp_path, capsys):
+    """write_fit refuses an interval outside (0, 1) and run_checks fewer than 2 replicates, with the messages
+    the command line prints before it fits."""
+    from mtlirt.checks import run_checks
+
+    est = fit(data, "accuracy")
+    with pytest.raises(InputError, match=re.escape("interval (--interval) must be a probability in (0, 1), got 1.5")):
+        write_fit(est, tmp_path / "fit", interval=1.5)
+    assert not (tmp_path / "fit").exists()
+    with pytest.raises(InputError, match=re.escape("n_replicates (--check-replicates) must be an integer of at least "
+                                                   "2, got 1")):
+        run_checks(est, data, n_replicates=1)
+
+
+def test_fit_refuses_unknown_keywords_as_python_does(data):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'draw'"):
+        fit(data, "bayes", draw=10)
+
+
+def test_score_takes_the_path_of_a_table(sim, data, tmp_path):
+    """score() takes what fit() takes: the table's path gives the scores of its DataFrame."""
+    from mtlirt import score
+
+    est = fit(data, "stl")
+    new = sim.responses[sim.responses["llm"].isin(list(data.llms[:3]))]
+    path = tmp_path / "new.csv"
+    new.to_csv(path, index=False)
+    want = score(est, new, seed=1)
+    got = score(est, path, seed=1)
+    pd.testing.assert_frame_equal(got.overall, want.overall)
+    pd.testing.assert_frame_equal(got.domains, want.domains)
+    assert len(got.overall) == 3

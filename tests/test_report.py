@@ -309,6 +309,11 @@ def test_report_settings_show_the_selected_values_and_readable_diagnostics():
     assert "1 (selected from the data: held-out)" in settings
     assert "5.7 (tuned on held-out responses: C = 0.4)" in settings
     assert "none (no guessing floor)" in settings
+    bayes = _kv_table(_settings({"settings": {"method": "bayes", "spec": "factor-2pl", "items": "auto", "draws": 500},
+                                 "sampler_config": {"algorithm": "nuts", "items": "fixed", "draws": 500, "chains": 4,
+                                                    "target_accept": 0.9, "sampler": "imh", "tune": None}}))
+    assert "fixed (auto)" in bayes and "4 (the default)" in bayes and "imh (the default)" in bayes
+    assert "500 (" not in bayes and "None" not in bayes  # as given, or nothing to run
     assert "40 values: 0.1 to 2" in _kv_table({"singular_values": list(np.linspace(2, 0.1, 40))})  # not JSON
     diag, warn = _diagnostics("m", {"converged": True, "iterations": 13,
                                     "calibrations": {"stl": True, "pooled": False}})
@@ -571,7 +576,7 @@ def test_compare_three_fits_pairs_and_heldout():
 
 def test_compare_needs_two_fits_and_common_llms():
     a = synthetic(seed=1)
-    with pytest.raises(ValueError, match="at least two"):
+    with pytest.raises(InputError, match="two or more fits"):
         compare([a])
     b = point(np.zeros((3, 5)) + np.arange(3)[:, None], np.arange(3.0), llms=["p", "q", "r"])
     with pytest.raises(InputError, match="share 0 LLM.*at least 2"):

@@ -391,11 +391,10 @@ def correlation_check(est, responses, *, n_replicates: int = 100, seed: int = 0,
     """
     from .estimators.bootstrap import draw_responses
 
+    check_replicates(n_replicates)
     _check_data(est, responses)
     if responses.n_domains < 2:
         return None
-    if n_replicates < 2:
-        raise InputError("the correlation check needs at least 2 replicates")
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     if est.n_draws < 2 and est.method not in ("mtl", "pooled", "bayes"):
@@ -927,6 +926,13 @@ class ModelChecks:
         est.update_info(diagnostics=diag)
 
 
+def check_replicates(n_replicates) -> None:
+    """The correlation check's replicated data sets: an integer of at least 2. Checked by
+    :func:`correlation_check` and :func:`run_checks`, and by ``mtlirt fit --checks`` before it fits."""
+    if isinstance(n_replicates, bool) or not isinstance(n_replicates, (int, np.integer)) or n_replicates < 2:
+        raise InputError(f"n_replicates (--check-replicates) must be an integer of at least 2, got {n_replicates!r}")
+
+
 def run_checks(est, responses, *, correlation: bool = True, items: bool = True, loo: bool = True,
                n_replicates: int = 100, seed: int = 0, alpha: float = ALPHA, max_draws: int = 400) -> ModelChecks:
     """Run the checks that apply to a fit (see the module docstring).
@@ -950,6 +956,8 @@ def run_checks(est, responses, *, correlation: bool = True, items: bool = True, 
     -------
     ModelChecks
     """
+    if correlation:
+        check_replicates(n_replicates)
     _check_data(est, responses)
     out = ModelChecks(alpha=alpha)
     if correlation:

@@ -107,10 +107,6 @@ def cmd_simulate(args) -> int:
     if args.preset == "paper":
         return _simulate_paper(args)
     args.n_llms = 1000 if args.n_llms is None else args.n_llms
-    if args.preset is None and args.domain_sizes is None:
-        args.preset = "mmlu"
-    if args.preset is not None and args.domain_sizes is not None:
-        raise InputError("give either --preset or --domain-sizes, not both")
     _check_simulation_outputs(args)
     sim = simulate(
         n_llms=args.n_llms,
@@ -185,43 +181,30 @@ def cmd_convert(args) -> int:
 
 
 def cmd_fit(args) -> int:
+    from .estimate import check_interval
     from .estimators.heldout import heldout_loglik
-    from .fitting import ConvergenceWarning, check_settings, data_record, fit
+    from .fitting import ConvergenceWarning, check_options, data_record, fit
     from .io.fitdir import FIT_FOLDER, write_fit
     from .io.outputs import check_folder
 
-    if not 0 < args.interval < 1:
-        raise InputError(f"--interval must be in (0, 1), got {args.interval}")
-    check_settings(bootstrap=args.bootstrap, rank=args.rank)
-    if args.checks and args.check_replicates < 2:
-        raise InputError(f"--check-replicates must be at least 2, got {args.check_replicates}")
+    # the options as parsed, None where not given; the API checks them (before the table is read)
+    options = dict(variant=args.variant, optimizer=args.optimizer, cv_seed=args.cv_seed, spec=args.model,
+                   items=args.items, draws=args.draws, tune=args.tune, chains=args.chains, sampler=args.sampler,
+                   algorithm=args.algorithm, log_likelihood=args.log_likelihood, llm_side=args.llm_side,
+                   thin=args.thin)
+    check_options(args.method, rank=args.rank, model=args.item_model, guessing=args.guessing,
+                  bootstrap=args.bootstrap, **options)
+    check_interval(args.interval)
+    if args.checks:
+        from .checks import check_replicates
+
+        check_replicates(args.check_replicates)
     check_folder(args.out, FIT_FOLDER, overwrite=args.force, inputs=[args.data])
     responses = _read(args)
-    check_settings(bootstrap=args.bootstrap, rank=args.rank, n_domains=responses.n_domains)
     heldout = None
     data = responses
     if args.heldout:
         data, heldout = responses.holdout(args.heldout, seed=args.seed)
-    options = {}
-    if args.method == "bayes":
-        options = dict(spec=args.model, items=args.items, draws=args.draws, tune=args.tune,
-                       chains=args.chains, sampler=args.sampler, algorithm=args.algorithm,
-                       log_likelihood=args.log_likelihood, llm_side=args.llm_side, thin=args.thin)
-    elif args.model is not None or args.items != "auto" or args.llm_side != "auto" or args.thin is not None:
-        raise InputError("--model, --items, --llm-side and --thin apply to --method bayes only")
-    if args.variant is not None and args.method != "mtl":
-        raise InputError(f"--variant applies to --method mtl only, not {args.method}")
-    if args.variant is not None:
-        options["variant"] = args.variant
-    paper = args.variant not in (None, "default")
-    if args.optimizer is not None and not paper:
-        raise InputError("--optimizer applies to --variant paper, paper-global or paper-local only")
-    if args.cv_seed is not None and args.variant != "paper":
-        raise InputError("--cv-seed applies to --variant paper only (its cross-validation folds)")
-    if args.optimizer is not None:
-        options["optimizer"] = args.optimizer
-    if args.cv_seed is not None:
-        options["cv_seed"] = args.cv_seed
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         est = fit(data, args.method, rank=args.rank, gamma=args.gamma, model=args.item_model,
@@ -324,8 +307,6 @@ def cmd_report(args) -> int:
 
     _check_fit_dirs(args.fits)
     check_file(args.out, what="HTML report", overwrite=args.force, inputs=[*args.fits, args.data])
-    if args.top_llms < 1:
-        raise InputError(f"--top-llms must be at least 1, got {args.top_llms}")
     llms = _llm_names(args.llms)
     responses = _read(args) if args.data else None
     check_same_data(_fit_records(args.fits), responses, data_name=args.data,
@@ -344,8 +325,6 @@ def cmd_compare(args) -> int:
     from .io.fitdir import check_same_data
     from .report.compare import compare
 
-    if len(args.fits) < 2:
-        raise InputError("compare needs two or more fit folders")
     _check_fit_dirs(args.fits)
     check_same_data(_fit_records(args.fits), allow_different_data=args.allow_different_data)
     table = compare(list(args.fits), interval=args.interval, allow_different_data=args.allow_different_data)
@@ -598,13 +577,13 @@ def _add_fit(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
     p.add_argument("--model", default=None, metavar="NAME",
                    help="bayes: a model specification shipped with mtlirt by name or a .toml path (default factor-2pl)")
-    p.add_argument("--items", default="auto", choices=["auto", "joint", "fixed"],
+    p.add_argument("--items", default=None, choices=["auto", "joint", "fixed"],
                    help="bayes: sample item parameters jointly, or fix them at calibrated values and sample the "
                    "LLM side with tabulated sufficient statistics (for leaderboard scale); 'auto' (default): "
                    "joint with at most 200 LLMs and 60,000 responses, else fixed")
-    p.add_argument("--algorithm", default="nuts", choices=["nuts", "advi", "map"],
+    p.add_argument("--algorithm", default=None, choices=["nuts", "advi", "map"],
                    help="bayes: NUTS sampling (default), ADVI, or the MAP point")
-    p.add_argument("--llm-side", default="auto", choices=["auto", "integrated", "sampled"],
+    p.add_argument("--llm-side", default=None, choices=["auto", "integrated", "sampled"],
                    help="bayes --items fixed: 'integrated' integrates every LLM's overall trait and domain scores "
                    "out, samples only the loadings and draws the LLM side exactly (factor traits of rank 1-2); "
                    "'sampled' samples the overall traits; 'auto' (default): integrated wherever it applies")
@@ -617,7 +596,7 @@ def _add_fit(sub) -> None:
                    "convergence checks pass; 1000 otherwise)")
     p.add_argument("--tune", type=int, default=None,
                    help="bayes: tuning steps per chain (default 1000 for NUTS, 100 of burn-in for IMH)")
-    p.add_argument("--chains", type=int, default=4, help="bayes: chains (default 4)")
+    p.add_argument("--chains", type=int, default=None, help="bayes: chains (default 4)")
     p.add_argument("--thin", type=int, default=None, metavar="N",
                    help="bayes --llm-side integrated: keep every N-th of the structure draws and draw the LLM side "
                    "for those only; convergence is checked on all of them (default: about 1,000 kept where the "

@@ -77,7 +77,18 @@ def expected_accuracy(theta: np.ndarray, a, d, c, item_domain: np.ndarray) -> np
     return out
 
 
+def check_interval(interval) -> None:
+    """The probability of reported intervals: a number in (0, 1), else an :class:`~mtlirt.errors.InputError`.
+    Checked by every table of intervals, :func:`~mtlirt.io.fitdir.write_fit`, the report and the comparison,
+    and by ``mtlirt fit`` before it fits."""
+    from .errors import InputError
+
+    if isinstance(interval, bool) or not isinstance(interval, (int, float, np.number)) or not 0 < interval < 1:
+        raise InputError(f"interval (--interval) must be a probability in (0, 1), got {interval!r}")
+
+
 def _quantiles(x: np.ndarray, interval: float) -> tuple[np.ndarray, np.ndarray]:
+    check_interval(interval)
     lo = (1 - interval) / 2
     q = np.quantile(x, [lo, 1 - lo], axis=0)
     return q[0], q[1]
@@ -456,6 +467,7 @@ def _spread(point, draws, interval):
     choice: a score never lies outside its own interval (a bootstrap fit counts these in
     ``info["intervals_extended"]``).
     """
+    check_interval(interval)
     if draws is None:
         nan = np.full(np.shape(point), np.nan)
         return nan, nan.copy(), nan.copy()

@@ -40,11 +40,13 @@ Methods
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 from functools import partial
 
 import numpy as np
+import pandas as pd
 
 from .errors import InputError
 from .estimate import Estimate
@@ -52,7 +54,7 @@ from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstra
 from .estimators.correlation import corr_draws, error_corrected_corr
 from .estimators.pointfit import PointFit
 from .io import validate
-from .io.responses import Responses
+from .io.responses import Responses, as_responses
 from .progress import stage
 
 METHODS = ("mtl", "stl", "pooled", "accuracy", "bayes")
@@ -76,12 +78,9 @@ def _point_stl(correct, observed, slices, *, model, guessing, **_):
 
 def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default",
                optimizer=None, cv_seed=None, **_):
-    if variant != "default":
+    if variant != "default":  # the paper's rank-one 2PL without guessing (check_options)
         from .estimators.paper import fit_paper
 
-        if model != "2pl" or guessing not in (None, "auto") or rank not in (None, 1):
-            raise InputError(f"the {variant} variant is the paper's rank-one 2PL without guessing: "
-                             "it takes no rank, guessing or 1PL model")
         return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C,
                          seed=seed if cv_seed is None else cv_seed, optimizer=optimizer or "fast")
     from .estimators.mtl import fit_mtl
@@ -230,7 +229,7 @@ def _replicate(correct, observed, *, method, slices, settings, few=None):
 
 
 def fit(
-    responses: Responses,
+    responses: Responses | pd.DataFrame | str | os.PathLike,
     method: str = "mtl",
     *,
     rank: int | None = None,
@@ -240,7 +239,7 @@ def fit(
     bootstrap: int = 0,
     seed: int = 0,
     n_jobs: int | None = None,
-    variant: str = "default",
+    variant: str | None = None,
     optimizer: str | None = None,
     cv_seed: int | None = None,
     **bayes_options,
@@ -250,7 +249,9 @@ def fit(
     Parameters
     ----------
     responses
-        The data.
+        The data: a :class:`~mtlirt.io.responses.Responses`, a long DataFrame ``llm, item, domain,
+        correct`` or the path of such a table (CSV, gzip CSV or Parquet), read and checked by
+        :func:`~mtlirt.io.responses.as_responses`.
     method
         One of ``mtl`` (default), ``stl``, ``pooled``, ``accuracy``, ``bayes``.
     rank
@@ -280,7 +281,8 @@ def fit(
     n_jobs
         Worker processes for the bootstrap (default: all cores).
     variant
-        For ``method="mtl"``: ``default`` (the package's estimator), or the
+        For ``method="mtl"`` only: ``default`` (the package's estimator, also
+        when None), or the
         seed paper's ``paper`` (its estimator exactly, C tuned by its 5-fold
         cross-validation), ``paper-global`` or ``paper-local`` baselines
         (:mod:`mtlirt.estimators.paper`).
@@ -293,20 +295,26 @@ def fit(
         (default ``seed``); the paper's own run uses the seed its code was
         given (folds from ``numpy.random.default_rng(cv_seed + 100003)``).
     **bayes_options
-        For ``method="bayes"``: passed to :func:`mtlirt.bayes.fit_bayes`
-        (``spec``, ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...).
+        For ``method="bayes"`` only: passed to :func:`mtlirt.bayes.fit_bayes`
+        (``spec``, the inference settings of :class:`mtlirt.config.SamplerConfig`:
+        ``items``, ``draws``, ``tune``, ``chains``, ``sampler``, ...; ``init``, ...).
+        An option left at None is not given.
+
+    Raises
+    ------
+    InputError
+        Bad data, or settings that break a rule (:func:`check_options`), before any work.
     """
-    _check_method(method, variant)
-    _check_paper_options(variant, optimizer, cv_seed)
+    check_options(method, rank=rank, model=model, guessing=guessing, bootstrap=bootstrap, variant=variant,
+                  optimizer=optimizer, cv_seed=cv_seed, **bayes_options)  # before the table is read
+    variant = variant or "default"
+    bayes_options = {k: v for k, v in bayes_options.items() if v is not None}
+    responses = as_responses(responses)
     check_settings(bootstrap=bootstrap, rank=rank, n_domains=responses.n_domains)
     table = responses  # the fingerprint is the table's as given, constant domains included
     responses, few = _guard(responses, method)
     if method == "bayes":
-        return _record_data(_fit_bayes(responses, seed=seed, model=model, guessing=guessing, **bayes_options),
-                            table)
-    if bayes_options:
-        raise TypeError(f"options for method='bayes' only: {', '.join(bayes_options)}")
-    _check_guessing(guessing)
+        return _record_data(_fit_bayes(responses, seed=seed, **bayes_options), table)
     settings = dict(model=model, guessing=guessing, rank=rank, gamma=gamma, seed=seed)
     if method == "mtl":
         settings["variant"] = variant
@@ -474,21 +482,78 @@ def _record_reach(boot: dict, arr: dict, info: dict, interval: float = 0.9) -> N
     info["intervals_extended"] = counts
 
 
-def _check_method(method: str, variant: str) -> None:
-    """``method`` and ``variant`` known, and ``variant`` given to MTL only."""
+#: The options of the Bayesian fit (:func:`mtlirt.bayes.fit_bayes`) beyond its inference settings, with
+#: their command-line names where they have one.
+_BAYES_OPTIONS = {"spec": "--model", "init": None, "item_values": None, "progress": None, "cores": None,
+                  "keep_raw": None, "nuts_kwargs": None, "trace_dir": None, "warn": None}
+
+
+def _option(name: str) -> str:
+    """An option as a message names it: the API's name and, where it has one, the command line's."""
+    from .config import SamplerConfig
+
+    flag = _BAYES_OPTIONS.get(name, "")
+    if name in SamplerConfig.__dataclass_fields__:
+        flag = "--" + name.replace("_", "-")
+    return f"{name} ({flag})" if flag else name
+
+
+def check_options(method: str = "mtl", *, rank: int | None = None, model: str = "2pl",
+                  guessing: float | str | None = "auto", bootstrap: int = 0, variant: str | None = None,
+                  optimizer: str | None = None, cv_seed: int | None = None, n_domains: int | None = None,
+                  **bayes_options):
+    """Every check of :func:`fit`'s settings that needs no data, in one place: :func:`fit` runs it first,
+    and the command line runs it before it reads the table, so a notebook and ``mtlirt fit`` refuse the
+    same settings with the same :class:`~mtlirt.errors.InputError`, naming the options (the API's names,
+    the command line's in brackets).
+
+    The method and its variant (the paper's options to its variants only), the bootstrap and the rank
+    (:func:`check_settings`), the options each method takes (``bayes_options`` to ``method="bayes"``
+    only, None counting as not given; a name :func:`mtlirt.bayes.fit_bayes` does not take is a
+    ``TypeError``), the frequentist methods' guessing floors, and, for ``method="bayes"``, the spec and
+    the inference settings (:meth:`mtlirt.config.SamplerConfig.validate`). Returns the validated
+    :class:`~mtlirt.config.SamplerConfig` of a Bayesian fit, else None."""
+    from .config import SamplerConfig
+
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
-    if variant not in MTL_VARIANTS:
-        raise InputError(f"unknown variant {variant!r}: expected one of {', '.join(MTL_VARIANTS)}")
-    if variant != "default" and method != "mtl":
-        raise InputError(f"variant {variant!r} applies to method 'mtl' only, not {method!r}")
+    if variant is not None:
+        if variant not in MTL_VARIANTS:
+            raise InputError(f"unknown variant {variant!r}: expected one of {', '.join(MTL_VARIANTS)}")
+        if method != "mtl":
+            raise InputError(f"variant (--variant) applies to method 'mtl' only, not {method!r}")
+        if variant != "default" and (model != "2pl" or guessing not in (None, "auto") or rank not in (None, 1)):
+            raise InputError(f"the {variant} variant is the paper's rank-one 2PL without guessing: it takes no "
+                             "rank (--rank), guessing (--guessing) or 1PL model (--item-model)")
+    _check_paper_options(variant or "default", optimizer, cv_seed)
+    check_settings(bootstrap=bootstrap, rank=rank, n_domains=n_domains)
+    sampling = set(SamplerConfig.__dataclass_fields__)
+    unknown = sorted(set(bayes_options) - sampling - set(_BAYES_OPTIONS))
+    if unknown:
+        raise TypeError(f"fit() got unexpected keyword argument{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(map(repr, unknown))}")
+    given = {k: v for k, v in bayes_options.items() if v is not None}
+    if method != "bayes":
+        if given:
+            names = [_option(k) for k in given]
+            raise InputError(f"{', '.join(names)} appl{'y' if len(names) > 1 else 'ies'} to method 'bayes' only, "
+                             f"not {method!r}")
+        _check_guessing(guessing)
+        return None
+    from .bayes.spec import load_spec
+
+    spec = load_spec(given.get("spec") or "factor-2pl")
+    if guessing not in (None, "auto") or model not in ("2pl", spec.point_item_model[0]):
+        raise InputError("the Bayesian fit takes its item model from its spec (spec, --model); "
+                         "model (--item-model) and guessing (--guessing) are for the frequentist methods")
+    return SamplerConfig(**{k: v for k, v in given.items() if k in sampling}).validate(spec)
 
 
 def check_settings(*, bootstrap: int = 0, rank: int | None = None, n_domains: int | None = None) -> None:
     """The settings every method shares: the bootstrap's replicates and the rank against the domains.
 
-    Checked by :func:`fit` and, before the table is read, by the CLI, so a notebook
-    and the command line refuse the same values with the same message.
+    Part of :func:`check_options` (``n_domains`` None: before the table is read), and checked again by
+    :func:`fit` against the table's domains.
     """
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0 or bootstrap == 1:
         raise InputError(f"bootstrap (--bootstrap) must be 0 (none) or at least 2 replicates, got {bootstrap!r}")
@@ -503,13 +568,14 @@ def _check_paper_options(variant: str, optimizer, cv_seed) -> None:
     """``optimizer`` and ``cv_seed`` given to the paper variants only, and valid."""
     if optimizer is not None:
         if variant == "default":
-            raise InputError("optimizer applies to the paper variants of mtl only (variant paper, "
+            raise InputError("optimizer (--optimizer) applies to the paper variants of mtl only (variant paper, "
                              "paper-global or paper-local)")
         if optimizer not in ("fast", "adam"):
             raise InputError(f"unknown optimizer {optimizer!r}: expected 'fast' or 'adam'")
     if cv_seed is not None:
         if variant != "paper":
-            raise InputError("cv_seed applies to variant 'paper' only (the others have no cross-validation)")
+            raise InputError("cv_seed (--cv-seed) applies to variant 'paper' only (its cross-validation folds; "
+                             "the others have none)")
         if isinstance(cv_seed, bool) or not isinstance(cv_seed, (int, np.integer)) or cv_seed < 0:
             raise InputError(f"cv_seed must be an integer >= 0, got {cv_seed!r}")
 
@@ -759,16 +825,13 @@ def _mtl_init(responses, *, model, guessing, seed):
     return res, {"theta": theta, "overall": res.overall, "loadings": res.loadings, "a": a, "d": d, "c": res.c}
 
 
-def _fit_bayes(responses, *, seed, model, guessing, spec=None, algorithm="nuts", init=None, **options) -> Estimate:
-    """The Bayesian fit, initialised (and, with ``items="fixed"``, calibrated) by MTL."""
+def _fit_bayes(responses, *, seed, spec=None, algorithm="nuts", init=None, **options) -> Estimate:
+    """The Bayesian fit, initialised (and, with ``items="fixed"``, calibrated) by MTL; ``options`` checked by
+    :func:`check_options`."""
     from .bayes import diagnostics, fit_bayes
     from .bayes.spec import load_spec
 
-    options = {k: v for k, v in options.items() if v is not None}
     spec_model, spec_guessing = load_spec(spec or "factor-2pl").point_item_model
-    if guessing not in (None, "auto") or model not in ("2pl", spec_model):
-        raise InputError("the Bayesian fit takes its item model from its spec (--model); "
-                         "--item-model and --guessing are for the frequentist methods")
     if isinstance(init, Estimate):
         init = init_from(init)
     timings = {}

@@ -81,6 +81,7 @@ whole-benchmark accuracy (see :meth:`Scorer.posterior`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -683,8 +684,9 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
     fit
         An :class:`~mtlirt.estimate.Estimate` or a fit folder.
     responses
-        A :class:`~mtlirt.io.responses.Responses` or a long DataFrame ``llm,
-        item, correct`` (optional ``domain``): any subset of the fit's items.
+        A :class:`~mtlirt.io.responses.Responses`, a long DataFrame ``llm,
+        item, correct`` (optional ``domain``) or the path of such a table (read
+        as ``mtlirt score`` reads it): any subset of the fit's items.
     interval
         Probability mass of the intervals.
     draws
@@ -706,5 +708,9 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
         from .io.fitdir import read_fit
 
         fit = read_fit(fit)
+    if isinstance(responses, (str, os.PathLike)):
+        from .io.tables import read_table
+
+        responses = read_table(responses)
     return Scorer(fit, draws=draws, interval=interval).score(
         responses, ignore_unknown_items=ignore_unknown_items, seed=seed, scale=scale)

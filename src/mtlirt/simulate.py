@@ -144,7 +144,7 @@ def _resolve_domains(
     scale: float,
 ) -> dict[str, int]:
     if domain_sizes is not None and preset is not None:
-        raise InputError("give either domain_sizes or preset, not both")
+        raise InputError("give either domain_sizes (--domain-sizes) or preset (--preset), not both")
     if domain_sizes is None:
         return preset_domain_sizes(preset if preset is not None else "mmlu", scale)
     if float(scale) != 1.0:

@@ -10,11 +10,13 @@ unobserved), ``observed`` (bool LLM x item, or None when fully observed),
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from mtlirt.errors import InputError
 
@@ -143,7 +145,9 @@ def as_arrays(responses: Any) -> ResponseArrays:
     ----------
     responses : object
         Anything with ``correct``, ``observed``, ``domain_slices`` and names
-        ``llms``, ``items``, ``domains`` (pandas Index or sequences).
+        ``llms``, ``items``, ``domains`` (pandas Index or sequences); or a
+        long DataFrame or the path of a table, read as ``Responses``
+        (:func:`mtlirt.io.responses.as_responses`).
 
     Returns
     -------
@@ -156,6 +160,10 @@ def as_arrays(responses: Any) -> ResponseArrays:
     """
     if isinstance(responses, ResponseArrays):
         return responses
+    if isinstance(responses, (str, os.PathLike, pd.DataFrame)):
+        from mtlirt.io.responses import as_responses
+
+        responses = as_responses(responses)
     missing = [a for a in ("correct", "domain_slices") if not hasattr(responses, a)]
     if missing:
         raise InputError(

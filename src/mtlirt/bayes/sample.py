@@ -10,7 +10,7 @@ import json
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -23,18 +23,17 @@ from mtlirt.bayes._nutpie import compile_model, relabel
 from mtlirt.bayes.collapsed import NUTS_DRAWS, sample_structure, spread_off_prior
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
-from mtlirt.bayes.fixed_items import build_fixed_model, build_tables, resolve_item_values, use_marginal
+from mtlirt.bayes.fixed_items import build_fixed_model, build_tables, resolve_item_values
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import add_domain_scores
 from mtlirt.bayes.model import build_model
 from mtlirt.bayes.spec import ModelSpec, load_spec
+from mtlirt.config import CONFIG_ATTR, CONFIG_KEY, JOINT_MAX_LLMS, JOINT_MAX_RESPONSES, Route, SamplerConfig
 from mtlirt.errors import InputError
 from mtlirt.progress import stage
 
-__all__ = ["fit_bayes", "build"]
+__all__ = ["fit_bayes", "build", "resolve_route", "SamplerConfig", "Route", "JOINT_MAX_LLMS", "JOINT_MAX_RESPONSES"]
 
-_ALGORITHMS = ("nuts", "advi", "map")
-_SAMPLERS = ("nutpie", "pymc", "numpyro", "imh")
 _ITEMS = ("joint", "fixed")
 
 
@@ -180,7 +179,6 @@ def fit_bayes(
     spec: str | ModelSpec | None = "factor-2pl",
     *,
     algorithm: str = "nuts",
-    method: str | None = None,
     sampler: str | None = None,
     draws: int | None = None,
     tune: int | None = None,
@@ -204,6 +202,12 @@ def fit_bayes(
 ):
     """Fit the Bayesian multi-domain IRT model and return an ArviZ-layout tree.
 
+    The inference settings (``algorithm``, ``sampler``, ``items``, ``llm_side``, ``draws``, ``tune``,
+    ``chains``, ``thin``, ``target_accept``, ``log_likelihood``, ``advi_iterations``, ``map_maxiter``) make a
+    :class:`mtlirt.config.SamplerConfig`, whose one ``validate`` holds the rules of their combinations;
+    the fit records them as it ran them, every default filled in (``info["sampler_config"]``, the
+    posterior's ``mtlirt_sampler_config``), and :func:`mtlirt.io.fitdir.read_fit` checks them.
+
     Parameters
     ----------
     responses : Responses-like
@@ -215,10 +219,6 @@ def fit_bayes(
     algorithm : {"nuts", "advi", "map"}
         NUTS sampling; mean-field ADVI (``draws`` draws from the
         approximation, one chain); MAP (one chain, one draw).
-    method : None
-        Renamed ``algorithm`` (as in :func:`mtlirt.fit` and the CLI's
-        ``--algorithm``, where ``method`` is the estimator); passing it raises
-        ``TypeError``.
     sampler : {None, "nutpie", "pymc", "numpyro", "imh"}
         NUTS implementation (numpyro needs the optional ``jax`` extra), or
         ``"imh"``: independence Metropolis-Hastings from the Laplace
@@ -327,12 +327,15 @@ def fit_bayes(
     NotConvergedWarning
         A NUTS fit with R-hat > 1.01, low ESS, divergences or low BFMI.
     """
-    if method is not None:
-        raise TypeError(f"fit_bayes: method={method!r} is now algorithm={method!r} (one of "
-                        f"{', '.join(_ALGORITHMS)}), as in mtlirt.fit and the CLI's --algorithm")
+    config = SamplerConfig(algorithm=algorithm, sampler=sampler, items=items, llm_side=llm_side, draws=draws,
+                           tune=tune, chains=chains, thin=thin, target_accept=target_accept,
+                           log_likelihood=log_likelihood, advi_iterations=advi_iterations,
+                           map_maxiter=map_maxiter).validate()  # before the data are read
     spec, arr = load_spec(spec), as_arrays(responses)
-    route = resolve_route(arr, spec, algorithm=algorithm, sampler=sampler, items=items, llm_side=llm_side,
-                          draws=draws, tune=tune, chains=chains, thin=thin)
+    route = config.resolve(arr, spec)
+    config = route.config
+    chains, target_accept, advi_iterations, map_maxiter = (config.chains, config.target_accept,
+                                                           config.advi_iterations, config.map_maxiter)
     side = f"; LLM side {route.llm_side} ({route.reasons['llm_side']})" if route.llm_side else ""
     stage(f"route: items {route.items} ({route.reasons['items']}){side}; {route.reasons['draws']}")
     items, sampler, tune, draws, thin = route.items, route.sampler, route.tune, route.draws, route.thin
@@ -387,17 +390,8 @@ def fit_bayes(
     return _finish(post, sample_stats, arr, spec, anchors, t0=t0, t_sample=time.perf_counter() - t1,
                    stages=stages, algorithm=algorithm, sampler=sampler, items=items, seed=seed, draws=draws,
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
-                   log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn, extra_info=extra)
-
-
-def _check_numpyro_route(spec: ModelSpec, items: str, integrated: bool) -> None:
-    """NUTS by numpyro: jax and numpyro installed, and a model with a JAX likelihood."""
-    if not integrated and items == "fixed" and use_marginal(spec):
-        raise InputError(
-            "sampler='numpyro' cannot sample the fixed-items factor model with sampled overall "
-            "traits: its domain traits are integrated out by a numba kernel that has no JAX version; "
-            "use llm_side='integrated' (rank 1 or 2) or sampler='nutpie' (the default)")
-    _check_numpyro()
+                   log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn, extra_info=extra,
+                   config=route.config)
 
 
 def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, cores, seed, progress, target_accept,
@@ -420,148 +414,13 @@ def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, core
     return post, None, target_accept
 
 
-_LLM_SIDES = ("auto", "integrated", "sampled")
-
-# items="auto": the joint model where the item values' own uncertainty matters and its cost is modest (few
-# LLMs: an item's values are then known only roughly), the items fixed at their calibration otherwise.
-# Measured (docs/results.md, "Items fixed or sampled"): at 150 LLMs fixing the items moved the 90%
-# intervals' endpoints by about 5% of a width, at the cost of 16 s against the joint model's 36 s; the joint
-# model at 300 LLMs x 1,154 items (346,200 responses) needed 2,000 draws per chain and about 10 minutes.
-JOINT_MAX_LLMS = 200
-JOINT_MAX_RESPONSES = 60_000
-
-
-@dataclass(frozen=True)
-class Route:
-    """The fit's route with every default filled in (:func:`resolve_route`).
-
-    ``draws=None``: the run length is chosen by the convergence checks (draws in blocks until they pass,
-    :mod:`mtlirt.bayes.collapsed`); ``thin=None``: the thinning is chosen from the structure draws'
-    autocorrelation. ``sampler="auto"``: IMH or nutpie, chosen by a pilot on the integrated route.
-    ``reasons`` says why each default was chosen, for the log and ``fit.json``."""
-
-    items: str
-    integrated: bool
-    llm_side: str | None
-    sampler: str | None
-    tune: int | None
-    draws: int | None
-    thin: int | None
-    reasons: dict
-
-    def record(self) -> dict:
-        """The route as recorded in ``fit.json`` (``info["route"]``)."""
-        return {"items": self.items, "llm_side": self.llm_side, "reasons": dict(self.reasons)}
-
-
-def _integer(name: str, v, lo: int, none: bool = False):
-    if v is None and none:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise InputError(f"{name} must be an integer >= {lo}{' or None' if none else ''}; got {v!r}")
-    return int(v)
-
-
-def _n_responses(arr) -> int:
-    return int(arr.observed.sum()) if arr.observed is not None else int(arr.n_llms * arr.n_items)
-
-
 def resolve_route(arr, spec: ModelSpec, *, algorithm: str = "nuts", sampler: str | None = None,
                   items: str = "auto", llm_side: str = "auto", draws: int | None = None, tune: int | None = None,
                   chains: int = 4, thin: int | None = None) -> Route:
-    """Every check of the sampler options, and the defaults chosen, in one place.
-
-    * ``items="auto"``: ``"joint"`` with at most ``JOINT_MAX_LLMS`` LLMs and ``JOINT_MAX_RESPONSES``
-      observed responses (the item values' uncertainty matters there, and the joint model is affordable),
-      else ``"fixed"``.
-    * ``llm_side="auto"``: ``"integrated"`` wherever it applies (NUTS, items fixed, factor traits of rank
-      1-2, the spec's ``trait_parameterization`` left at ``"auto"``), else ``"sampled"``. Both routes give
-      the same posterior (docs/model.md, "The overall traits' prior, and the estimand of each route");
-      the integrated one samples only the loadings. :func:`fit_bayes` still takes the sampled route
-      where the integrated route's quadrature check then fails.
-    * ``sampler=None``: chosen by a pilot on the integrated route (IMH or nutpie), nutpie elsewhere.
-    * ``draws=None``: on the integrated route, draws in blocks until the convergence checks pass
-      (:func:`mtlirt.bayes.collapsed.sample_structure`); ``NUTS_DRAWS`` per chain on the other NUTS
-      routes; 1,000 draws of the ADVI approximation.
-    * ``thin=None``: on the integrated route, chosen from the structure draws' autocorrelation; 1 elsewhere.
-    """
-    if algorithm not in _ALGORITHMS:
-        raise InputError(f"algorithm must be one of {', '.join(_ALGORITHMS)}; got {algorithm!r}")
-    if sampler is not None and sampler not in _SAMPLERS:
-        raise InputError(f"sampler must be one of {', '.join(_SAMPLERS)}; got {sampler!r}")
-    if items not in _ITEMS + ("auto",):
-        raise InputError(f"items must be one of auto, {', '.join(_ITEMS)}; got {items!r}")
-    if llm_side not in _LLM_SIDES:
-        raise InputError(f"llm_side must be one of {', '.join(_LLM_SIDES)}; got {llm_side!r}")
-    draws = _integer("draws", draws, 1, none=True)
-    chains = _integer("chains", chains, 1)
-    tune = _integer("tune", tune, 0, none=True)
-    thin = _integer("thin", thin, 1, none=True)
-    reasons = {}
-    if items == "auto":
-        n_resp = _n_responses(arr)
-        small = arr.n_llms <= JOINT_MAX_LLMS and n_resp <= JOINT_MAX_RESPONSES
-        items = "joint" if small else "fixed"
-        reasons["items"] = (f"auto: {arr.n_llms:,} LLMs and {n_resp:,} responses "
-                            + (f"(at most {JOINT_MAX_LLMS} and {JOINT_MAX_RESPONSES:,}): the item values are "
-                               "sampled with the LLMs" if small else
-                               f"(more than {JOINT_MAX_LLMS} LLMs or {JOINT_MAX_RESPONSES:,} responses): the items "
-                               "are fixed at their calibration"))
-    else:
-        reasons["items"] = "as asked"
-    applies = algorithm == "nuts" and items == "fixed" and spec.traits == "factor" and spec.rank in (1, 2)
-    if llm_side == "integrated":
-        if not applies:
-            raise InputError("llm_side='integrated' needs algorithm='nuts', items='fixed' and factor traits of "
-                             "rank 1 or 2")
-        integrated = True
-        reasons["llm_side"] = "as asked"
-    elif llm_side == "auto":
-        integrated = applies and spec.trait_parameterization == "auto"
-        if integrated:
-            reasons["llm_side"] = ("auto: items fixed and factor traits of rank 1-2, so every LLM's traits are "
-                                   "integrated out and only the loadings are sampled")
-        elif items == "fixed" and spec.traits == "factor" and algorithm == "nuts":
-            reasons["llm_side"] = ("auto: sampled, as the integrated route needs factor traits of rank 1-2 and the "
-                                   "spec's trait_parameterization left at auto")
-        else:
-            reasons["llm_side"] = "auto: sampled (the integrated route needs NUTS, items fixed and factor traits)"
-    else:
-        integrated = False
-        reasons["llm_side"] = "as asked"
-    side = ("integrated" if integrated else "sampled") if items == "fixed" and spec.traits == "factor" else None
-    if sampler is None:
-        sampler = "auto" if integrated else "nutpie"
-    if sampler == "imh" and not integrated:
-        raise InputError("sampler='imh' samples the structure of the route with the whole LLM side integrated "
-                         "out only (algorithm='nuts', items='fixed', llm_side='integrated', factor traits of "
-                         "rank 1 or 2); use a NUTS sampler ('nutpie', 'pymc', 'numpyro') here")
-    if sampler == "pymc" and integrated:
-        raise InputError("the route with the whole LLM side integrated out samples its structure with "
-                         "sampler='imh', 'nutpie' or 'numpyro' (default: chosen by a pilot), not 'pymc'")
-    if algorithm == "nuts" and sampler == "numpyro":
-        _check_numpyro_route(spec, items, integrated)
-    if tune is None and not integrated:
-        tune = 1000
-    if thin is not None and thin > 1 and not integrated:
-        raise InputError("thin applies to llm_side='integrated' only (the structure's draws are thinned there, "
-                         "after the convergence check on all of them)")
-    if thin is not None and draws is not None and thin > draws:
-        raise InputError(f"thin must be an integer from 1 to draws; got {thin!r}")
-    if not integrated:
-        thin = 1
-    if draws is not None:
-        reasons["draws"] = f"{draws:,} draws per chain, as asked"
-    elif integrated:
-        reasons["draws"] = "run length chosen by the convergence checks"
-    elif algorithm == "nuts":
-        reasons["draws"] = f"{NUTS_DRAWS:,} draws per chain (the default)"
-    else:
-        reasons["draws"] = f"{NUTS_DRAWS:,} draws (the default)"
-    if algorithm != "nuts" and draws is None:
-        draws = NUTS_DRAWS
-    return Route(items=items, integrated=integrated, llm_side=side, sampler=sampler, tune=tune, draws=draws,
-                 thin=thin, reasons=reasons)
+    """The route of a fit with these settings: :meth:`mtlirt.config.SamplerConfig.resolve`, which holds every
+    rule of the settings and chooses every default."""
+    return SamplerConfig(algorithm=algorithm, sampler=sampler, items=items, llm_side=llm_side, draws=draws,
+                         tune=tune, chains=chains, thin=thin).resolve(arr, spec)
 
 
 def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, seed, progress, target_accept,
@@ -711,6 +570,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn,
                    check_vars=free + ["loadings"], diagnostics_override=fit.info.get("structure_diagnostics_all_draws"),
+                   config=route.config if route is not None else None,
                    extra_info={"llm_side": "integrated", "thin": int(thin),
                                "route": route.record() if route is not None else None,
                                "run_length": fit.info.get("run_length"),
@@ -750,11 +610,28 @@ def _warn_spread(spread: dict | None, stacklevel: int) -> None:
             PriorSpreadWarning, stacklevel=stacklevel)
 
 
+def _used_config(config: SamplerConfig | None, *, algorithm, sampler, items, draws, tune, chains, target_accept,
+                 log_likelihood, extra_info) -> SamplerConfig:
+    """The settings a fit ran with, every default filled in: the sampler a pilot chose, the run length and
+    thinning the convergence checks chose, the LLM side taken (``"sampled"`` also where the integrated
+    route's quadrature check sent the fit there); ``None`` for what the algorithm does not have."""
+    nuts = algorithm == "nuts"
+    integrated = (extra_info or {}).get("llm_side") == "integrated"
+    ta = float(target_accept) if nuts and target_accept is not None else None
+    return dataclasses.replace(
+        config or SamplerConfig(), algorithm=algorithm, sampler=sampler if nuts else None, items=items,
+        llm_side="integrated" if integrated else "sampled", draws=1 if algorithm == "map" else int(draws),
+        tune=int(tune) if nuts else None,
+        chains=int(chains), thin=int((extra_info or {}).get("thin", 1)),
+        target_accept=None if ta is None or np.isnan(ta) else ta, log_likelihood=bool(log_likelihood)).validate()
+
+
 def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, stages, algorithm, sampler, items,
             seed, draws, tune, target_accept, free, fixed, tables, log_likelihood, keep_raw, warn,
-            check_vars=None, extra_info=None, diagnostics_override=None):
+            check_vars=None, extra_info=None, diagnostics_override=None, config=None):
     """Derived quantities, attributes, pointwise log-likelihood, diagnostics
-    and the info record: the DataTree that :func:`fit_bayes` returns."""
+    and the info record: the DataTree that :func:`fit_bayes` returns. ``config``: the resolved settings,
+    recorded as the fit ran them (:func:`_used_config`)."""
     t2 = time.perf_counter()
     stage("derived quantities (overall scores, correlations, expected accuracy) and diagnostics")
     post = add_derived(post, arr, spec, anchors, fixed_items=fixed, tables=tables)
@@ -820,6 +697,10 @@ def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, 
         drop = [v for v in ("z", "eta_raw", "theta_raw") if v in p]
         if drop:
             tree["posterior"] = xr.DataTree(p.drop_vars(drop))
+    used = _used_config(config, algorithm=algorithm, sampler=sampler, items=items, draws=draws, tune=tune,
+                        chains=int(post.sizes["chain"]), target_accept=target_accept,
+                        log_likelihood=bool(log_likelihood), extra_info=extra_info)
+    tree["posterior"].attrs[CONFIG_ATTR] = json.dumps(used.to_dict())
     total = float(time.perf_counter() - t0)
     tree["posterior"].attrs["mtlirt_total_seconds"] = total
     tree["posterior"].attrs["mtlirt_stage_seconds"] = json.dumps(stages)
@@ -841,6 +722,7 @@ def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, 
         "sampling_seconds": float(t_sample),
         "stage_seconds": stages,
         "log_likelihood": bool(log_likelihood),
+        CONFIG_KEY: used.to_dict(),
         **(extra_info or {}),
     }
     if "mtlirt_diagnostics" in pattrs:

@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..errors import InputError
-from ..estimate import Estimate, _json_default
+from ..estimate import Estimate, _json_default, check_interval
 from .outputs import FolderKind, folder_output
 
 FILES = ("domain_scores.csv", "overall.csv", "items.csv", "domain_correlation.csv", "fit.json", "posterior.nc")
@@ -67,6 +67,7 @@ def write_fit(est: Estimate, out: str | Path, *, interval: float = 0.9, overwrit
     overwrite
         Replace an existing fit folder (the CLI's ``--force``).
     """
+    check_interval(interval)
     out = Path(out)
     with folder_output(out, FIT_FOLDER, overwrite=overwrite) as tmp:
         est.domain_scores(interval).to_csv(tmp / "domain_scores.csv", index=False)
@@ -79,13 +80,21 @@ def write_fit(est: Estimate, out: str | Path, *, interval: float = 0.9, overwrit
 
 
 def read_fit(path: str | Path) -> Estimate:
-    """Load the estimate of a fit folder (or of a ``posterior.nc`` file)."""
+    """Load the estimate of a fit folder (or of a ``posterior.nc`` file).
+
+    A Bayesian fit's recorded inference settings are checked (:func:`mtlirt.config.check_recorded`):
+    settings that break their rules are an :class:`InputError`, settings that do not match the
+    posterior a warning."""
+    from ..config import check_recorded
+
     path = Path(path)
     if path.is_dir():
         path = path / "posterior.nc"
     if not path.exists():
         raise InputError(f"cannot read {path}: no such file (is it a fit folder?)")
-    return Estimate.load(path)
+    est = Estimate.load(path)
+    check_recorded(est.tree, str(path))
+    return est
 
 
 def read_record(path: str | Path) -> dict:

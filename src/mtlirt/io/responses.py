@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
 from functools import cache
@@ -744,3 +745,22 @@ def _select(index: pd.Index, which) -> np.ndarray:
         missing = [str(w) for w, p in zip(which, pos) if p < 0]
         raise InputError(f"unknown names: {validate._values(missing)}")
     return pos
+
+
+def as_responses(data, *, domain_column: str = "domain", ignore_columns=(), drop_unassigned: bool = False,
+                 what: str = "responses") -> Responses:
+    """The data of an entry point as :class:`Responses`, through the one reader and validator.
+
+    ``data`` is a :class:`Responses` (returned as it is), a long DataFrame ``llm, item, domain, correct``
+    (:meth:`Responses.from_frame`) or the path of a table (:meth:`Responses.read`); the options are theirs.
+    Anything else is an :class:`~mtlirt.errors.InputError` naming what was given (``what``: the argument).
+    """
+    if isinstance(data, Responses):
+        return data
+    options = dict(domain_column=domain_column, ignore_columns=ignore_columns, drop_unassigned=drop_unassigned)
+    if isinstance(data, pd.DataFrame):
+        return Responses.from_frame(data, **options)
+    if isinstance(data, (str, os.PathLike)):
+        return Responses.read(data, **options)
+    raise InputError(f"{what}: expected a Responses, a long DataFrame (llm, item, domain, correct) or the path of "
+                     f"a table (CSV, gzip CSV or Parquet); got {type(data).__name__}")

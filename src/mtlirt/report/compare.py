@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..estimate import Estimate
+from ..estimate import Estimate, check_interval
 
 __all__ = ["compare", "fit_diagnostics", "fit_summary", "fit_timings", "load_fit", "load_fits",
            "recorded_heldout_loglik"]
@@ -185,6 +185,7 @@ def fit_summary(estimates_or_dirs, *, names=None, interval: float = 0.9) -> pd.D
         domains, items, rank, mean_width_overall, mean_width_domain,
         heldout_loglik, converged, time_s``.
     """
+    check_interval(interval)
     fits, _ = load_fits(estimates_or_dirs, names)
     rows = []
     for name, est in fits.items():
@@ -327,16 +328,16 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
 
     Raises
     ------
-    ValueError
-        With fewer than two fits; :class:`~mtlirt.errors.InputError` when two
-        fits share fewer than two LLMs, or were fitted to different tables
-        (unless ``allow_different_data``).
+    InputError
+        With fewer than two fits, when two fits share fewer than two LLMs, or
+        were fitted to different tables (unless ``allow_different_data``).
     """
     from ..io.fitdir import check_same_data
 
+    check_interval(interval)
     fits, records = load_fits(estimates_or_dirs, names)
     if len(fits) < 2:
-        raise ValueError(f"compare needs at least two fits, got {len(fits)}")
+        raise InputError(f"compare needs two or more fits (fit folders), got {len(fits)}")
     check_same_data({n: records.get(n) or e.info for n, e in fits.items()},
                     allow_different_data=allow_different_data, warn_missing=False,
                     hint="compare fits of one table, or pass allow_different_data=True to compare the LLMs and "

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..estimate import check_interval
 from . import plots
 from .compare import (
     compare,
@@ -521,6 +522,13 @@ def _settings(info: Mapping) -> dict:
                              + (f": C = {_num(c)})" if c is not None else ")"))
     if "guessing" in settings and settings["guessing"] is None:
         settings["guessing"] = "none (no guessing floor)"
+    ran = info.get("sampler_config")  # Bayes: the inference settings as run, every default filled in
+    if isinstance(ran, Mapping):
+        for name, value in ran.items():
+            given = settings.get(name)
+            if value is not None and value != given:
+                settings[name] = f"{_num(value) if isinstance(value, float) else value} (" + (
+                    "the default" if given is None else f"{given}") + ")"
     return settings
 
 
@@ -1122,6 +1130,9 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     """
     from ..io.outputs import check_file, file_output
 
+    check_interval(interval)
+    if isinstance(top_llms, bool) or not isinstance(top_llms, (int, np.integer)) or top_llms < 1:
+        raise InputError(f"top_llms (--top-llms) must be an integer of at least 1, got {top_llms!r}")
     out = Path(out)
     check_file(out, what="HTML report", overwrite=overwrite)  # before the minutes of rendering
     text = render_report(fit_dirs_or_estimates, responses, title, names=names, interval=interval, top=top,
