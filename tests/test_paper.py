@@ -284,11 +284,11 @@ def test_fit_takes_the_papers_optimizer_and_fold_seed(small):
     fast = fit(data, "mtl", variant="paper", gamma=0.2)
     assert fast.info["optimizer"] == "fast" and fast.info["objective"] < ref.record["objective"]
     assert fit(data, "mtl", variant="paper", gamma=0.2, seed=2).info["settings"]["cv_seed"] == 2  # default: seed
-    with pytest.raises(InputError, match="optimizer applies to the paper variants"):
+    with pytest.raises(InputError, match=r"optimizer \(--optimizer\) applies to the paper variants"):
         fit(data, "mtl", optimizer="adam")
     with pytest.raises(InputError, match="unknown optimizer"):
         fit(data, "mtl", variant="paper", optimizer="lbfgs")
-    with pytest.raises(InputError, match="cv_seed applies to variant 'paper' only"):
+    with pytest.raises(InputError, match=r"cv_seed \(--cv-seed\) applies to variant 'paper' only"):
         fit(data, "mtl", variant="paper-local", cv_seed=3)
     with pytest.raises(InputError, match="cv_seed must be an integer >= 0"):
         fit(data, "mtl", variant="paper", cv_seed=-1)
@@ -345,8 +345,10 @@ def test_cli_paper_optimizer_and_cv_seed(tmp_path, capsys):
     assert main(["fit", str(data), "--optimizer", "adam", "--out", str(tmp_path / "x")]) == 2
     assert main(["fit", str(data), "--variant", "paper-global", "--cv-seed", "1", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["mtlirt: error: --optimizer applies to --variant paper, paper-global or paper-local only",
-                   "mtlirt: error: --cv-seed applies to --variant paper only (its cross-validation folds)"]
+    assert err == ["mtlirt: error: optimizer (--optimizer) applies to the paper variants of mtl only (variant "
+                   "paper, paper-global or paper-local)",
+                   "mtlirt: error: cv_seed (--cv-seed) applies to variant 'paper' only (its cross-validation folds; "
+                   "the others have none)"]
     assert not (tmp_path / "x").exists()
 
 

@@ -520,7 +520,7 @@ def check_options(method: str = "mtl", *, rank: int | None = None, model: str = 
     if variant is not None:
         if variant not in MTL_VARIANTS:
             raise InputError(f"unknown variant {variant!r}: expected one of {', '.join(MTL_VARIANTS)}")
-        if method != "mtl":
+        if method != "mtl" and variant != "default":
             raise InputError(f"variant (--variant) applies to method 'mtl' only, not {method!r}")
         if variant != "default" and (model != "2pl" or guessing not in (None, "auto") or rank not in (None, 1)):
             raise InputError(f"the {variant} variant is the paper's rank-one 2PL without guessing: it takes no "
