@@ -57,7 +57,7 @@ import numpy as np
 import mtlirt
 from mtlirt import simulate
 from mtlirt.checks import correlation_check, item_fit, loo_llm, run_checks
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 
 warnings.simplefilter("ignore")
 

@@ -11,7 +11,7 @@ import pytest
 from mtlirt import InputError, fit, simulate, write_fit
 from mtlirt.adaptive import TARGETS, AdaptiveTest, replay
 from mtlirt.cli import main
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 from mtlirt.scoring import Scorer
 
 N_CAL, N_NEW = 300, 60

@@ -34,7 +34,7 @@ def _listed(rel: str, rows: dict[str, str]) -> bool:
     if rel in rows:
         return True
     parts = rel.split("/")
-    # a folder row ("bayes/", "io/importers/") that names the module in backticks
+    # a folder row ("bayes/", "data/importers/") that names the module in backticks
     for depth in range(len(parts) - 1, 0, -1):
         folder = "/".join(parts[:depth]) + "/"
         if folder in rows:
@@ -56,7 +56,7 @@ def test_the_map_names_no_module_that_is_gone():
     assert not gone, f"docs/ARCHITECTURE.md lists modules that do not exist: {gone}"
 
 
-@pytest.mark.parametrize("rel", ["io/tables.py", "bayes/marginal.py", "report/plots/scores.py"])
+@pytest.mark.parametrize("rel", ["data/tables.py", "bayes/marginal.py", "report/plots/scores.py"])
 def test_the_check_itself_finds_listed_modules(rel):
     assert _listed(rel, _rows())
     assert not _listed(rel.replace(".py", "_nonexistent.py"), _rows())

@@ -21,7 +21,7 @@ import pytest
 
 from _corpus import Case, assert_refused, error_line, run
 from mtlirt.cli import main
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 
 
 def _rows(seed=0):

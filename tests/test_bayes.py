@@ -891,7 +891,7 @@ def test_bayes_modules_import_each_other_at_module_level():
 
 
 def test_accepts_lead_responses(data):
-    from mtlirt.io.responses import Responses
+    from mtlirt.data.responses import Responses
 
     arr, _ = data
     r = Responses(arr.correct, arr.observed, arr.llms, arr.items, arr.domains, arr.item_domain)

@@ -18,9 +18,9 @@ from mtlirt.checks import (
     run_checks,
     sx2_expected,
 )
+from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.estimators.correlation import principal_axes
-from mtlirt.io.responses import Responses
 
 
 def _responses(**kw):

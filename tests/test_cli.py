@@ -3,7 +3,7 @@ import json
 import pandas as pd
 
 from mtlirt.cli import build_parser, main
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 
 
 def test_every_command_has_help(capsys):

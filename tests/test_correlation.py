@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from mtlirt.checks import correlation_statistic
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 from mtlirt.estimators.correlation import (
     column_corr,
     corr_draws,
@@ -15,8 +17,6 @@ from mtlirt.estimators.correlation import (
     reliability_from_se,
 )
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
 
 
 def test_pairwise_corr_is_the_correlation_over_the_rows_seen_in_both():

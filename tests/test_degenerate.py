@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from mtlirt.cli import main
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
+from mtlirt.data.validate import MIN_LLMS, MIN_RESPONSES, DataWarning
 from mtlirt.errors import InputError
 from mtlirt.estimate import _ranks
 from mtlirt.estimators.mtl import fit_mtl
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.io.validate import MIN_LLMS, MIN_RESPONSES, DataWarning
-from mtlirt.simulate import simulate
 
 
 def _frame(sim) -> pd.DataFrame:
@@ -118,7 +118,7 @@ def test_constant_domain_is_kept_and_predicted(constant_domain, method):
         assert corr.loc[(corr["domain_a"] == "d01") & (corr["domain_b"] == "d02"), "estimate"].notna().all()
 
 
-@pytest.mark.filterwarnings("default::mtlirt.io.validate.DataWarning")  # the command prints them
+@pytest.mark.filterwarnings("default::mtlirt.data.validate.DataWarning")  # the command prints them
 def test_constant_domain_through_the_command_line(constant_domain, tmp_path, capsys):
     df, _ = constant_domain
     table = tmp_path / "t.csv"
@@ -140,7 +140,7 @@ def test_constant_domain_through_the_command_line(constant_domain, tmp_path, cap
 # ------------------------------------------------------------------ thin domains
 
 
-@pytest.mark.filterwarnings("default::mtlirt.io.validate.DataWarning")  # the command prints them
+@pytest.mark.filterwarnings("default::mtlirt.data.validate.DataWarning")  # the command prints them
 def test_thin_domains_are_named(tmp_path, capsys):
     """Fewer than MIN_LLMS LLMs in a domain, or fewer than MIN_RESPONSES responses per LLM: a warning
     naming it, and a line of mtlirt validate."""
@@ -183,7 +183,7 @@ def _tiny(seed):
     return Responses.from_frame(df[keep])
 
 
-@pytest.mark.filterwarnings("ignore::mtlirt.io.validate.DataWarning")
+@pytest.mark.filterwarnings("ignore::mtlirt.data.validate.DataWarning")
 def test_predicted_cells_of_a_tiny_leaderboard_stay_within_the_prior_predictive():
     """On 6 LLMs the predicted cells reached +-17 and their bounds +-49 (the centre's loading on a
     separated domain grew without bound, and a domain run by one LLM, or by LLMs with the same answers,
@@ -224,7 +224,7 @@ def ordinary():
     return Responses.from_frame(_frame(simulate(40, domain_sizes=[10, 10, 10], seed=5)))
 
 
-@pytest.mark.filterwarnings("ignore::mtlirt.io.validate.DataWarning")
+@pytest.mark.filterwarnings("ignore::mtlirt.data.validate.DataWarning")
 @pytest.mark.parametrize("method,variant", [("mtl", "default"), ("stl", "default"), ("pooled", "default"),
                                             ("accuracy", "default"), ("mtl", "paper"), ("mtl", "paper-global"),
                                             ("mtl", "paper-local")])

@@ -109,14 +109,14 @@ def test_api_page_renders_docstrings(site):
     out, _ = site
     html = _page(out, "api")
     for anchor in (
-        "mtlirt.io.responses.Responses",
-        "mtlirt.io.responses.Responses.read",
+        "mtlirt.data.responses.Responses",
+        "mtlirt.data.responses.Responses.read",
         "mtlirt.estimate.Estimate",
         "mtlirt.estimate.Estimate.domain_scores",
-        "mtlirt.simulate.simulate",
-        "mtlirt.io.importers.from_lm_eval",
-        "mtlirt.io.tables.read_table",
-        "mtlirt.io.validate.check_columns",
+        "mtlirt.data.simulate.simulate",
+        "mtlirt.data.importers.from_lm_eval",
+        "mtlirt.data.tables.read_table",
+        "mtlirt.data.validate.check_columns",
         "mtlirt.io.fitdir.write_fit",
         "mtlirt.errors.InputError",
     ):

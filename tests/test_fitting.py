@@ -7,12 +7,12 @@ import pytest
 from scipy.stats import rankdata
 
 from mtlirt.cli import main
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 from mtlirt.errors import InputError
 from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.fitting import fit
 from mtlirt.io.fitdir import read_fit, write_fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,9 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.estimate import INFO_ATTR, Estimate
-from mtlirt.io.responses import Responses
 from mtlirt.report.compare import compare, fit_summary, load_fits, recorded_heldout_loglik
 from mtlirt.report.html import (
     _accuracy_section,

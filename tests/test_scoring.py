@@ -8,7 +8,7 @@ import pytest
 
 from mtlirt import InputError, fit, simulate, write_fit
 from mtlirt.cli import main
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 from mtlirt.scoring import Scorer, factor_loadings, overall_loadings, score
 
 N_CAL, N_NEW = 300, 120

@@ -12,17 +12,17 @@ frequentist baselines), ``bayes/``, ``report/`` (plots, HTML, comparison).
 
 __version__ = "0.1.0"
 
+from .data import importers
+from .data.responses import Responses
+from .data.simulate import simulate
+from .data.validate import DataWarning
 from .errors import InputError
 from .estimate import Estimate
 from .estimators.heldout import heldout_loglik
 from .fitting import ConvergenceWarning, fit
-from .io import importers
 from .io.fitdir import read_fit, write_fit
-from .io.responses import Responses
-from .io.validate import DataWarning
 from .report.compare import compare
 from .scoring import score
-from .simulate import simulate
 
 # matplotlib and PyMC load on first use, so that `import mtlirt` and the CLI start fast
 _LAZY = {"plots": "mtlirt.report.plots", "bayes": "mtlirt.bayes"}

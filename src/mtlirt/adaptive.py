@@ -41,10 +41,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from .data.outputs import FolderKind
 from .errors import InputError
 from .estimate import Estimate
 from .estimators.irt import blas_threads
-from .io.outputs import FolderKind
 from .scoring import G_GRID, LOG_PRIOR_G, T_GRID, Scorer, Scores
 
 __all__ = ["AdaptiveTest", "Replay", "replay", "TARGETS"]
@@ -321,9 +321,9 @@ class Replay:
 
         ``out`` is a new path or an adaptive-test folder written earlier (one
         with ``adapt.json``), replaced when ``overwrite`` (the CLI's
-        ``--force``); written atomically (:mod:`mtlirt.io.outputs`).
+        ``--force``); written atomically (:mod:`mtlirt.data.outputs`).
         """
-        from .io.outputs import folder_output
+        from .data.outputs import folder_output
 
         out = Path(out)
         with folder_output(out, ADAPT_FOLDER, overwrite=overwrite) as tmp:

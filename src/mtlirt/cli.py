@@ -73,7 +73,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 
 
 def _read(args):
-    from .io.responses import Responses
+    from .data.responses import Responses
 
     if getattr(args, "data", None) is None:
         raise InputError("no data file given")
@@ -91,8 +91,8 @@ def cmd_validate(args) -> int:
 
 def _check_simulation_outputs(args) -> None:
     """``simulate``'s --out and --truth, checked before simulating."""
-    from .io.outputs import check_file, check_folder
-    from .simulate import TRUTH_FOLDER
+    from .data.outputs import check_file, check_folder
+    from .data.simulate import TRUTH_FOLDER
 
     check_file(args.out, what="table", overwrite=args.force)
     if args.truth:
@@ -102,7 +102,7 @@ def _check_simulation_outputs(args) -> None:
 
 
 def cmd_simulate(args) -> int:
-    from .simulate import simulate
+    from .data.simulate import simulate
 
     if args.preset == "paper":
         return _simulate_paper(args)
@@ -138,7 +138,7 @@ def cmd_simulate(args) -> int:
 
 def _simulate_paper(args) -> int:
     """``simulate --preset paper``: the seed paper's design; the other design options do not apply."""
-    from .simulate import simulate_paper
+    from .data.simulate import simulate_paper
 
     fixed = ("domain_sizes", "guessing", "missing", "loading_range", "skew", "chance_cluster",
              "guessing_sd", "mc_share", "flawed_share", "specialist_share", "block_missing")
@@ -167,9 +167,9 @@ def _write_simulation(sim, args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from .io.importers import convert_args
-    from .io.outputs import check_file
-    from .io.tables import table_format, write_table
+    from .data.importers import convert_args
+    from .data.outputs import check_file
+    from .data.tables import table_format, write_table
 
     table_format(args.out)
     check_file(args.out, what="table", overwrite=args.force, inputs=args.src)
@@ -185,10 +185,10 @@ def cmd_convert(args) -> int:
 
 
 def cmd_fit(args) -> int:
+    from .data.outputs import check_folder
     from .estimators.heldout import heldout_loglik
     from .fitting import ConvergenceWarning, check_settings, data_record, fit
     from .io.fitdir import FIT_FOLDER, write_fit
-    from .io.outputs import check_folder
 
     if not 0 < args.interval < 1:
         raise InputError(f"--interval must be in (0, 1), got {args.interval}")
@@ -318,8 +318,8 @@ def _llm_names(text: str | None) -> list[str] | None:
 
 
 def cmd_report(args) -> int:
+    from .data.outputs import check_file
     from .io.fitdir import check_same_data
-    from .io.outputs import check_file
     from .report.html import write_report
 
     _check_fit_dirs(args.fits)
@@ -358,8 +358,8 @@ def cmd_demo(args) -> int:
     import os
     import time
 
+    from .data.outputs import check_folder
     from .demo import DEMO_FOLDER, run_demo
-    from .io.outputs import check_folder
 
     check_folder(args.out, DEMO_FOLDER, overwrite=args.force)
     os.environ.setdefault("MTLIRT_PROGRESS", "1")
@@ -380,14 +380,14 @@ def _new_llm_settings(args) -> dict:
 
 
 def _new_llm_table(path):
-    from .io.tables import read_table
+    from .data.tables import read_table
 
     return read_table(path)
 
 
 def cmd_score(args) -> int:
+    from .data.outputs import check_folder
     from .io.fitdir import read_fit
-    from .io.outputs import check_folder
     from .scoring import SCORE_FOLDER, Scorer
 
     _check_fit_dirs([args.fit])
@@ -403,8 +403,8 @@ def cmd_score(args) -> int:
 
 def cmd_adapt(args) -> int:
     from .adaptive import ADAPT_FOLDER, replay
+    from .data.outputs import check_folder
     from .io.fitdir import read_fit
-    from .io.outputs import check_folder
     from .scoring import Scorer
 
     _check_fit_dirs([args.fit])
@@ -546,7 +546,7 @@ def _add_simulate(sub) -> None:
 
 
 def _add_convert(sub) -> None:
-    from .io.importers import IMPORTERS, add_convert_arguments
+    from .data.importers import IMPORTERS, add_convert_arguments
 
     kinds = "; ".join(f"{imp.name} = {imp.summary}" for imp in IMPORTERS.values())
     p = sub.add_parser("convert", help="convert harness or leaderboard exports into a long table",

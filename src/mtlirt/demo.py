@@ -7,13 +7,13 @@ import time
 import warnings
 from pathlib import Path
 
+from .data.outputs import FolderKind, folder_output
+from .data.responses import Responses
+from .data.simulate import simulate
 from .fitting import fit
 from .io.fitdir import package_versions, write_fit
-from .io.outputs import FolderKind, folder_output
-from .io.responses import Responses
 from .progress import enabled as progress_enabled
 from .progress import stage
-from .simulate import simulate
 
 #: The demo leaderboard: MMLU's 57 subjects at a quarter of their sizes
 #: (10-383 items), LLMs of one general ability with 5% outlier subjects.

@@ -46,13 +46,13 @@ from functools import partial
 
 import numpy as np
 
+from .data import validate
+from .data.responses import Responses
 from .errors import InputError
 from .estimate import Estimate
 from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstrap
 from .estimators.correlation import corr_draws, error_corrected_corr
 from .estimators.pointfit import PointFit
-from .io import validate
-from .io.responses import Responses
 from .progress import stage
 
 METHODS = ("mtl", "stl", "pooled", "accuracy", "bayes")
@@ -172,7 +172,7 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).
 
     A domain with empty cells answered by fewer than
-    :data:`~mtlirt.io.validate.MIN_LLMS` LLMs (``few``) is not re-scaled: the
+    :data:`~mtlirt.data.validate.MIN_LLMS` LLMs (``few``) is not re-scaled: the
     spread of its few LLMs' estimates is mostly noise (none at all for one
     LLM, or for LLMs that gave the same answers), and dividing by it
     stretched its predicted cells without bound. It keeps the fit's population scale
@@ -408,9 +408,9 @@ def _guard(responses: Responses, method: str) -> tuple[Responses, np.ndarray]:
     (every response the same) can tell neither the LLMs apart nor the domain's tie to the others: the
     model-based methods set its responses aside, so every LLM's score there is predicted from its other
     domains (flagged ``predicted``), and the accuracy baseline keeps its proportions; a
-    :class:`~mtlirt.io.validate.DataWarning` names it. A thin domain (too few LLMs, or too few
+    :class:`~mtlirt.data.validate.DataWarning` names it. A thin domain (too few LLMs, or too few
     responses per LLM) gets a warning too. Returns the responses the fit uses and the ``K`` booleans of
-    the domains those leave with fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs.
+    the domains those leave with fewer than :data:`~mtlirt.data.validate.MIN_LLMS` LLMs.
     """
     args = (responses.correct, responses.mask, responses.domain_slices, responses.domains)
     const = validate.constant_domains(*args)
@@ -439,7 +439,7 @@ def _centre_few(boot: dict, theta: np.ndarray, few: np.ndarray | None) -> None:
 
     An error bootstrap's interval is bias-corrected: the estimate minus the error's quantiles, whose
     median need not be 0 (MTL's shrinkage). That correction is only as good as the bootstrap's world,
-    and the world of a domain answered by fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs rests on
+    and the world of a domain answered by fewer than :data:`~mtlirt.data.validate.MIN_LLMS` LLMs rests on
     a handful of them (loadings fitted at their bound, items at their priors): its refits then look
     shrunk against it, and the "correction" pushed intervals beyond the estimate. There the draws keep
     their spread but not their offset (their median is the estimate); every other domain keeps its

@@ -87,10 +87,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .data.outputs import FolderKind
 from .errors import InputError
 from .estimate import Estimate
 from .estimators.correlation import principal_axes
-from .io.outputs import FolderKind
 from .numerics.factor_grid import factor_grid_posterior, grid_quantiles
 from .numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights
 
@@ -307,11 +307,11 @@ class Scores:
 
         ``out`` is a new path or a score folder written earlier (one with
         ``score.json``), replaced when ``overwrite`` (the CLI's ``--force``);
-        the folder is written atomically (:mod:`mtlirt.io.outputs`).
+        the folder is written atomically (:mod:`mtlirt.data.outputs`).
         ``score.json`` records the interval, the sizes, ``settings`` and the
         package versions.
         """
-        from .io.outputs import folder_output
+        from .data.outputs import folder_output
 
         out = Path(out)
         with folder_output(out, SCORE_FOLDER, overwrite=overwrite) as tmp:
@@ -447,7 +447,7 @@ class Scorer:
     def parse(self, responses, *, ignore_unknown_items: bool = False) -> list[tuple[str, np.ndarray, np.ndarray]]:
         """Each LLM's responses as ``(llm, item positions in the fit, 0/1 answers)``.
 
-        ``responses`` is a :class:`~mtlirt.io.responses.Responses` or a long
+        ``responses`` is a :class:`~mtlirt.data.responses.Responses` or a long
         DataFrame ``llm, item, correct`` (a ``domain`` column, if given, must
         agree with the fit's).
 
@@ -457,7 +457,7 @@ class Scorer:
             Items the fit does not hold (unless ``ignore_unknown_items``), a
             domain that disagrees with the fit's, or a non-binary answer.
         """
-        from .io import validate
+        from .data import validate
 
         if isinstance(responses, pd.DataFrame):
             missing = [col for col in ("llm", "item", "correct") if col not in responses.columns]
@@ -683,7 +683,7 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
     fit
         An :class:`~mtlirt.estimate.Estimate` or a fit folder.
     responses
-        A :class:`~mtlirt.io.responses.Responses` or a long DataFrame ``llm,
+        A :class:`~mtlirt.data.responses.Responses` or a long DataFrame ``llm,
         item, correct`` (optional ``domain``): any subset of the fit's items.
     interval
         Probability mass of the intervals.

@@ -207,7 +207,7 @@ def fit_bayes(
     Parameters
     ----------
     responses : Responses-like
-        ``mtlirt.io.responses.Responses`` or any object with ``correct``, ``observed``,
+        ``mtlirt.data.responses.Responses`` or any object with ``correct``, ``observed``,
         ``domain_slices``, ``llms``, ``items``, ``domains``.
     spec : str, path, dict or ModelSpec
         Model spec (name in ``models/``, e.g. ``"factor-2pl"``,

@@ -739,9 +739,9 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     log-scale moves by ``tol`` (a thousandth of a score's spread: far below
     the spread's own sampling error). A *thin* domain keeps its calibration's scale:
     one run by fewer than ``min_llms`` LLMs (default
-    :data:`mtlirt.io.validate.MIN_LLMS`: the moments of so few LLMs are
+    :data:`mtlirt.data.validate.MIN_LLMS`: the moments of so few LLMs are
     noise), or whose LLMs gave it fewer than ``min_responses`` answers each
-    (the median; default :data:`mtlirt.io.validate.MIN_RESPONSES`: its
+    (the median; default :data:`mtlirt.data.validate.MIN_RESPONSES`: its
     posterior is mostly the prior's, and its moments barely depend on its
     scale, so the fixed point drifts). As a safety net no domain is rescaled
     by more than ``max_scale`` either way.
@@ -754,7 +754,7 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         ``d`` on the scale of ``theta``, the step's ``loc``, ``scale`` (the
         calibration's traits are ``theta * scale + loc``) and ``n_iter``.
     """
-    from ..io.validate import MIN_LLMS, MIN_RESPONSES
+    from ..data.validate import MIN_LLMS, MIN_RESPONSES
     from ..numerics.factor_grid import grid_quantiles
     from ..scoring import G_GRID, T_GRID, _moments, _tabulate, factor_posterior
 

@@ -1,1 +1,1 @@
-"""Reading, validating and writing: tables, `Responses`, fit folders, importers."""
+"""Fit folders: writing and reading them."""

@@ -299,7 +299,7 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
     allow_different_data : bool
         Compare fits of different tables (by the LLMs and domains they
         share); by default fits whose recorded data fingerprints differ are
-        refused (:meth:`mtlirt.io.responses.Responses.fingerprint`).
+        refused (:meth:`mtlirt.data.responses.Responses.fingerprint`).
 
     Returns
     -------

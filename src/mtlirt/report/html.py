@@ -1098,7 +1098,7 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     overwrite : bool
         Replace an existing file ``out`` (the CLI's ``--force``); a folder is
         never replaced.  The file is written to a temporary sibling and
-        renamed into place (:mod:`mtlirt.io.outputs`).
+        renamed into place (:mod:`mtlirt.data.outputs`).
 
     Returns
     -------
@@ -1120,7 +1120,7 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     Every figure is an inline SVG that its caption saves as SVG or PNG, and
     every table links its full content as CSV.
     """
-    from ..io.outputs import check_file, file_output
+    from ..data.outputs import check_file, file_output
 
     out = Path(out)
     check_file(out, what="HTML report", overwrite=overwrite)  # before the minutes of rendering

@@ -91,7 +91,7 @@ def write_table(df: pd.DataFrame, path: str | Path, *, overwrite: bool = True) -
 
     Written to a temporary sibling and renamed into place; an existing file
     is replaced only when ``overwrite`` (the CLI's ``--force``), a folder
-    never (:mod:`mtlirt.io.outputs`).
+    never (:mod:`mtlirt.data.outputs`).
     """
     from .outputs import file_output
 
