@@ -321,7 +321,7 @@ def test_fit_checks_on_the_command_line(tmp_path, capsys):
     """``mtlirt fit --checks`` records run_checks' summary of the fit on the data fitted in fit.json (the same
     numbers as run_checks in Python), prints one line, and ``mtlirt report`` without the data shows the record."""
     from mtlirt.cli import main
-    from mtlirt.io.fitdir import read_fit
+    from mtlirt.results.fitdir import read_fit
 
     data = tmp_path / "sim.csv"
     assert main(["simulate", "--n-llms", "150", "--domain-sizes", "10,10,12,14", "--seed", "3",

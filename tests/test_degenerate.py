@@ -14,9 +14,9 @@ from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
 from mtlirt.data.validate import MIN_LLMS, MIN_RESPONSES, DataWarning
 from mtlirt.errors import InputError
-from mtlirt.estimate import _ranks
 from mtlirt.estimators.mtl import fit_mtl
 from mtlirt.fitting import fit
+from mtlirt.results.estimate import _ranks
 
 
 def _frame(sim) -> pd.DataFrame:
@@ -245,7 +245,7 @@ def test_a_posterior_mean_outside_its_equal_tailed_interval_is_reached(ordinary)
     the tables extend the interval to the mean, as for a bootstrap."""
     import xarray as xr
 
-    from mtlirt.estimate import Estimate
+    from mtlirt.results.estimate import Estimate
 
     est = fit(ordinary, "accuracy", bootstrap=40, seed=0, n_jobs=1)
     post = est.tree["bootstrap"].to_dataset()
@@ -277,9 +277,9 @@ def test_ties_share_a_rank_in_points_and_draws():
 def test_identical_llms_share_their_rank_and_a_point_fit_has_no_rank_interval(ordinary, tmp_path):
     """Copies of one LLM under other names get one rank; without draws the rank interval is missing (empty
     in overall.csv), not a zero-width interval that reads as certain; the report and compare cope."""
-    from mtlirt.io.fitdir import write_fit
     from mtlirt.report.compare import compare
     from mtlirt.report.html import write_report
+    from mtlirt.results.fitdir import write_fit
 
     df = ordinary.to_frame().astype({"llm": str, "item": str, "domain": str})
     copies = [df[df["llm"] == df["llm"].iloc[0]].assign(llm=f"copy{c}") for c in range(3)]

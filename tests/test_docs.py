@@ -111,13 +111,13 @@ def test_api_page_renders_docstrings(site):
     for anchor in (
         "mtlirt.data.responses.Responses",
         "mtlirt.data.responses.Responses.read",
-        "mtlirt.estimate.Estimate",
-        "mtlirt.estimate.Estimate.domain_scores",
+        "mtlirt.results.estimate.Estimate",
+        "mtlirt.results.estimate.Estimate.domain_scores",
         "mtlirt.data.simulate.simulate",
         "mtlirt.data.importers.from_lm_eval",
         "mtlirt.data.tables.read_table",
         "mtlirt.data.validate.check_columns",
-        "mtlirt.io.fitdir.write_fit",
+        "mtlirt.results.fitdir.write_fit",
         "mtlirt.errors.InputError",
     ):
         assert f'id="{anchor}"' in html, f"{anchor} is not documented"

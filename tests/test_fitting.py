@@ -12,7 +12,7 @@ from mtlirt.data.simulate import simulate
 from mtlirt.errors import InputError
 from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.fitting import fit
-from mtlirt.io.fitdir import read_fit, write_fit
+from mtlirt.results.fitdir import read_fit, write_fit
 
 
 @pytest.fixture(scope="module")

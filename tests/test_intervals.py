@@ -11,7 +11,7 @@ from mtlirt.data.simulate import simulate
 from mtlirt.estimators.bootstrap import deviation_spread
 from mtlirt.estimators.mtl import fit_mtl
 from mtlirt.fitting import fit
-from mtlirt.io.fitdir import write_fit
+from mtlirt.results.fitdir import write_fit
 
 
 def _slices(sizes):

@@ -20,8 +20,8 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from mtlirt import plots
-from mtlirt.estimate import INFO_ATTR, Estimate
 from mtlirt.report.plots._common import _shorten
+from mtlirt.results.estimate import INFO_ATTR, Estimate
 
 MMLU_LIKE = [
     "abstract_algebra", "anatomy", "astronomy", "business_ethics", "clinical_knowledge", "college_biology",

@@ -43,8 +43,8 @@ from scipy.stats import norm
 
 from .data.outputs import FolderKind
 from .errors import InputError
-from .estimate import Estimate
 from .estimators.irt import blas_threads
+from .results.estimate import Estimate
 from .scoring import G_GRID, LOG_PRIOR_G, T_GRID, Scorer, Scores
 
 __all__ = ["AdaptiveTest", "Replay", "replay", "TARGETS"]
@@ -63,7 +63,7 @@ class AdaptiveTest:
     Parameters
     ----------
     fit
-        An :class:`~mtlirt.estimate.Estimate` or a prepared :class:`~mtlirt.scoring.Scorer`
+        An :class:`~mtlirt.results.estimate.Estimate` or a prepared :class:`~mtlirt.scoring.Scorer`
         (reuse one across many tests: the tables are built once).
     target
         ``"overall"``, ``"domains"`` or ``"accuracy"`` (see the module).

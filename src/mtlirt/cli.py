@@ -188,7 +188,7 @@ def cmd_fit(args) -> int:
     from .data.outputs import check_folder
     from .estimators.heldout import heldout_loglik
     from .fitting import ConvergenceWarning, check_settings, data_record, fit
-    from .io.fitdir import FIT_FOLDER, write_fit
+    from .results.fitdir import FIT_FOLDER, write_fit
 
     if not 0 < args.interval < 1:
         raise InputError(f"--interval must be in (0, 1), got {args.interval}")
@@ -295,7 +295,7 @@ def _check_fit_dirs(dirs) -> None:
 
 def _fit_records(dirs) -> dict:
     """``{folder as given: fit record}`` of fit folders (``fit.json``; else posterior.nc's info)."""
-    from .io.fitdir import read_record
+    from .results.fitdir import read_record
 
     return {str(d): read_record(d) for d in dirs}
 
@@ -319,8 +319,8 @@ def _llm_names(text: str | None) -> list[str] | None:
 
 def cmd_report(args) -> int:
     from .data.outputs import check_file
-    from .io.fitdir import check_same_data
     from .report.html import write_report
+    from .results.fitdir import check_same_data
 
     _check_fit_dirs(args.fits)
     check_file(args.out, what="HTML report", overwrite=args.force, inputs=[*args.fits, args.data])
@@ -341,8 +341,8 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     import pandas as pd
 
-    from .io.fitdir import check_same_data
     from .report.compare import compare
+    from .results.fitdir import check_same_data
 
     if len(args.fits) < 2:
         raise InputError("compare needs two or more fit folders")
@@ -387,7 +387,7 @@ def _new_llm_table(path):
 
 def cmd_score(args) -> int:
     from .data.outputs import check_folder
-    from .io.fitdir import read_fit
+    from .results.fitdir import read_fit
     from .scoring import SCORE_FOLDER, Scorer
 
     _check_fit_dirs([args.fit])
@@ -404,7 +404,7 @@ def cmd_score(args) -> int:
 def cmd_adapt(args) -> int:
     from .adaptive import ADAPT_FOLDER, replay
     from .data.outputs import check_folder
-    from .io.fitdir import read_fit
+    from .results.fitdir import read_fit
     from .scoring import Scorer
 
     _check_fit_dirs([args.fit])

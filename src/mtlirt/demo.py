@@ -11,9 +11,9 @@ from .data.outputs import FolderKind, folder_output
 from .data.responses import Responses
 from .data.simulate import simulate
 from .fitting import fit
-from .io.fitdir import package_versions, write_fit
 from .progress import enabled as progress_enabled
 from .progress import stage
+from .results.fitdir import package_versions, write_fit
 
 #: The demo leaderboard: MMLU's 57 subjects at a quarter of their sizes
 #: (10-383 items), LLMs of one general ability with 5% outlier subjects.

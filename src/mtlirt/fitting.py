@@ -1,4 +1,4 @@
-"""One entry point for every estimator: :func:`fit` returns an :class:`~mtlirt.estimate.Estimate`.
+"""One entry point for every estimator: :func:`fit` returns an :class:`~mtlirt.results.estimate.Estimate`.
 
 Point estimates get intervals from a bootstrap (``bootstrap=B``), the
 estimator refit with its tuned settings fixed (:mod:`mtlirt.estimators.bootstrap`).
@@ -23,7 +23,7 @@ domains) and its error replicates give them the spread of a deviation
 mean 0 and its replicates the spread of the population's ``N(0, 1)``.  Each domain is re-centred,
 and keeps the fit's spread, over the LLMs with responses only (fewer than ``MIN_LLMS`` of them: the
 population scale, only re-centred).  Measured coverage: ``docs/results.md`` ("Intervals").  An interval that misses its
-own estimate is extended to reach it (:meth:`~mtlirt.estimate.Estimate.domain_scores`).
+own estimate is extended to reach it (:meth:`~mtlirt.results.estimate.Estimate.domain_scores`).
 
 Degenerate data (docs/data.md, "Degenerate and tiny data"): nothing varying is an error, a constant
 domain's responses are set aside (its scores predicted), thin domains are warned about.
@@ -49,11 +49,11 @@ import numpy as np
 from .data import validate
 from .data.responses import Responses
 from .errors import InputError
-from .estimate import Estimate
 from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstrap
 from .estimators.correlation import corr_draws, error_corrected_corr
 from .estimators.pointfit import PointFit
 from .progress import stage
+from .results.estimate import Estimate
 
 METHODS = ("mtl", "stl", "pooled", "accuracy", "bayes")
 #: Variants of ``mtl``: the package's own estimator, and the seed paper's with its baselines
@@ -327,7 +327,7 @@ def _finish(responses: Responses, res: PointFit, *, method: str, variant: str, s
     """The one post-processing stage of every point fit: its reported arrays (:func:`_reported`: cells
     without responses predicted, the population scale), its record (settings, the estimator's choices,
     convergence, seconds), the bootstrap (for MTL and STL the error bootstrap of :func:`error_world`),
-    the error-corrected cross-domain correlations, and the :class:`~mtlirt.estimate.Estimate`."""
+    the error-corrected cross-domain correlations, and the :class:`~mtlirt.results.estimate.Estimate`."""
     n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
     empty = n_resp == 0
     arr = _reported(res, method, variant, empty, responses.item_domain, few)
@@ -459,7 +459,7 @@ def _record_reach(boot: dict, arr: dict, info: dict, interval: float = 0.9) -> N
     MTL's error bootstrap gives the estimate minus the error's quantiles, an interval corrected for
     the shrinkage's bias: for an LLM far from its centre its error is off-centre, and the interval can
     lie wholly beyond the estimate. The tables extend such an interval to reach the estimate
-    (:meth:`~mtlirt.estimate.Estimate.domain_scores`), which only widens it; the counts go to
+    (:meth:`~mtlirt.results.estimate.Estimate.domain_scores`), which only widens it; the counts go to
     ``info["intervals_extended"]``.
     """
     lo = (1 - interval) / 2

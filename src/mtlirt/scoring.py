@@ -89,10 +89,10 @@ import pandas as pd
 
 from .data.outputs import FolderKind
 from .errors import InputError
-from .estimate import Estimate
 from .estimators.correlation import principal_axes
 from .numerics.factor_grid import factor_grid_posterior, grid_quantiles
 from .numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights
+from .results.estimate import Estimate
 
 __all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
 
@@ -322,8 +322,8 @@ class Scores:
         """The two tables and the record ``marker`` (settings, sizes, versions), into ``folder``."""
         import json
 
-        from .estimate import _json_default
-        from .io.fitdir import package_versions
+        from .results.estimate import _json_default
+        from .results.fitdir import package_versions
 
         self.overall.to_csv(folder / "overall.csv", index=False)
         self.domains.to_csv(folder / "domain_scores.csv", index=False)
@@ -355,7 +355,7 @@ class Scorer:
     Parameters
     ----------
     fit
-        An :class:`~mtlirt.estimate.Estimate` (``read_fit(folder)``) with item
+        An :class:`~mtlirt.results.estimate.Estimate` (``read_fit(folder)``) with item
         parameters: MTL, STL, pooled, the paper's variants or a Bayesian fit.
     draws
         Bayesian fits: how many posterior draws of the structure to average
@@ -681,7 +681,7 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
     Parameters
     ----------
     fit
-        An :class:`~mtlirt.estimate.Estimate` or a fit folder.
+        An :class:`~mtlirt.results.estimate.Estimate` or a fit folder.
     responses
         A :class:`~mtlirt.data.responses.Responses` or a long DataFrame ``llm,
         item, correct`` (optional ``domain``): any subset of the fit's items.
@@ -703,7 +703,7 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
         ``overall`` and ``domains`` tables.
     """
     if not isinstance(fit, Estimate):
-        from .io.fitdir import read_fit
+        from .results.fitdir import read_fit
 
         fit = read_fit(fit)
     return Scorer(fit, draws=draws, interval=interval).score(

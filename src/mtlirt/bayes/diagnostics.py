@@ -266,7 +266,7 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
     -------
     ndarray (chain, draw, llm, domain)
     """
-    from mtlirt.estimate import Estimate
+    from mtlirt.results.estimate import Estimate
 
     arr = as_arrays(responses)
     est = Estimate(tree)
@@ -349,7 +349,7 @@ def add_llm_marginal_log_likelihood(tree, responses: Any, *, integrate_overall: 
         is then leave-one-LLM-out.
     """
     from mtlirt.checks import llm_marginal_loglik
-    from mtlirt.estimate import Estimate
+    from mtlirt.results.estimate import Estimate
 
     post = _post(tree)
     n = int(post.sizes.get("chain", 1) * post.sizes.get("draw", 1))
@@ -397,7 +397,7 @@ def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, see
     """
     import pandas as pd
 
-    from mtlirt.estimate import Estimate
+    from mtlirt.results.estimate import Estimate
 
     arr = as_arrays(responses)
     est = Estimate(tree)

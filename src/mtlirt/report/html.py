@@ -1057,7 +1057,7 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     Parameters
     ----------
     fit_dirs_or_estimates : Estimate, path, sequence of them, or mapping name -> Estimate/path
-        The fits: :class:`~mtlirt.estimate.Estimate` objects, fit folders
+        The fits: :class:`~mtlirt.results.estimate.Estimate` objects, fit folders
         (holding ``posterior.nc`` and ``fit.json``) or ``posterior.nc`` files.
     out : str or pathlib.Path
         The HTML file to write.

@@ -9,7 +9,7 @@ their uncertainty from the posterior when it has more than one draw, else
 from the bootstrap, else report none (``sd`` and interval bounds NaN).
 
 Variables and their dims are the result contract every plot and report
-reads, declared once in :mod:`mtlirt.schema`: ``theta`` (llm, domain),
+reads, declared once in :mod:`mtlirt.results.schema`: ``theta`` (llm, domain),
 ``overall`` (llm), ``eta`` (llm, factor), ``loadings`` (domain, factor),
 ``discrimination``, ``intercept``, ``guessing`` (item), ``domain_corr``
 (domain_a, domain_b), ``expected_accuracy`` (llm), each after ``chain, draw``.
@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..estimators.correlation import column_corr
 from . import schema
-from .estimators.correlation import column_corr
 from .schema import SAMPLE_DIMS
 
 INFO_ATTR = "mtlirt_info"
@@ -66,7 +66,7 @@ def expected_accuracy(theta: np.ndarray, a, d, c, item_domain: np.ndarray) -> np
     per LLM (:func:`mtlirt.estimators._kernels.expected_correct`): the ``N x
     J`` probabilities are never in memory.
     """
-    from .estimators._kernels import expected_correct
+    from ..estimators._kernels import expected_correct
 
     theta = np.ascontiguousarray(theta, dtype=np.float64)
     a = np.ascontiguousarray(a, dtype=np.float64)
@@ -88,7 +88,7 @@ class Estimate:
 
     The layout (an ArviZ-style posterior; a point estimate is one chain and
     one draw, bootstrap replicates in ``/bootstrap``) is described in the
-    module :mod:`mtlirt.estimate`.
+    module :mod:`mtlirt.results.estimate`.
 
     Parameters
     ----------
@@ -210,7 +210,7 @@ class Estimate:
         A file that is not one (truncated, another format, no ``/posterior``
         group) is an :class:`~mtlirt.errors.InputError` naming it.
         """
-        from .errors import InputError
+        from ..errors import InputError
 
         try:
             tree = xr.open_datatree(path, engine="h5netcdf").load()
@@ -422,7 +422,7 @@ class Estimate:
     def score(self, responses, **kw):
         """Score new LLMs against this fit's fixed items and structure (:func:`mtlirt.scoring.score`;
         keyword arguments as there): returns :class:`~mtlirt.scoring.Scores`."""
-        from .scoring import score
+        from ..scoring import score
 
         return score(self, responses, **kw)
 

@@ -2,7 +2,7 @@
 
 A fit folder holds ``domain_scores.csv``, ``overall.csv``, ``items.csv``,
 ``domain_correlation.csv``, ``fit.json`` and ``posterior.nc`` (the
-:class:`~mtlirt.estimate.Estimate` as netCDF).  It is written to a temporary
+:class:`~mtlirt.results.estimate.Estimate` as netCDF).  It is written to a temporary
 folder beside the target and renamed into place only when everything is
 written, so a failed fit leaves nothing half-written; it replaces only an
 earlier fit folder (:mod:`mtlirt.data.outputs`).
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..data.outputs import FolderKind, folder_output
 from ..errors import InputError
-from ..estimate import Estimate, _json_default
+from .estimate import Estimate, _json_default
 
 FILES = ("domain_scores.csv", "overall.csv", "items.csv", "domain_correlation.csv", "fit.json", "posterior.nc")
 

@@ -1,1 +1,0 @@
-"""Fit folders: writing and reading them."""
