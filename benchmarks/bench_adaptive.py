@@ -2,7 +2,7 @@
 
 Calibrate (MTL, default settings) on ``--n-cal`` LLMs, hold out ``--n-new``
 others, and score each held-out LLM from ``K`` of its responses with
-:class:`mtlirt.scoring.Scorer`, the items chosen by
+:class:`mtlirt.evaluate.scoring.Scorer`, the items chosen by
 
 ``random``
     ``K`` of the LLM's items uniformly at random;
@@ -19,7 +19,7 @@ others, and score each held-out LLM from ``K`` of its responses with
     the cluster-size-weighted mean of the anchors' answers (``anchors-w``,
     accuracy only);
 ``adaptive``
-    :class:`mtlirt.adaptive.AdaptiveTest` with ``--target`` (one run to the
+    :class:`mtlirt.evaluate.adaptive.AdaptiveTest` with ``--target`` (one run to the
     largest budget; a smaller budget is its prefix).
 
 Columns: ``mae_acc`` mean absolute error of the whole-benchmark accuracy
@@ -91,12 +91,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.cluster.vq import kmeans2  # noqa: E402
 
-from mtlirt.adaptive import AdaptiveTest  # noqa: E402
 from mtlirt.data.responses import Responses  # noqa: E402
 from mtlirt.data.simulate import simulate  # noqa: E402
 from mtlirt.data.validate import DataWarning  # noqa: E402
+from mtlirt.evaluate.adaptive import AdaptiveTest  # noqa: E402
+from mtlirt.evaluate.scoring import Scorer, _tabulate  # noqa: E402
 from mtlirt.fitting import fit  # noqa: E402
-from mtlirt.scoring import Scorer, _tabulate  # noqa: E402
 
 METHODS = ("random", "stratified", "anchors", "adaptive")
 

@@ -34,9 +34,9 @@ from mtlirt.bayes.model import overall_sd_guess_joint
 from mtlirt.bayes.sample import _dataset_from_draws
 from mtlirt.errors import InputError
 from mtlirt.estimators.heldout import heldout_loglik
-from mtlirt.mcmc_stats import ess_bulk, ess_tail, rhat_rank
 from mtlirt.numerics.hermite import hermite_np, hermite_pt
 from mtlirt.numerics.llm_side import bernoulli_loglik
+from mtlirt.numerics.mcmc_stats import ess_bulk, ess_tail, rhat_rank
 from mtlirt.results.estimate import Estimate
 
 # ---------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mtlirt.checks import correlation_statistic
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
 from mtlirt.estimators.correlation import (
@@ -16,6 +15,7 @@ from mtlirt.estimators.correlation import (
     pairwise_corr,
     reliability_from_se,
 )
+from mtlirt.evaluate.checks import correlation_statistic
 from mtlirt.fitting import fit
 
 

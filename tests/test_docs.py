@@ -243,9 +243,9 @@ def written_outputs(tmp_path_factory):
     import pandas as pd
 
     from mtlirt import Responses, fit, simulate, write_fit
-    from mtlirt.adaptive import replay
+    from mtlirt.evaluate.adaptive import replay
+    from mtlirt.evaluate.scoring import Scorer
     from mtlirt.report.compare import compare
-    from mtlirt.scoring import Scorer
 
     out = tmp_path_factory.mktemp("outputs")
     sim = simulate(40, domain_sizes=[5, 6, 7], seed=3, missing=0.1)

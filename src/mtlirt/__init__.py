@@ -20,11 +20,11 @@ from .data.simulate import simulate
 from .data.validate import DataWarning
 from .errors import InputError
 from .estimators.heldout import heldout_loglik
+from .evaluate.scoring import score
 from .fitting import ConvergenceWarning, fit
 from .report.compare import compare
 from .results.estimate import Estimate
 from .results.fitdir import read_fit, write_fit
-from .scoring import score
 
 # matplotlib and PyMC load on first use, so that `import mtlirt` and the CLI start fast
 _LAZY = {"plots": "mtlirt.report.plots", "bayes": "mtlirt.bayes"}

@@ -234,7 +234,7 @@ def cmd_fit(args) -> int:
                         data=data_record(responses))  # the table read, of which the fit saw a part
     checks = None
     if args.checks:
-        from .checks import run_checks
+        from .evaluate.checks import run_checks
 
         checks = run_checks(est, data, n_replicates=args.check_replicates, seed=args.seed, max_draws=200)
         checks.record(est)
@@ -387,8 +387,8 @@ def _new_llm_table(path):
 
 def cmd_score(args) -> int:
     from .data.outputs import check_folder
+    from .evaluate.scoring import SCORE_FOLDER, Scorer
     from .results.fitdir import read_fit
-    from .scoring import SCORE_FOLDER, Scorer
 
     _check_fit_dirs([args.fit])
     check_folder(args.out, SCORE_FOLDER, overwrite=args.force, inputs=[args.fit, args.responses])
@@ -402,10 +402,10 @@ def cmd_score(args) -> int:
 
 
 def cmd_adapt(args) -> int:
-    from .adaptive import ADAPT_FOLDER, replay
     from .data.outputs import check_folder
+    from .evaluate.adaptive import ADAPT_FOLDER, replay
+    from .evaluate.scoring import Scorer
     from .results.fitdir import read_fit
-    from .scoring import Scorer
 
     _check_fit_dirs([args.fit])
     if args.budget is None and args.width is None:

@@ -50,7 +50,7 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
         LLM side integrated out, the loadings sampled until the convergence
         checks pass (:func:`mtlirt.bayes.fit_bayes`).
     checks, check_replicates
-        The report's model checks (:mod:`mtlirt.checks`) of the MTL fit, with
+        The report's model checks (:mod:`mtlirt.evaluate.checks`) of the MTL fit, with
         this many replicates of the correlation check. The Bayesian fit is not
         checked: its checks (posterior predictive S-X2 on 50 draws,
         leave-one-LLM-out on 200) cost minutes at the demo's size.

@@ -563,7 +563,7 @@ def error_world(responses, arr: dict, *, method: str, variant: str = "default", 
                 empty: np.ndarray | None = None, corr: np.ndarray | None = None) -> dict:
     """The world of a fit's error bootstrap (``bootstrap.run_bootstrap``, ``kind="world"``), the one copy:
     :func:`fit`'s bootstrap draws its replicates' truths from it, and so does the correlation check's
-    ``world="estimate"`` (:func:`mtlirt.checks.correlation_check`), from what the estimate records.
+    ``world="estimate"`` (:func:`mtlirt.evaluate.checks.correlation_check`), from what the estimate records.
 
     ``arr``: the reported fit (``theta``, ``overall``, ``eta``, ``centre``, ``a``, ``d``, ``c``), ``pop``
     its ``info["population_scale"]``, ``empty`` its cells without responses, ``corr`` (STL) the

@@ -13,4 +13,7 @@
 :mod:`~mtlirt.numerics.factor_grid`
     The rank-one factor model's grid posterior of many LLMs at once (MTL's
     reported scores, the scorer), a numba kernel.
+:mod:`~mtlirt.numerics.mcmc_stats`
+    The rank-normalised R-hat and bulk/tail ESS, vectorised over many
+    parameters (the Bayesian diagnostics, the convergence plot).
 """

@@ -850,10 +850,10 @@ def _comparison_section(fits: dict, interval: float, dpi: int) -> str:
 
 
 def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int) -> str:
-    """The "Model checks" block of a fit (:mod:`mtlirt.checks`): run here when ``checks`` is
+    """The "Model checks" block of a fit (:mod:`mtlirt.evaluate.checks`): run here when ``checks`` is
     ``"auto"``/``True`` and the data are given, taken from ``checks`` when it is a
-    :class:`~mtlirt.checks.ModelChecks`, else the summary recorded in the fit's diagnostics."""
-    from ..checks import ModelChecks, run_checks
+    :class:`~mtlirt.evaluate.checks.ModelChecks`, else the summary recorded in the fit's diagnostics."""
+    from ..evaluate.checks import ModelChecks, run_checks
     from . import plots_checks as pc
 
     aid = _anchor(name)
@@ -1080,10 +1080,10 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
         Resolution of the rasterized parts of the figures (the figures are
         SVG; dense scatters inside them are PNG).
     checks : "auto", bool, ModelChecks or mapping name -> ModelChecks/bool
-        The "Model checks" section (:mod:`mtlirt.checks`): ``"auto"``/``True``
+        The "Model checks" section (:mod:`mtlirt.evaluate.checks`): ``"auto"``/``True``
         runs them when ``responses`` is given (else shows the summary recorded
         in the fit's diagnostics, if any); ``False`` leaves the section out; a
-        :class:`~mtlirt.checks.ModelChecks` (or one per fit name) is shown as is.
+        :class:`~mtlirt.evaluate.checks.ModelChecks` (or one per fit name) is shown as is.
     check_replicates : int
         Replicated data sets of the correlation check (each one STL fit; with
         20 a pair misfits only when every replicate lies on one side of it).

@@ -420,9 +420,9 @@ class Estimate:
         )
 
     def score(self, responses, **kw):
-        """Score new LLMs against this fit's fixed items and structure (:func:`mtlirt.scoring.score`;
-        keyword arguments as there): returns :class:`~mtlirt.scoring.Scores`."""
-        from ..scoring import score
+        """Score new LLMs against this fit's fixed items and structure (:func:`mtlirt.evaluate.scoring.score`;
+        keyword arguments as there): returns :class:`~mtlirt.evaluate.scoring.Scores`."""
+        from ..evaluate.scoring import score
 
         return score(self, responses, **kw)
 

@@ -18,10 +18,10 @@ def rank_rhat(x: np.ndarray) -> np.ndarray:
     -------
     numpy.ndarray
         ``m`` values (Vehtari et al. 2021), from the package's one R-hat
-        (:func:`mtlirt.mcmc_stats.rhat_rank`); used to pick the
+        (:func:`mtlirt.numerics.mcmc_stats.rhat_rank`); used to pick the
         elements shown by :func:`convergence`.
     """
-    from ...mcmc_stats import rhat_rank
+    from ...numerics.mcmc_stats import rhat_rank
 
     return rhat_rank(np.asarray(x, dtype=float))
 

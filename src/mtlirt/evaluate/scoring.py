@@ -87,12 +87,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .data.outputs import FolderKind
-from .errors import InputError
-from .estimators.correlation import principal_axes
-from .numerics.factor_grid import factor_grid_posterior, grid_quantiles
-from .numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights
-from .results.estimate import Estimate
+from ..data.outputs import FolderKind
+from ..errors import InputError
+from ..estimators.correlation import principal_axes
+from ..numerics.factor_grid import factor_grid_posterior, grid_quantiles
+from ..numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights
+from ..results.estimate import Estimate
 
 __all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
 
@@ -311,7 +311,7 @@ class Scores:
         ``score.json`` records the interval, the sizes, ``settings`` and the
         package versions.
         """
-        from .data.outputs import folder_output
+        from ..data.outputs import folder_output
 
         out = Path(out)
         with folder_output(out, SCORE_FOLDER, overwrite=overwrite) as tmp:
@@ -322,8 +322,8 @@ class Scores:
         """The two tables and the record ``marker`` (settings, sizes, versions), into ``folder``."""
         import json
 
-        from .results.estimate import _json_default
-        from .results.fitdir import package_versions
+        from ..results.estimate import _json_default
+        from ..results.fitdir import package_versions
 
         self.overall.to_csv(folder / "overall.csv", index=False)
         self.domains.to_csv(folder / "domain_scores.csv", index=False)
@@ -457,7 +457,7 @@ class Scorer:
             Items the fit does not hold (unless ``ignore_unknown_items``), a
             domain that disagrees with the fit's, or a non-binary answer.
         """
-        from .data import validate
+        from ..data import validate
 
         if isinstance(responses, pd.DataFrame):
             missing = [col for col in ("llm", "item", "correct") if col not in responses.columns]
@@ -703,7 +703,7 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
         ``overall`` and ``domains`` tables.
     """
     if not isinstance(fit, Estimate):
-        from .results.fitdir import read_fit
+        from ..results.fitdir import read_fit
 
         fit = read_fit(fit)
     return Scorer(fit, draws=draws, interval=interval).score(
