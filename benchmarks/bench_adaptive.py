@@ -95,8 +95,9 @@ from mtlirt.data.responses import Responses  # noqa: E402
 from mtlirt.data.simulate import simulate  # noqa: E402
 from mtlirt.data.validate import DataWarning  # noqa: E402
 from mtlirt.evaluate.adaptive import AdaptiveTest  # noqa: E402
-from mtlirt.evaluate.scoring import Scorer, _tabulate  # noqa: E402
+from mtlirt.evaluate.scoring import Scorer  # noqa: E402
 from mtlirt.fitting import fit  # noqa: E402
+from mtlirt.numerics.factor_model import _tabulate  # noqa: E402
 
 METHODS = ("random", "stratified", "anchors", "adaptive")
 

@@ -350,7 +350,7 @@ def _dense_posterior(st, item_domain, pos, y, K):
 def test_a_narrow_posterior_is_refined(world):
     """Sharp items (sds near 0.05, below the fixed grids' spacing of 0.125): the refined grids give the means
     and sds of a brute-force dense quadrature, which the fixed grids miss."""
-    from mtlirt.evaluate.scoring import _tabulate
+    from mtlirt.numerics.factor_model import _tabulate
 
     _, est, base = world
     J, K = base.n_items, base.n_domains

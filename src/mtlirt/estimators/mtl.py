@@ -103,6 +103,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..numerics.factor_grid import grid_quantiles
+from ..numerics.factor_model import G_GRID, T_GRID, _moments, _tabulate, factor_posterior, overall_loadings
+from ..numerics.llm_side import grid_loglik, logits, softplus
 from . import irt
 from .correlation import reliability_from_se
 from .heldout import cell_loglik
@@ -647,10 +650,9 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
     corrected and partially pooled); the factor loadings of unit-variance
     traits are ``Lambda_k = W_k / sqrt(|W_k|^2 + psi_k)`` (``W`` the ``K x r``
     slopes of the centre on its standardised shared traits), and ``lambda_k``
-    their correlation with the overall score (:func:`mtlirt.evaluate.scoring.overall_loadings`:
+    their correlation with the overall score (:func:`mtlirt.numerics.factor_model.overall_loadings`:
     ``Lambda_k`` itself at rank one), signed so that they sum positive.
     """
-    from ..evaluate.scoring import overall_loadings
     from .bootstrap import deviation_spread
 
     psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=W)
@@ -663,8 +665,6 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
 def _domain_tables(correct, observed, slices, st, dtype=np.float64):
     """``N x K x Q``: each LLM's log-likelihood of its answers in each domain on the scorer's grid, the
     matrix products in ``dtype``."""
-    from ..evaluate.scoring import T_GRID
-    from ..numerics.llm_side import grid_loglik
 
     out = np.empty((correct.shape[0], len(slices), len(T_GRID)))
     for k, s in enumerate(slices):
@@ -701,8 +701,6 @@ class _StepTables:
                 self.S[:, k] = Y @ a0[s]
 
     def __call__(self, loc, scale, st):
-        from ..evaluate.scoring import T_GRID
-        from ..numerics.llm_side import grid_loglik, logits, softplus
 
         U = scale[:, None] * T_GRID + loc[:, None]  # (K, Q): the calibration's traits at the grid
         if self.out is None:  # one buffer for every pass (the posterior has read the last one)
@@ -755,8 +753,6 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         calibration's traits are ``theta * scale + loc``) and ``n_iter``.
     """
     from ..data.validate import MIN_LLMS, MIN_RESPONSES
-    from ..evaluate.scoring import G_GRID, T_GRID, _moments, _tabulate, factor_posterior
-    from ..numerics.factor_grid import grid_quantiles
 
     min_llms = MIN_LLMS if min_llms is None else int(min_llms)
     min_responses = MIN_RESPONSES if min_responses is None else min_responses

@@ -44,8 +44,9 @@ from scipy.stats import norm
 from ..data.outputs import FolderKind
 from ..errors import InputError
 from ..estimators.irt import blas_threads
+from ..numerics.factor_model import G_GRID, LOG_PRIOR_G, T_GRID
 from ..results.estimate import Estimate
-from .scoring import G_GRID, LOG_PRIOR_G, T_GRID, Scorer, Scores
+from .scoring import Scorer, Scores
 
 __all__ = ["AdaptiveTest", "Replay", "replay", "TARGETS"]
 
