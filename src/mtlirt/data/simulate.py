@@ -52,6 +52,8 @@ import pandas as pd
 from mtlirt.data.outputs import FolderKind
 from mtlirt.errors import InputError
 
+from .outputs import file_output, folder_output
+
 __all__ = [
     "Simulation",
     "simulate",
@@ -413,7 +415,6 @@ class Simulation:
             raise InputError(
                 f"cannot tell the format of {str(path)!r}: use .parquet, .csv or .csv.gz"
             )
-        from .outputs import file_output
 
         table = pa.Table.from_pandas(self.responses, preserve_index=False)
         with file_output(path, what="table", overwrite=overwrite) as tmp:
@@ -466,8 +467,6 @@ class Simulation:
         pathlib.Path
             The folder.
         """
-        from .outputs import folder_output
-
         directory = Path(directory)
         with folder_output(directory, TRUTH_FOLDER, overwrite=overwrite) as tmp:
             self._write_truth_files(tmp)

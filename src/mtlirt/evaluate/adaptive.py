@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from ..data.outputs import FolderKind
+from ..data.outputs import FolderKind, folder_output
 from ..errors import InputError
 from ..estimators.irt import blas_threads
 from ..numerics.factor_model import G_GRID, LOG_PRIOR_G, T_GRID
@@ -324,8 +324,6 @@ class Replay:
         with ``adapt.json``), replaced when ``overwrite`` (the CLI's
         ``--force``); written atomically (:mod:`mtlirt.data.outputs`).
         """
-        from ..data.outputs import folder_output
-
         out = Path(out)
         with folder_output(out, ADAPT_FOLDER, overwrite=overwrite) as tmp:
             self.scores._write_files(tmp, ADAPT_FOLDER.marker, settings)

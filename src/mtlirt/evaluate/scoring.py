@@ -87,7 +87,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data.outputs import FolderKind
+from ..data import validate
+from ..data.outputs import FolderKind, folder_output
 from ..errors import InputError
 from ..estimators.correlation import principal_axes
 from ..numerics.factor_grid import grid_quantiles
@@ -103,7 +104,8 @@ from ..numerics.factor_model import (
     refined_posterior,
 )
 from ..numerics.llm_side import grid_loglik
-from ..results.estimate import Estimate
+from ..results.estimate import Estimate, _json_default
+from ..results.fitdir import package_versions, read_fit
 
 __all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
 
@@ -178,8 +180,6 @@ class Scores:
         ``score.json`` records the interval, the sizes, ``settings`` and the
         package versions.
         """
-        from ..data.outputs import folder_output
-
         out = Path(out)
         with folder_output(out, SCORE_FOLDER, overwrite=overwrite) as tmp:
             self._write_files(tmp, SCORE_FOLDER.marker, settings)
@@ -188,9 +188,6 @@ class Scores:
     def _write_files(self, folder: Path, marker: str, settings: dict | None) -> None:
         """The two tables and the record ``marker`` (settings, sizes, versions), into ``folder``."""
         import json
-
-        from ..results.estimate import _json_default
-        from ..results.fitdir import package_versions
 
         self.overall.to_csv(folder / "overall.csv", index=False)
         self.domains.to_csv(folder / "domain_scores.csv", index=False)
@@ -324,8 +321,6 @@ class Scorer:
             Items the fit does not hold (unless ``ignore_unknown_items``), a
             domain that disagrees with the fit's, or a non-binary answer.
         """
-        from ..data import validate
-
         if isinstance(responses, pd.DataFrame):
             missing = [col for col in ("llm", "item", "correct") if col not in responses.columns]
             if missing:
@@ -570,8 +565,6 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
         ``overall`` and ``domains`` tables.
     """
     if not isinstance(fit, Estimate):
-        from ..results.fitdir import read_fit
-
         fit = read_fit(fit)
     return Scorer(fit, draws=draws, interval=interval).score(
         responses, ignore_unknown_items=ignore_unknown_items, seed=seed, scale=scale)

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..errors import InputError
 from ..estimators.correlation import column_corr
 from . import schema
 from .schema import SAMPLE_DIMS
@@ -210,8 +211,6 @@ class Estimate:
         A file that is not one (truncated, another format, no ``/posterior``
         group) is an :class:`~mtlirt.errors.InputError` naming it.
         """
-        from ..errors import InputError
-
         try:
             tree = xr.open_datatree(path, engine="h5netcdf").load()
             tree.close()
