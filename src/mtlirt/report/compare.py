@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..results.estimate import Estimate
+from ..results.fitdir import check_same_data
 
 __all__ = ["compare", "fit_diagnostics", "fit_summary", "fit_timings", "load_fit", "load_fits",
            "recorded_heldout_loglik"]
@@ -332,8 +333,6 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
         fits share fewer than two LLMs, or were fitted to different tables
         (unless ``allow_different_data``).
     """
-    from ..results.fitdir import check_same_data
-
     fits, records = load_fits(estimates_or_dirs, names)
     if len(fits) < 2:
         raise ValueError(f"compare needs at least two fits, got {len(fits)}")

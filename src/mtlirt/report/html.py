@@ -23,6 +23,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
+from ..data.outputs import check_file, file_output
 from ..errors import InputError
 from . import plots
 from .compare import (
@@ -1120,8 +1121,6 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     Every figure is an inline SVG that its caption saves as SVG or PNG, and
     every table links its full content as CSV.
     """
-    from ..data.outputs import check_file, file_output
-
     out = Path(out)
     check_file(out, what="HTML report", overwrite=overwrite)  # before the minutes of rendering
     text = render_report(fit_dirs_or_estimates, responses, title, names=names, interval=interval, top=top,
