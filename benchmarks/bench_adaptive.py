@@ -2,7 +2,7 @@
 
 Calibrate (MTL, default settings) on ``--n-cal`` LLMs, hold out ``--n-new``
 others, and score each held-out LLM from ``K`` of its responses with
-:class:`mtlirt.scoring.Scorer`, the items chosen by
+:class:`mtlirt.evaluate.scoring.Scorer`, the items chosen by
 
 ``random``
     ``K`` of the LLM's items uniformly at random;
@@ -19,7 +19,7 @@ others, and score each held-out LLM from ``K`` of its responses with
     the cluster-size-weighted mean of the anchors' answers (``anchors-w``,
     accuracy only);
 ``adaptive``
-    :class:`mtlirt.adaptive.AdaptiveTest` with ``--target`` (one run to the
+    :class:`mtlirt.evaluate.adaptive.AdaptiveTest` with ``--target`` (one run to the
     largest budget; a smaller budget is its prefix).
 
 Columns: ``mae_acc`` mean absolute error of the whole-benchmark accuracy
@@ -44,7 +44,7 @@ domains of an exact 90% interval is about 0.83);
 realised accuracy's error in units of its interval's normal sd (width /
 3.29): 0 and 1 where the interval is right.
 
-``--scenario realistic`` simulates with :func:`mtlirt.simulate.simulate`'s
+``--scenario realistic`` simulates with :func:`mtlirt.data.simulate.simulate`'s
 realistic departures (loadings 0.6-0.98, skewed traits, guessing, flawed
 items, missing blocks) instead of the model itself.
 
@@ -91,12 +91,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.cluster.vq import kmeans2  # noqa: E402
 
-from mtlirt.adaptive import AdaptiveTest  # noqa: E402
+from mtlirt.data.responses import Responses  # noqa: E402
+from mtlirt.data.simulate import simulate  # noqa: E402
+from mtlirt.data.validate import DataWarning  # noqa: E402
+from mtlirt.evaluate.adaptive import AdaptiveTest  # noqa: E402
+from mtlirt.evaluate.scoring import Scorer  # noqa: E402
 from mtlirt.fitting import fit  # noqa: E402
-from mtlirt.io.responses import Responses  # noqa: E402
-from mtlirt.io.validate import DataWarning  # noqa: E402
-from mtlirt.scoring import Scorer, _tabulate  # noqa: E402
-from mtlirt.simulate import simulate  # noqa: E402
+from mtlirt.numerics.factor_model import _tabulate  # noqa: E402
 
 METHODS = ("random", "stratified", "anchors", "adaptive")
 
@@ -358,7 +359,7 @@ def main(argv=None) -> int:
     parser.add_argument("--target", default="accuracy", choices=("overall", "domains", "accuracy"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenario", default="ideal", choices=("ideal", "realistic"),
-                        help="the simulated set's scenario (mtlirt.simulate)")
+                        help="the simulated set's scenario (mtlirt.data.simulate)")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
     parser.add_argument("--out", type=Path, default=None, help="also write the table as CSV")

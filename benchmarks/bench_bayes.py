@@ -108,8 +108,8 @@ def _simulated(n_llms: int, domain_sizes=None, *, preset: str | None = None, sca
                seed: int = 0):
     """A simulated leaderboard as ``Responses`` with its true domain scores
     (N x K, in the data's order) and standardised true overall scores."""
-    from mtlirt.io.responses import Responses
-    from mtlirt.simulate import simulate
+    from mtlirt.data.responses import Responses
+    from mtlirt.data.simulate import simulate
 
     sim = simulate(n_llms, domain_sizes, preset=preset, scale=scale, seed=seed)
     resp = Responses.from_frame(sim.responses)
@@ -425,8 +425,8 @@ def bench_real(seed: int = 0, draws: int = 1000, tune: int = 1000, chains: int =
     from pathlib import Path
 
     from mtlirt.bayes import diagnostics
+    from mtlirt.data.responses import Responses
     from mtlirt.estimators.heldout import heldout_loglik
-    from mtlirt.io.responses import Responses
 
     path = Path(__file__).resolve().parents[2] / "shared" / "data" / "mmlu_pro" / "responses.csv.gz"
     with warnings.catch_warnings():

@@ -40,10 +40,10 @@ import time
 
 import numpy as np
 
-import mtlirt.simulate  # noqa: F401
+import mtlirt.data.simulate  # noqa: F401
 from mtlirt.estimators import irt
 
-simulate = sys.modules["mtlirt.simulate"].simulate
+simulate = sys.modules["mtlirt.data.simulate"].simulate
 
 DESIGNS = {
     "mmlu": dict(n=1000, preset="mmlu", scale=0.1, seed=0),
@@ -123,7 +123,7 @@ def oll_v1():
     import warnings
     from pathlib import Path
 
-    from mtlirt.io.responses import Responses
+    from mtlirt.data.responses import Responses
 
     path = Path(__file__).resolve().parents[2] / "shared" / "data" / "oll_v1" / "responses.csv.gz"
     with warnings.catch_warnings():

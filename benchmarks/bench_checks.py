@@ -1,4 +1,4 @@
-"""Benchmark: the model checks of mtlirt.checks (docs/checks.md quotes its output).
+"""Benchmark: the model checks of mtlirt.evaluate.checks (docs/checks.md quotes its output).
 
 ``calibration``
     How often the checks flag a model that is right, and whether they flag one
@@ -56,8 +56,8 @@ import numpy as np
 
 import mtlirt
 from mtlirt import simulate
-from mtlirt.checks import correlation_check, item_fit, loo_llm, run_checks
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
+from mtlirt.evaluate.checks import correlation_check, item_fit, loo_llm, run_checks
 
 warnings.simplefilter("ignore")
 

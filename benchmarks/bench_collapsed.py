@@ -40,7 +40,7 @@ errors against the truth at the 20 best and worst LLMs.
 samplers: the same integrated model sampled by IMH and by NUTS (nutpie) on the
 calibration design (or ``--n-llms`` LLMs): loadings, domain and overall scores.
 
-realistic: the realistic scenario of ``mtlirt.simulate`` (``scenario="realistic"``,
+realistic: the realistic scenario of ``mtlirt.data.simulate`` (``scenario="realistic"``,
 MMLU's subjects at ``--scale``, as ``bench_coverage.py`` builds it): the MTL fit the
 CLI runs for ``--spec``, then both fixed-items routes (``llm_side="integrated"``
 and ``"sampled"``) from its values at the same seed: convergence, the pilot's
@@ -113,8 +113,8 @@ def _tail_errors(mean, t, n: int = 20) -> dict:
 
 
 def _simulated(n_llms, domain_sizes=None, *, preset=None, seed=0, rank=1):
-    from mtlirt.io.responses import Responses
-    from mtlirt.simulate import simulate
+    from mtlirt.data.responses import Responses
+    from mtlirt.data.simulate import simulate
 
     sim = simulate(n_llms, domain_sizes, preset=preset, seed=seed, rank=rank)
     resp = Responses.from_frame(sim.responses)
@@ -561,8 +561,8 @@ def bench_flagship_routes(seed: int = 0, draws: int = 1000, chains: int = 4, thi
 def bench_extremes(seed: int = 0, n_llms: int = 400, a_scale: float = 1.0, scenario: str = "ideal",
                    draws: int = 1000, chains: int = 4) -> dict:
     """Both fixed-items routes at the extremes of a small design (see the module docstring)."""
-    from mtlirt.io.responses import Responses
-    from mtlirt.simulate import simulate
+    from mtlirt.data.responses import Responses
+    from mtlirt.data.simulate import simulate
 
     sim = simulate(n_llms, [120] * 6, seed=seed, scenario=scenario)
     resp = Responses.from_frame(sim.responses)
@@ -601,9 +601,9 @@ def bench_realistic(seed: int = 0, n_llms: int = 500, scale: float = 0.1, spec: 
     scenario="realistic")``, as ``bench_coverage.py`` builds it): MTL fit, then
     both routes; coverage of the true domain scores (population scale) and of
     the overall score (standardised over the LLMs, as ``_simulated``)."""
-    from mtlirt.io.responses import Responses
+    from mtlirt.data.responses import Responses
 
-    simulate = sys.modules["mtlirt.simulate"].simulate
+    simulate = sys.modules["mtlirt.data.simulate"].simulate
     sim = simulate(n_llms, preset="mmlu", scale=scale, scenario="realistic", similarity=0.1, seed=seed)
     resp = Responses.from_frame(sim.responses)
     truth = sim.domain_scores.loc[resp.llms, resp.domains].values
@@ -637,8 +637,8 @@ def bench_realdata(data: str = "oll_v1", max_llms: int | None = None, spec: str 
     both routes at the same seed and their agreement. With ``max_llms`` both
     routes run on a seeded subsample of that many LLMs (its own MTL fit), and
     the integrated route also on all of them."""
-    from mtlirt.io.responses import Responses
-    from mtlirt.io.validate import DataWarning
+    from mtlirt.data.responses import Responses
+    from mtlirt.data.validate import DataWarning
 
     root = shared or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
     path, kw = REAL_SETS[data]
@@ -696,12 +696,12 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
     other in one process: wall and CPU seconds of each and their ratios, the route chosen and why, the
     convergence checks and, on a simulation, the 90% coverage of the true domain and overall scores.
     ``data``: a shared real leaderboard (``--max-llms`` a seeded subsample; ``--cut``: each domain cut to
-    1-3 items; mmlu_pro by its ``subject`` column); else ``mtlirt.simulate`` with ``preset``, ``scale``,
+    1-3 items; mmlu_pro by its ``subject`` column); else ``mtlirt.data.simulate`` with ``preset``, ``scale``,
     ``missing``, ``scenario`` and ``rank``. Rank 2 fits the ``factor2-2pl`` spec."""
+    from mtlirt.data.responses import Responses
+    from mtlirt.data.simulate import simulate
+    from mtlirt.data.validate import DataWarning
     from mtlirt.fitting import fit
-    from mtlirt.io.responses import Responses
-    from mtlirt.io.validate import DataWarning
-    from mtlirt.simulate import simulate
 
     truth = None
     if data is not None:

@@ -56,10 +56,10 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from mtlirt.data.simulate import simulate
 from mtlirt.estimators import irt, mtl
 from mtlirt.estimators.baselines import fit_accuracy, fit_pooled
 from mtlirt.estimators.heldout import cell_loglik
-from mtlirt.simulate import simulate
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -126,7 +126,7 @@ def hwm():
             return int(line.split()[1]) / 2**20
     return float("nan")
 t0 = time.perf_counter()
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 from mtlirt.estimators.mtl import fit_mtl
 r = Responses.read(sys.argv[1])
 t1 = time.perf_counter()
@@ -242,7 +242,7 @@ def _logloss(correct, rows, cols, fit, item_domain):
 
 
 def real_section():
-    from mtlirt.io.responses import Responses
+    from mtlirt.data.responses import Responses
 
     sets = {
         "mmlu_pro/domain": (SHARED / "mmlu_pro/responses.csv.gz", {"ignore_columns": ["subject"]}),

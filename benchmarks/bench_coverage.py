@@ -79,9 +79,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import _rmse  # RMSE after standardising estimate and truth per domain
 
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 from mtlirt.fitting import ConvergenceWarning, fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
 
 
 def _std(x):

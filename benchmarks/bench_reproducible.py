@@ -29,7 +29,7 @@ import time, numpy as np
 import mtlirt
 from mtlirt import simulate
 import mtlirt.bayes
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 if {fastmath}:  # the state before fit_bayes compiled without fast-math (mtlirt.fit calls mtlirt.bayes.fit_bayes)
     mtlirt.bayes.fit_bayes = mtlirt.bayes.fit_bayes.__wrapped__
 t = time.process_time()
@@ -58,7 +58,7 @@ def cost() -> None:
 
     from mtlirt import simulate
     from mtlirt.bayes.sample import build
-    from mtlirt.io.responses import Responses
+    from mtlirt.data.responses import Responses
 
     resp = Responses.from_frame(simulate(1000, preset="mmlu", scale=0.1, seed=7).responses)
     for items in ("fixed", "joint"):

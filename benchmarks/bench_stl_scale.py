@@ -19,9 +19,9 @@ import warnings
 
 import numpy as np
 
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
 
 warnings.simplefilter("ignore")
 

@@ -21,7 +21,7 @@ cell (``N x K`` cells per leaderboard):
 ``--missing`` adds block missingness (LLMs that did not run a domain), where
 the predicted cells are made; ``--method stl`` measures the single-domain fit
 instead. The table ends with each ``(N, J)``'s number of responses per
-domain. The thresholds ``mtlirt.io.validate.MIN_LLMS`` and ``MIN_RESPONSES``
+domain. The thresholds ``mtlirt.data.validate.MIN_LLMS`` and ``MIN_RESPONSES``
 are read from it (docs/data.md, "Degenerate and tiny data").
 
 Usage::
@@ -39,10 +39,10 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
+from mtlirt.data.validate import DataWarning
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.io.validate import DataWarning
-from mtlirt.simulate import simulate
 
 
 def one(n, j, seed, *, k, similarity, bootstrap, missing, method):

@@ -47,11 +47,11 @@ import pandas as pd
 from scipy.special import expit
 from scipy.stats import spearmanr
 
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
+from mtlirt.data.validate import DataWarning
 from mtlirt.estimators.heldout import cell_loglik, heldout_loglik
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.io.validate import DataWarning
-from mtlirt.simulate import simulate
 
 METHODS = ("mtl", "stl", "pooled", "accuracy")
 

@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     parser.add_argument("extra", nargs="*", help="further options for mtlirt fit (after --)")
     args = parser.parse_args(argv)
 
-    from mtlirt.simulate import simulate
+    from mtlirt.data.simulate import simulate
 
     tmp = Path(tempfile.mkdtemp(prefix="mtlirt-flagship-")) if args.out is None else args.out
     tmp.mkdir(parents=True, exist_ok=True)

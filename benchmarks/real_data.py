@@ -17,10 +17,10 @@ import time
 import warnings
 from pathlib import Path
 
+from mtlirt.data.responses import Responses
+from mtlirt.data.validate import DataWarning
 from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.io.validate import DataWarning
 
 SETS = {  # name: (data set, file, read options)
     "MMLU-Pro, 14 categories": ("mmlu_pro", "mmlu_pro/responses.csv.gz", dict(ignore_columns=["subject"])),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mtlirt.mcmc_stats import summary_stats
+from mtlirt.numerics.mcmc_stats import summary_stats
 
 # (chains, draws per chain, parameters): the calibration design (about 2,200
 # checked scalars), the demo / 1,000-LLM fixed-items size (57,000) and the

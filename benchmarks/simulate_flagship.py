@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mtlirt.simulate import simulate
+from mtlirt.data.simulate import simulate
 
 FLAGSHIP_LLMS = 4272
 
@@ -50,7 +50,7 @@ def _write(ctx: dict[str, Any]) -> str:
 _LOAD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 r = Responses.read(sys.argv[1])
 print(json.dumps({"seconds": time.perf_counter() - t0,
                   "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,

@@ -1,7 +1,7 @@
 """Simulation study (docs/simulation_study.md): STL, MTL, pooled and accuracy against the truth.
 
 Each design cell ``(N, scale, r, h, eps)`` and seed is one leaderboard from
-``mtlirt.simulate.simulate(N, preset="mmlu", scale=scale, rank=r,
+``mtlirt.data.simulate.simulate(N, preset="mmlu", scale=scale, rank=r,
 similarity=h, outlier_share=eps, seed=seed)``; every competitor is fitted to
 it by ``mtlirt.fitting.fit`` and compared with the truth.
 
@@ -90,9 +90,9 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import _rmse  # RMSE after standardising estimate and truth per domain
 
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
 
 REDUCED = {"n": [500], "scale": [0.1], "rank": [1, 2], "h": [0.1, 0.4], "eps": [0.0, 0.2], "seeds": [0, 1]}
 FULL = {"n": [500, 1000, 2000, 4272], "scale": [0.1, 1.0], "rank": [1, 2], "h": [0.0, 0.1, 0.4, 0.8],

@@ -2,7 +2,7 @@
 
 The package's docstrings follow the numpy convention, which writes
 cross-references as Sphinx roles (``:class:`Responses```,
-``:func:`~mtlirt.io.validate.check_columns```, ``:meth:`read```).  Markdown has
+``:func:`~mtlirt.data.validate.check_columns```, ``:meth:`read```).  Markdown has
 no such syntax, so mkdocstrings would print the role literally.  This
 extension rewrites every role, before rendering, into an *optional*
 mkdocs-autorefs reference: a link when the target is documented on the site,
@@ -11,7 +11,7 @@ plain code otherwise, and never a build warning.
 Names are resolved the way Python would see them from the docstring's object
 (its members, its class, its module and the module's imports), so
 ``:meth:`read``` in the docstring of ``Responses`` links to
-``mtlirt.io.responses.Responses.read``.  The Sphinx conventions ``~`` (show the last
+``mtlirt.data.responses.Responses.read``.  The Sphinx conventions ``~`` (show the last
 component only), ``!`` (no link) and ``title <target>`` are honoured.
 
 It also applies reST's rule for literal blocks, which numpy docstrings use

@@ -1,4 +1,4 @@
-"""Adaptive testing across domains (mtlirt.adaptive, mtlirt adapt)."""
+"""Adaptive testing across domains (mtlirt.evaluate.adaptive, mtlirt adapt)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from mtlirt import InputError, fit, simulate, write_fit
-from mtlirt.adaptive import TARGETS, AdaptiveTest, replay
 from mtlirt.cli import main
-from mtlirt.io.responses import Responses
-from mtlirt.scoring import Scorer
+from mtlirt.data.responses import Responses
+from mtlirt.evaluate.adaptive import TARGETS, AdaptiveTest, replay
+from mtlirt.evaluate.scoring import Scorer
 
 N_CAL, N_NEW = 300, 60
 SIZES = [14, 12, 10, 8, 6, 6]

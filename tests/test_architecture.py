@@ -1,4 +1,5 @@
-"""docs/ARCHITECTURE.md's module map names every module of the package."""
+"""docs/ARCHITECTURE.md's module map names every module of the package; functions stay short; the stage
+folders import along the flow of a results table, without cycles."""
 
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def _listed(rel: str, rows: dict[str, str]) -> bool:
     if rel in rows:
         return True
     parts = rel.split("/")
-    # a folder row ("bayes/", "io/importers/") that names the module in backticks
+    # a folder row ("bayes/", "data/importers/") that names the module in backticks
     for depth in range(len(parts) - 1, 0, -1):
         folder = "/".join(parts[:depth]) + "/"
         if folder in rows:
@@ -56,7 +57,7 @@ def test_the_map_names_no_module_that_is_gone():
     assert not gone, f"docs/ARCHITECTURE.md lists modules that do not exist: {gone}"
 
 
-@pytest.mark.parametrize("rel", ["io/tables.py", "bayes/marginal.py", "report/plots/scores.py"])
+@pytest.mark.parametrize("rel", ["data/tables.py", "bayes/marginal.py", "report/plots/scores.py"])
 def test_the_check_itself_finds_listed_modules(rel):
     assert _listed(rel, _rows())
     assert not _listed(rel.replace(".py", "_nonexistent.py"), _rows())
@@ -123,3 +124,168 @@ def test_function_length_counts_code_not_docstring_or_decorators():
     assert lengths["fits"] == MAX_FUNCTION_LINES
     assert lengths["too_long"] == MAX_FUNCTION_LINES + 1
     assert lengths["C.method"] == 4 and lengths["C.method.inner"] == 2
+
+
+# ---------------------------------------------------------------------------
+# the import graph between the stage folders
+# ---------------------------------------------------------------------------
+
+#: The stages in the order a results table flows through them: a module imports its own stage and the
+#: stages before it, never one after it. The last stage is the entry points built on all the others.
+STAGES = (
+    ("errors", "progress", "numerics"),
+    ("data", "examples"),
+    ("estimators",),
+    ("bayes", "config"),
+    ("results",),
+    ("evaluate",),
+    ("report",),
+    ("fitting", "cli", "demo", "__init__"),
+)
+
+#: The imports against the flow that remain, each inside the function that needs it or for annotations only (so
+#: that importing the earlier module never loads the later one), except where marked "module level". Remove an
+#: entry with the import.
+UPWARD_ALLOWED = {
+    # bayes/derived lays the posterior out by the result contract and computes the expected accuracy the
+    # Estimate reports; both are declared once, in results/ (module level; results/ imports nothing of bayes/)
+    ("bayes.derived", "results.schema"),
+    ("bayes.derived", "results.estimate"),
+    # the Bayesian diagnostics wrap a tree in an Estimate to read its draws, and leave-one-LLM-out reads the
+    # per-LLM marginal likelihood of the model checks
+    ("bayes.diagnostics", "results.estimate"),
+    ("bayes.diagnostics", "evaluate.checks"),
+    # the seed paper's simulation design centres its domain traits by the paper's own sine centre
+    ("data.simulate", "estimators.paper"),
+    # held-out log-likelihood of any Estimate: an evaluation that lives with the estimators whose
+    # cross-validation it also serves (and names Estimate in its annotations)
+    ("estimators.heldout", "results.estimate"),
+    # world="estimate" of the checks draws from the one world of the error bootstrap, defined with fit()
+    ("evaluate.checks", "fitting"),
+    # Estimate.score: new LLMs scored against this fit, a convenience over evaluate.scoring.score
+    ("results.estimate", "evaluate.scoring"),
+}
+
+
+def _module_name(path: Path) -> str:
+    """``src/mtlirt/data/tables.py`` -> ``data.tables``; the package's ``__init__.py`` -> ``__init__``."""
+    parts = list(path.relative_to(PKG).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _import_edges() -> list[tuple[str, str, bool]]:
+    """``(importer, imported, not at import time)`` for every import of one of the package's modules."""
+    import ast
+
+    modules = {_module_name(p) for p in PKG.rglob("*.py")}
+    edges = []
+    for path in sorted(PKG.rglob("*.py")):
+        name = _module_name(path)
+        package = name.split(".") if path.name == "__init__.py" and name != "__init__" else name.split(".")[:-1]
+        tree = ast.parse(path.read_text())
+        # not at import time: inside a function, or under "if TYPE_CHECKING:" (annotations only)
+        local = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 or (isinstance(f, ast.If) and "TYPE_CHECKING" in ast.unparse(f.test)) for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[: len(package) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                elif node.module and node.module.split(".")[0] == "mtlirt":
+                    target = node.module.removeprefix("mtlirt").lstrip(".")
+                else:
+                    continue
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}" if target else alias.name
+                    imported = sub if sub in modules else (target or "__init__")
+                    edges.append((name, imported, id(node) in local))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "mtlirt":
+                        edges.append((name, alias.name.removeprefix("mtlirt").lstrip(".") or "__init__",
+                                      id(node) in local))
+    return edges
+
+
+def _stage(module: str) -> int:
+    top = module.split(".")[0]
+    return next(i for i, folders in enumerate(STAGES) if top in folders)
+
+
+def _upward(edges) -> set[tuple[str, str]]:
+    """The imports of a later stage's module."""
+    return {(a, b) for a, b, _ in edges if _stage(b) > _stage(a)}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (its nodes in order, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node, path):
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [node, nxt] if nxt in path else [node, nxt]
+            if nxt not in state and (found := visit(nxt, path + [node])):
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [])):
+            return found
+    return None
+
+
+def test_the_package_has_every_stage_folder():
+    folders = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    modules = {p.stem for p in PKG.glob("*.py")}
+    staged = {f for stage in STAGES for f in stage}
+    present = folders | modules
+    assert present <= staged, f"modules or folders in no stage of STAGES: {sorted(present - staged)}"
+    assert staged <= present, f"STAGES names what the package lacks: {sorted(staged - present)}"
+
+
+def test_no_module_imports_a_later_stage_beyond_the_allow_list():
+    edges = _import_edges()
+    upward = _upward(edges)
+    assert not upward - UPWARD_ALLOWED, (f"imports of a later stage (STAGES): {sorted(upward - UPWARD_ALLOWED)}; "
+                                         "move the shared code to the earlier stage")
+    stale = UPWARD_ALLOWED - upward
+    assert not stale, f"UPWARD_ALLOWED lists imports that are gone (remove them from the list): {sorted(stale)}"
+    module_level = {(a, b) for a, b, local in edges if not local} & UPWARD_ALLOWED
+    assert module_level == {("bayes.derived", "results.schema"), ("bayes.derived", "results.estimate")}, (
+        f"an allowed import against the flow moved to module level or into a function: {sorted(module_level)}")
+
+
+def test_the_stage_folders_import_each_other_without_cycles():
+    graph: dict[str, set[str]] = {}
+    for a, b, _ in _import_edges():
+        fa, fb = a.split(".")[0], b.split(".")[0]
+        if fa != fb and (a, b) not in UPWARD_ALLOWED:
+            graph.setdefault(fa, set()).add(fb)
+    assert _cycle(graph) is None, f"stage folders that import each other: {_cycle(graph)}"
+
+
+def test_the_modules_import_each_other_at_module_level_without_cycles():
+    graph: dict[str, set[str]] = {}
+    for a, b, local in _import_edges():
+        if not local and a != b and not b.startswith(a + "."):  # a package's __init__ importing its own modules
+            graph.setdefault(a, set()).add(b)
+    assert _cycle(graph) is None, f"modules that import each other at import time: {_cycle(graph)}"
+
+
+def test_the_graph_checks_find_what_they_look_for():
+    assert _upward([("data.tables", "results.estimate", True), ("results.fitdir", "data.outputs", False)]) == {
+        ("data.tables", "results.estimate")}
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+    edges = _import_edges()
+    assert ("results.fitdir", "data.outputs", False) in edges  # a relative import, resolved
+    assert ("bayes.derived", "results.schema", False) in edges  # "from mtlirt.results import schema": a module
+    assert ("__init__", "data.importers", False) in edges  # "from .data import importers" in the package's __init__
+    assert any(a == "cli" and b == "evaluate.scoring" and local for a, b, local in edges)  # inside a function
+    assert ("estimators.heldout", "results.estimate", True) in edges  # under "if TYPE_CHECKING:" (and in a function)
+    assert ("estimators.heldout", "results.estimate", False) not in edges

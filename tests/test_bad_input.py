@@ -21,7 +21,7 @@ import pytest
 
 from _corpus import Case, assert_refused, error_line, run
 from mtlirt.cli import main
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 
 
 def _rows(seed=0):
@@ -270,7 +270,7 @@ def test_force_replaces_a_table_and_a_report_file(work, capsys):
 
 def test_a_write_failing_half_way_leaves_the_old_fit_and_no_temporary(work, capsys, monkeypatch):
     """A full disk while writing posterior.nc over an existing fit: one line, exit 2, every file as it was."""
-    from mtlirt.estimate import Estimate
+    from mtlirt.results.estimate import Estimate
 
     def full_disk(self, path):
         Path(path).write_bytes(b"\x89HDF partial")
@@ -314,7 +314,7 @@ def test_fits_record_the_fingerprint_and_heldout_records_the_whole_table(work, c
     assert rc == 0, err
     data = json.loads((work / "fh" / "fit.json").read_text())["data"]
     assert data == {"fingerprint": fp, "llms": 8, "items": 9, "domains": 3, "responses": 72}
-    from mtlirt.io.fitdir import read_fit
+    from mtlirt.results.fitdir import read_fit
 
     assert read_fit(work / "fh").info["data"]["fingerprint"] == fp  # posterior.nc's info too
 
@@ -438,7 +438,7 @@ def _validate_and_fit(table: Path) -> None:
     import contextlib
     import io
 
-    from mtlirt.io.fitdir import FILES
+    from mtlirt.results.fitdir import FILES
 
     folder = table.parent
     with warnings.catch_warnings():

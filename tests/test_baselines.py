@@ -2,9 +2,9 @@
 
 import numpy as np
 
+from mtlirt.data.simulate import simulate
 from mtlirt.estimators import irt
 from mtlirt.estimators.baselines import fit_accuracy, fit_pooled
-from mtlirt.simulate import simulate
 
 
 def _slices(sim):
@@ -65,9 +65,9 @@ def test_stl_reports_the_estimand_scale():
     of the standardised truth on them has slope about 1 in short domains too (spread 1 gave 0.83 on
     the 8-item domains here); the items and the population-scale traits are those of fit_stl; MTL at
     C = 0 reports the same scores."""
+    from mtlirt.data.responses import Responses
     from mtlirt.estimators.baselines import posterior_mean_scale
     from mtlirt.fitting import fit
-    from mtlirt.io.responses import Responses
 
     sim = simulate(600, domain_sizes=[8] * 3 + [40] * 3, similarity=0.2, seed=13)
     r = Responses.from_frame(sim.responses)

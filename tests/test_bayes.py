@@ -34,11 +34,11 @@ from mtlirt.bayes.diagnostics import pointwise_loglik
 from mtlirt.bayes.model import overall_sd_guess_joint
 from mtlirt.bayes.sample import _dataset_from_draws
 from mtlirt.errors import InputError
-from mtlirt.estimate import Estimate
 from mtlirt.estimators.heldout import heldout_loglik
-from mtlirt.mcmc_stats import ess_bulk, ess_tail, rhat_rank
 from mtlirt.numerics.hermite import hermite_np, hermite_pt
 from mtlirt.numerics.llm_side import bernoulli_loglik
+from mtlirt.numerics.mcmc_stats import ess_bulk, ess_tail, rhat_rank
+from mtlirt.results.estimate import Estimate
 
 # ---------------------------------------------------------------------------
 # toy data
@@ -507,9 +507,9 @@ def test_diagnostics_check_eta_not_its_unidentified_raw_version():
 def test_fit_bayes_reads_a_long_dataframe_or_a_path(tmp_path):
     """fit_bayes takes what mtlirt.fit takes: a long DataFrame or a table's path comes through the one reader
     (io.responses), giving the arrays of its Responses."""
+    from mtlirt import simulate
     from mtlirt.bayes import as_arrays
-    from mtlirt.io.responses import Responses
-    from mtlirt.simulate import simulate
+    from mtlirt.data.responses import Responses
 
     df = simulate(12, domain_sizes=[3, 4], seed=2).responses
     path = tmp_path / "r.csv"
@@ -733,7 +733,7 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch, tmp_path):
     assert json.loads(post.attrs["mtlirt_sampler_config"]) == ran and info["sampler_config"] == ran
     assert json.loads(tree_pm["posterior"].attrs["mtlirt_sampler_config"])["sampler"] == "pymc"
     # read back, the settings are checked: against their rules (an error) and the posterior (a warning)
-    from mtlirt.io.fitdir import read_fit
+    from mtlirt.results.fitdir import read_fit
 
     path = tmp_path / "posterior.nc"
     Estimate(tree).save(path)
@@ -968,7 +968,7 @@ def test_bayes_modules_import_each_other_at_module_level():
 
 
 def test_accepts_lead_responses(data):
-    from mtlirt.io.responses import Responses
+    from mtlirt.data.responses import Responses
 
     arr, _ = data
     r = Responses(arr.correct, arr.observed, arr.llms, arr.items, arr.domains, arr.item_domain)

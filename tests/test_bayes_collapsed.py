@@ -12,8 +12,8 @@ import pytest
 
 from mtlirt.bayes import collapsed as cl
 from mtlirt.bayes.fixed_items import build_tables
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 
 
 def _setup(rank: int, n_llms: int = 80, sizes=(8, 12, 20, 30), seed: int = 1, missing: float | None = None):

@@ -14,12 +14,12 @@ import pytest
 
 from mtlirt.bayes.fixed_items import resolve_item_values
 from mtlirt.bayes.spec import load_spec
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 from mtlirt.errors import InputError
 from mtlirt.estimators.baselines import posterior_mean_scale
 from mtlirt.estimators.irt import fit_stl
 from mtlirt.fitting import _mtl_init, fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,15 @@ from functools import partial
 import numpy as np
 import pytest
 
-import mtlirt.simulate  # noqa: F401
+import mtlirt.data.simulate  # noqa: F401
 from mtlirt.bayes.fixed_items import calibrate_items as fixed_calibrate
 from mtlirt.bayes.fixed_items import item_penalties
 from mtlirt.bayes.spec import load_spec
+from mtlirt.data.responses import Responses
 from mtlirt.estimators import irt
 from mtlirt.fitting import _mtl_init, fit
-from mtlirt.io.responses import Responses
 
-simulate = sys.modules["mtlirt.simulate"].simulate
+simulate = sys.modules["mtlirt.data.simulate"].simulate
 
 
 def _slices(sim):

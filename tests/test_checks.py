@@ -1,4 +1,4 @@
-"""Model checks (mtlirt.checks): S-X2 item fit, the correlation predictive check, leave-one-LLM-out."""
+"""Model checks (mtlirt.evaluate.checks): S-X2 item fit, the correlation predictive check, leave-one-LLM-out."""
 
 import json
 import warnings
@@ -9,7 +9,10 @@ import xarray as xr
 
 import mtlirt
 from mtlirt import simulate
-from mtlirt.checks import (
+from mtlirt.data.responses import Responses
+from mtlirt.errors import InputError
+from mtlirt.estimators.correlation import principal_axes
+from mtlirt.evaluate.checks import (
     correlation_check,
     item_fit,
     item_fit_ppc,
@@ -18,9 +21,6 @@ from mtlirt.checks import (
     run_checks,
     sx2_expected,
 )
-from mtlirt.errors import InputError
-from mtlirt.estimators.correlation import principal_axes
-from mtlirt.io.responses import Responses
 
 
 def _responses(**kw):
@@ -161,7 +161,7 @@ def test_correlation_check_estimate_world_is_the_error_bootstraps(monkeypatch):
     items and deviation spreads (an LLM's domain traits around the fit's centre with the world's
     variance), not around a centre refitted to the reported, shrunk scores; cells without responses too."""
     import mtlirt.fitting as fitting
-    from mtlirt.checks import _worlds
+    from mtlirt.evaluate.checks import _worlds
 
     r = _responses(n_llms=100, domain_sizes=[8] * 4, similarity=0.2, seed=3, block_missing=0.2)
     world = {}
@@ -193,7 +193,7 @@ def test_correlation_check_estimate_world_is_the_error_bootstraps(monkeypatch):
 def test_correlation_statistic_with_llms_that_ran_some_domains():
     """Block missingness: pairs over the LLMs that ran both domains, reliabilities over those that
     ran each; the statistic stays near the true correlation (0.9 by construction)."""
-    from mtlirt.checks import correlation_statistic
+    from mtlirt.evaluate.checks import correlation_statistic
 
     sim = simulate(n_llms=600, domain_sizes=[15] * 8, similarity=0.1, seed=4, block_missing=0.4)
     r = Responses.from_frame(sim.responses)
@@ -321,7 +321,7 @@ def test_fit_checks_on_the_command_line(tmp_path, capsys):
     """``mtlirt fit --checks`` records run_checks' summary of the fit on the data fitted in fit.json (the same
     numbers as run_checks in Python), prints one line, and ``mtlirt report`` without the data shows the record."""
     from mtlirt.cli import main
-    from mtlirt.io.fitdir import read_fit
+    from mtlirt.results.fitdir import read_fit
 
     data = tmp_path / "sim.csv"
     assert main(["simulate", "--n-llms", "150", "--domain-sizes", "10,10,12,14", "--seed", "3",

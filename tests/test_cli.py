@@ -4,7 +4,7 @@ import warnings
 import pandas as pd
 
 from mtlirt.cli import build_parser, main
-from mtlirt.io.responses import Responses
+from mtlirt.data.responses import Responses
 
 
 def test_every_command_has_help(capsys):
@@ -156,7 +156,7 @@ def test_fit_bayes_default_route(tmp_path, capsys):
     ran = info["sampler_config"]
     assert (ran["items"], ran["llm_side"], ran["sampler"], ran["chains"]) == ("fixed", "integrated", info["sampler"], 2)
     assert (ran["draws"], ran["thin"], ran["tune"]) == (info["draws"], info["thin"], info["tune"])
-    from mtlirt.io.fitdir import read_fit
+    from mtlirt.results.fitdir import read_fit
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")

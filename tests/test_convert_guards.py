@@ -25,9 +25,9 @@ import pytest
 import mtlirt.examples
 from _corpus import snapshot
 from mtlirt.cli import main
+from mtlirt.data.importers import from_helm, from_lm_eval
+from mtlirt.data.validate import DataWarning
 from mtlirt.errors import InputError
-from mtlirt.io.importers import from_helm, from_lm_eval
-from mtlirt.io.validate import DataWarning
 
 FIXTURES = Path(mtlirt.examples.__file__).parent
 HELM = FIXTURES / "helm" / "runs" / "v1"

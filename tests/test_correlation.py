@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mtlirt.checks import correlation_statistic
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 from mtlirt.estimators.correlation import (
     column_corr,
     corr_draws,
@@ -14,9 +15,8 @@ from mtlirt.estimators.correlation import (
     pairwise_corr,
     reliability_from_se,
 )
+from mtlirt.evaluate.checks import correlation_statistic
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
 
 
 def test_pairwise_corr_is_the_correlation_over_the_rows_seen_in_both():

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from mtlirt.cli import main
+from mtlirt.data.responses import Responses
+from mtlirt.data.validate import DataWarning
 from mtlirt.errors import InputError
-from mtlirt.io.responses import Responses
-from mtlirt.io.validate import DataWarning
 
 
 def table():
@@ -281,8 +281,8 @@ def _same(a, b):
 def test_read_in_batches_is_the_frame_path(tmp_path, monkeypatch, name, change):
     """A valid table is read in batches of rows (here 41; Parquet row groups of 50) straight into the
     matrix, never as a whole DataFrame, with the DataFrame path's LLMs, items, domains and answers."""
-    import mtlirt.io.responses as responses
-    from mtlirt.io import tables
+    import mtlirt.data.responses as responses
+    from mtlirt.data import tables
 
     df = _long() if change is None else change(_long())
     path = _write(df, tmp_path / name)
@@ -295,7 +295,7 @@ def test_read_in_batches_is_the_frame_path(tmp_path, monkeypatch, name, change):
 def test_read_in_batches_duplicates_and_rows_without_a_domain(tmp_path, monkeypatch):
     """Across batches: identical duplicates are counted and kept once, rows without a domain dropped
     (``drop_unassigned``), a conflicting duplicate gets the DataFrame path's message."""
-    from mtlirt.io import tables
+    from mtlirt.data import tables
 
     monkeypatch.setattr(tables, "BATCH_ROWS", 41)
     df = _long()

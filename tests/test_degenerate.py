@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from mtlirt.cli import main
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
+from mtlirt.data.validate import MIN_LLMS, MIN_RESPONSES, DataWarning
 from mtlirt.errors import InputError
-from mtlirt.estimate import _ranks
 from mtlirt.estimators.mtl import fit_mtl
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.io.validate import MIN_LLMS, MIN_RESPONSES, DataWarning
-from mtlirt.simulate import simulate
+from mtlirt.results.estimate import _ranks
 
 
 def _frame(sim) -> pd.DataFrame:
@@ -118,7 +118,7 @@ def test_constant_domain_is_kept_and_predicted(constant_domain, method):
         assert corr.loc[(corr["domain_a"] == "d01") & (corr["domain_b"] == "d02"), "estimate"].notna().all()
 
 
-@pytest.mark.filterwarnings("default::mtlirt.io.validate.DataWarning")  # the command prints them
+@pytest.mark.filterwarnings("default::mtlirt.data.validate.DataWarning")  # the command prints them
 def test_constant_domain_through_the_command_line(constant_domain, tmp_path, capsys):
     df, _ = constant_domain
     table = tmp_path / "t.csv"
@@ -140,7 +140,7 @@ def test_constant_domain_through_the_command_line(constant_domain, tmp_path, cap
 # ------------------------------------------------------------------ thin domains
 
 
-@pytest.mark.filterwarnings("default::mtlirt.io.validate.DataWarning")  # the command prints them
+@pytest.mark.filterwarnings("default::mtlirt.data.validate.DataWarning")  # the command prints them
 def test_thin_domains_are_named(tmp_path, capsys):
     """Fewer than MIN_LLMS LLMs in a domain, or fewer than MIN_RESPONSES responses per LLM: a warning
     naming it, and a line of mtlirt validate."""
@@ -183,7 +183,7 @@ def _tiny(seed):
     return Responses.from_frame(df[keep])
 
 
-@pytest.mark.filterwarnings("ignore::mtlirt.io.validate.DataWarning")
+@pytest.mark.filterwarnings("ignore::mtlirt.data.validate.DataWarning")
 def test_predicted_cells_of_a_tiny_leaderboard_stay_within_the_prior_predictive():
     """On 6 LLMs the predicted cells reached +-17 and their bounds +-49 (the centre's loading on a
     separated domain grew without bound, and a domain run by one LLM, or by LLMs with the same answers,
@@ -224,7 +224,7 @@ def ordinary():
     return Responses.from_frame(_frame(simulate(40, domain_sizes=[10, 10, 10], seed=5)))
 
 
-@pytest.mark.filterwarnings("ignore::mtlirt.io.validate.DataWarning")
+@pytest.mark.filterwarnings("ignore::mtlirt.data.validate.DataWarning")
 @pytest.mark.parametrize("method,variant", [("mtl", "default"), ("stl", "default"), ("pooled", "default"),
                                             ("accuracy", "default"), ("mtl", "paper"), ("mtl", "paper-global"),
                                             ("mtl", "paper-local")])
@@ -245,7 +245,7 @@ def test_a_posterior_mean_outside_its_equal_tailed_interval_is_reached(ordinary)
     the tables extend the interval to the mean, as for a bootstrap."""
     import xarray as xr
 
-    from mtlirt.estimate import Estimate
+    from mtlirt.results.estimate import Estimate
 
     est = fit(ordinary, "accuracy", bootstrap=40, seed=0, n_jobs=1)
     post = est.tree["bootstrap"].to_dataset()
@@ -277,9 +277,9 @@ def test_ties_share_a_rank_in_points_and_draws():
 def test_identical_llms_share_their_rank_and_a_point_fit_has_no_rank_interval(ordinary, tmp_path):
     """Copies of one LLM under other names get one rank; without draws the rank interval is missing (empty
     in overall.csv), not a zero-width interval that reads as certain; the report and compare cope."""
-    from mtlirt.io.fitdir import write_fit
     from mtlirt.report.compare import compare
     from mtlirt.report.html import write_report
+    from mtlirt.results.fitdir import write_fit
 
     df = ordinary.to_frame().astype({"llm": str, "item": str, "domain": str})
     copies = [df[df["llm"] == df["llm"].iloc[0]].assign(llm=f"copy{c}") for c in range(3)]

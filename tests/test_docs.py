@@ -109,15 +109,15 @@ def test_api_page_renders_docstrings(site):
     out, _ = site
     html = _page(out, "api")
     for anchor in (
-        "mtlirt.io.responses.Responses",
-        "mtlirt.io.responses.Responses.read",
-        "mtlirt.estimate.Estimate",
-        "mtlirt.estimate.Estimate.domain_scores",
-        "mtlirt.simulate.simulate",
-        "mtlirt.io.importers.from_lm_eval",
-        "mtlirt.io.tables.read_table",
-        "mtlirt.io.validate.check_columns",
-        "mtlirt.io.fitdir.write_fit",
+        "mtlirt.data.responses.Responses",
+        "mtlirt.data.responses.Responses.read",
+        "mtlirt.results.estimate.Estimate",
+        "mtlirt.results.estimate.Estimate.domain_scores",
+        "mtlirt.data.simulate.simulate",
+        "mtlirt.data.importers.from_lm_eval",
+        "mtlirt.data.tables.read_table",
+        "mtlirt.data.validate.check_columns",
+        "mtlirt.results.fitdir.write_fit",
         "mtlirt.errors.InputError",
     ):
         assert f'id="{anchor}"' in html, f"{anchor} is not documented"
@@ -243,9 +243,9 @@ def written_outputs(tmp_path_factory):
     import pandas as pd
 
     from mtlirt import Responses, fit, simulate, write_fit
-    from mtlirt.adaptive import replay
+    from mtlirt.evaluate.adaptive import replay
+    from mtlirt.evaluate.scoring import Scorer
     from mtlirt.report.compare import compare
-    from mtlirt.scoring import Scorer
 
     out = tmp_path_factory.mktemp("outputs")
     sim = simulate(40, domain_sizes=[5, 6, 7], seed=3, missing=0.1)

@@ -13,10 +13,10 @@ import pytest
 
 import mtlirt.examples
 from mtlirt.cli import main
+from mtlirt.data.importers import convert
+from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.examples import FORMATS, copy_examples, example_files
-from mtlirt.io.importers import convert
-from mtlirt.io.responses import Responses
 
 ROOT = Path(mtlirt.examples.__file__).parent
 

@@ -7,12 +7,12 @@ import pytest
 from scipy.stats import rankdata
 
 from mtlirt.cli import main
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 from mtlirt.errors import InputError
 from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.fitting import fit
-from mtlirt.io.fitdir import read_fit, write_fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
+from mtlirt.results.fitdir import read_fit, write_fit
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +245,7 @@ def test_fit_and_the_cli_refuse_the_same_settings_alike(case, data, sim, tmp_pat
 def test_interval_and_check_replicates_are_checked_by_the_api(data, tmp_path, capsys):
     """write_fit refuses an interval outside (0, 1) and run_checks fewer than 2 replicates, with the messages
     the command line prints before it fits."""
-    from mtlirt.checks import run_checks
+    from mtlirt.evaluate.checks import run_checks
 
     est = fit(data, "accuracy")
     with pytest.raises(InputError, match=re.escape("interval (--interval) must be a probability in (0, 1), got 1.5")):

@@ -22,8 +22,7 @@ import pytest
 
 import mtlirt.examples
 from mtlirt.cli import main
-from mtlirt.errors import InputError
-from mtlirt.io.importers import (
+from mtlirt.data.importers import (
     CONVERT_KINDS,
     IMPORTERS,
     convert,
@@ -35,8 +34,9 @@ from mtlirt.io.importers import (
     from_open_llm_leaderboard_v2,
     from_wide,
 )
-from mtlirt.io.responses import Responses
-from mtlirt.io.validate import DataWarning
+from mtlirt.data.responses import Responses
+from mtlirt.data.validate import DataWarning
+from mtlirt.errors import InputError
 
 DATE = "2024-05-13T12-30-45.123456"
 DATE2 = "2024-06-01T08-00-00.000001"
@@ -920,7 +920,7 @@ def test_inspect_latest_log_of_a_model_and_task_wins(tmp_path):
 def test_registry_options_are_the_converters_keywords():
     import inspect as pyinspect
 
-    from mtlirt.io.importers import OPTIONS
+    from mtlirt.data.importers import OPTIONS
 
     for imp in IMPORTERS.values():
         params = pyinspect.signature(imp.function).parameters

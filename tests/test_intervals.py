@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import simulate
 from mtlirt.estimators.bootstrap import deviation_spread
 from mtlirt.estimators.mtl import fit_mtl
 from mtlirt.fitting import fit
-from mtlirt.io.fitdir import write_fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import simulate
+from mtlirt.results.fitdir import write_fit
 
 
 def _slices(sizes):

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from mtlirt.data.simulate import simulate
 from mtlirt.estimators import irt
 from mtlirt.estimators.heldout import cell_loglik
-from mtlirt.simulate import simulate
 
 
 def _slices(sim):
@@ -307,8 +307,8 @@ def test_calibration_converges_on_a_real_leaderboard(shared_data):
     their discrimination bound used to make the EM cycle until its sweep limit."""
     import warnings
 
-    from mtlirt.io.responses import Responses
-    from mtlirt.io.validate import DataWarning
+    from mtlirt.data.responses import Responses
+    from mtlirt.data.validate import DataWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)

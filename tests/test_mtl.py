@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from mtlirt.data.simulate import simulate
 from mtlirt.estimators import irt, mtl
 from mtlirt.estimators.baselines import fit_pooled
-from mtlirt.simulate import simulate
 
 
 def _slices(sim):
@@ -202,8 +202,8 @@ def test_loadings_are_disattenuated_correlations():
     """MTL's loadings estimate the true loadings (the correlation of each domain trait with the overall
     trait), not the correlation of shrunk scores with the overall (near 1 for short domains set onto their
     centre); their products estimate the domain correlations, as the corrected ``domain_corr`` does."""
+    from mtlirt.data.responses import Responses
     from mtlirt.fitting import fit
-    from mtlirt.io.responses import Responses
 
     sim = simulate(600, domain_sizes=[8, 8, 10, 12, 40, 60, 80, 100], similarity=0.36, seed=5)
     f = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.4)
@@ -225,8 +225,8 @@ def test_mtl_and_bayes_map_report_the_same_scale():
     the population scale is the identity."""
     import warnings
 
+    from mtlirt.data.responses import Responses
     from mtlirt.fitting import fit
-    from mtlirt.io.responses import Responses
     from mtlirt.report.compare import compare
 
     sim = simulate(300, domain_sizes=[8, 8, 10, 12, 30, 40], similarity=0.2, seed=13)

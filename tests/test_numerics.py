@@ -10,9 +10,9 @@ import xarray as xr
 from scipy.special import logsumexp
 
 from mtlirt.errors import InputError
-from mtlirt.estimate import Estimate
 from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.numerics import hermite, llm_side
+from mtlirt.results.estimate import Estimate
 
 
 def _data(n=7, sizes=(3, 5), missing=0.3, seed=0):

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
+from mtlirt.data.responses import Responses
+from mtlirt.data.simulate import PAPER_DOMAIN_SIZES, simulate_paper
 from mtlirt.errors import InputError
 from mtlirt.estimators import paper
 from mtlirt.fitting import fit
-from mtlirt.io.responses import Responses
-from mtlirt.simulate import PAPER_DOMAIN_SIZES, simulate_paper
 
 SIZES = (12, 16, 20)
 

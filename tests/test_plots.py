@@ -20,8 +20,8 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from mtlirt import plots
-from mtlirt.estimate import INFO_ATTR, Estimate
 from mtlirt.report.plots._common import _shorten
+from mtlirt.results.estimate import INFO_ATTR, Estimate
 
 MMLU_LIKE = [
     "abstract_algebra", "anatomy", "astronomy", "business_ethics", "clinical_knowledge", "college_biology",
@@ -437,7 +437,7 @@ def test_rank_shift_outside_the_rank_interval_and_sources():
     np.testing.assert_array_equal(t["outside"].to_numpy(), (ar < lo) | (ar > hi))
     assert t["outside"].sum() > 20
     # from the data: the mean of each LLM's domain accuracies (a domain it did not run skipped)
-    from mtlirt.io.responses import Responses
+    from mtlirt.data.responses import Responses
 
     n, j = 30, len(est.items)
     item_domain = pd.Index(est.domains).get_indexer(est.posterior["item_domain"].values.astype(str))

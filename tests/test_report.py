@@ -21,9 +21,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
-from mtlirt.estimate import INFO_ATTR, Estimate
-from mtlirt.io.responses import Responses
 from mtlirt.report.compare import compare, fit_summary, load_fits, recorded_heldout_loglik
 from mtlirt.report.html import (
     _accuracy_section,
@@ -36,6 +35,7 @@ from mtlirt.report.html import (
     render_report,
     write_report,
 )
+from mtlirt.results.estimate import INFO_ATTR, Estimate
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # Debian's package (make test installs it as root)
 

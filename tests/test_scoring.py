@@ -1,4 +1,4 @@
-"""Scoring new LLMs against a fit's fixed items and structure (mtlirt.scoring, mtlirt score)."""
+"""Scoring new LLMs against a fit's fixed items and structure (mtlirt.evaluate.scoring, mtlirt score)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from mtlirt import InputError, fit, simulate, write_fit
 from mtlirt.cli import main
-from mtlirt.io.responses import Responses
-from mtlirt.scoring import Scorer, factor_loadings, overall_loadings, score
+from mtlirt.data.responses import Responses
+from mtlirt.evaluate.scoring import Scorer, factor_loadings, overall_loadings, score
 
 N_CAL, N_NEW = 300, 120
 SIZES = [12, 12, 8, 8, 5, 5]
@@ -350,7 +350,7 @@ def _dense_posterior(st, item_domain, pos, y, K):
 def test_a_narrow_posterior_is_refined(world):
     """Sharp items (sds near 0.05, below the fixed grids' spacing of 0.125): the refined grids give the means
     and sds of a brute-force dense quadrature, which the fixed grids miss."""
-    from mtlirt.scoring import _tabulate
+    from mtlirt.numerics.factor_model import _tabulate
 
     _, est, base = world
     J, K = base.n_items, base.n_domains

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mtlirt.errors import InputError
-from mtlirt.simulate import (
+from mtlirt.data.simulate import (
     Simulation,
     mmlu_subjects,
     preset_domain_sizes,
     simulate,
 )
+from mtlirt.errors import InputError
 
 SIZES = [20, 30, 40, 50, 60, 60]
 

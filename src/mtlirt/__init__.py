@@ -5,24 +5,26 @@ estimator), :class:`Estimate` (every result), :func:`simulate`,
 :func:`read_fit` / :func:`write_fit` (fit folders), :func:`compare`,
 :func:`score` (new LLMs against a fit), :func:`write_report` and :mod:`plots` (one figure per function),
 :mod:`importers` (harness and leaderboard exports), :mod:`bayes` (the PyMC
-model). The folders below follow the data flow: ``io/`` (tables, checks,
-``Responses``, fit folders, importers), ``estimators/`` (MTL and the
-frequentist baselines), ``bayes/``, ``report/`` (plots, HTML, comparison).
+model). The folders below follow the data flow: ``data/`` (tables, checks,
+``Responses``, importers, the simulator), ``estimators/`` (MTL and the
+frequentist baselines), ``bayes/``, ``results/`` (``Estimate``, its schema, fit
+folders), ``evaluate/`` (model checks, scoring new LLMs, adaptive tests),
+``report/`` (plots, HTML, comparison); ``numerics/`` the shared numerics.
 """
 
 __version__ = "0.1.0"
 
+from .data import importers
+from .data.responses import Responses
+from .data.simulate import simulate
+from .data.validate import DataWarning
 from .errors import InputError
-from .estimate import Estimate
 from .estimators.heldout import heldout_loglik
+from .evaluate.scoring import score
 from .fitting import ConvergenceWarning, fit
-from .io import importers
-from .io.fitdir import read_fit, write_fit
-from .io.responses import Responses
-from .io.validate import DataWarning
 from .report.compare import compare
-from .scoring import score
-from .simulate import simulate
+from .results.estimate import Estimate
+from .results.fitdir import read_fit, write_fit
 
 # matplotlib and PyMC load on first use, so that `import mtlirt` and the CLI start fast
 _LAZY = {"plots": "mtlirt.report.plots", "bayes": "mtlirt.bayes"}

@@ -73,7 +73,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 
 
 def _read(args):
-    from .io.responses import Responses
+    from .data.responses import Responses
 
     if getattr(args, "data", None) is None:
         raise InputError("no data file given")
@@ -91,8 +91,8 @@ def cmd_validate(args) -> int:
 
 def _check_simulation_outputs(args) -> None:
     """``simulate``'s --out and --truth, checked before simulating."""
-    from .io.outputs import check_file, check_folder
-    from .simulate import TRUTH_FOLDER
+    from .data.outputs import check_file, check_folder
+    from .data.simulate import TRUTH_FOLDER
 
     check_file(args.out, what="table", overwrite=args.force)
     if args.truth:
@@ -102,7 +102,7 @@ def _check_simulation_outputs(args) -> None:
 
 
 def cmd_simulate(args) -> int:
-    from .simulate import simulate
+    from .data.simulate import simulate
 
     if args.preset == "paper":
         return _simulate_paper(args)
@@ -134,7 +134,7 @@ def cmd_simulate(args) -> int:
 
 def _simulate_paper(args) -> int:
     """``simulate --preset paper``: the seed paper's design; the other design options do not apply."""
-    from .simulate import simulate_paper
+    from .data.simulate import simulate_paper
 
     fixed = ("domain_sizes", "guessing", "missing", "loading_range", "skew", "chance_cluster",
              "guessing_sd", "mc_share", "flawed_share", "specialist_share", "block_missing")
@@ -163,9 +163,9 @@ def _write_simulation(sim, args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from .io.importers import convert_args
-    from .io.outputs import check_file
-    from .io.tables import table_format, write_table
+    from .data.importers import convert_args
+    from .data.outputs import check_file
+    from .data.tables import table_format, write_table
 
     table_format(args.out)
     check_file(args.out, what="table", overwrite=args.force, inputs=args.src)
@@ -181,11 +181,11 @@ def cmd_convert(args) -> int:
 
 
 def cmd_fit(args) -> int:
-    from .estimate import check_interval
+    from .data.outputs import check_folder
     from .estimators.heldout import heldout_loglik
     from .fitting import ConvergenceWarning, check_options, data_record, fit
-    from .io.fitdir import FIT_FOLDER, write_fit
-    from .io.outputs import check_folder
+    from .results.estimate import check_interval
+    from .results.fitdir import FIT_FOLDER, write_fit
 
     # the options as parsed, None where not given; the API checks them (before the table is read)
     options = dict(variant=args.variant, optimizer=args.optimizer, cv_seed=args.cv_seed, spec=args.model,
@@ -196,7 +196,7 @@ def cmd_fit(args) -> int:
                   bootstrap=args.bootstrap, **options)
     check_interval(args.interval)
     if args.checks:
-        from .checks import check_replicates
+        from .evaluate.checks import check_replicates
 
         check_replicates(args.check_replicates)
     check_folder(args.out, FIT_FOLDER, overwrite=args.force, inputs=[args.data])
@@ -217,7 +217,7 @@ def cmd_fit(args) -> int:
                         data=data_record(responses))  # the table read, of which the fit saw a part
     checks = None
     if args.checks:
-        from .checks import run_checks
+        from .evaluate.checks import run_checks
 
         checks = run_checks(est, data, n_replicates=args.check_replicates, seed=args.seed, max_draws=200)
         checks.record(est)
@@ -278,7 +278,7 @@ def _check_fit_dirs(dirs) -> None:
 
 def _fit_records(dirs) -> dict:
     """``{folder as given: fit record}`` of fit folders (``fit.json``; else posterior.nc's info)."""
-    from .io.fitdir import read_record
+    from .results.fitdir import read_record
 
     return {str(d): read_record(d) for d in dirs}
 
@@ -301,9 +301,9 @@ def _llm_names(text: str | None) -> list[str] | None:
 
 
 def cmd_report(args) -> int:
-    from .io.fitdir import check_same_data
-    from .io.outputs import check_file
+    from .data.outputs import check_file
     from .report.html import write_report
+    from .results.fitdir import check_same_data
 
     _check_fit_dirs(args.fits)
     check_file(args.out, what="HTML report", overwrite=args.force, inputs=[*args.fits, args.data])
@@ -322,8 +322,8 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     import pandas as pd
 
-    from .io.fitdir import check_same_data
     from .report.compare import compare
+    from .results.fitdir import check_same_data
 
     _check_fit_dirs(args.fits)
     check_same_data(_fit_records(args.fits), allow_different_data=args.allow_different_data)
@@ -337,8 +337,8 @@ def cmd_demo(args) -> int:
     import os
     import time
 
+    from .data.outputs import check_folder
     from .demo import DEMO_FOLDER, run_demo
-    from .io.outputs import check_folder
 
     check_folder(args.out, DEMO_FOLDER, overwrite=args.force)
     os.environ.setdefault("MTLIRT_PROGRESS", "1")
@@ -359,15 +359,15 @@ def _new_llm_settings(args) -> dict:
 
 
 def _new_llm_table(path):
-    from .io.tables import read_table
+    from .data.tables import read_table
 
     return read_table(path)
 
 
 def cmd_score(args) -> int:
-    from .io.fitdir import read_fit
-    from .io.outputs import check_folder
-    from .scoring import SCORE_FOLDER, Scorer
+    from .data.outputs import check_folder
+    from .evaluate.scoring import SCORE_FOLDER, Scorer
+    from .results.fitdir import read_fit
 
     _check_fit_dirs([args.fit])
     check_folder(args.out, SCORE_FOLDER, overwrite=args.force, inputs=[args.fit, args.responses])
@@ -381,10 +381,10 @@ def cmd_score(args) -> int:
 
 
 def cmd_adapt(args) -> int:
-    from .adaptive import ADAPT_FOLDER, replay
-    from .io.fitdir import read_fit
-    from .io.outputs import check_folder
-    from .scoring import Scorer
+    from .data.outputs import check_folder
+    from .evaluate.adaptive import ADAPT_FOLDER, replay
+    from .evaluate.scoring import Scorer
+    from .results.fitdir import read_fit
 
     _check_fit_dirs([args.fit])
     if args.budget is None and args.width is None:
@@ -525,7 +525,7 @@ def _add_simulate(sub) -> None:
 
 
 def _add_convert(sub) -> None:
-    from .io.importers import IMPORTERS, add_convert_arguments
+    from .data.importers import IMPORTERS, add_convert_arguments
 
     kinds = "; ".join(f"{imp.name} = {imp.summary}" for imp in IMPORTERS.values())
     p = sub.add_parser("convert", help="convert harness or leaderboard exports into a long table",

@@ -38,6 +38,26 @@ JOINT_MAX_RESPONSES = 60_000
 #: Where a fit records its settings: the posterior's attribute (``posterior.nc``) and the info key (``fit.json``).
 CONFIG_ATTR = "mtlirt_sampler_config"
 CONFIG_KEY = "sampler_config"
+#: Draws per chain of the NUTS routes (nutpie cannot continue a run, so their length is fixed).
+NUTS_DRAWS = 1000
+
+
+def use_marginal(spec) -> bool:
+    """Whether the fixed-items model integrates the domain-specific traits out:
+    factor models with ``trait_parameterization`` ``"auto"`` or ``"marginal"``."""
+    return spec.traits == "factor" and spec.trait_parameterization in ("auto", "marginal")
+
+
+def check_numpyro() -> None:
+    """``sampler="numpyro"`` needs the optional JAX extra: an ImportError naming what is missing."""
+    import importlib.util
+
+    missing = [m for m in ("jax", "numpyro") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ImportError(
+            f"sampler='numpyro' needs {' and '.join(missing)}, which are not installed; "
+            "install the optional extra: pip install 'mtlirt[jax]' (or use sampler='nutpie')"
+        )
 
 
 def _integer(name: str, v, lo: int, none: bool = False):
@@ -125,8 +145,6 @@ class SamplerConfig:
             raise InputError(f"thin must be an integer from 1 to draws; got {cfg.thin!r}")
         if (cfg.algorithm == "nuts" and cfg.sampler == "numpyro" and spec is not None and cfg.items == "fixed"
                 and cfg.llm_side == "sampled"):
-            from .bayes.fixed_items import use_marginal
-
             if use_marginal(spec):
                 raise InputError(
                     "sampler='numpyro' cannot sample the fixed-items factor model with sampled overall "
@@ -151,8 +169,6 @@ class SamplerConfig:
           routes; 1,000 draws of the ADVI approximation.
         * ``thin=None``: on the integrated route, chosen from the structure draws' autocorrelation; 1 elsewhere.
         """
-        from .bayes.collapsed import NUTS_DRAWS
-
         cfg = self.validate(spec)
         reasons = {}
         items = cfg.items
@@ -184,9 +200,7 @@ class SamplerConfig:
         # the settings resolved, checked again by the same rules
         cfg = replace(cfg, items=items, llm_side="integrated" if integrated else "sampled").validate(spec)
         if cfg.algorithm == "nuts" and cfg.sampler == "numpyro":
-            from .bayes.sample import _check_numpyro
-
-            _check_numpyro()
+            check_numpyro()
         side = cfg.llm_side if items == "fixed" and spec.traits == "factor" else None
         draws, tune, thin = cfg.draws, cfg.tune, cfg.thin
         if tune is None and not integrated:

@@ -7,13 +7,13 @@ import time
 import warnings
 from pathlib import Path
 
+from .data.outputs import FolderKind, folder_output
+from .data.responses import Responses
+from .data.simulate import simulate
 from .fitting import fit
-from .io.fitdir import package_versions, write_fit
-from .io.outputs import FolderKind, folder_output
-from .io.responses import Responses
 from .progress import enabled as progress_enabled
 from .progress import stage
-from .simulate import simulate
+from .results.fitdir import package_versions, write_fit
 
 #: The demo leaderboard: MMLU's 57 subjects at a quarter of their sizes
 #: (10-383 items), LLMs of one general ability with 5% outlier subjects.
@@ -50,7 +50,7 @@ def run_demo(out: str | Path = "demo-output", *, seed: int = 2026, n_llms: int |
         LLM side integrated out, the loadings sampled until the convergence
         checks pass (:func:`mtlirt.bayes.fit_bayes`).
     checks, check_replicates
-        The report's model checks (:mod:`mtlirt.checks`) of the MTL fit, with
+        The report's model checks (:mod:`mtlirt.evaluate.checks`) of the MTL fit, with
         this many replicates of the correlation check. The Bayesian fit is not
         checked: its checks (posterior predictive S-X2 on 50 draws,
         leave-one-LLM-out on 200) cost minutes at the demo's size.

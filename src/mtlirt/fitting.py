@@ -1,4 +1,4 @@
-"""One entry point for every estimator: :func:`fit` returns an :class:`~mtlirt.estimate.Estimate`.
+"""One entry point for every estimator: :func:`fit` returns an :class:`~mtlirt.results.estimate.Estimate`.
 
 Point estimates get intervals from a bootstrap (``bootstrap=B``), the
 estimator refit with its tuned settings fixed (:mod:`mtlirt.estimators.bootstrap`).
@@ -23,7 +23,7 @@ domains) and its error replicates give them the spread of a deviation
 mean 0 and its replicates the spread of the population's ``N(0, 1)``.  Each domain is re-centred,
 and keeps the fit's spread, over the LLMs with responses only (fewer than ``MIN_LLMS`` of them: the
 population scale, only re-centred).  Measured coverage: ``docs/results.md`` ("Intervals").  An interval that misses its
-own estimate is extended to reach it (:meth:`~mtlirt.estimate.Estimate.domain_scores`).
+own estimate is extended to reach it (:meth:`~mtlirt.results.estimate.Estimate.domain_scores`).
 
 Degenerate data (docs/data.md, "Degenerate and tiny data"): nothing varying is an error, a constant
 domain's responses are set aside (its scores predicted), thin domains are warned about.
@@ -48,14 +48,14 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
+from .data import validate
+from .data.responses import Responses, as_responses
 from .errors import InputError
-from .estimate import Estimate
 from .estimators.bootstrap import deviation_spread, overall_spread, run_bootstrap
 from .estimators.correlation import corr_draws, error_corrected_corr
 from .estimators.pointfit import PointFit
-from .io import validate
-from .io.responses import Responses, as_responses
 from .progress import stage
+from .results.estimate import Estimate
 
 METHODS = ("mtl", "stl", "pooled", "accuracy", "bayes")
 #: Variants of ``mtl``: the package's own estimator, and the seed paper's with its baselines
@@ -171,7 +171,7 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
     :func:`~mtlirt.estimators.baselines.posterior_mean_scale`).
 
     A domain with empty cells answered by fewer than
-    :data:`~mtlirt.io.validate.MIN_LLMS` LLMs (``few``) is not re-scaled: the
+    :data:`~mtlirt.data.validate.MIN_LLMS` LLMs (``few``) is not re-scaled: the
     spread of its few LLMs' estimates is mostly noise (none at all for one
     LLM, or for LLMs that gave the same answers), and dividing by it
     stretched its predicted cells without bound. It keeps the fit's population scale
@@ -249,9 +249,9 @@ def fit(
     Parameters
     ----------
     responses
-        The data: a :class:`~mtlirt.io.responses.Responses`, a long DataFrame ``llm, item, domain,
+        The data: a :class:`~mtlirt.data.responses.Responses`, a long DataFrame ``llm, item, domain,
         correct`` or the path of such a table (CSV, gzip CSV or Parquet), read and checked by
-        :func:`~mtlirt.io.responses.as_responses`.
+        :func:`~mtlirt.data.responses.as_responses`.
     method
         One of ``mtl`` (default), ``stl``, ``pooled``, ``accuracy``, ``bayes``.
     rank
@@ -335,7 +335,7 @@ def _finish(responses: Responses, res: PointFit, *, method: str, variant: str, s
     """The one post-processing stage of every point fit: its reported arrays (:func:`_reported`: cells
     without responses predicted, the population scale), its record (settings, the estimator's choices,
     convergence, seconds), the bootstrap (for MTL and STL the error bootstrap of :func:`error_world`),
-    the error-corrected cross-domain correlations, and the :class:`~mtlirt.estimate.Estimate`."""
+    the error-corrected cross-domain correlations, and the :class:`~mtlirt.results.estimate.Estimate`."""
     n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
     empty = n_resp == 0
     arr = _reported(res, method, variant, empty, responses.item_domain, few)
@@ -416,9 +416,9 @@ def _guard(responses: Responses, method: str) -> tuple[Responses, np.ndarray]:
     (every response the same) can tell neither the LLMs apart nor the domain's tie to the others: the
     model-based methods set its responses aside, so every LLM's score there is predicted from its other
     domains (flagged ``predicted``), and the accuracy baseline keeps its proportions; a
-    :class:`~mtlirt.io.validate.DataWarning` names it. A thin domain (too few LLMs, or too few
+    :class:`~mtlirt.data.validate.DataWarning` names it. A thin domain (too few LLMs, or too few
     responses per LLM) gets a warning too. Returns the responses the fit uses and the ``K`` booleans of
-    the domains those leave with fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs.
+    the domains those leave with fewer than :data:`~mtlirt.data.validate.MIN_LLMS` LLMs.
     """
     args = (responses.correct, responses.mask, responses.domain_slices, responses.domains)
     const = validate.constant_domains(*args)
@@ -447,7 +447,7 @@ def _centre_few(boot: dict, theta: np.ndarray, few: np.ndarray | None) -> None:
 
     An error bootstrap's interval is bias-corrected: the estimate minus the error's quantiles, whose
     median need not be 0 (MTL's shrinkage). That correction is only as good as the bootstrap's world,
-    and the world of a domain answered by fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs rests on
+    and the world of a domain answered by fewer than :data:`~mtlirt.data.validate.MIN_LLMS` LLMs rests on
     a handful of them (loadings fitted at their bound, items at their priors): its refits then look
     shrunk against it, and the "correction" pushed intervals beyond the estimate. There the draws keep
     their spread but not their offset (their median is the estimate); every other domain keeps its
@@ -467,7 +467,7 @@ def _record_reach(boot: dict, arr: dict, info: dict, interval: float = 0.9) -> N
     MTL's error bootstrap gives the estimate minus the error's quantiles, an interval corrected for
     the shrinkage's bias: for an LLM far from its centre its error is off-centre, and the interval can
     lie wholly beyond the estimate. The tables extend such an interval to reach the estimate
-    (:meth:`~mtlirt.estimate.Estimate.domain_scores`), which only widens it; the counts go to
+    (:meth:`~mtlirt.results.estimate.Estimate.domain_scores`), which only widens it; the counts go to
     ``info["intervals_extended"]``.
     """
     lo = (1 - interval) / 2
@@ -629,7 +629,7 @@ def error_world(responses, arr: dict, *, method: str, variant: str = "default", 
                 empty: np.ndarray | None = None, corr: np.ndarray | None = None) -> dict:
     """The world of a fit's error bootstrap (``bootstrap.run_bootstrap``, ``kind="world"``), the one copy:
     :func:`fit`'s bootstrap draws its replicates' truths from it, and so does the correlation check's
-    ``world="estimate"`` (:func:`mtlirt.checks.correlation_check`), from what the estimate records.
+    ``world="estimate"`` (:func:`mtlirt.evaluate.checks.correlation_check`), from what the estimate records.
 
     ``arr``: the reported fit (``theta``, ``overall``, ``eta``, ``centre``, ``a``, ``d``, ``c``), ``pop``
     its ``info["population_scale"]``, ``empty`` its cells without responses, ``corr`` (STL) the

@@ -1,7 +1,7 @@
 """Array-level view of a leaderboard for the Bayesian model.
 
 The Bayesian code reads any object with the attributes of
-``mtlirt.io.responses.Responses`` (duck typing): ``correct`` (int8 LLM x item, 0 where
+``mtlirt.data.responses.Responses`` (duck typing): ``correct`` (int8 LLM x item, 0 where
 unobserved), ``observed`` (bool LLM x item, or None when fully observed),
 ``domain_slices`` (list of K slices, items of a domain contiguous), ``llms``,
 ``items``, ``domains`` (names) and ``item_domain`` (int code per item).
@@ -147,7 +147,7 @@ def as_arrays(responses: Any) -> ResponseArrays:
         Anything with ``correct``, ``observed``, ``domain_slices`` and names
         ``llms``, ``items``, ``domains`` (pandas Index or sequences); or a
         long DataFrame or the path of a table, read as ``Responses``
-        (:func:`mtlirt.io.responses.as_responses`).
+        (:func:`mtlirt.data.responses.as_responses`).
 
     Returns
     -------
@@ -161,7 +161,7 @@ def as_arrays(responses: Any) -> ResponseArrays:
     if isinstance(responses, ResponseArrays):
         return responses
     if isinstance(responses, (str, os.PathLike, pd.DataFrame)):
-        from mtlirt.io.responses import as_responses
+        from mtlirt.data.responses import as_responses
 
         responses = as_responses(responses)
     missing = [a for a in ("correct", "domain_slices") if not hasattr(responses, a)]
@@ -191,7 +191,7 @@ def as_arrays(responses: Any) -> ResponseArrays:
 
 
 def arrays_from_simulation(sim: Any) -> ResponseArrays:
-    """A :class:`ResponseArrays` from a ``mtlirt.simulate.Simulation`` (its
+    """A :class:`ResponseArrays` from a ``mtlirt.data.simulate.Simulation`` (its
     ``correct``, ``observed`` and ``items`` table, domains in column order)."""
     dom = list(sim.items["domain"].astype(str))
     names, starts = [], []

@@ -120,6 +120,7 @@ from mtlirt.bayes._factor import factor_parts, loading_layout
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 from mtlirt.bayes.diagnostics import diagnostics, pareto_khat
 from mtlirt.bayes.marginal import _likelihood_gaussian, quadrature_nodes
+from mtlirt.config import NUTS_DRAWS
 from mtlirt.numerics.llm_side import cell_quadrature, gauss_hermite, numba_log_domain
 
 __all__ = [
@@ -1304,7 +1305,6 @@ IMH_PILOT_K_MAX = 0.5
 # draws=None: IMH draws this many steps per chain at a time until the convergence checks pass, at most
 # IMH_MAX_DRAWS per chain; then the LLM side is drawn for about KEEP_DRAWS of them (thin=None)
 IMH_BLOCK = 250
-NUTS_DRAWS = 1000
 IMH_MAX_DRAWS = 4000
 KEEP_DRAWS = 1000
 

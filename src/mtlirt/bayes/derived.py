@@ -22,11 +22,11 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from mtlirt import schema
 from mtlirt.bayes._data import ResponseArrays
 from mtlirt.bayes._factor import factor_parts, standardize_eta
 from mtlirt.bayes.spec import ModelSpec
-from mtlirt.estimate import expected_accuracy
+from mtlirt.results import schema
+from mtlirt.results.estimate import expected_accuracy
 
 __all__ = ["add_derived", "trait_draws", "item_draws", "factor_parts", "overall_score"]
 
@@ -205,7 +205,7 @@ def item_draws(post: xr.Dataset, spec: ModelSpec, item_domain: np.ndarray) -> di
 
 def expected_accuracy_joint(theta, a, d, c, item_domain) -> np.ndarray:
     """Mean over all items of P_ij for every draw: the package's one expected
-    accuracy (:func:`mtlirt.estimate.expected_accuracy`) draw by draw."""
+    accuracy (:func:`mtlirt.results.estimate.expected_accuracy`) draw by draw."""
     C, D, N, _ = theta.shape
     out = np.empty((C, D, N))
     for ch in range(C):

@@ -6,11 +6,11 @@ Two pointwise log-likelihoods for LOO: ``y`` (:func:`add_log_likelihood`),
 one element per (LLM, domain), *conditional* on that cell's domain trait;
 and ``llm_marginal`` (:func:`add_llm_marginal_log_likelihood`), one element
 per LLM, its domain traits and (rank 1-2) its overall traits integrated out
-(:func:`mtlirt.checks.llm_marginal_loglik`). Importance sampling fails on
+(:func:`mtlirt.evaluate.checks.llm_marginal_loglik`). Importance sampling fails on
 the first for most elements (each moves with a trait that only its own data
 inform: Pareto k above 0.7); the second depends on the shared parameters
 only. :func:`loo` and :func:`compare` take either by ``var_name``; the model
-checks (:mod:`mtlirt.checks`) use the second.
+checks (:mod:`mtlirt.evaluate.checks`) use the second.
 
 Convergence thresholds (Vehtari, Gelman, Simpson, Carpenter and Buerkner 2021;
 Betancourt 2016)::
@@ -39,9 +39,9 @@ import xarray as xr
 from scipy.special import expit
 
 from mtlirt.bayes._data import as_arrays
-from mtlirt.mcmc_stats import summary_stats
 from mtlirt.numerics.hermite import hermite_np
 from mtlirt.numerics.llm_side import bernoulli_loglik
+from mtlirt.numerics.mcmc_stats import summary_stats
 
 __all__ = [
     "diagnostics",
@@ -266,7 +266,7 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
     -------
     ndarray (chain, draw, llm, domain)
     """
-    from mtlirt.estimate import Estimate
+    from mtlirt.results.estimate import Estimate
 
     arr = as_arrays(responses)
     est = Estimate(tree)
@@ -331,7 +331,7 @@ def add_llm_marginal_log_likelihood(tree, responses: Any, *, integrate_overall: 
     """Add ``llm_marginal`` (chain, draw, llm) to the ``log_likelihood`` group: each LLM's
     log-likelihood of all its responses with its domain traits (and, with ``integrate_overall``
     and rank <= 2, its overall traits) integrated out, for every draw of a factor-model fit
-    (:func:`mtlirt.checks.llm_marginal_loglik`).
+    (:func:`mtlirt.evaluate.checks.llm_marginal_loglik`).
 
     Parameters
     ----------
@@ -348,8 +348,8 @@ def add_llm_marginal_log_likelihood(tree, responses: Any, *, integrate_overall: 
         The same tree (modified in place and returned); ``loo(tree, var_name="llm_marginal")``
         is then leave-one-LLM-out.
     """
-    from mtlirt.checks import llm_marginal_loglik
-    from mtlirt.estimate import Estimate
+    from mtlirt.evaluate.checks import llm_marginal_loglik
+    from mtlirt.results.estimate import Estimate
 
     post = _post(tree)
     n = int(post.sizes.get("chain", 1) * post.sizes.get("draw", 1))
@@ -397,7 +397,7 @@ def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, see
     """
     import pandas as pd
 
-    from mtlirt.estimate import Estimate
+    from mtlirt.results.estimate import Estimate
 
     arr = as_arrays(responses)
     est = Estimate(tree)

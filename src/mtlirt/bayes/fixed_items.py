@@ -66,6 +66,7 @@ from mtlirt.bayes.marginal import (
 )
 from mtlirt.bayes.model import add_coords_for_centering, add_factor_block, add_traits, trait_centering
 from mtlirt.bayes.spec import ModelSpec, load_spec
+from mtlirt.config import use_marginal
 from mtlirt.errors import InputError
 from mtlirt.estimators.irt import Penalties, ResponseData, blas_threads
 from mtlirt.estimators.irt import calibrate_items as _calibrate
@@ -261,12 +262,6 @@ def build_fixed_model(
     iv = initial_values(arr, spec, anchors, init, include_items=False, trait_centered=tc)
     return BuiltModel(model=model, spec=spec, anchors=anchors, kind="fixed", initvals=iv, trait_centered=tc,
                       tables=tables, items=items)
-
-
-def use_marginal(spec: ModelSpec) -> bool:
-    """Whether the fixed-items model integrates the domain-specific traits out:
-    factor models with ``trait_parameterization`` ``"auto"`` or ``"marginal"``."""
-    return spec.traits == "factor" and spec.trait_parameterization in ("auto", "marginal")
 
 
 def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[int], items: dict,

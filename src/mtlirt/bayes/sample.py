@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
 import json
 import os
 import time
@@ -20,7 +19,7 @@ from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import as_arrays
 from mtlirt.bayes._factor import anchor_domains, model_coords
 from mtlirt.bayes._nutpie import compile_model, relabel
-from mtlirt.bayes.collapsed import NUTS_DRAWS, sample_structure, spread_off_prior
+from mtlirt.bayes.collapsed import sample_structure, spread_off_prior
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
 from mtlirt.bayes.fixed_items import build_fixed_model, build_tables, resolve_item_values
@@ -28,7 +27,15 @@ from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import add_domain_scores
 from mtlirt.bayes.model import build_model
 from mtlirt.bayes.spec import ModelSpec, load_spec
-from mtlirt.config import CONFIG_ATTR, CONFIG_KEY, JOINT_MAX_LLMS, JOINT_MAX_RESPONSES, Route, SamplerConfig
+from mtlirt.config import (
+    CONFIG_ATTR,
+    CONFIG_KEY,
+    JOINT_MAX_LLMS,
+    JOINT_MAX_RESPONSES,
+    NUTS_DRAWS,
+    Route,
+    SamplerConfig,
+)
 from mtlirt.errors import InputError
 from mtlirt.progress import stage
 
@@ -164,15 +171,6 @@ def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progres
     return relabel(trace, model)
 
 
-def _check_numpyro():
-    missing = [m for m in ("jax", "numpyro") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ImportError(
-            f"sampler='numpyro' needs {' and '.join(missing)}, which are not installed; "
-            "install the optional extra: pip install 'mtlirt[jax]' (or use sampler='nutpie')"
-        )
-
-
 @_exact_compile
 def fit_bayes(
     responses: Any,
@@ -206,12 +204,12 @@ def fit_bayes(
     ``chains``, ``thin``, ``target_accept``, ``log_likelihood``, ``advi_iterations``, ``map_maxiter``) make a
     :class:`mtlirt.config.SamplerConfig`, whose one ``validate`` holds the rules of their combinations;
     the fit records them as it ran them, every default filled in (``info["sampler_config"]``, the
-    posterior's ``mtlirt_sampler_config``), and :func:`mtlirt.io.fitdir.read_fit` checks them.
+    posterior's ``mtlirt_sampler_config``), and :func:`mtlirt.results.fitdir.read_fit` checks them.
 
     Parameters
     ----------
     responses : Responses-like
-        ``mtlirt.io.responses.Responses`` or any object with ``correct``, ``observed``,
+        ``mtlirt.data.responses.Responses`` or any object with ``correct``, ``observed``,
         ``domain_slices``, ``llms``, ``items``, ``domains``.
     spec : str, path, dict or ModelSpec
         Model spec (name in ``models/``, e.g. ``"factor-2pl"``,

@@ -4,7 +4,7 @@ One computation serves every fit: :func:`log_predictive`, the log of the
 mean over draws of ``p(y | draw)`` of each cell (a point estimate is one
 draw). :func:`heldout_loglik` (the package's held-out log-likelihood,
 ``mtlirt.heldout_loglik``) and :func:`cell_probabilities` apply it to any
-:class:`~mtlirt.estimate.Estimate`, Bayesian fits included;
+:class:`~mtlirt.results.estimate.Estimate`, Bayesian fits included;
 :func:`cell_loglik` to one set of arrays (the MTL tuning's
 cross-validation).
 """
@@ -19,7 +19,7 @@ from scipy.special import expit
 from ..numerics.llm_side import bernoulli_loglik
 
 if TYPE_CHECKING:
-    from ..estimate import Estimate
+    from ..results.estimate import Estimate
 
 __all__ = ["cell_loglik", "cell_probabilities", "heldout_loglik", "log_predictive"]
 
@@ -160,7 +160,7 @@ def heldout_loglik(est: Estimate, responses, mask: np.ndarray, *, eps: float = 1
         with ``pointwise`` also ``pointwise`` (the cells in ``np.nonzero(mask)`` order).
     """
     from ..errors import InputError
-    from ..estimate import Estimate
+    from ..results.estimate import Estimate
 
     est = est if isinstance(est, Estimate) else Estimate(est)
     correct = np.asarray(responses.correct)

@@ -67,7 +67,7 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
    rank-one factor model given the items and the structure
    (:func:`factor_structure`: ``lambda_k = w_k / sqrt(|w_k|^2 + psi_k)``),
    after an in-sample scale step on the items (:func:`factor_scores`), on
-   the grid of :mod:`mtlirt.scoring`, so that the scorer reproduces them.
+   the grid of :mod:`mtlirt.evaluate.scoring`, so that the scorer reproduces them.
    Steps 5-6 then serve the rank search only (a ``C`` tuned when more than
    one rank is tried); ``C`` or ``gamma`` given (``scores="shrunk"``) reports
    the biased regularisation's estimate instead (docs/model.md, "MTL's
@@ -103,6 +103,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..numerics.factor_grid import grid_quantiles
+from ..numerics.factor_model import G_GRID, T_GRID, _moments, _tabulate, factor_posterior, overall_loadings
+from ..numerics.llm_side import grid_loglik, logits, softplus
 from . import irt
 from .correlation import reliability_from_se
 from .heldout import cell_loglik
@@ -647,10 +650,9 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
     corrected and partially pooled); the factor loadings of unit-variance
     traits are ``Lambda_k = W_k / sqrt(|W_k|^2 + psi_k)`` (``W`` the ``K x r``
     slopes of the centre on its standardised shared traits), and ``lambda_k``
-    their correlation with the overall score (:func:`mtlirt.scoring.overall_loadings`:
+    their correlation with the overall score (:func:`mtlirt.numerics.factor_model.overall_loadings`:
     ``Lambda_k`` itself at rank one), signed so that they sum positive.
     """
-    from ..scoring import overall_loadings
     from .bootstrap import deviation_spread
 
     psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=W)
@@ -663,8 +665,6 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
 def _domain_tables(correct, observed, slices, st, dtype=np.float64):
     """``N x K x Q``: each LLM's log-likelihood of its answers in each domain on the scorer's grid, the
     matrix products in ``dtype``."""
-    from ..numerics.llm_side import grid_loglik
-    from ..scoring import T_GRID
 
     out = np.empty((correct.shape[0], len(slices), len(T_GRID)))
     for k, s in enumerate(slices):
@@ -701,8 +701,6 @@ class _StepTables:
                 self.S[:, k] = Y @ a0[s]
 
     def __call__(self, loc, scale, st):
-        from ..numerics.llm_side import grid_loglik, logits, softplus
-        from ..scoring import T_GRID
 
         U = scale[:, None] * T_GRID + loc[:, None]  # (K, Q): the calibration's traits at the grid
         if self.out is None:  # one buffer for every pass (the posterior has read the last one)
@@ -725,9 +723,9 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
                   min_llms=None, min_responses=None):
     """Posterior means of the domain and overall scores under the rank-one factor model.
 
-    The model of :mod:`mtlirt.scoring` (``g ~ N(0, 1)``, ``theta_k | g ~
+    The model of :mod:`mtlirt.evaluate.scoring` (``g ~ N(0, 1)``, ``theta_k | g ~
     N(lambda_k g, 1 - lambda_k^2)``, the items fixed), on its grids, for every
-    LLM of the leaderboard: a fitted LLM re-scored by the :class:`~mtlirt.scoring.Scorer`
+    LLM of the leaderboard: a fitted LLM re-scored by the :class:`~mtlirt.evaluate.scoring.Scorer`
     gets these numbers. First the **in-sample scale step**: per domain the items
     are shifted and rescaled (``a <- a s_k``, ``d <- d + a m_k``) until the
     posterior estimates of the LLMs' mean and variance of the domain trait
@@ -739,9 +737,9 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     log-scale moves by ``tol`` (a thousandth of a score's spread: far below
     the spread's own sampling error). A *thin* domain keeps its calibration's scale:
     one run by fewer than ``min_llms`` LLMs (default
-    :data:`mtlirt.io.validate.MIN_LLMS`: the moments of so few LLMs are
+    :data:`mtlirt.data.validate.MIN_LLMS`: the moments of so few LLMs are
     noise), or whose LLMs gave it fewer than ``min_responses`` answers each
-    (the median; default :data:`mtlirt.io.validate.MIN_RESPONSES`: its
+    (the median; default :data:`mtlirt.data.validate.MIN_RESPONSES`: its
     posterior is mostly the prior's, and its moments barely depend on its
     scale, so the fixed point drifts). As a safety net no domain is rescaled
     by more than ``max_scale`` either way.
@@ -754,9 +752,7 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         ``d`` on the scale of ``theta``, the step's ``loc``, ``scale`` (the
         calibration's traits are ``theta * scale + loc``) and ``n_iter``.
     """
-    from ..io.validate import MIN_LLMS, MIN_RESPONSES
-    from ..numerics.factor_grid import grid_quantiles
-    from ..scoring import G_GRID, T_GRID, _moments, _tabulate, factor_posterior
+    from ..data.validate import MIN_LLMS, MIN_RESPONSES
 
     min_llms = MIN_LLMS if min_llms is None else int(min_llms)
     min_responses = MIN_RESPONSES if min_responses is None else min_responses

@@ -86,8 +86,8 @@ import numpy as np
 from scipy.optimize import Bounds, minimize
 from scipy.special import log_expit
 
-from ..bayes._vecmath import exp_nonpos
 from ..errors import InputError
+from ..numerics.vecmath import exp_nonpos
 from .irt import blas_threads
 from .pointfit import PointFit
 

@@ -5,7 +5,7 @@ accuracy baselines (:mod:`~mtlirt.estimators.baselines`), MTL
 (:func:`~mtlirt.estimators.mtl.fit_mtl`) and the seed paper's variants
 (:func:`~mtlirt.estimators.paper.fit_paper`) all return it, so that
 :func:`mtlirt.fitting.fit` turns any of them into an
-:class:`~mtlirt.estimate.Estimate` by reading the same fields. A field an
+:class:`~mtlirt.results.estimate.Estimate` by reading the same fields. A field an
 estimator has no such thing for is ``None``; what only one estimator has sits
 in ``record`` (its choices, written to ``fit.json``) or ``extra`` (the rest).
 """

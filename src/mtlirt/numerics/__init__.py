@@ -13,4 +13,10 @@
 :mod:`~mtlirt.numerics.factor_grid`
     The rank-one factor model's grid posterior of many LLMs at once (MTL's
     reported scores, the scorer), a numba kernel.
+:mod:`~mtlirt.numerics.factor_model`
+    The rank-one factor model's structure tabulated on fixed grids and its
+    grid posterior of any number of LLMs (MTL's reported scores, the scorer).
+:mod:`~mtlirt.numerics.mcmc_stats`
+    The rank-normalised R-hat and bulk/tail ESS, vectorised over many
+    parameters (the Bayesian diagnostics, the convergence plot).
 """

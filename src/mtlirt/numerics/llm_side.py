@@ -11,8 +11,8 @@ the package that integrates an LLM's traits out uses these functions: the
 items' EM (:mod:`mtlirt.estimators.irt`), the fixed-items tables and the
 Bayesian routes that integrate over them (:mod:`mtlirt.bayes.fixed_items`,
 :mod:`~mtlirt.bayes.marginal`, :mod:`~mtlirt.bayes.collapsed`), the model
-checks (:mod:`mtlirt.checks`) and the scorer of new LLMs
-(:mod:`mtlirt.scoring`).
+checks (:mod:`mtlirt.evaluate.checks`) and the scorer of new LLMs
+(:mod:`mtlirt.evaluate.scoring`).
 
 The likelihood
     :func:`curves` (``P`` on a grid) and :func:`log_curves` (its logs, the

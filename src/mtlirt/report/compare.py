@@ -1,6 +1,6 @@
 """Agreement between fits: :func:`compare` (one row per pair) and :func:`fit_summary` (one row per fit).
 
-A fit is an :class:`~mtlirt.estimate.Estimate`, a fit folder (holding
+A fit is an :class:`~mtlirt.results.estimate.Estimate`, a fit folder (holding
 ``posterior.nc``) or a ``posterior.nc`` file.  Fits are matched by LLM and
 domain *name*; only the LLMs (domains) they share enter the comparison.
 Fits of different tables (by their recorded data fingerprints) are refused
@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..estimate import Estimate, check_interval
+from ..results.estimate import Estimate, check_interval
+from ..results.fitdir import check_same_data
 
 __all__ = ["compare", "fit_diagnostics", "fit_summary", "fit_timings", "load_fit", "load_fits",
            "recorded_heldout_loglik"]
@@ -289,7 +290,7 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
     Parameters
     ----------
     estimates_or_dirs : sequence or mapping
-        Two or more fits: :class:`~mtlirt.estimate.Estimate` objects, fit
+        Two or more fits: :class:`~mtlirt.results.estimate.Estimate` objects, fit
         folders or ``posterior.nc`` files (see :func:`load_fits`).
     names : sequence of str, optional
         Names of the fits (default: folder names, else methods).
@@ -300,7 +301,7 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
     allow_different_data : bool
         Compare fits of different tables (by the LLMs and domains they
         share); by default fits whose recorded data fingerprints differ are
-        refused (:meth:`mtlirt.io.responses.Responses.fingerprint`).
+        refused (:meth:`mtlirt.data.responses.Responses.fingerprint`).
 
     Returns
     -------
@@ -332,8 +333,6 @@ def compare(estimates_or_dirs, *, names=None, interval: float = 0.9, top_k: int 
         With fewer than two fits, when two fits share fewer than two LLMs, or
         were fitted to different tables (unless ``allow_different_data``).
     """
-    from ..io.fitdir import check_same_data
-
     check_interval(interval)
     fits, records = load_fits(estimates_or_dirs, names)
     if len(fits) < 2:

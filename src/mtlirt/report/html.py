@@ -23,8 +23,9 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
+from ..data.outputs import check_file, file_output
 from ..errors import InputError
-from ..estimate import check_interval
+from ..results.estimate import check_interval
 from . import plots
 from .compare import (
     compare,
@@ -858,10 +859,10 @@ def _comparison_section(fits: dict, interval: float, dpi: int) -> str:
 
 
 def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int) -> str:
-    """The "Model checks" block of a fit (:mod:`mtlirt.checks`): run here when ``checks`` is
+    """The "Model checks" block of a fit (:mod:`mtlirt.evaluate.checks`): run here when ``checks`` is
     ``"auto"``/``True`` and the data are given, taken from ``checks`` when it is a
-    :class:`~mtlirt.checks.ModelChecks`, else the summary recorded in the fit's diagnostics."""
-    from ..checks import ModelChecks, run_checks
+    :class:`~mtlirt.evaluate.checks.ModelChecks`, else the summary recorded in the fit's diagnostics."""
+    from ..evaluate.checks import ModelChecks, run_checks
     from . import plots_checks as pc
 
     aid = _anchor(name)
@@ -1065,7 +1066,7 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     Parameters
     ----------
     fit_dirs_or_estimates : Estimate, path, sequence of them, or mapping name -> Estimate/path
-        The fits: :class:`~mtlirt.estimate.Estimate` objects, fit folders
+        The fits: :class:`~mtlirt.results.estimate.Estimate` objects, fit folders
         (holding ``posterior.nc`` and ``fit.json``) or ``posterior.nc`` files.
     out : str or pathlib.Path
         The HTML file to write.
@@ -1088,10 +1089,10 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
         Resolution of the rasterized parts of the figures (the figures are
         SVG; dense scatters inside them are PNG).
     checks : "auto", bool, ModelChecks or mapping name -> ModelChecks/bool
-        The "Model checks" section (:mod:`mtlirt.checks`): ``"auto"``/``True``
+        The "Model checks" section (:mod:`mtlirt.evaluate.checks`): ``"auto"``/``True``
         runs them when ``responses`` is given (else shows the summary recorded
         in the fit's diagnostics, if any); ``False`` leaves the section out; a
-        :class:`~mtlirt.checks.ModelChecks` (or one per fit name) is shown as is.
+        :class:`~mtlirt.evaluate.checks.ModelChecks` (or one per fit name) is shown as is.
     check_replicates : int
         Replicated data sets of the correlation check (each one STL fit; with
         20 a pair misfits only when every replicate lies on one side of it).
@@ -1106,7 +1107,7 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     overwrite : bool
         Replace an existing file ``out`` (the CLI's ``--force``); a folder is
         never replaced.  The file is written to a temporary sibling and
-        renamed into place (:mod:`mtlirt.io.outputs`).
+        renamed into place (:mod:`mtlirt.data.outputs`).
 
     Returns
     -------
@@ -1128,8 +1129,6 @@ def write_report(fit_dirs_or_estimates, out="report.html", responses=None, title
     Every figure is an inline SVG that its caption saves as SVG or PNG, and
     every table links its full content as CSV.
     """
-    from ..io.outputs import check_file, file_output
-
     check_interval(interval)
     if isinstance(top_llms, bool) or not isinstance(top_llms, (int, np.integer)) or top_llms < 1:
         raise InputError(f"top_llms (--top-llms) must be an integer of at least 1, got {top_llms!r}")

@@ -1,6 +1,6 @@
-"""Plots of the model checks of :mod:`mtlirt.checks`, one function per plot.
+"""Plots of the model checks of :mod:`mtlirt.evaluate.checks`, one function per plot.
 
-Each function takes a check's result (not an :class:`~mtlirt.estimate.Estimate`),
+Each function takes a check's result (not an :class:`~mtlirt.results.estimate.Estimate`),
 an optional matplotlib ``ax`` (``fig`` for the two-panel plot) and returns the
 :class:`matplotlib.figure.Figure`.
 """

@@ -1,6 +1,6 @@
-"""Plots of an :class:`~mtlirt.estimate.Estimate`, one function per plot.
+"""Plots of an :class:`~mtlirt.results.estimate.Estimate`, one function per plot.
 
-Every function reads an :class:`~mtlirt.estimate.Estimate` (an MTL or
+Every function reads an :class:`~mtlirt.results.estimate.Estimate` (an MTL or
 baseline point estimate, with or without bootstrap replicates, or a Bayesian
 posterior), takes an optional matplotlib ``ax`` (``fig`` for the multi-panel
 plots) and keyword options, and returns the :class:`matplotlib.figure.Figure`.

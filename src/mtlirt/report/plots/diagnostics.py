@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from ...numerics.mcmc_stats import rhat_rank
+
 
 def rank_rhat(x: np.ndarray) -> np.ndarray:
     """Rank-normalised split R-hat (bulk and folded, the larger), vectorised.
@@ -18,11 +20,9 @@ def rank_rhat(x: np.ndarray) -> np.ndarray:
     -------
     numpy.ndarray
         ``m`` values (Vehtari et al. 2021), from the package's one R-hat
-        (:func:`mtlirt.mcmc_stats.rhat_rank`); used to pick the
+        (:func:`mtlirt.numerics.mcmc_stats.rhat_rank`); used to pick the
         elements shown by :func:`convergence`.
     """
-    from ...mcmc_stats import rhat_rank
-
     return rhat_rank(np.asarray(x, dtype=float))
 
 

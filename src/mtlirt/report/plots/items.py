@@ -49,7 +49,7 @@ def domain_difficulty(est, sizes=None, *, ax=None, stat: str = "mean", label: bo
     Parameters
     ----------
     est : Estimate
-        Any estimate (item parameters from :meth:`~mtlirt.estimate.Estimate.item_parameters`).
+        Any estimate (item parameters from :meth:`~mtlirt.results.estimate.Estimate.item_parameters`).
     sizes : mapping or pandas.Series, optional
         Items per domain (e.g. ``Responses.domain_sizes``); default: counted
         from the estimate's items.

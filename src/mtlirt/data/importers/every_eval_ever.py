@@ -137,7 +137,7 @@ def from_every_eval_ever(
         The LLM name for all records; by default ``model_id``.
     allow_empty
         A file without records is an error naming it; with ``allow_empty`` it
-        is left out with a :class:`~mtlirt.io.validate.DataWarning`.  (A file
+        is left out with a :class:`~mtlirt.data.validate.DataWarning`.  (A file
         none of whose records match ``tasks`` is not selected, not empty.)
 
     Returns

@@ -29,9 +29,9 @@ through ``g``).  The grids are fine enough (spacing 0.125 on both) that the
 trapezoid sums are exact to far below the reported digits for posteriors with
 sd above 0.1; a narrower one (many sharp items: the sums then misstate the sd
 by a third or more) is recomputed by the :class:`Scorer` on grids of the same
-sizes about its mass (:func:`refined_posterior`, whenever the sd of ``g`` or
+sizes about its mass (:func:`~mtlirt.numerics.factor_model.refined_posterior`, whenever the sd of ``g`` or
 of any domain score is below :data:`REFINE_SD`). The fit computes its own
-scores on the fixed grids (:func:`factor_posterior`), so a fitted LLM re-scored
+scores on the fixed grids (:func:`~mtlirt.numerics.factor_model.factor_posterior`), so a fitted LLM re-scored
 with its answers gets the fit's numbers back where its posterior sds are at
 least :data:`REFINE_SD`, and the more exact ones where they are narrower
 (``Scorer(refine=False)`` gives the fit's numbers there too). The accuracy
@@ -88,23 +88,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .estimate import Estimate
-from .estimators.correlation import principal_axes
-from .io.outputs import FolderKind
-from .numerics.factor_grid import factor_grid_posterior, grid_quantiles
-from .numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights
+from ..data import validate
+from ..data.outputs import FolderKind, folder_output
+from ..errors import InputError
+from ..estimators.correlation import principal_axes
+from ..numerics.factor_grid import grid_quantiles
+from ..numerics.factor_model import (
+    G_GRID,
+    T_GRID,
+    _moments,
+    _Structure,
+    _tabulate,
+    _windows,
+    grid_posterior,
+    overall_loadings,
+    refined_posterior,
+)
+from ..numerics.llm_side import grid_loglik
+from ..results.estimate import Estimate, _json_default
+from ..results.fitdir import package_versions, read_fit
 
 __all__ = ["Scorer", "Scores", "score", "factor_loadings", "overall_loadings"]
 
-#: Grid over the overall score (population scale).
-G_GRID = np.linspace(-6.0, 6.0, 97)
-#: Grid over each domain score (population scale).
-T_GRID = np.linspace(-7.0, 7.0, 113)
-#: Smallest domain-specific sd: a loading of 1 (a pooled structure) is kept just below it.
-PSI_MIN = 0.15
 #: Below this posterior sd (of ``g`` or of a domain score, on the fixed grids) the Scorer recomputes the posterior
-#: on grids about its mass (:func:`refined_posterior`): the fixed spacing of 0.125 misstates smaller sds.
+#: on grids about its mass (:func:`~mtlirt.numerics.factor_model.refined_posterior`): the fixed spacing of 0.125
+#: misstates smaller sds.
 REFINE_SD = 0.15
 #: Items shown in an unknown-item message.
 SHOW = 5
@@ -141,145 +149,6 @@ def factor_loadings(R: np.ndarray, rank: int = 1, n_iter: int = 200, tol: float 
     return out if out.sum() >= 0 else -out
 
 
-def overall_loadings(L: np.ndarray) -> np.ndarray:
-    """Correlation of each domain score with the overall score from factor loadings ``L`` (K, r) of
-    unit-variance traits: ``L[:, 0]`` at rank one, else ``L lbar / |lbar|`` with ``lbar`` the mean
-    loading row (the overall score is the shared part of the average domain trait, as
-    :func:`mtlirt.bayes.derived.overall_score` defines it)."""
-    L = np.asarray(L, dtype=np.float64)
-    if L.shape[1] == 1:
-        return L[:, 0]
-    lbar = L.mean(axis=0)
-    norm = np.linalg.norm(lbar)
-    return L @ (lbar / norm) if norm > 1e-12 else L[:, 0]
-
-
-@dataclass
-class _Structure:
-    """One draw of the fixed structure, tabulated on the grids."""
-
-    lam: np.ndarray  # (K,)
-    psi: np.ndarray  # (K,)
-    p: np.ndarray  # (J, Q) P(correct) on T_GRID
-    logp: np.ndarray  # (J, Q)
-    log1mp: np.ndarray  # (J, Q)
-    acc: np.ndarray  # (K, Q): sum over the domain's items of P_j(t) / J
-    pq: np.ndarray  # (K, Q): sum over the domain's items of P_j(t) (1 - P_j(t)) (Bernoulli variances)
-    _W: np.ndarray | None = None
-    items: tuple | None = None  # (a, d, c) on the population scale: the refined grid's curves
-
-    @property
-    def W(self) -> np.ndarray:
-        """(K, G, Q): the conditional prior of each domain score given g, normalised over t."""
-        if self._W is None:
-            z = (T_GRID[None, None, :] - self.lam[:, None, None] * G_GRID[None, :, None]) / self.psi[:, None, None]
-            W = np.exp(-0.5 * z * z)
-            W /= W.sum(axis=-1, keepdims=True)
-            self._W = W
-        return self._W
-
-
-def _tabulate(a, d, c, item_domain, lam, n_domains) -> _Structure:
-    lam = np.clip(np.nan_to_num(np.asarray(lam, dtype=np.float64)), -np.sqrt(1 - PSI_MIN**2),
-                  np.sqrt(1 - PSI_MIN**2))
-    psi = np.sqrt(1.0 - lam**2)
-    p = np.clip(curves(a, d, c, T_GRID), EPS, 1 - EPS)
-    onehot = np.zeros((n_domains, len(a)))  # the sums over each domain's items as one matrix product
-    onehot[item_domain, np.arange(len(a))] = 1.0
-    acc = onehot @ p / len(a)
-    pq = onehot @ (p * (1.0 - p))
-    logp, log1mp = log_curves(p)
-    items = tuple(np.asarray(x, dtype=np.float64) for x in (a, d, c))
-    return _Structure(lam=lam, psi=psi, p=p, logp=logp, log1mp=log1mp, acc=acc, pq=pq, items=items)
-
-
-# ------------------------------------------------------------------ posterior on the grid
-LOG_PRIOR_G = normal_log_weights(G_GRID)
-
-
-def factor_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None, *,
-                     cond: bool = False):
-    """The grid posterior of the rank-one factor model, for any number of LLMs at once.
-
-    ``logL`` (N, K, Q) holds each LLM's log-likelihood of its answers in each
-    domain on ``T_GRID``; ``answered`` (N, K) marks the cells with responses
-    (the others' likelihood is 1: their posterior is the prior predictive given
-    the other domains, through ``g``). Returns ``pg`` (N, G), the posterior of
-    ``g``, and ``pt`` (N, K, Q), each domain score's marginal posterior; with
-    ``cond`` also the conditionals given ``g`` (N, K, G, Q). The fit (every
-    LLM of the leaderboard) and the :class:`Scorer` (one LLM) both call it, so
-    a fitted LLM re-scored with its own answers gets the fit's numbers
-    (:func:`mtlirt.numerics.factor_grid.factor_grid_posterior` computes them).
-    """
-    logL = np.asarray(logL, dtype=np.float64)
-    N, K, Q = logL.shape
-    seen = np.ones((N, K), dtype=bool) if answered is None else np.asarray(answered, dtype=bool)
-    pg, pt = factor_grid_posterior(logL, seen, st.W, LOG_PRIOR_G)
-    if not cond:
-        return pg, pt
-    L = np.where(seen[..., None], np.exp(logL - logL.max(axis=-1, keepdims=True)), 1.0)
-    Z = np.maximum(np.matmul(L.transpose(1, 0, 2), st.W.transpose(0, 2, 1)).transpose(1, 0, 2), 1e-300)
-    return pg, pt, st.W[None] * L[:, :, None, :] / Z[..., None]
-
-
-def grid_posterior(st: _Structure, logL: np.ndarray, answered: np.ndarray | None = None):
-    """One LLM's posterior of ``g`` (G,) and the conditionals of its domain scores given ``g`` (K, G, Q)
-    (:func:`factor_posterior` for one LLM). ``logL`` (K, Q) is each domain's log-likelihood on
-    ``T_GRID``; ``answered`` (K,) marks domains with responses."""
-    pg, _, cond = factor_posterior(st, logL[None], None if answered is None else np.asarray(answered)[None],
-                                   cond=True)
-    return pg[0], cond[0]
-
-
-def refined_posterior(st: _Structure, item_domain: np.ndarray, pos: np.ndarray, y: np.ndarray,
-                      g_grid: np.ndarray, t_grids: np.ndarray):
-    """One LLM's posterior on grids of its own: ``g_grid`` (G,) over the overall score, ``t_grids``
-    (K, Q) one equally spaced grid per domain (population scale), each narrower than the fixed grids.
-
-    The same model as :func:`factor_posterior`, its integrals over ``theta_k`` as sums of the density
-    ``N(t; lambda_k g, psi_k^2)`` times the spacing (the windows need not hold the whole conditional
-    prior, only the posterior's mass); a domain without answers keeps ``Z_k(g) = 1`` (its conditional,
-    the prior, normalised over its grid). Returns ``pg`` (G,) and the domains' marginals ``pt`` (K, Q).
-    """
-    a, d, c = st.items
-    K = len(t_grids)
-    logL = np.zeros(t_grids.shape)
-    if len(pos):
-        p = c[pos, None] + (1 - c[pos, None]) / (1 + np.exp(-(a[pos, None] * t_grids[item_domain[pos]] + d[pos, None])))
-        lp, l1p = log_curves(p)
-        np.add.at(logL, item_domain[pos], np.where(np.asarray(y)[:, None] > 0, lp, l1p))
-    answered = np.bincount(item_domain[pos], minlength=K) > 0
-    z = (t_grids[:, None, :] - st.lam[:, None, None] * g_grid[None, :, None]) / st.psi[:, None, None]
-    dens = np.exp(-0.5 * z * z) * ((t_grids[:, 1] - t_grids[:, 0]) / st.psi)[:, None, None]  # (K, G, Q)
-    L = np.exp(logL - logL.max(axis=1, keepdims=True))
-    WL = dens * L[:, None, :]
-    Z = WL.sum(axis=-1)  # (K, G)
-    prior = dens.sum(axis=-1)
-    Z = np.where(answered[:, None], Z, prior)
-    lp = -0.5 * g_grid**2 + np.log(np.maximum(Z[answered], 1e-300)).sum(axis=0)
-    pg = np.exp(lp - lp.max())
-    pg /= pg.sum()
-    pt = np.einsum("g,kgq->kq", pg, WL / np.maximum(Z, 1e-300)[..., None])
-    return pg, pt / pt.sum(axis=-1, keepdims=True)
-
-
-def _windows(pg: np.ndarray, pt: np.ndarray, n_g: int, n_t: int):
-    """Grids about the mass of a posterior (``pg`` on ``G_GRID``, ``pt`` on ``T_GRID``): the mean
-    plus or minus eight sds and a spacing of the fixed grids, within the fixed grids' range."""
-    def grid(mass, base, n):
-        m, sd = _moments(mass, base)
-        h = base[1] - base[0]
-        lo, hi = np.maximum(m - 8 * sd - h, base[0]), np.minimum(m + 8 * sd + h, base[-1])
-        return np.linspace(lo, hi, n, axis=-1)
-    return grid(pg, G_GRID, n_g), grid(pt, T_GRID, n_t)
-
-
-def _moments(mass: np.ndarray, grid: np.ndarray):
-    mean = mass @ grid
-    var = np.clip(mass @ grid**2 - mean**2, 0.0, None)
-    return mean, np.sqrt(var)
-
-
 # ------------------------------------------------------------------ results
 @dataclass
 class Scores:
@@ -308,12 +177,10 @@ class Scores:
 
         ``out`` is a new path or a score folder written earlier (one with
         ``score.json``), replaced when ``overwrite`` (the CLI's ``--force``);
-        the folder is written atomically (:mod:`mtlirt.io.outputs`).
+        the folder is written atomically (:mod:`mtlirt.data.outputs`).
         ``score.json`` records the interval, the sizes, ``settings`` and the
         package versions.
         """
-        from .io.outputs import folder_output
-
         out = Path(out)
         with folder_output(out, SCORE_FOLDER, overwrite=overwrite) as tmp:
             self._write_files(tmp, SCORE_FOLDER.marker, settings)
@@ -322,9 +189,6 @@ class Scores:
     def _write_files(self, folder: Path, marker: str, settings: dict | None) -> None:
         """The two tables and the record ``marker`` (settings, sizes, versions), into ``folder``."""
         import json
-
-        from .estimate import _json_default
-        from .io.fitdir import package_versions
 
         self.overall.to_csv(folder / "overall.csv", index=False)
         self.domains.to_csv(folder / "domain_scores.csv", index=False)
@@ -356,7 +220,7 @@ class Scorer:
     Parameters
     ----------
     fit
-        An :class:`~mtlirt.estimate.Estimate` (``read_fit(folder)``) with item
+        An :class:`~mtlirt.results.estimate.Estimate` (``read_fit(folder)``) with item
         parameters: MTL, STL, pooled, the paper's variants or a Bayesian fit.
     draws
         Bayesian fits: how many posterior draws of the structure to average
@@ -365,7 +229,7 @@ class Scorer:
         Probability mass of the reported intervals.
     refine
         Recompute a posterior whose sd (overall or any domain) falls below
-        :data:`REFINE_SD` on grids about its mass (:func:`refined_posterior`);
+        :data:`REFINE_SD` on grids about its mass (:func:`~mtlirt.numerics.factor_model.refined_posterior`);
         False keeps the fixed grids (the fit's own computation).
     """
 
@@ -448,7 +312,7 @@ class Scorer:
     def parse(self, responses, *, ignore_unknown_items: bool = False) -> list[tuple[str, np.ndarray, np.ndarray]]:
         """Each LLM's responses as ``(llm, item positions in the fit, 0/1 answers)``.
 
-        ``responses`` is a :class:`~mtlirt.io.responses.Responses` or a long
+        ``responses`` is a :class:`~mtlirt.data.responses.Responses` or a long
         DataFrame ``llm, item, correct`` (a ``domain`` column, if given, must
         agree with the fit's).
 
@@ -458,8 +322,6 @@ class Scorer:
             Items the fit does not hold (unless ``ignore_unknown_items``), a
             domain that disagrees with the fit's, or a non-binary answer.
         """
-        from .io import validate
-
         if isinstance(responses, pd.DataFrame):
             missing = [col for col in ("llm", "item", "correct") if col not in responses.columns]
             if missing:
@@ -682,9 +544,9 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
     Parameters
     ----------
     fit
-        An :class:`~mtlirt.estimate.Estimate` or a fit folder.
+        An :class:`~mtlirt.results.estimate.Estimate` or a fit folder.
     responses
-        A :class:`~mtlirt.io.responses.Responses`, a long DataFrame ``llm,
+        A :class:`~mtlirt.data.responses.Responses`, a long DataFrame ``llm,
         item, correct`` (optional ``domain``) or the path of such a table (read
         as ``mtlirt score`` reads it): any subset of the fit's items.
     interval
@@ -705,11 +567,9 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
         ``overall`` and ``domains`` tables.
     """
     if not isinstance(fit, Estimate):
-        from .io.fitdir import read_fit
-
         fit = read_fit(fit)
     if isinstance(responses, (str, os.PathLike)):
-        from .io.tables import read_table
+        from ..data.tables import read_table
 
         responses = read_table(responses)
     return Scorer(fit, draws=draws, interval=interval).score(

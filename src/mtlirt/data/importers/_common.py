@@ -10,7 +10,7 @@ Every input is accounted for in a :class:`_Ledger`: each source (file, run
 folder, log) either gave responses, gave none (and why: the splits, metrics or
 fields it has), was superseded by a later run of the same task, or was not
 selected.  A source that gives none is an error naming it unless
-``allow_empty`` (then a :class:`~mtlirt.io.validate.DataWarning`); the
+``allow_empty`` (then a :class:`~mtlirt.data.validate.DataWarning`); the
 ledger's one-line summary is what ``mtlirt convert`` prints.  Messages name an
 option as the caller gives it (:func:`_opt`): ``--split valid`` on the command
 line, ``split='valid'`` from Python.

@@ -2,10 +2,10 @@
 
 A fit folder holds ``domain_scores.csv``, ``overall.csv``, ``items.csv``,
 ``domain_correlation.csv``, ``fit.json`` and ``posterior.nc`` (the
-:class:`~mtlirt.estimate.Estimate` as netCDF).  It is written to a temporary
+:class:`~mtlirt.results.estimate.Estimate` as netCDF).  It is written to a temporary
 folder beside the target and renamed into place only when everything is
 written, so a failed fit leaves nothing half-written; it replaces only an
-earlier fit folder (:mod:`mtlirt.io.outputs`).
+earlier fit folder (:mod:`mtlirt.data.outputs`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 
+from ..data.outputs import FolderKind, folder_output
 from ..errors import InputError
-from ..estimate import Estimate, _json_default, check_interval
-from .outputs import FolderKind, folder_output
+from .estimate import Estimate, _json_default, check_interval
 
 FILES = ("domain_scores.csv", "overall.csv", "items.csv", "domain_correlation.csv", "fit.json", "posterior.nc")
 

@@ -148,7 +148,7 @@ class Responses:
             The file.
         domain_column
             Column holding the domain (e.g. ``subject``); see
-            :func:`mtlirt.io.validate.check_columns`.
+            :func:`mtlirt.data.validate.check_columns`.
         ignore_columns
             Extra columns to drop instead of rejecting the table.
         drop_unassigned
@@ -655,10 +655,10 @@ def _scatter():
 
 
 def _read_batched(path, *, domain_column, ignore_columns, drop_unassigned) -> tuple[Responses, list[str]]:
-    """:meth:`Responses.read` batch by batch (:func:`mtlirt.io.tables.iter_batches`): the labels become
+    """:meth:`Responses.read` batch by batch (:func:`mtlirt.data.tables.iter_batches`): the labels become
     codes and the answers go straight into the dense matrix, with the rules of :meth:`Responses.from_frame`
     and its order of LLMs, items and domains.  Returns the data and the warnings to give (dropped rows,
-    identical duplicates).  Raises :class:`~mtlirt.io.tables.Unsupported` where a rule is broken or the
+    identical duplicates).  Raises :class:`~mtlirt.data.tables.Unsupported` where a rule is broken or the
     table is not one it reads: the caller then reads it as a DataFrame, whose messages name the rows."""
     cols = table_columns(path)
     validate.check_columns(pd.DataFrame(columns=cols), domain_column=domain_column, ignore_columns=ignore_columns)

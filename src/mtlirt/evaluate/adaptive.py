@@ -1,7 +1,7 @@
 """Adaptive testing of a new LLM across all domains of a fit.
 
 :class:`AdaptiveTest` is a computerised adaptive test (CAT) on the grid
-posterior of :mod:`mtlirt.scoring`: it proposes the next item
+posterior of :mod:`mtlirt.evaluate.scoring`: it proposes the next item
 (:meth:`~AdaptiveTest.next_item`), takes the answer
 (:meth:`~AdaptiveTest.answer`) and scores the LLM at any point
 (:meth:`~AdaptiveTest.scores`).  :func:`replay` runs it for LLMs whose
@@ -41,11 +41,12 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from .errors import InputError
-from .estimate import Estimate
-from .estimators.irt import blas_threads
-from .io.outputs import FolderKind
-from .scoring import G_GRID, LOG_PRIOR_G, T_GRID, Scorer, Scores
+from ..data.outputs import FolderKind, folder_output
+from ..errors import InputError
+from ..estimators.irt import blas_threads
+from ..numerics.factor_model import G_GRID, LOG_PRIOR_G, T_GRID
+from ..results.estimate import Estimate
+from .scoring import Scorer, Scores
 
 __all__ = ["AdaptiveTest", "Replay", "replay", "TARGETS"]
 
@@ -63,7 +64,7 @@ class AdaptiveTest:
     Parameters
     ----------
     fit
-        An :class:`~mtlirt.estimate.Estimate` or a prepared :class:`~mtlirt.scoring.Scorer`
+        An :class:`~mtlirt.results.estimate.Estimate` or a prepared :class:`~mtlirt.evaluate.scoring.Scorer`
         (reuse one across many tests: the tables are built once).
     target
         ``"overall"``, ``"domains"`` or ``"accuracy"`` (see the module).
@@ -321,10 +322,8 @@ class Replay:
 
         ``out`` is a new path or an adaptive-test folder written earlier (one
         with ``adapt.json``), replaced when ``overwrite`` (the CLI's
-        ``--force``); written atomically (:mod:`mtlirt.io.outputs`).
+        ``--force``); written atomically (:mod:`mtlirt.data.outputs`).
         """
-        from .io.outputs import folder_output
-
         out = Path(out)
         with folder_output(out, ADAPT_FOLDER, overwrite=overwrite) as tmp:
             self.scores._write_files(tmp, ADAPT_FOLDER.marker, settings)
@@ -338,7 +337,7 @@ def replay(fit: Estimate | Scorer, responses, *, budget: int | None = 100, targe
     """Replay an adaptive test for every LLM of ``responses`` (the oracle answering the chosen items).
 
     Each LLM's pool is the items it has answers for.  Parameters as in
-    :class:`AdaptiveTest`; ``responses`` as in :meth:`mtlirt.scoring.Scorer.parse`.
+    :class:`AdaptiveTest`; ``responses`` as in :meth:`mtlirt.evaluate.scoring.Scorer.parse`.
     """
     sc = fit if isinstance(fit, Scorer) else Scorer(fit, interval=interval)
     parsed = sc.parse(responses, ignore_unknown_items=ignore_unknown_items)

@@ -213,7 +213,7 @@ def from_open_llm_leaderboard_v2(
     allow_empty
         A file without the metric (or without samples) is an error naming it
         and the metrics it has; with ``allow_empty`` it is left out with a
-        :class:`~mtlirt.io.validate.DataWarning`.
+        :class:`~mtlirt.data.validate.DataWarning`.
 
     Returns
     -------

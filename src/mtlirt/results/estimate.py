@@ -9,7 +9,7 @@ their uncertainty from the posterior when it has more than one draw, else
 from the bootstrap, else report none (``sd`` and interval bounds NaN).
 
 Variables and their dims are the result contract every plot and report
-reads, declared once in :mod:`mtlirt.schema`: ``theta`` (llm, domain),
+reads, declared once in :mod:`mtlirt.results.schema`: ``theta`` (llm, domain),
 ``overall`` (llm), ``eta`` (llm, factor), ``loadings`` (domain, factor),
 ``discrimination``, ``intercept``, ``guessing`` (item), ``domain_corr``
 (domain_a, domain_b), ``expected_accuracy`` (llm), each after ``chain, draw``.
@@ -29,8 +29,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..errors import InputError
+from ..estimators.correlation import column_corr
 from . import schema
-from .estimators.correlation import column_corr
 from .schema import SAMPLE_DIMS
 
 INFO_ATTR = "mtlirt_info"
@@ -66,7 +67,7 @@ def expected_accuracy(theta: np.ndarray, a, d, c, item_domain: np.ndarray) -> np
     per LLM (:func:`mtlirt.estimators._kernels.expected_correct`): the ``N x
     J`` probabilities are never in memory.
     """
-    from .estimators._kernels import expected_correct
+    from ..estimators._kernels import expected_correct
 
     theta = np.ascontiguousarray(theta, dtype=np.float64)
     a = np.ascontiguousarray(a, dtype=np.float64)
@@ -79,9 +80,9 @@ def expected_accuracy(theta: np.ndarray, a, d, c, item_domain: np.ndarray) -> np
 
 def check_interval(interval) -> None:
     """The probability of reported intervals: a number in (0, 1), else an :class:`~mtlirt.errors.InputError`.
-    Checked by every table of intervals, :func:`~mtlirt.io.fitdir.write_fit`, the report and the comparison,
+    Checked by every table of intervals, :func:`~mtlirt.results.fitdir.write_fit`, the report and the comparison,
     and by ``mtlirt fit`` before it fits."""
-    from .errors import InputError
+    from ..errors import InputError
 
     if isinstance(interval, bool) or not isinstance(interval, (int, float, np.number)) or not 0 < interval < 1:
         raise InputError(f"interval (--interval) must be a probability in (0, 1), got {interval!r}")
@@ -99,7 +100,7 @@ class Estimate:
 
     The layout (an ArviZ-style posterior; a point estimate is one chain and
     one draw, bootstrap replicates in ``/bootstrap``) is described in the
-    module :mod:`mtlirt.estimate`.
+    module :mod:`mtlirt.results.estimate`.
 
     Parameters
     ----------
@@ -221,8 +222,6 @@ class Estimate:
         A file that is not one (truncated, another format, no ``/posterior``
         group) is an :class:`~mtlirt.errors.InputError` naming it.
         """
-        from .errors import InputError
-
         try:
             tree = xr.open_datatree(path, engine="h5netcdf").load()
             tree.close()
@@ -431,9 +430,9 @@ class Estimate:
         )
 
     def score(self, responses, **kw):
-        """Score new LLMs against this fit's fixed items and structure (:func:`mtlirt.scoring.score`;
-        keyword arguments as there): returns :class:`~mtlirt.scoring.Scores`."""
-        from .scoring import score
+        """Score new LLMs against this fit's fixed items and structure (:func:`mtlirt.evaluate.scoring.score`;
+        keyword arguments as there): returns :class:`~mtlirt.evaluate.scoring.Scores`."""
+        from ..evaluate.scoring import score
 
         return score(self, responses, **kw)
 

@@ -49,8 +49,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mtlirt.data.outputs import FolderKind
 from mtlirt.errors import InputError
-from mtlirt.io.outputs import FolderKind
+
+from .outputs import file_output, folder_output
 
 __all__ = [
     "Simulation",
@@ -384,7 +386,7 @@ class Simulation:
             dictionary-encoded, ``correct`` int8, zstd-compressed; no
             statistics for ``item``),
             ``*.csv`` or ``*.csv.gz``.  Written to a temporary sibling and
-            renamed into place (:mod:`mtlirt.io.outputs`).
+            renamed into place (:mod:`mtlirt.data.outputs`).
         overwrite : bool
             Replace an existing file (the CLI's ``--force``); a folder is
             never replaced.
@@ -413,7 +415,6 @@ class Simulation:
             raise InputError(
                 f"cannot tell the format of {str(path)!r}: use .parquet, .csv or .csv.gz"
             )
-        from .io.outputs import file_output
 
         table = pa.Table.from_pandas(self.responses, preserve_index=False)
         with file_output(path, what="table", overwrite=overwrite) as tmp:
@@ -457,7 +458,7 @@ class Simulation:
         directory : str or pathlib.Path
             A new folder, or a truth folder written earlier (with
             ``truth.json``), replaced when ``overwrite`` (the CLI's
-            ``--force``); written atomically (:mod:`mtlirt.io.outputs`).
+            ``--force``); written atomically (:mod:`mtlirt.data.outputs`).
         overwrite : bool
             Replace an existing truth folder.
 
@@ -466,8 +467,6 @@ class Simulation:
         pathlib.Path
             The folder.
         """
-        from .io.outputs import folder_output
-
         directory = Path(directory)
         with folder_output(directory, TRUTH_FOLDER, overwrite=overwrite) as tmp:
             self._write_truth_files(tmp)
@@ -1096,7 +1095,7 @@ def simulate_paper(similarity: float, *, n_llms: int = 100, domain_sizes: Sequen
         (the sine centre, mean 0 and variance 1), ``loadings`` (``cos`` of
         each domain trait with it), ``settings["alpha"]``.
     """
-    from .estimators.paper import sine_centre
+    from ..estimators.paper import sine_centre
 
     h = _check_number("similarity", similarity, 0.0, 1.0, hi_open=True)
     n_llms = _check_int("n_llms", n_llms, 4)

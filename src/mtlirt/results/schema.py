@@ -1,6 +1,6 @@
-"""The result contract: every variable an :class:`~mtlirt.estimate.Estimate` may hold, with its dims.
+"""The result contract: every variable an :class:`~mtlirt.results.estimate.Estimate` may hold, with its dims.
 
-Declared once here and read by :mod:`mtlirt.estimate` (point estimates and
+Declared once here and read by :mod:`mtlirt.results.estimate` (point estimates and
 bootstrap replicates), by the Bayesian post-processing
 (:mod:`mtlirt.bayes.derived`) and by the tests, so that a plot, a report or
 a comparison finds the same names and dims whatever produced the result.
@@ -86,4 +86,4 @@ def check(ds: xr.Dataset, *, group: str = "posterior") -> None:
     if "item" in ds.dims and "item_domain" not in ds.coords:
         problems.append("coordinate item_domain is missing")
     if problems:
-        raise ValueError(f"/{group} breaks the result contract (mtlirt.schema): " + "; ".join(problems))
+        raise ValueError(f"/{group} breaks the result contract (mtlirt.results.schema): " + "; ".join(problems))

@@ -451,7 +451,7 @@ def from_lm_eval(
         A file whose samples have none of the metrics (a generative task when
         asking for ``acc``) or no samples is an error naming it and the
         metrics it has; with ``allow_empty`` it is left out with a
-        :class:`~mtlirt.io.validate.DataWarning`.
+        :class:`~mtlirt.data.validate.DataWarning`.
 
     Returns
     -------

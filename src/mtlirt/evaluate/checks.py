@@ -74,9 +74,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .estimators.correlation import error_corrected_corr, principal_axes
-from .numerics.llm_side import (
+from ..errors import InputError
+from ..estimators.bootstrap import draw_responses, draw_world
+from ..estimators.correlation import error_corrected_corr, principal_axes
+from ..estimators.irt import fit_stl, to_internal
+from ..numerics.llm_side import (
     EPS,
     curves,
     gauss_hermite,
@@ -124,7 +126,7 @@ def _spec(est):
     raw = est.tree["posterior"].attrs.get("mtlirt_spec_json")
     if raw is None:
         return None
-    from .bayes.spec import load_spec
+    from ..bayes.spec import load_spec
 
     return load_spec(json.loads(raw) if isinstance(raw, str) else raw)
 
@@ -164,8 +166,6 @@ def _population_items(est) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     c = est.point("guessing") if "guessing" in est.posterior else np.zeros_like(a)
     pop = est.info.get("population_scale")
     if pop is not None:
-        from .estimators.irt import to_internal
-
         loc, scale = np.asarray(pop["loc"], float), np.asarray(pop["scale"], float)
         _, a, d = to_internal(np.zeros((1, len(loc))), a, d, loc, scale, est.item_domain)
     return a, d, c
@@ -214,8 +214,6 @@ def correlation_statistic(correct, observed, domain_slices, *, model: str = "2pl
     over the LLMs with responses in it (the same function as the fit's
     ``domain_correlation.csv``, :func:`~mtlirt.estimators.correlation.error_corrected_corr`).
     A pair with fewer than 3 LLMs in both domains reads 0."""
-    from .estimators.irt import fit_stl
-
     res = fit_stl(correct, observed, domain_slices, model=model, guessing=guessing)
     seen = None if observed is None else np.column_stack([observed[:, s].any(1) for s in domain_slices])
     corr, _ = error_corrected_corr(res.theta, res.theta_se, seen)
@@ -335,8 +333,7 @@ def _error_world(est, responses, n, rng):
     """The fit's error-bootstrap world (:func:`mtlirt.fitting.error_world`, the one its bootstrap draws
     from), rebuilt from what the estimate records: its centre, overall traits, items, population scale
     and cells without responses."""
-    from .estimators.bootstrap import draw_world
-    from .fitting import error_world
+    from ..fitting import error_world
 
     post = est.posterior
     if "centre" not in post:
@@ -389,8 +386,6 @@ def correlation_check(est, responses, *, n_replicates: int = 100, seed: int = 0,
         None for fits that model no cross-domain structure (STL, accuracy)
         or with a single domain.
     """
-    from .estimators.bootstrap import draw_responses
-
     check_replicates(n_replicates)
     _check_data(est, responses)
     if responses.n_domains < 2:
@@ -650,8 +645,6 @@ def item_fit_ppc(est, responses, *, n_draws: int = 50, seed: int = 0, min_expect
         ``item, domain, s_x2_data, s_x2_replicated`` (means over the draws), ``ppp``; None for
         the accuracy baseline.
     """
-    from .estimators.bootstrap import draw_responses
-
     _check_data(est, responses)
     if est.method == "accuracy":
         return None

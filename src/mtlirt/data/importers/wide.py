@@ -277,7 +277,7 @@ def from_wide(
         An LLM row or an item column without a single 0/1 cell would vanish
         from the long table: it is an error naming them, unless
         ``allow_empty`` leaves them out with a
-        :class:`~mtlirt.io.validate.DataWarning`.
+        :class:`~mtlirt.data.validate.DataWarning`.
 
     Returns
     -------

@@ -9,7 +9,7 @@ fault.  Every source (file, run folder, log) is accounted for: one that gives
 no responses (a task without the requested metric, a run without the
 requested split) is an error naming it and what it has (its metrics, splits
 or fields), unless ``allow_empty=True`` (``--allow-empty``) leaves it out with
-a :class:`~mtlirt.io.validate.DataWarning`; a conversion that yields no
+a :class:`~mtlirt.data.validate.DataWarning`; a conversion that yields no
 responses at all is an error.  A ``threshold`` must lie within the values of
 the metric it is compared with.  The same LLM under two spellings (case,
 ``__`` for ``/``) and the same item content under two ids are reported with a

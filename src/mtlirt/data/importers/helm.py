@@ -240,7 +240,7 @@ def from_helm(
     allow_empty
         A run without the stat in the split and trial is an error naming what
         it has (its stats, the stat's splits); with ``allow_empty`` it is left
-        out with a :class:`~mtlirt.io.validate.DataWarning`.
+        out with a :class:`~mtlirt.data.validate.DataWarning`.
 
     Returns
     -------

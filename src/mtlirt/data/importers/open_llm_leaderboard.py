@@ -334,7 +334,7 @@ def from_open_llm_leaderboard(
         A split without the metric (TruthfulQA's ``mc1``/``mc2`` when asking
         for ``acc``) is an error naming it and the metrics it has; with
         ``allow_empty`` it is left out with a
-        :class:`~mtlirt.io.validate.DataWarning`.
+        :class:`~mtlirt.data.validate.DataWarning`.
 
     Returns
     -------

@@ -265,8 +265,8 @@ def constant_domains(correct, observed, domain_slices, domain_names) -> dict[str
 
 
 def thin_domains(correct, observed, domain_slices, domain_names) -> dict[str, tuple[int, float]]:
-    """The domains answered by fewer than :data:`~mtlirt.io.validate.MIN_LLMS` LLMs, or by LLMs with fewer
-    than :data:`~mtlirt.io.validate.MIN_RESPONSES` responses in them (the median), each with these two
+    """The domains answered by fewer than :data:`~mtlirt.data.validate.MIN_LLMS` LLMs, or by LLMs with fewer
+    than :data:`~mtlirt.data.validate.MIN_RESPONSES` responses in them (the median), each with these two
     numbers."""
     _, _, llms, per_llm = domain_counts(correct, observed, domain_slices)
     thin = (llms < MIN_LLMS) | (per_llm < MIN_RESPONSES)

@@ -254,7 +254,7 @@ def from_inspect(
         A log that gives no responses (no samples, as a log of an evaluation
         that failed or was cancelled; no score from the scorer) is an error
         naming it and what it has; with ``allow_empty`` it is left out with a
-        :class:`~mtlirt.io.validate.DataWarning`.
+        :class:`~mtlirt.data.validate.DataWarning`.
 
     Returns
     -------

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .outputs import file_output
 
 #: The columns of the long table, in order.
 LONG_COLUMNS = ("llm", "item", "domain", "correct")
@@ -91,10 +92,8 @@ def write_table(df: pd.DataFrame, path: str | Path, *, overwrite: bool = True) -
 
     Written to a temporary sibling and renamed into place; an existing file
     is replaced only when ``overwrite`` (the CLI's ``--force``), a folder
-    never (:mod:`mtlirt.io.outputs`).
+    never (:mod:`mtlirt.data.outputs`).
     """
-    from .outputs import file_output
-
     path = Path(path)
     kind = table_format(path)
     with file_output(path, what="table", overwrite=overwrite) as tmp:

@@ -1,1 +1,0 @@
-"""Reading, validating and writing: tables, `Responses`, fit folders, importers."""
