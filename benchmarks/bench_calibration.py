@@ -41,7 +41,7 @@ import time
 import numpy as np
 
 import mtlirt.data.simulate  # noqa: F401
-from mtlirt.estimators import irt
+from mtlirt.estimators import calibration, irt
 
 simulate = sys.modules["mtlirt.data.simulate"].simulate
 
@@ -140,7 +140,7 @@ def oll_v1():
         cpu = time.process_time() - t0
         cd = info["c_domain"]
         floors = "" if cd is None else ", ".join(f"{v:.4f}" for v in cd)
-        pen = irt._penalised({"ll": info["marginal_loglik"]}, a, d, cd, irt.DEFAULT_PENALTIES)
+        pen = calibration._penalised({"ll": info["marginal_loglik"]}, a, d, cd, irt.DEFAULT_PENALTIES)
         print(f"| {g or 'none'} | {info['n_iter']} | {info['converged']} | {cpu:.1f} | "
               f"{', '.join(str(int(n)) for n in info['nodes'])} | {floors} | {pen:.1f} |", flush=True)
 

@@ -57,7 +57,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from mtlirt.data.simulate import simulate
-from mtlirt.estimators import irt, mtl
+from mtlirt.estimators import irt, mtl, trait_scoring
 from mtlirt.estimators.baselines import fit_accuracy, fit_pooled
 from mtlirt.estimators.heldout import cell_loglik
 
@@ -199,7 +199,7 @@ def floor_section(n, scale, dense=False, seed=7, scenario="realistic"):
     Y, obs = sim.correct, sim.observed
     truth = sim.domain_scores.to_numpy()
     true_floor = np.array([sim.items["guessing"].to_numpy()[s].mean() for s in sl])
-    make = irt._make_theta_lik
+    make = trait_scoring._make_theta_lik
     # compile (or load) the kernels first: their first call is not the fit's cost
     for g in (None, "auto", "estimate"):
         mtl.fit_mtl(Y[:60, :300], None, [slice(0, 100), slice(100, 300)], guessing=g, seed=0)
@@ -209,7 +209,7 @@ def floor_section(n, scale, dense=False, seed=7, scenario="realistic"):
     out = []
     for label, guessing, kind in cases:
         if kind == "dense":
-            irt._make_theta_lik = lambda data, share=0.25: irt.DenseThetaLik(data)
+            trait_scoring._make_theta_lik = lambda data, share=0.25: trait_scoring.DenseThetaLik(data)
         try:
             load0 = os.getloadavg()[0]
             c0 = time.process_time()
@@ -223,7 +223,7 @@ def floor_section(n, scale, dense=False, seed=7, scenario="realistic"):
             irt.theta_step(lik, np.zeros((data.N, data.K)))
             cpu_step = time.process_time() - c0
         finally:
-            irt._make_theta_lik = make
+            trait_scoring._make_theta_lik = make
         floors = np.array([f.c[s.start] for s in sl])
         res = {"floor": label, "trait_step": lik.kind, "shape": f"{Y.shape[0]}x{Y.shape[1]}",
                "cpu_fit_s": cpu_fit, "cpu_trait_step_s": cpu_step, "stages_wall_s": f.seconds,

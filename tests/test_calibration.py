@@ -18,7 +18,7 @@ from mtlirt.bayes.fixed_items import calibrate_items as fixed_calibrate
 from mtlirt.bayes.fixed_items import item_penalties
 from mtlirt.bayes.spec import load_spec
 from mtlirt.data.responses import Responses
-from mtlirt.estimators import irt
+from mtlirt.estimators import calibration, em_steps, irt
 from mtlirt.fitting import _mtl_init, fit
 
 simulate = sys.modules["mtlirt.data.simulate"].simulate
@@ -87,12 +87,12 @@ def test_calibration_ends_at_the_penalised_maximum(guessing):
     a, d, info = irt.calibrate_items(data, tol=1e-6, max_iter=2000)
     assert info["converged"]
     levels = np.log2((info["nodes"] - 1) // (irt.DEFAULT_PENALTIES.n_nodes - 1)).astype(int)
-    sweep = partial(irt._em_sweep, data, irt._node_groups(data, irt.DEFAULT_PENALTIES, levels),
+    sweep = partial(calibration._em_sweep, data, calibration._node_groups(data, irt.DEFAULT_PENALTIES, levels),
                     priors=irt.DEFAULT_PENALTIES, model="2pl", px=False)
     point, pens = (a, d, info["c_domain"]), []
     for _ in range(5):
         new = sweep(*point)
-        pens.append(irt._penalised(new[3], *point, irt.DEFAULT_PENALTIES))
+        pens.append(calibration._penalised(new[3], *point, irt.DEFAULT_PENALTIES))
         point = new[:3]
     assert pens[-1] - pens[0] < 5e-3
 
@@ -100,10 +100,10 @@ def test_calibration_ends_at_the_penalised_maximum(guessing):
 def test_convergence_is_measured_on_the_item_curves():
     """An item on its floor (success probability within 0.005 of it on the grid's [-6, 6]) whose
     intercept moves by 1e-3 has not moved; an ordinary item moving alike has (1.9e-4 at its location)."""
-    x = irt._nodes(irt.DEFAULT_PENALTIES, 0)[0]
+    x = em_steps._nodes(irt.DEFAULT_PENALTIES, 0)[0]
     dom = np.zeros(2, dtype=np.int64)
     a, d, cd = np.array([0.8, 1.0]), np.array([-10.0, 0.0]), np.array([0.25])
-    measure = partial(irt._curve_change, x=x, item_domain=dom)
+    measure = partial(calibration._curve_change, x=x, item_domain=dom)
     flat = measure((a, d, cd), (a, d + np.array([1e-3, 0.0]), cd))
     ordinary = measure((a, d, cd), (a, d + np.array([0.0, 1e-3]), cd))
     assert flat < 1e-5 < 1.5e-4 < ordinary < 2e-4  # (1 - c) / 4 per unit of d

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mtlirt.data.simulate import simulate
-from mtlirt.estimators import irt
+from mtlirt.estimators import em_steps, irt, trait_scoring
 from mtlirt.estimators.heldout import cell_loglik
 
 
@@ -289,14 +289,14 @@ def test_pattern_estep_equals_per_llm_estep(guessing):
     """Short domains' E-step once per distinct response pattern gives the per-LLM statistics."""
     sim = simulate(300, domain_sizes=[1, 2, 3, 9, 12], missing=0.1, seed=3)
     sl = _slices(sim)
-    x, logw = irt._nodes(irt.DEFAULT_PENALTIES)
+    x, logw = em_steps._nodes(irt.DEFAULT_PENALTIES)
     rng = np.random.default_rng(0)
     a, d = rng.uniform(0.5, 2, sim.correct.shape[1]), rng.normal(size=sim.correct.shape[1])
     data = irt.ResponseData(sim.correct, sim.observed, sl, guessing=guessing)
-    fast = irt._estep(data, a, d, x, logw)
+    fast = em_steps._estep(data, a, d, x, logw)
     assert data.patterns(0)[0].shape[0] <= 3 and data.patterns(4) is None
     data.patterns = lambda k, max_items=8: None
-    slow = irt._estep(data, a, d, x, logw)
+    slow = em_steps._estep(data, a, d, x, logw)
     for key in ("eap", "moments", "Nq", "t" if guessing is None else "R"):
         np.testing.assert_allclose(fast[key], slow[key], rtol=2e-5, atol=2e-5)
     assert abs(fast["ll"] - slow["ll"]) < 1e-6 * abs(slow["ll"])
@@ -361,8 +361,8 @@ def test_em_kernels_match_numpy(missing, guessing):
     a, d = rng.uniform(0.4, 2.5, J), rng.normal(0, 1.5, J)
     c = np.zeros(J) if guessing is None else np.repeat(guessing, [s.stop - s.start for s in sl])
     data = irt.ResponseData(sim.correct, sim.observed if missing else None, sl, guessing=guessing and c)
-    x, logw = irt._nodes(irt.DEFAULT_PENALTIES, 1)
-    st = irt._estep(data, a, d, x, logw)
+    x, logw = em_steps._nodes(irt.DEFAULT_PENALTIES, 1)
+    st = em_steps._estep(data, a, d, x, logw)
     ref = _numpy_estep(data, a, d, c, x, logw)
     np.testing.assert_allclose(st["eap"], ref["eap"], rtol=1e-6, atol=1e-6)  # (float32 products)
     np.testing.assert_allclose(st["ll_domain"], ref["ll_domain"], rtol=1e-6)
@@ -382,7 +382,7 @@ def test_em_kernels_match_numpy(missing, guessing):
     r = R * dP / P1 - (Nq - R) * dP / (1 - P1)
     w = Nq * dP * dP / (P1 * (1 - P1))
     f = (R * np.log(P1) + (Nq - R) * np.log1p(-P1)).sum(axis=1)
-    kern = irt._em_kernels()
+    kern = em_steps._em_kernels()
     for floor in (False, True):
         der, obj = np.empty((J, 5)), np.empty(J)
         cc, RR = (c, R) if floor else (np.zeros(0), np.zeros((0, 0)))
@@ -444,7 +444,7 @@ def test_fused_trait_newton_takes_the_array_steps(guessing, missing):
     for kw in ({}, {"centre": rng.normal(size=th0.shape), "weight": np.array([0.5, 2.0, 8.0])},
                {"centre": np.zeros(th0.shape), "weight": np.ones(3), "domains": np.array([True, False, True])}):
         th, info = irt.theta_step(lik, th0, return_info=True, **kw)
-        ref = irt._theta_step_arrays(lik, th0, 1.0, 6.0, kw.get("centre"), kw.get("weight"), 1e-7, 50,
+        ref = trait_scoring._theta_step_arrays(lik, th0, 1.0, 6.0, kw.get("centre"), kw.get("weight"), 1e-7, 50,
                                      kw.get("domains"))
         np.testing.assert_array_equal(th, ref[0])
         np.testing.assert_array_equal(info, ref[1])

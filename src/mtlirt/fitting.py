@@ -264,7 +264,7 @@ def fit(
     guessing
         The guessing floors (lower asymptotes) of the frequentist methods:
         ``"auto"`` (default) one floor per domain where the data call for it
-        and none elsewhere (:func:`mtlirt.estimators.irt.decide_floors`: a
+        and none elsewhere (:func:`mtlirt.estimators.calibration.decide_floors`: a
         domain keeps its floor when the floor's log-likelihood gain over the
         2PL passes BIC's penalty), ``"estimate"`` one floor per domain in
         every domain, estimated with the items (weak ``Beta(2, 4)`` prior,
@@ -791,7 +791,7 @@ def init_from(est: Estimate) -> dict:
             "c": est.point("guessing")}
     pop = est.info.get("population_scale")
     if pop is not None:
-        from .estimators.irt import to_internal
+        from .estimators.response_data import to_internal
 
         init["theta"], init["a"], init["d"] = to_internal(
             init["theta"], init["a"], init["d"], np.asarray(pop["loc"]), np.asarray(pop["scale"]),
@@ -817,7 +817,7 @@ def _mtl_init(responses, *, model, guessing, seed):
     it would be too discriminating for unit-variance traits. MTL's default
     (posterior) scores are on the scale of their items already, the in-sample
     scale, and the map is the identity."""
-    from .estimators.irt import to_internal
+    from .estimators.response_data import to_internal
 
     res = _point_mtl(responses.correct, responses.mask, responses.domain_slices, model=model,
                      guessing=guessing, rank=None, gamma=None, seed=seed)

@@ -1,4 +1,5 @@
-"""The numba kernels of the item calibration's EM and the trait step (:mod:`mtlirt.estimators.irt`).
+"""The numba kernels of the item calibration's EM and the trait step (:mod:`mtlirt.estimators.em_steps`,
+:mod:`mtlirt.estimators.trait_scoring`).
 
 One pass over each ``N x Q`` or ``J x Q`` array instead of numpy's one pass
 per operation: the E-step's posterior over the nodes with its moments, and
@@ -249,7 +250,7 @@ def curve_change(a0, d0, c0, a1, d1, c1, x):
 @numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
 def item_tables(grid, a, d, c, starts, stops, floored, T):
     """The tabulated trait step's tables of every domain ``k`` at the trait values ``grid``
-    (``T[m, g, k]``, see :class:`mtlirt.estimators.irt.TabulatedThetaLik`): the log-partition
+    (``T[m, g, k]``, see :class:`mtlirt.estimators.trait_scoring.TabulatedThetaLik`): the log-partition
     ``sum_j softplus(z)``, its derivatives ``sum a s``, ``sum a^2 s (1 - s)`` and ``sum a^3 s (1 - s)
     (1 - 2 s)``, and (with a floor) the Fisher information ``sum a^2 (1 - c) s^2 (1 - s) / P`` and its
     derivative, ``z = a_j t + d_j``, ``s = sigmoid(z)``, ``P = c + (1 - c) s``."""
@@ -387,7 +388,7 @@ def tab_derivs(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_
 @numba.njit(error_model="numpy", boundscheck=False, cache=True)
 def theta_newton(theta, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj, kact,
                  prec, bound, centre, weight, tol, max_newton):
-    """:func:`mtlirt.estimators.irt.theta_step` on the tables, LLM by LLM: the safeguarded Newton steps
+    """:func:`mtlirt.estimators.trait_scoring.theta_step` on the tables, LLM by LLM: the safeguarded Newton steps
     on the observed information (kept >= 0) of each LLM's traits until its largest step is below
     ``tol``, with the prior's precision ``prec``, the bounds ``+-bound`` and, unless ``weight`` is empty,
     the ridge ``weight * (theta - centre)^2 / 2``; only the domains ``kact`` move (all when empty).

@@ -19,8 +19,10 @@ from dataclasses import replace
 import numpy as np
 
 from . import irt
-from .irt import Penalties, ResponseData, blas_threads
+from .blas import blas_threads
+from .penalties import Penalties
 from .pointfit import PointFit
+from .response_data import ResponseData
 
 __all__ = ["fit_accuracy", "fit_pooled", "pooled_penalties", "posterior_mean_scale"]
 
@@ -88,7 +90,7 @@ def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, 
         calibration keeps the coarsest quadrature grid (:func:`pooled_penalties`).
     share : ResponseData, optional
         Data of the same answers whose ``float32`` copies the fit may use
-        (:class:`~mtlirt.estimators.irt.ResponseData`).
+        (:class:`~mtlirt.estimators.response_data.ResponseData`).
 
     Returns
     -------

@@ -121,7 +121,7 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
     numpy.ndarray
         ``K`` variances (and, with ``return_info``, the ``N x K`` information at the centre).
     """
-    from .irt import ResponseData
+    from .response_data import ResponseData
 
     cc = None if c is None or not np.any(np.asarray(c) > 0) else np.asarray(c, dtype=np.float64)
     lik = ResponseData(correct, observed, domain_slices, guessing=cc).theta_likelihood()

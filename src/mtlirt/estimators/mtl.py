@@ -109,10 +109,12 @@ from ..numerics.factor_grid import grid_quantiles
 from ..numerics.factor_model import G_GRID, T_GRID, _moments, _tabulate, factor_posterior, overall_loadings
 from ..numerics.llm_side import grid_loglik, logits, softplus
 from . import irt
+from .blas import blas_threads
 from .correlation import reliability_from_se
 from .heldout import cell_loglik
-from .irt import DEFAULT_PENALTIES, Penalties, ResponseData, blas_threads
+from .penalties import DEFAULT_PENALTIES, Penalties
 from .pointfit import PointFit
+from .response_data import ResponseData
 
 __all__ = [
     "DEFAULT_C_GRID",

@@ -88,7 +88,7 @@ from scipy.special import log_expit
 
 from ..errors import InputError
 from ..numerics.vecmath import exp_nonpos
-from .irt import blas_threads
+from .blas import blas_threads
 from .pointfit import PointFit
 
 __all__ = ["C_GRID", "TIE_RTOL", "VARIANTS", "AdamSettings", "deviation_variance", "fit_paper",

@@ -70,7 +70,7 @@ class PointFit:
         Penalty constant (MTL: the held-out one; paper variants: theirs).
     floors : dict or None
         With ``guessing="auto"``: which domains kept a guessing floor, and why
-        (:func:`~mtlirt.estimators.irt.decide_floors`).
+        (:func:`~mtlirt.estimators.calibration.decide_floors`).
     record : dict
         The estimator's choices, written to ``fit.json`` (MTL: ``singular_values``,
         ``rank_evidence``, ``cv``, ``gamma``, ``structure``; paper variants: ``cv``,
@@ -109,6 +109,6 @@ class PointFit:
 
     def internal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(theta, a, d)`` on the population scale of the item calibration (the one the priors act on)."""
-        from .irt import to_internal
+        from .response_data import to_internal
 
         return to_internal(self.theta, self.a, self.d, self.theta_loc, self.theta_scale, self.item_domain)

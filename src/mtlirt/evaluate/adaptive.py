@@ -43,7 +43,7 @@ from scipy.stats import norm
 
 from ..data.outputs import FolderKind, folder_output
 from ..errors import InputError
-from ..estimators.irt import blas_threads
+from ..estimators.blas import blas_threads
 from ..numerics.factor_model import G_GRID, LOG_PRIOR_G, T_GRID
 from ..results.estimate import Estimate
 from .scoring import Scorer, Scores

@@ -77,7 +77,8 @@ import pandas as pd
 from ..errors import InputError
 from ..estimators.bootstrap import draw_responses, draw_world
 from ..estimators.correlation import error_corrected_corr, principal_axes
-from ..estimators.irt import fit_stl, to_internal
+from ..estimators.irt import fit_stl
+from ..estimators.response_data import to_internal
 from ..numerics.llm_side import (
     EPS,
     curves,

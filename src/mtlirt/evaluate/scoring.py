@@ -262,7 +262,7 @@ class Scorer:
         K = self.n_domains
         jd = self.item_domain
 
-        def pop_items(a, d, c):  # reported scale -> population scale (estimators.irt.to_internal)
+        def pop_items(a, d, c):  # reported scale -> population scale (estimators.response_data.to_internal)
             a_i = a / self.scale[jd]
             return a_i, d - a_i * self.loc[jd], c
 
