@@ -102,8 +102,10 @@ def _items_given_traits(Y, obs, theta, a, d, idom, priors, n_newton=8):
 
 def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=3):
     """Held-out log-likelihood of the prox path with STL items vs items recalibrated given the shrunk traits."""
-    from mtlirt.estimators import irt, mtl
+    from mtlirt.estimators import irt
     from mtlirt.estimators.baselines import fit_pooled
+    from mtlirt.estimators.centre import _lambda, _rank_one_centre, prox_step
+    from mtlirt.estimators.mtl_tuning import sample_cells
 
     train, _ = data.holdout(0.2, seed=seed)
     Y, O, sl = train.correct.astype(np.int8), train.observed, train.domain_slices
@@ -113,13 +115,13 @@ def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=
     th, a, d = stl.internal()
     eta, a_p, d_p = pooled.internal()
     eta = eta[:, :1]  # the pooled trait (internal() repeats it in every domain)
-    rows, cols = mtl.sample_cells(O, (N, J), int(0.1 * O.sum()), np.random.default_rng(seed))
+    rows, cols = sample_cells(O, (N, J), int(0.1 * O.sum()), np.random.default_rng(seed))
     tr = irt.ResponseData(Y, O, sl, exclude=(rows, cols))
     obs = np.ones((N, J), bool) if tr.obs is None else tr.obs
     idom, priors = tr.item_domain, irt.DEFAULT_PENALTIES
     lik = tr.theta_likelihood()
     lik.set_items(a, d)
-    A, W, _ = mtl._rank_one_centre(lik, eta[:, 0])
+    A, W, _ = _rank_one_centre(lik, eta[:, 0])
     centre = A @ W.T
     one = irt.ResponseData(Y, O, [slice(0, J)], exclude=(rows, cols))
     eta_tr, _ = irt.score_theta(one, a_p, d_p, eta)
@@ -130,15 +132,15 @@ def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=
     print("|---|---|---|" + "---|" * sweeps)
     th = irt.theta_step(lik, th)
     for C in grid:
-        lam, _ = mtl._lambda(C, N, len(sl), sizes)
-        th, _, on = mtl.prox_step(lik, th, centre, lam, tol=1e-5, psi_tol=1e-3)
+        lam, _ = _lambda(C, N, len(sl), sizes)
+        th, _, on = prox_step(lik, th, centre, lam, tol=1e-5, psi_tol=1e-3)
         cells = [cell_loglik(Y, rows, cols, th, a, d, None, idom).mean()]
         a2, d2, th2 = a, d, th
         for _ in range(sweeps):
             a2, d2 = _items_given_traits(Y, obs, th2, a2, d2, idom, priors)
             lik2 = tr.theta_likelihood()
             lik2.set_items(a2, d2)
-            th2, _, _ = mtl.prox_step(lik2, th2, centre, lam, tol=1e-5, psi_tol=1e-3)
+            th2, _, _ = prox_step(lik2, th2, centre, lam, tol=1e-5, psi_tol=1e-3)
             cells.append(cell_loglik(Y, rows, cols, th2, a2, d2, None, idom).mean())
         print(f"| {C:g} | {int(on.sum())}/{len(sl)} | " + " | ".join(f"{v:.5f}" for v in cells) + " |", flush=True)
 

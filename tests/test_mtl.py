@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mtlirt.data.simulate import simulate
-from mtlirt.estimators import irt, mtl
+from mtlirt.estimators import irt, mtl, mtl_tuning
 from mtlirt.estimators.baselines import fit_pooled
 
 
@@ -104,9 +104,9 @@ def test_C_is_the_heldout_argmax():
 def test_C_ties_go_to_more_shrinkage():
     """Of C values whose held-out fits agree within the tolerance, the largest is chosen."""
     grid = [0.0, 0.1, 0.4, 0.8, np.inf]
-    assert mtl._best_C(grid, [-0.52, -0.51, -0.50, -0.500000004, -0.53], 1e-5) == 3
-    assert mtl._best_C(grid, [-0.52, -0.51, -0.50, -0.5001, -0.53], 1e-5) == 2
-    assert mtl._best_C(grid, [-0.50, -0.50, -0.50, -0.50, -0.50], 1e-5) == 4
+    assert mtl_tuning._best_C(grid, [-0.52, -0.51, -0.50, -0.500000004, -0.53], 1e-5) == 3
+    assert mtl_tuning._best_C(grid, [-0.52, -0.51, -0.50, -0.5001, -0.53], 1e-5) == 2
+    assert mtl_tuning._best_C(grid, [-0.50, -0.50, -0.50, -0.50, -0.50], 1e-5) == 4
 
 
 @pytest.mark.parametrize("rank", [1, 2])

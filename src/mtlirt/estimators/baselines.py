@@ -36,7 +36,7 @@ def posterior_mean_scale(res, seen=None):
     over the LLMs is ``sqrt(1 - mean_i v_ik)``, ``v_ik`` the posterior
     variance (for a single-domain MAP under ``N(0, 1)``, ``(theta_se_ik *
     theta_scale_k)^2``, the inverse of the information plus 1), as MTL's
-    scores are (:func:`mtlirt.estimators.mtl.posterior_mean_sd`). Each domain
+    scores are (:func:`mtlirt.estimators.factor_scores.posterior_mean_sd`). Each domain
     is multiplied by that spread, taken over the LLMs with responses in it
     (``seen``, ``N x K``; all when None); the items, standard errors,
     ``theta_scale`` and an MTL fit's ``centre`` follow, so ``a theta + d``

@@ -1,0 +1,266 @@
+"""MTL's reported scores: the factor model's posterior means given the fit's items and structure
+(:func:`factor_structure`, :func:`factor_scores` with its in-sample scale step), their posterior sds
+(:func:`posterior_mean_sd`) and the overall score's axes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..numerics.factor_grid import grid_quantiles
+from ..numerics.factor_model import G_GRID, T_GRID, _moments, _tabulate, factor_posterior, overall_loadings
+from ..numerics.llm_side import grid_loglik, logits, softplus
+from .centre import _normalise
+
+__all__ = ["factor_scores", "factor_structure", "posterior_mean_sd"]
+
+
+def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info, loadings=None) -> np.ndarray:
+    """Per domain, the spread over LLMs that posterior means of unit-variance traits have.
+
+    With each domain trait its centre plus a deviation ``N(0, psi_k)``
+    (``psi_k`` by moments of the likelihood score at the centre,
+    :func:`mtlirt.estimators.bootstrap.deviation_spread`), an LLM's posterior
+    variance is about ``1 / (I_ik + 1 / psi_k)`` (``I_ik`` its information at
+    the estimate; a cell without responses keeps ``psi_k``), and the posterior
+    means of traits of population variance 1 have variance ``1 - mean_i`` of
+    it. Scaling the standardised shrunk scores to that spread puts them on the
+    scale of the truth (a regression of the truth on them has slope about 1),
+    as the Bayesian posterior means are.
+
+    Parameters
+    ----------
+    correct, observed, slices
+        The data.
+    centre : numpy.ndarray
+        ``N x K`` centres on the internal (population) scale of ``a``, ``d``.
+    a, d, c : numpy.ndarray
+        Items on that scale (``c`` the lower asymptotes).
+    info : numpy.ndarray
+        ``N x K`` information of each cell at the estimate.
+    loadings : numpy.ndarray, optional
+        ``K x r`` slopes of the centre on its shared traits (standardised over
+        the LLMs): the centre is fitted to these data, and the moments take its
+        leverage into account as the error bootstrap's do.
+    """
+    from .bootstrap import deviation_spread
+
+    psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=loadings)
+    pv = 1.0 / (info + 1.0 / psi)
+    return np.sqrt(np.clip(1.0 - pv.mean(axis=0), 0.05, 1.0))
+
+
+# ---------------------------------------------------------------------------
+# the reported scores: the factor model's posterior means, given the fit's items and structure
+# ---------------------------------------------------------------------------
+def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
+    """The rank-one structure of the reported scores: ``lambda_k`` and ``psi_k``.
+
+    ``psi_k`` is the variance of domain ``k``'s deviations from its centre
+    ``A w_k`` (:func:`mtlirt.estimators.bootstrap.deviation_spread`, leverage
+    corrected and partially pooled); the factor loadings of unit-variance
+    traits are ``Lambda_k = W_k / sqrt(|W_k|^2 + psi_k)`` (``W`` the ``K x r``
+    slopes of the centre on its standardised shared traits), and ``lambda_k``
+    their correlation with the overall score (:func:`mtlirt.numerics.factor_model.overall_loadings`:
+    ``Lambda_k`` itself at rank one), signed so that they sum positive.
+    """
+    from .bootstrap import deviation_spread
+
+    psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=W)
+    W = np.asarray(W, dtype=np.float64).reshape(len(psi), -1)
+    Lam = W / np.sqrt((W * W).sum(axis=1) + psi)[:, None]
+    lam = overall_loadings(Lam)
+    return (lam if lam.sum() >= 0 else -lam), psi
+
+
+def _domain_tables(correct, observed, slices, st, dtype=np.float64):
+    """``N x K x Q``: each LLM's log-likelihood of its answers in each domain on the scorer's grid, the
+    matrix products in ``dtype``."""
+
+    out = np.empty((correct.shape[0], len(slices), len(T_GRID)))
+    for k, s in enumerate(slices):
+        Y = correct[:, s].astype(dtype)
+        O = None if observed is None else observed[:, s].astype(dtype)
+        out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=dtype)
+    return out
+
+
+class _StepTables:
+    """The scale step's log-likelihood tables, cheap to recompute for any location and scale per domain.
+
+    A domain without a floor has logits linear in the trait, ``a_j (s t + m) + d_j``, so an LLM's
+    log-likelihood on the grid is, up to a constant, ``S (s t + m) - sum_j o_j softplus(a_j (s t + m) +
+    d_j)`` with ``S = sum_j y_j a_j`` computed once: the last sum is one row per domain when every LLM
+    answered every item, one float32 matrix product otherwise (the posterior ignores the constant).
+    Domains with floors take the float32 product of :func:`_domain_tables`. The tables leave out the
+    probabilities' clipping to ``[EPS, 1 - EPS]``: the step's moments only steer the scale; the
+    reported scores use the exact tables.
+    """
+
+    def __init__(self, correct, observed, slices, a0, d0, c):
+        self.correct, self.observed, self.slices = correct, observed, slices
+        self.a0, self.d0 = a0, d0
+        self.linear = [not np.any(c[s] > 0) for s in slices]
+        self.complete = [observed is None or bool(observed[:, s].all()) for s in slices]
+        self.S = np.zeros((correct.shape[0], len(slices)))  # 0 in the domains with floors
+        self.out = None
+        for k, s in enumerate(slices):
+            if self.linear[k]:
+                Y = correct[:, s].astype(np.float64)
+                if observed is not None:
+                    Y *= observed[:, s]
+                self.S[:, k] = Y @ a0[s]
+
+    def __call__(self, loc, scale, st):
+
+        U = scale[:, None] * T_GRID + loc[:, None]  # (K, Q): the calibration's traits at the grid
+        if self.out is None:  # one buffer for every pass (the posterior has read the last one)
+            self.out = np.empty(self.S.shape + (len(T_GRID),))
+        out = np.multiply(self.S[:, :, None], U, out=self.out)
+        for k, s in enumerate(self.slices):
+            if not self.linear[k]:
+                Y = self.correct[:, s].astype(np.float32)
+                O = None if self.observed is None else self.observed[:, s].astype(np.float32)
+                out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=np.float32)
+            elif self.complete[k]:
+                out[:, k] -= softplus(logits(self.a0[s], self.d0[s], U[k])).sum(axis=0)
+            else:
+                sp = softplus(logits(self.a0[s], self.d0[s], U[k])).astype(np.float32)
+                out[:, k] -= self.observed[:, s].astype(np.float32) @ sp
+        return out
+
+
+def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-3, max_scale=4.0,
+                  min_llms=None, min_responses=None):
+    """Posterior means of the domain and overall scores under the rank-one factor model.
+
+    The model of :mod:`mtlirt.evaluate.scoring` (``g ~ N(0, 1)``, ``theta_k | g ~
+    N(lambda_k g, 1 - lambda_k^2)``, the items fixed), on its grids, for every
+    LLM of the leaderboard: a fitted LLM re-scored by the :class:`~mtlirt.evaluate.scoring.Scorer`
+    gets these numbers. First the **in-sample scale step**: per domain the items
+    are shifted and rescaled (``a <- a s_k``, ``d <- d + a m_k``) until the
+    posterior estimates of the LLMs' mean and variance of the domain trait
+    are 0 and 1 (``mean_i E[theta_ik | y] = 0``, ``mean_i E[theta_ik^2 | y] =
+    1`` over the LLMs with responses in the domain): the single-domain
+    calibration's ``N(0, 1)`` is not the leaderboard's own spread (real
+    leaderboards spread wider), and posterior means under a prior narrower
+    than the LLMs over-disperse. The step stops when no domain's location or
+    log-scale moves by ``tol`` (a thousandth of a score's spread: far below
+    the spread's own sampling error). A *thin* domain keeps its calibration's scale:
+    one run by fewer than ``min_llms`` LLMs (default
+    :data:`mtlirt.data.validate.MIN_LLMS`: the moments of so few LLMs are
+    noise), or whose LLMs gave it fewer than ``min_responses`` answers each
+    (the median; default :data:`mtlirt.data.validate.MIN_RESPONSES`: its
+    posterior is mostly the prior's, and its moments barely depend on its
+    scale, so the fixed point drifts). As a safety net no domain is rescaled
+    by more than ``max_scale`` either way.
+
+    Returns
+    -------
+    dict
+        ``theta``, ``theta_sd`` (``N x K``), ``lower``, ``upper`` (``N x K x 2``
+        grid quantiles 0.05, 0.95), ``g``, ``g_sd`` (``N``), the items ``a``,
+        ``d`` on the scale of ``theta``, the step's ``loc``, ``scale`` (the
+        calibration's traits are ``theta * scale + loc``) and ``n_iter``.
+    """
+    from ..data.validate import MIN_LLMS, MIN_RESPONSES
+
+    min_llms = MIN_LLMS if min_llms is None else int(min_llms)
+    min_responses = MIN_RESPONSES if min_responses is None else min_responses
+    K = len(slices)
+    item_domain = np.concatenate([np.full(s.stop - s.start, k) for k, s in enumerate(slices)])
+    c = np.zeros(len(a)) if c is None else np.broadcast_to(np.asarray(c, dtype=np.float64), (len(a),))
+    a0 = np.asarray(a, dtype=np.float64)
+    d0 = np.asarray(d, dtype=np.float64)
+    N = correct.shape[0]
+    if observed is None:
+        seen = np.ones((N, K), dtype=bool)
+    else:
+        seen = np.column_stack([observed[:, s].any(axis=1) for s in slices])
+    n_seen = np.maximum(seen.sum(axis=0), 1)
+    counts = (np.tile([s.stop - s.start for s in slices], (N, 1)) if observed is None
+              else np.column_stack([observed[:, s].sum(axis=1) for s in slices]))
+    median = np.array([np.median(counts[seen[:, k], k]) if seen[:, k].any() else 0.0 for k in range(K)])
+    # a thin domain (few LLMs, or few answers each) says little about its spread: kept as calibrated
+    has = (seen.sum(axis=0) >= min_llms) & (median >= min_responses)
+
+    tables = _StepTables(correct, observed, slices, a0, d0, c)
+
+    def posterior(x, exact=True):  # x = (loc, log scale): the calibration's traits are theta * scale + loc
+        loc, scale = x[:K], np.exp(x[K:])
+        st = _tabulate(a0 * scale[item_domain], d0 + a0 * loc[item_domain], c, item_domain, lam, K)
+        logL = _domain_tables(correct, observed, slices, st) if exact else tables(loc, scale, st)
+        return factor_posterior(st, logL, seen)
+
+    def step(x):  # one pass of the moment matching: the new x and the moments' distance from (0, 1)
+        pg, pt = posterior(x, exact=False)
+        m1 = pt @ T_GRID
+        mk = np.where(seen, m1, 0.0).sum(axis=0) / n_seen
+        vk = np.where(seen, pt @ T_GRID**2, 0.0).sum(axis=0) / n_seen - mk**2
+        sk = np.where(has, np.sqrt(np.clip(vk, 1e-4, None)), 1.0)
+        mk = np.where(has, mk, 0.0)
+        new = bound(np.concatenate([x[:K] + np.exp(x[K:]) * mk, x[K:] + np.log(sk)]))
+        return new, float(np.max(np.abs(new - x)))
+
+    def bound(x):  # the step rescales a domain by at most max_scale either way (and shifts it by at most 3)
+        x[:K] = np.clip(x[:K], -3.0, 3.0)
+        x[K:] = np.clip(x[K:], -math.log(max_scale), math.log(max_scale))
+        return x
+
+    # the plain fixed-point pass converges slowly where the posterior leans on the prior (short domains,
+    # few LLMs); SQUAREM (Varadhan & Roland 2008) extrapolates along its path, with a plain pass after
+    x = np.zeros(2 * K)
+    n_iter = 0
+    while n_iter < max_iter:
+        x1, gap = step(x)
+        n_iter += 1
+        if gap < tol:
+            break
+        x2, _ = step(x1)
+        r, v = x1 - x, x2 - 2 * x1 + x
+        nv = np.linalg.norm(v)
+        alpha = -np.linalg.norm(r) / nv if nv > 0 else -1.0
+        alpha = min(alpha, -1.0)
+        x, n_iter = step(bound(x - 2 * alpha * r + alpha * alpha * v))[0], n_iter + 2
+    tables.out = None  # the passes' buffer, freed before the reported pass's tables
+    loc, scale = x[:K], np.exp(x[K:])
+    a = a0 * scale[item_domain]
+    d = d0 + a0 * loc[item_domain]
+    pg, pt = posterior(x)
+    theta, theta_sd = _moments(pt, T_GRID)
+    q = grid_quantiles(pt, T_GRID, (0.05, 0.95))
+    g, g_sd = _moments(pg, G_GRID)
+    return dict(theta=theta, theta_sd=theta_sd, lower=q[..., 0], upper=q[..., 1], g=g, g_sd=g_sd, a=a, d=d,
+                loc=loc, scale=scale, n_iter=n_iter)
+
+
+def _overall_axes(A, W, loc, scale):
+    """Rotate the shared traits so that column 0 is *the overall score*.
+
+    The overall score is the shared part of an LLM's average domain trait:
+    ``mean_k (A w_k - loc_k) / scale_k``, i.e. the mean over domains of the
+    centres on the scale ``scale`` gives (the callers' 1: the calibration's
+    population scale, as the Bayesian ``lbar``), standardised.  Whatever
+    the rank, it is the same estimand (at rank one it is the shared trait
+    itself; an outlier domain with ``w_k ~ 0`` adds nothing).  The remaining
+    columns span the rest of the shared space, orthogonal to it, in the
+    principal axes of the coefficients.  ``A W^T`` is unchanged.
+    """
+    N, r = A.shape
+    A, W = _normalise(A, W)  # unit-variance, uncorrelated columns
+    v = (W / scale[:, None]).mean(axis=0)
+    nv = np.linalg.norm(v)
+    if nv < 1e-12:
+        v, nv = W[0].copy(), max(np.linalg.norm(W[0]), 1e-12)
+    u = v / nv
+    if r == 1:
+        R = u[:, None]
+    else:
+        Q, _ = np.linalg.qr(np.column_stack([u, np.eye(r)]))
+        comp = Q[:, 1:r]
+        if comp.shape[1] > 1:  # principal axes of W in the complement
+            _, _, Rt = np.linalg.svd(W @ comp, full_matrices=False)
+            comp = comp @ Rt.T
+        R = np.column_stack([u, comp])
+    return A @ R, W @ R
