@@ -22,7 +22,7 @@ from . import irt
 from .blas import blas_threads
 from .penalties import Penalties
 from .pointfit import PointFit
-from .response_data import ResponseData
+from .response_data import ResponseData, item_domain_of
 
 __all__ = ["fit_accuracy", "fit_pooled", "pooled_penalties", "posterior_mean_scale"]
 
@@ -112,7 +112,7 @@ def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, 
                       verbose=verbose, data=data)
     eta = one.theta[:, 0]
     theta = np.repeat(eta[:, None], K, axis=1)
-    item_domain = irt.item_domain_of(slices, J)
+    item_domain = item_domain_of(slices, J)
     with blas_threads(1):
         data = ResponseData(correct, observed, slices, guessing=one.c if np.any(one.c > 0) else None, share=data)
         lik = data.theta_likelihood()

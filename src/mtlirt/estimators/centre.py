@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from . import irt
 from .penalties import DEFAULT_PENALTIES, Penalties
+from .trait_scoring import theta_step
 
 __all__ = ["fit_centre", "prox_step", "select_rank"]
 
@@ -284,7 +284,7 @@ def prox_step(lik, theta0, centre, lam, *, priors: Penalties = DEFAULT_PENALTIES
     todo = None  # all domains at first; then those whose root is not found yet (a found one keeps its traits)
     for _ in range(max_outer):
         w = np.where(act, np.exp(s), np.where(on, 1e12, 0.0))
-        th, info = irt.theta_step(lik, th, priors=priors, centre=centre, weight=w, tol=tol,
+        th, info = theta_step(lik, th, priors=priors, centre=centre, weight=w, tol=tol,
                                   return_info=True, domains=todo)
         diff = th - centre
         rho = np.linalg.norm(diff, axis=0)

@@ -112,7 +112,7 @@ from .factor_scores import _overall_axes, factor_scores, factor_structure, poste
 from .mtl_tuning import _tune, sample_cells
 from .penalties import DEFAULT_PENALTIES, Penalties
 from .pointfit import PointFit
-from .response_data import ResponseData
+from .response_data import ResponseData, standardise
 
 __all__ = [
     "DEFAULT_C_GRID",
@@ -611,7 +611,7 @@ def _shrunk_outputs(lik, theta, mu, a, d, c, centre, W, data, item_domain, prior
     (:func:`posterior_mean_sd`, ``data`` = ``(correct, observed, slices)``), not to 1 (which
     over-disperses short domains): the shrunk scores on the scale of the truth.
     """
-    th_s, a_s, d_s, loc, scale = irt.standardise(theta, a, d, item_domain)
+    th_s, a_s, d_s, loc, scale = standardise(theta, a, d, item_domain)
     ll = float(lik.theta_loglik(theta).sum())
     info = lik.theta_derivs(theta)[1]
     prec = info + 1.0 / priors.theta_sd**2 + np.where(np.isfinite(mu), mu, 1e6)

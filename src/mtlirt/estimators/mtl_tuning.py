@@ -8,10 +8,11 @@ import warnings
 
 import numpy as np
 
-from . import irt
+from .calibration import calibrate_items
 from .centre import _centre_for_rank, _lambda, _map_centre, prox_step
 from .heldout import cell_loglik
 from .response_data import ResponseData
+from .trait_scoring import score_theta, theta_step
 
 __all__ = ["sample_cells"]
 
@@ -75,9 +76,9 @@ def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled,
     _, a_p, d_p = pooled.internal()
     refit = (N < 1000) if cv_refit_items == "auto" else bool(cv_refit_items)
     if refit:
-        a_tr, d_tr, _ = irt.calibrate_items(train, a, d, priors=priors, model=model,
+        a_tr, d_tr, _ = calibrate_items(train, a, d, priors=priors, model=model,
                                             max_iter=max_iter, tol=tol)
-        a_ptr, d_ptr, _ = irt.calibrate_items(one, a_p, d_p, priors=pooled_penalties(priors), model=model,
+        a_ptr, d_ptr, _ = calibrate_items(one, a_p, d_p, priors=pooled_penalties(priors), model=model,
                                               max_iter=max_iter, tol=tol)
     else:
         a_tr, d_tr = a, d
@@ -85,8 +86,8 @@ def _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled,
     prog("cv", 0.2)
     lik = train.theta_likelihood()
     lik.set_items(a_tr, d_tr)
-    th0 = irt.theta_step(lik, th_stl, priors=priors)
-    eta_tr, _ = irt.score_theta(one, a_ptr, d_ptr, eta_p[:, None], priors=priors)
+    th0 = theta_step(lik, th_stl, priors=priors)
+    eta_tr, _ = score_theta(one, a_ptr, d_ptr, eta_p[:, None], priors=priors)
     eta_tr = eta_tr[:, 0]
     c = data.c
     pooled_cells = _pooled_cells((eta_tr, a_ptr, d_ptr, None if c is None else c), correct, rows, cols)
