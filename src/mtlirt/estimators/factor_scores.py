@@ -1,6 +1,7 @@
 """MTL's reported scores: the factor model's posterior means given the fit's items and structure
 (:func:`factor_structure`, :func:`factor_scores` with its in-sample scale step), their posterior sds
-(:func:`posterior_mean_sd`) and the overall score's axes."""
+(:func:`posterior_mean_sd`), the shrunk estimate on that scale, and the overall score's axes and
+loadings."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from ..numerics.factor_grid import grid_quantiles
 from ..numerics.factor_model import G_GRID, T_GRID, _moments, _tabulate, factor_posterior, overall_loadings
 from ..numerics.llm_side import grid_loglik, logits, softplus
 from .centre import _normalise
+from .correlation import reliability_from_se
+from .response_data import standardise
 
 __all__ = ["factor_scores", "factor_structure", "posterior_mean_sd"]
 
@@ -264,3 +267,46 @@ def _overall_axes(A, W, loc, scale):
             comp = comp @ Rt.T
         R = np.column_stack([u, comp])
     return A @ R, W @ R
+
+
+def _shrunk_outputs(lik, theta, mu, a, d, c, centre, W, data, item_domain, priors):
+    """The shrunk estimate (internal ``theta``, items ``a``, ``d``, ``c``) on the reported scale.
+
+    Returns traits, items, location and scale, log-likelihood, standard errors (inverse penalised
+    information, the ridge ``mu`` included) and the centres. Each domain is standardised and then
+    scaled to the spread of a posterior mean, ``sqrt(1 - mean posterior variance)``
+    (:func:`posterior_mean_sd`, ``data`` = ``(correct, observed, slices)``), not to 1 (which
+    over-disperses short domains): the shrunk scores on the scale of the truth.
+    """
+    th_s, a_s, d_s, loc, scale = standardise(theta, a, d, item_domain)
+    ll = float(lik.theta_loglik(theta).sum())
+    info = lik.theta_derivs(theta)[1]
+    prec = info + 1.0 / priors.theta_sd**2 + np.where(np.isfinite(mu), mu, 1e6)
+    se = 1.0 / np.sqrt(prec) / scale
+    centre_s = (centre - loc) / scale
+    sd = posterior_mean_sd(*data, centre, a, d, c, info, loadings=W)
+    return th_s * sd, a_s / sd[item_domain], d_s, loc, scale / sd, ll, se * sd, centre_s * sd
+
+
+
+def _overall_and_loadings(stl, A_rot, W_rot):
+    """The overall traits (``A_rot`` standardised), the loadings and the centre's coefficients ``W_rot``,
+    each shared trait's sign such that its loadings sum positive.
+
+    Loadings: correlations of the domain traits with the overall traits, corrected for the
+    measurement error of the single-domain scores exactly as domain_correlation.csv is
+    (estimators.correlation), so that loadings_k . loadings_l matches it and they estimate the
+    Bayesian Lambda_k; the shrunk scores' own correlations would be 1 for every domain set onto
+    its centre (the centre's slopes are attenuated by the deviations the centre's fit ignores).
+    """
+    N = A_rot.shape[0]
+    overall = A_rot - A_rot.mean(axis=0)
+    sd = overall.std(axis=0)
+    overall /= np.where(sd > 1e-12, sd, 1.0)  # a replicate of a tiny leaderboard can leave no spread
+    basis = np.nan_to_num(stl.theta)
+    basis = (basis - basis.mean(axis=0)) / np.where(basis.std(axis=0) > 1e-12, basis.std(axis=0), 1.0)
+    loadings = basis.T @ overall / N / np.sqrt(reliability_from_se(stl.theta_se))[:, None]
+    norm = np.sqrt((loadings**2).sum(axis=1, keepdims=True))
+    loadings /= np.maximum(norm, 1.0)  # a correlation cannot exceed 1
+    sign = np.where(loadings.sum(axis=0) >= 0, 1.0, -1.0)
+    return overall * sign, loadings * sign, W_rot * sign

@@ -49,7 +49,7 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
    (safeguarded Newton in ``log mu``, each evaluation a vectorised 1-D Newton
    over all LLMs).  Everything on the internal (MAP) scale; the output is
    standardised per domain at the end and scaled to the spread of posterior
-   means (:func:`_shrunk_outputs`), items transformed alike.
+   means (:func:`~mtlirt.estimators.factor_scores._shrunk_outputs`), items transformed alike.
 6. ``C`` (and the rank) are tuned by held-out responses: a seeded random
    share (10%, at most 300,000 cells) of the observed cells is left out; the
    items (only when ``N < 1000``: with more LLMs a held-out cell barely moves
@@ -107,12 +107,17 @@ import numpy as np
 from . import irt
 from .blas import blas_threads
 from .centre import _centre_for_rank, _lambda, _map_centre, fit_centre, prox_step, select_rank
-from .correlation import reliability_from_se
-from .factor_scores import _overall_axes, factor_scores, factor_structure, posterior_mean_sd
+from .factor_scores import (
+    _overall_and_loadings,
+    _overall_axes,
+    _shrunk_outputs,
+    factor_scores,
+    factor_structure,
+)
 from .mtl_tuning import _tune, sample_cells
 from .penalties import DEFAULT_PENALTIES, Penalties
 from .pointfit import PointFit
-from .response_data import ResponseData, standardise
+from .response_data import ResponseData
 
 __all__ = [
     "DEFAULT_C_GRID",
@@ -600,45 +605,3 @@ def _own_outputs(f):
     """A fit's own reported traits, items, trait location and scale, log-likelihood and standard errors (copies)."""
     return (f.theta.copy(), f.a.copy(), f.d.copy(), f.theta_loc.copy(), f.theta_scale.copy(), f.loglik,
             f.theta_se.copy())
-
-
-def _shrunk_outputs(lik, theta, mu, a, d, c, centre, W, data, item_domain, priors):
-    """The shrunk estimate (internal ``theta``, items ``a``, ``d``, ``c``) on the reported scale.
-
-    Returns traits, items, location and scale, log-likelihood, standard errors (inverse penalised
-    information, the ridge ``mu`` included) and the centres. Each domain is standardised and then
-    scaled to the spread of a posterior mean, ``sqrt(1 - mean posterior variance)``
-    (:func:`posterior_mean_sd`, ``data`` = ``(correct, observed, slices)``), not to 1 (which
-    over-disperses short domains): the shrunk scores on the scale of the truth.
-    """
-    th_s, a_s, d_s, loc, scale = standardise(theta, a, d, item_domain)
-    ll = float(lik.theta_loglik(theta).sum())
-    info = lik.theta_derivs(theta)[1]
-    prec = info + 1.0 / priors.theta_sd**2 + np.where(np.isfinite(mu), mu, 1e6)
-    se = 1.0 / np.sqrt(prec) / scale
-    centre_s = (centre - loc) / scale
-    sd = posterior_mean_sd(*data, centre, a, d, c, info, loadings=W)
-    return th_s * sd, a_s / sd[item_domain], d_s, loc, scale / sd, ll, se * sd, centre_s * sd
-
-
-def _overall_and_loadings(stl, A_rot, W_rot):
-    """The overall traits (``A_rot`` standardised), the loadings and the centre's coefficients ``W_rot``,
-    each shared trait's sign such that its loadings sum positive.
-
-    Loadings: correlations of the domain traits with the overall traits, corrected for the
-    measurement error of the single-domain scores exactly as domain_correlation.csv is
-    (estimators.correlation), so that loadings_k . loadings_l matches it and they estimate the
-    Bayesian Lambda_k; the shrunk scores' own correlations would be 1 for every domain set onto
-    its centre (the centre's slopes are attenuated by the deviations the centre's fit ignores).
-    """
-    N = A_rot.shape[0]
-    overall = A_rot - A_rot.mean(axis=0)
-    sd = overall.std(axis=0)
-    overall /= np.where(sd > 1e-12, sd, 1.0)  # a replicate of a tiny leaderboard can leave no spread
-    basis = np.nan_to_num(stl.theta)
-    basis = (basis - basis.mean(axis=0)) / np.where(basis.std(axis=0) > 1e-12, basis.std(axis=0), 1.0)
-    loadings = basis.T @ overall / N / np.sqrt(reliability_from_se(stl.theta_se))[:, None]
-    norm = np.sqrt((loadings**2).sum(axis=1, keepdims=True))
-    loadings /= np.maximum(norm, 1.0)  # a correlation cannot exceed 1
-    sign = np.where(loadings.sum(axis=0) >= 0, 1.0, -1.0)
-    return overall * sign, loadings * sign, W_rot * sign
