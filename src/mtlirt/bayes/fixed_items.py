@@ -55,7 +55,7 @@ import numpy as np
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import anchor_domains, factor_parts, model_coords
-from mtlirt.bayes.collapsed import llm_posteriors
+from mtlirt.bayes.collapsed_grid import llm_posteriors
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import (
     kernel_inputs,
