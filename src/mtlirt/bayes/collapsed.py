@@ -161,13 +161,13 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     draws, tune, chains, cores, seed, target_accept, progress, nuts_kwargs
         As for :func:`mtlirt.bayes.fit_bayes` (nutpie).
     check : bool
-        Run :func:`quadrature_check` at posterior draws.
+        Run :func:`~mtlirt.bayes.collapsed_grid.quadrature_check` at posterior draws.
     grid_options : dict, optional
         ``n_inner``, ``inner_half_width``, ``n_outer``, ``outer_half_width``.
     sampler : {"auto", "imh", "nutpie", "numpyro"}
         How the structure is sampled: ``"imh"``, independence
         Metropolis-Hastings from the Laplace approximation
-        (:func:`_imh_loadings`; ``tune`` is then the burn-in each chain
+        (:func:`~mtlirt.bayes.imh._imh_loadings`; ``tune`` is then the burn-in each chain
         discards); NUTS by nutpie; or NUTS by numpyro on the JAX version of
         the likelihood (:mod:`mtlirt.bayes._jax`; optional ``jax`` extra).
         ``"auto"``: IMH where a pilot of ``IMH_PILOT`` proposals finds the
@@ -180,7 +180,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         defaults to ``IMH_TUNE`` for IMH and 1,000 for NUTS.
     whiten : bool
         nutpie samples the loadings whitened by the Laplace approximation
-        at the mode (:func:`laplace_whitening`).
+        at the mode (:func:`~mtlirt.bayes.collapsed_structure.laplace_whitening`).
     thin : int
         Keep every ``thin``-th of the ``draws`` structure draws per chain
         and draw the LLM side for those only (the LLM-side draws are most of

@@ -149,12 +149,12 @@ def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple,
 def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, draws, tune, chains, cores,
                   seed, progress, info: dict):
     """Independence Metropolis-Hastings on the structure: proposals from the
-    Laplace approximation at the mode (``laplace``: :func:`_laplace`) with a
+    Laplace approximation at the mode (``laplace``: :func:`~mtlirt.bayes.collapsed_structure._laplace`) with a
     defensive Student-t part (:func:`imh_log_proposal`), chains started at
     draws of that t. The proposals do not depend on the chains' states, so
     every log density is evaluated first, in parallel (value only, no
     gradient); the accept steps then cost nothing. Returns ``(posterior,
-    sample_stats, diagnostics or None)``, the first two as :func:`_sample_loadings`;
+    sample_stats, diagnostics or None)``, the first two as :func:`~mtlirt.bayes.collapsed_structure._sample_loadings`;
     the sample stats hold each step's acceptance, the log importance ratio of its proposal
     (``proposal_log_weight``: their Pareto k-hat checks that the proposal
     covers the posterior, :func:`mtlirt.bayes.diagnostics.diagnostics`) and
@@ -163,7 +163,7 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     ``draws=None``: the run length is chosen by the convergence checks. The
     chains draw ``IMH_BLOCK`` steps each at a time, continued from their last
     state with new proposals of the same random stream, until the loadings
-    pass :func:`_structure_diagnostics` (R-hat, bulk and tail ESS, Pareto k-hat)
+    pass :func:`~mtlirt.bayes.collapsed_structure._structure_diagnostics` (R-hat, bulk and tail ESS, Pareto k-hat)
     or reach ``IMH_MAX_DRAWS`` (``info["run_length"]`` records each block)."""
     import xarray as xr
 
