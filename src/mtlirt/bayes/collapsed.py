@@ -136,6 +136,84 @@ def choose_thin(chains: int, draws: int, diag: dict) -> int:
     return max(1, keep if ess >= KEEP_DRAWS else min(keep, int(n // ess)))
 
 
+def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scale: float, V2: np.ndarray,
+                        coords: dict, r: int, *, draws, tune, chains, cores, seed, target_accept, progress,
+                        nuts_kwargs, whiten, stages: dict) -> tuple:
+    """The loadings sampled as ``sampler`` asks (``"auto"``: IMH where the pilot finds the Laplace
+    approximation close and its chains converge, else NUTS); returns ``(posterior, sample_stats, sampler,
+    tune, diagnostics of all draws or None, info)``, the seconds of each step added to ``stages``."""
+    K = V2.shape[0]
+    wi = {}
+    laplace = None
+    if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
+        laplace = _laplace(sgrid, layout, loading_scale, _x_of(V2, layout))
+        stages["laplace"] = laplace[2]["seconds"]
+    auto, tune_given, diag_all = sampler == "auto", tune, None
+    if sampler == "auto":
+        t = time.perf_counter()
+        pilot = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
+        stages["imh_pilot"] = time.perf_counter() - t
+        sampler = "imh" if pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
+        wi["imh_pilot"] = pilot
+    if tune is None:
+        tune = IMH_TUNE if sampler == "imh" else 1000
+    t2 = time.perf_counter()
+    if sampler == "imh":
+        post, ss, diag_all = _imh_loadings(sgrid, layout, loading_scale, laplace, draws=draws,
+                                           tune=tune, chains=chains, cores=cores, seed=seed, progress=progress,
+                                           info=wi)
+        stages["imh"] = time.perf_counter() - t2
+        if auto:  # the pilot's 200 proposals can pass where IMH's chains then fail: NUTS instead
+            if diag_all is None:
+                diag_all = _structure_diagnostics(post, ss, _structure_draws(post, K, layout)[0])
+            if not diag_all["converged"]:
+                wi["imh_fallback"] = {**{k: diag_all[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
+                                                                  "pareto_khat") if k in diag_all},
+                                      "imh": wi.pop("imh", None), "seconds": stages.pop("imh")}
+                sampler, tune, diag_all = "nutpie", 1000 if tune_given is None else tune_given, None
+                wi.pop("run_length", None)
+    if sampler != "imh":
+        t2 = time.perf_counter()
+        if draws is None:
+            draws = NUTS_DRAWS
+            wi["run_length"] = {"rule": f"{NUTS_DRAWS} draws per chain, the NUTS default", "draws": NUTS_DRAWS}
+        post, ss = _sample_loadings(sgrid, layout, loading_scale, V2, coords, r, sampler=sampler,
+                                    draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
+                                    target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
+                                    whiten=whiten, stages=stages, whitening_info=wi, laplace=laplace)
+        stages["nuts"] = time.perf_counter() - t2
+    return post, ss, sampler, tune, diag_all, wi
+
+
+def _thinned(post, ss, lam: np.ndarray, psi: np.ndarray, thin: int, diag_all: dict | None, wi: dict) -> tuple:
+    """Every ``thin``-th draw of the structure kept (the last of each run of ``thin``), the diagnostics of all
+    draws recorded in ``wi`` first."""
+    if thin > 1 or diag_all is not None:
+        wi["structure_diagnostics_all_draws"] = diag_all or _structure_diagnostics(post, ss, lam)
+    if thin > 1:
+        keep = slice(thin - 1, None, thin)
+        n_keep = len(range(post.sizes["draw"])[keep])
+        post = post.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
+        ss = ss.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
+        lam, psi = lam[:, keep], psi[:, keep]
+    return post, ss, lam, psi
+
+
+def _with_llm_side(post, eta: np.ndarray, theta: np.ndarray, coords: dict, r: int):
+    """The posterior with the drawn overall traits and domain scores, and their labels."""
+    import xarray as xr
+
+    # the traits' mean and variance over the LLMs, the variables of the sampled route's population model
+    # (mtlirt.bayes.model.population_eta): the derived quantities then read both routes' draws alike
+    post = post.assign(eta_raw=xr.Variable(("chain", "draw", "llm", "factor"), eta),
+                       eta_mean=xr.Variable(("chain", "draw", "factor"), eta.mean(axis=2, dtype=np.float64)),
+                       eta_var=xr.Variable(("chain", "draw", "factor"), eta.var(axis=2, dtype=np.float64)),
+                       theta_raw=xr.Variable(("chain", "draw", "llm", "domain"), theta))
+    post = post.assign_coords(llm=list(coords["llm"]), domain=list(coords["domain"]),
+                              factor=list(coords.get("factor", range(r))))
+    return post
+
+
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *,
                      draws: int | None = None,
                      tune: int | None = None, chains: int = 4, cores: int = 1, seed: int = 0,
@@ -192,7 +270,6 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     -------
     CollapsedFit
     """
-    import xarray as xr
 
     r = spec.rank
     if r not in (1, 2):
@@ -226,46 +303,10 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     sgrid, stables = structure_part(grid)
     V2, mode2 = find_mode(sgrid, V1, layout, spec.priors.loading_scale, maxiter=50)
     stages["mode"] = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    wi = {}
-    laplace = None
-    if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
-        laplace = _laplace(sgrid, layout, spec.priors.loading_scale, _x_of(V2, layout))
-        stages["laplace"] = laplace[2]["seconds"]
-    auto, tune_given, diag_all = sampler == "auto", tune, None
-    if sampler == "auto":
-        t = time.perf_counter()
-        pilot = imh_pilot(sgrid, layout, spec.priors.loading_scale, laplace, seed=seed, cores=cores)
-        stages["imh_pilot"] = time.perf_counter() - t
-        sampler = "imh" if pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
-        wi["imh_pilot"] = pilot
-    if tune is None:
-        tune = IMH_TUNE if sampler == "imh" else 1000
-    t2 = time.perf_counter()
-    if sampler == "imh":
-        post, ss, diag_all = _imh_loadings(sgrid, layout, spec.priors.loading_scale, laplace, draws=draws,
-                                           tune=tune, chains=chains, cores=cores, seed=seed, progress=progress,
-                                           info=wi)
-        stages["imh"] = time.perf_counter() - t2
-        if auto:  # the pilot's 200 proposals can pass where IMH's chains then fail: NUTS instead
-            if diag_all is None:
-                diag_all = _structure_diagnostics(post, ss, _structure_draws(post, K, layout)[0])
-            if not diag_all["converged"]:
-                wi["imh_fallback"] = {**{k: diag_all[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
-                                                                  "pareto_khat") if k in diag_all},
-                                      "imh": wi.pop("imh", None), "seconds": stages.pop("imh")}
-                sampler, tune, diag_all = "nutpie", 1000 if tune_given is None else tune_given, None
-                wi.pop("run_length", None)
-    if sampler != "imh":
-        t2 = time.perf_counter()
-        if draws is None:
-            draws = NUTS_DRAWS
-            wi["run_length"] = {"rule": f"{NUTS_DRAWS} draws per chain, the NUTS default", "draws": NUTS_DRAWS}
-        post, ss = _sample_loadings(sgrid, layout, spec.priors.loading_scale, V2, coords, r, sampler=sampler,
-                                    draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
-                                    target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
-                                    whiten=whiten, stages=stages, whitening_info=wi, laplace=laplace)
-        stages["nuts"] = time.perf_counter() - t2
+    post, ss, sampler, tune, diag_all, wi = _sample_loadings_by(
+        sampler, sgrid, layout, spec.priors.loading_scale, V2, coords, r, draws=draws, tune=tune, chains=chains,
+        cores=cores, seed=seed, target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
+        whiten=whiten, stages=stages)
     t3 = time.perf_counter()
     lam, psi = _structure_draws(post, K, layout)
     C, D = lam.shape[:2]
@@ -274,23 +315,9 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         thin = choose_thin(C, D, diag_all)
         wi["thin_rule"] = {"rule": f"keep about {KEEP_DRAWS} draws where the structure's ESS allows",
                            "structure_draws": int(C * D), "min_ess_bulk": diag_all["min_ess_bulk"], "thin": thin}
-    if thin > 1 or diag_all is not None:
-        wi["structure_diagnostics_all_draws"] = diag_all or _structure_diagnostics(post, ss, lam)
-    if thin > 1:
-        keep = slice(thin - 1, None, thin)
-        n_keep = len(range(post.sizes["draw"])[keep])
-        post = post.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
-        ss = ss.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
-        lam, psi = lam[:, keep], psi[:, keep]
+    post, ss, lam, psi = _thinned(post, ss, lam, psi, thin, diag_all, wi)
     eta, theta = draw_llm_side(grid, lam, psi, seed=seed)
-    # the traits' mean and variance over the LLMs, the variables of the sampled route's population model
-    # (mtlirt.bayes.model.population_eta): the derived quantities then read both routes' draws alike
-    post = post.assign(eta_raw=xr.Variable(("chain", "draw", "llm", "factor"), eta),
-                       eta_mean=xr.Variable(("chain", "draw", "factor"), eta.mean(axis=2, dtype=np.float64)),
-                       eta_var=xr.Variable(("chain", "draw", "factor"), eta.var(axis=2, dtype=np.float64)),
-                       theta_raw=xr.Variable(("chain", "draw", "llm", "domain"), theta))
-    post = post.assign_coords(llm=list(coords["llm"]), domain=list(coords["domain"]),
-                              factor=list(coords.get("factor", range(r))))
+    post = _with_llm_side(post, eta, theta, coords, r)
     stages["llm_side_draws"] = time.perf_counter() - t3
     info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]),
             "sampler": sampler, "tune": int(tune), "draws": int(D), "thin": int(thin), **wi,
