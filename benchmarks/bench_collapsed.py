@@ -225,7 +225,9 @@ def bench_flagship(seed: int = 0, draws: int = 250, tune: int | None = None, cha
 def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272):
     """The flagship's tables and the structure's mode on the default grid, as
     sample_structure finds them."""
-    from mtlirt.bayes import collapsed as cl
+    from mtlirt.bayes import collapsed_grid as cg
+    from mtlirt.bayes import collapsed_kernel as ck
+    from mtlirt.bayes import collapsed_structure as cs
     from mtlirt.bayes._data import as_arrays
     from mtlirt.bayes._factor import factor_parts, loading_layout
     from mtlirt.bayes.fixed_items import build_tables, resolve_item_values
@@ -248,11 +250,11 @@ def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272):
     layout = loading_layout(K, rank, anchors)
     eta0, lam0, psi0 = factor_parts(np.asarray(iv["eta_raw"], float), iv.get("loading_free"),
                                     np.asarray(iv["loading_diag"], float), K, anchors)
-    grid = cl.build_grid(tables, lam0, psi0, quad=quadrature_nodes(tables, eta0 @ lam0.T, psi0))
-    V0 = cl._v_of(iv.get("loading_free"), np.asarray(iv["loading_diag"], float), K, layout)
-    V1, _ = cl.find_mode(grid, V0, layout, spec.priors.loading_scale)
-    lam, psi = cl.structure_from_v(V1)
-    return tables, cl.regrid(grid, tables, lam, psi), V1
+    grid = cg.build_grid(tables, lam0, psi0, quad=quadrature_nodes(tables, eta0 @ lam0.T, psi0))
+    V0 = cs._v_of(iv.get("loading_free"), np.asarray(iv["loading_diag"], float), K, layout)
+    V1, _ = cs.find_mode(grid, V0, layout, spec.priors.loading_scale)
+    lam, psi = ck.structure_from_v(V1)
+    return tables, cg.regrid(grid, tables, lam, psi), V1
 
 
 def _cpu_ms(f, repeat: int) -> dict:
@@ -267,22 +269,52 @@ def _cpu_ms(f, repeat: int) -> dict:
             "wall_ms_median": round(1e3 * float(np.median(wall)), 1)}
 
 
+#: The modules of the collapsed route that bench_kernel times, in the order they import each other.
+KERNEL_MODULES = ("collapsed_kernel", "collapsed_grid", "collapsed_draws")
+
+
+def _current_modules():
+    """The current modules of :data:`KERNEL_MODULES` as one namespace."""
+    import importlib
+    import types
+
+    ns = types.SimpleNamespace()
+    for name in KERNEL_MODULES:
+        vars(ns).update(vars(importlib.import_module(f"mtlirt.bayes.{name}")))
+    return ns
+
+
 def _module_at(commit: str):
-    """mtlirt.bayes.collapsed as it was at a commit (numba's cache off)."""
+    """The collapsed route's kernel, grid and draws as they were at a commit (numba's cache off), as one
+    namespace: the modules of :data:`KERNEL_MODULES` where the commit has them (each importing the others at
+    that commit), else its single ``collapsed.py``."""
     import importlib.util
     import subprocess
     import tempfile
+    import types
 
-    src = subprocess.run(["git", "show", f"{commit}:src/mtlirt/bayes/collapsed.py"], capture_output=True,
-                         text=True, check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout
-    path = os.path.join(tempfile.mkdtemp(), "collapsed_at_commit.py")
-    with open(path, "w") as fh:
-        fh.write(src.replace("cache=True", "cache=False"))
-    spec = importlib.util.spec_from_file_location("collapsed_at_commit", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def show(name):
+        out = subprocess.run(["git", "show", f"{commit}:src/mtlirt/bayes/{name}.py"], capture_output=True,
+                             text=True, cwd=here)
+        return out.stdout if out.returncode == 0 else None
+
+    names = KERNEL_MODULES if show(KERNEL_MODULES[0]) is not None else ("collapsed",)
+    folder, ns = tempfile.mkdtemp(), types.SimpleNamespace()
+    for name in names:
+        src = show(name).replace("cache=True", "cache=False")
+        for other in names:
+            src = src.replace(f"mtlirt.bayes.{other} import", f"{other}_at_commit import")
+        path = os.path.join(folder, f"{name}_at_commit.py")
+        with open(path, "w") as fh:
+            fh.write(src)
+        spec = importlib.util.spec_from_file_location(f"{name}_at_commit", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # dataclasses, and the later modules' imports, look it up there
+        spec.loader.exec_module(mod)
+        vars(ns).update(vars(mod))
+    return ns
 
 
 def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | None = None,
@@ -291,14 +323,15 @@ def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | 
     timed alone (no sampling), and the quadrature against a fine grid at 8
     structures 3% from the mode; with ``baseline`` the same for the module
     at that commit, on its own default grid around the same centres."""
-    from mtlirt.bayes import collapsed as cl
+    from mtlirt.bayes import collapsed_grid as cg
+    from mtlirt.bayes import collapsed_kernel as ck
 
     load0 = os.getloadavg()[0]
     tables, grid, V = _flagship_structure(seed, rank)
-    lam, psi = cl.structure_from_v(V)
+    lam, psi = ck.structure_from_v(V)
     rng = np.random.default_rng(0)
     Vs = V[None] * (1 + 0.03 * rng.standard_normal((8,) + V.shape))
-    lams, psis = cl.structure_from_v(Vs)
+    lams, psis = ck.structure_from_v(Vs)
     N, K = grid.shape
 
     def summary(mod, g):
@@ -317,10 +350,10 @@ def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | 
         return out
 
     out = {"benchmark": f"flagship kernel, rank {rank}: {N} LLMs x {K} domains", "load_average_before": load0,
-           "current": summary(cl, grid)}
+           "current": summary(_current_modules(), grid)}
     if baseline:
         old = _module_at(baseline)
-        mu, cov, tm, _ = cl.posterior_moments(grid, lam, psi)
+        mu, cov, tm, _ = cg.posterior_moments(grid, lam, psi)
         g_old = old.build_grid(tables, lam, psi, mu=mu, cov=cov + 1e-10 * np.eye(rank)[None], theta_mean=tm,
                                info=grid.info)
         out[f"at {baseline}"] = summary(old, g_old)

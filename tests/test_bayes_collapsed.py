@@ -11,6 +11,11 @@ import numpy as np
 import pytest
 
 from mtlirt.bayes import collapsed as cl
+from mtlirt.bayes import collapsed_draws as cd
+from mtlirt.bayes import collapsed_grid as cg
+from mtlirt.bayes import collapsed_kernel as ck
+from mtlirt.bayes import collapsed_structure as cs
+from mtlirt.bayes import imh as mh
 from mtlirt.bayes.fixed_items import build_tables
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
@@ -31,7 +36,7 @@ def _setup(rank: int, n_llms: int = 80, sizes=(8, 12, 20, 30), seed: int = 1, mi
 @pytest.fixture(scope="module", params=[1, 2])
 def case(request):
     sim, resp, tables, lam, psi = _setup(request.param)
-    grid = cl.build_grid(tables, lam, psi)
+    grid = cg.build_grid(tables, lam, psi)
     return tables, lam, psi, grid
 
 
@@ -53,17 +58,17 @@ def _structure_inputs(resp):
 
 def test_kernel_matches_numpy(case):
     tables, lam, psi, grid = case
-    v = cl._call(grid, lam, psi, mode=1)[0]
-    ref = cl.collapsed_loglik_np(grid, lam, psi).sum()
+    v = ck._call(grid, lam, psi, mode=1)[0]
+    ref = ck.collapsed_loglik_np(grid, lam, psi).sum()
     assert abs(v - ref) < 1e-8 * abs(ref)
     # value-only and moment modes give the same total
-    assert cl._call(grid, lam, psi, mode=0)[0] == pytest.approx(v, rel=1e-13)
-    assert cl._call(grid, lam, psi, mode=2, moments=True)[0] == pytest.approx(v, rel=1e-13)
+    assert ck._call(grid, lam, psi, mode=0)[0] == pytest.approx(v, rel=1e-13)
+    assert ck._call(grid, lam, psi, mode=2, moments=True)[0] == pytest.approx(v, rel=1e-13)
 
 
 def test_gradient_matches_finite_differences(case):
     tables, lam, psi, grid = case
-    _, dl, dp = cl._call(grid, lam, psi, mode=1)
+    _, dl, dp = ck._call(grid, lam, psi, mode=1)
     eps = 1e-6
     K, r = lam.shape
     for k in range(K):
@@ -73,12 +78,12 @@ def test_gradient_matches_finite_differences(case):
             up, dn = lam.copy(), lam.copy()
             up[k, j] += eps
             dn[k, j] -= eps
-            fd = (cl._call(grid, up, psi)[0] - cl._call(grid, dn, psi)[0]) / (2 * eps)
+            fd = (ck._call(grid, up, psi)[0] - ck._call(grid, dn, psi)[0]) / (2 * eps)
             assert dl[k, j] == pytest.approx(fd, rel=1e-4, abs=1e-3)
         up, dn = psi.copy(), psi.copy()
         up[k] += eps
         dn[k] -= eps
-        fd = (cl._call(grid, lam, up)[0] - cl._call(grid, lam, dn)[0]) / (2 * eps)
+        fd = (ck._call(grid, lam, up)[0] - ck._call(grid, lam, dn)[0]) / (2 * eps)
         assert dp[k] == pytest.approx(fd, rel=1e-4, abs=1e-3)
 
 
@@ -89,10 +94,10 @@ def test_v_gradient_chain_rule():
     b = rng.normal(size=5)
 
     def f(V):
-        lam, psi = cl.structure_from_v(V)
+        lam, psi = ck.structure_from_v(V)
         return (A * lam).sum() + (b * psi).sum()
 
-    g = cl._v_gradient(V, A, b)
+    g = cs._v_gradient(V, A, b)
     eps = 1e-6
     for k in range(5):
         for j in range(2):
@@ -104,7 +109,7 @@ def test_v_gradient_chain_rule():
 
 def test_working_grid_close_to_a_fine_grid(case):
     tables, lam, psi, grid = case
-    grid = cl.regrid(grid, tables, lam, psi)
+    grid = cg.regrid(grid, tables, lam, psi)
     # structures around the grid's: loadings moved by up to 0.05
     rng = np.random.default_rng(3)
     lams = np.clip(lam[None] + 0.05 * rng.uniform(-1, 1, (4,) + lam.shape), -0.97, 0.97)
@@ -113,7 +118,7 @@ def test_working_grid_close_to_a_fine_grid(case):
     norm = np.sqrt((lams**2).sum(-1))
     lams = lams * np.minimum(1.0, 0.97 / norm)[..., None]
     psis = np.sqrt(1 - (lams**2).sum(-1))
-    q = cl.quadrature_check(grid, tables, lams, psis)
+    q = cg.quadrature_check(grid, tables, lams, psis)
     # 80 LLMs: the total log-likelihood moves by thousands over such structures;
     # the quadrature's error moves by far less than one unit
     assert q["spread_diff"] < 0.05
@@ -125,22 +130,22 @@ def test_missing_cells_integrate_to_one():
     """A cell with no observed response contributes a factor 1 (its tabulated
     log-likelihood is flat): the total equals the total over the observed cells."""
     _, resp, tables, lam, psi = _setup(1, n_llms=60, missing=0.3)
-    grid = cl.build_grid(tables, lam, psi)
-    v = cl._call(grid, lam, psi)[0]
+    grid = cg.build_grid(tables, lam, psi)
+    v = ck._call(grid, lam, psi)[0]
     assert np.isfinite(v)
-    assert v == pytest.approx(cl.collapsed_loglik_np(grid, lam, psi).sum(), rel=1e-10)
+    assert v == pytest.approx(ck.collapsed_loglik_np(grid, lam, psi).sum(), rel=1e-10)
 
 
 def test_draws_follow_the_grid_posterior(case):
     """Draws of the overall traits and domain scores at one structure have the
     grid's posterior means and sds (within Monte Carlo error)."""
     tables, lam, psi, grid = case
-    grid = cl.regrid(grid, tables, lam, psi)
-    mu, cov, tm, tsd = cl.posterior_moments(grid, lam, psi)
+    grid = cg.regrid(grid, tables, lam, psi)
+    mu, cov, tm, tsd = cg.posterior_moments(grid, lam, psi)
     S = 400
     lam_d = np.broadcast_to(lam, (2, S // 2) + lam.shape).copy()
     psi_d = np.broadcast_to(psi, (2, S // 2) + psi.shape).copy()
-    eta, theta = cl.draw_llm_side(grid, lam_d, psi_d, seed=5, dtype=np.float64)
+    eta, theta = cd.draw_llm_side(grid, lam_d, psi_d, seed=5, dtype=np.float64)
     eta = eta.reshape(S, *eta.shape[2:])
     theta = theta.reshape(S, *theta.shape[2:])
     sd_eta = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))
@@ -153,7 +158,7 @@ def test_draws_follow_the_grid_posterior(case):
     assert abs(ratio.mean() - 1) < 0.02
     assert abs((eta.std(0) / sd_eta).mean() - 1) < 0.03
     # same seed, same draws
-    eta2, _ = cl.draw_llm_side(grid, lam_d, psi_d, seed=5, dtype=np.float64)
+    eta2, _ = cd.draw_llm_side(grid, lam_d, psi_d, seed=5, dtype=np.float64)
     assert np.array_equal(eta2.reshape(S, *eta2.shape[2:]), eta)
 
 
@@ -166,22 +171,22 @@ def test_structure_logp_gradient(case):
     rows, cols, drows = layout
     V = lam / psi[:, None]
     V[drows, np.arange(r)] = np.abs(V[drows, np.arange(r)]) + 0.1
-    x = cl._x_of(V, layout)
+    x = cs._x_of(V, layout)
     n_free = len(rows)
     # the sampling coordinates map back to the structure
-    free, diag = cl.structure_of_x(x, n_free)
+    free, diag = cs.structure_of_x(x, n_free)
     np.testing.assert_allclose(free, V[rows, cols], rtol=1e-12)
     np.testing.assert_allclose(diag, V[drows, np.arange(r)], rtol=1e-12)
-    f = cl.structure_logp(grid, layout, 2.0)
+    f = cs.structure_logp(grid, layout, 2.0)
     val, g = f(x)
-    assert cl.structure_logp(grid, layout, 2.0, gradient=False)(x) == pytest.approx(val, rel=1e-13)
+    assert cs.structure_logp(grid, layout, 2.0, gradient=False)(x) == pytest.approx(val, rel=1e-13)
     # the value: marginal likelihood + priors of V + log |dV/dx| (the transform's
     # derivative by finite differences, independent of the code's Jacobian)
-    lam_v, psi_v = cl.structure_from_v(V)
+    lam_v, psi_v = ck.structure_from_v(V)
     h = 1e-6
-    dfree = (cl.structure_of_x(x + h, n_free)[0] - cl.structure_of_x(x - h, n_free)[0]) / (2 * h)
-    ddiag = (cl.structure_of_x(x + h, n_free)[1] - cl.structure_of_x(x - h, n_free)[1]) / (2 * h)
-    ref = (cl._call(grid, lam_v, psi_v)[0] - 0.5 / 4.0 * ((free**2).sum() + (diag**2).sum())
+    dfree = (cs.structure_of_x(x + h, n_free)[0] - cs.structure_of_x(x - h, n_free)[0]) / (2 * h)
+    ddiag = (cs.structure_of_x(x + h, n_free)[1] - cs.structure_of_x(x - h, n_free)[1]) / (2 * h)
+    ref = (ck._call(grid, lam_v, psi_v)[0] - 0.5 / 4.0 * ((free**2).sum() + (diag**2).sum())
            + np.log(dfree).sum() + np.log(ddiag).sum())
     assert val == pytest.approx(ref, abs=1e-6)
     eps = 1e-6
@@ -200,24 +205,24 @@ def test_imh_proposal_and_chains_are_exact():
     from scipy.stats import norm
 
     z = np.linspace(-400, 400, 800_001)
-    q = np.exp(cl.imh_log_proposal(z[:, None]))
+    q = np.exp(mh.imh_log_proposal(z[:, None]))
     assert np.trapezoid(q, z) == pytest.approx(1.0, abs=1e-4)
     inner = np.abs(z) < 1
     p_inner = np.trapezoid(q[inner], z[inner])
     rng = np.random.default_rng(0)
-    draws = cl.imh_proposals(rng, (200_000,), 1)[:, 0]
+    draws = mh.imh_proposals(rng, (200_000,), 1)[:, 0]
     assert abs(np.mean(np.abs(draws) < 1) - p_inner) < 4 * np.sqrt(p_inner * (1 - p_inner) / 200_000)
-    heavy = cl.imh_proposals(rng, (20_000,), 1, heavy=True)[:, 0]
+    heavy = mh.imh_proposals(rng, (20_000,), 1, heavy=True)[:, 0]
     assert np.mean(np.abs(heavy) > 3) > 3 * np.mean(np.abs(draws) > 3)  # the starts are overdispersed
 
     C, S = 4, 20_000
-    zs = cl.imh_proposals(rng, (C, S), 1)
-    z0 = cl.imh_proposals(rng, (C,), 1, heavy=True)
+    zs = mh.imh_proposals(rng, (C, S), 1)
+    z0 = mh.imh_proposals(rng, (C,), 1, heavy=True)
 
     def log_w(zz):
-        return norm.logpdf(zz[..., 0], 0.5, 1.3) - cl.imh_log_proposal(zz)
+        return norm.logpdf(zz[..., 0], 0.5, 1.3) - mh.imh_log_proposal(zz)
 
-    state, acc = cl._imh_chains(log_w(z0), log_w(zs), rng.random((C, S)))
+    state, acc = mh._imh_chains(log_w(z0), log_w(zs), rng.random((C, S)))
     zz = np.concatenate([z0[:, None], zs], axis=1)
     x = np.take_along_axis(zz[..., 0], state[:, 1000:] + 1, axis=1)
     assert 0.5 < acc.mean() < 0.95
@@ -261,7 +266,7 @@ def test_laplace_whitening_recovers_a_gaussian():
         d = x - m
         return -0.5 * d @ P @ d, -P @ d
 
-    xc, T, info = cl.laplace_whitening(logp, m + 0.3)
+    xc, T, info = cs.laplace_whitening(logp, m + 0.3)
     np.testing.assert_allclose(xc, m, atol=1e-6)
     np.testing.assert_allclose(T @ T.T, S, rtol=1e-5)
     assert info["kind"] == "full"
@@ -269,7 +274,7 @@ def test_laplace_whitening_recovers_a_gaussian():
     def saddle(x):
         return -0.5 * x[0] ** 2 + 0.5 * x[1] ** 2, np.array([-x[0], x[1]])
 
-    xc, T, info = cl.laplace_whitening(saddle, np.zeros(2))
+    xc, T, info = cs.laplace_whitening(saddle, np.zeros(2))
     assert info["kind"] == "diagonal"
     np.testing.assert_allclose(T, np.eye(2), atol=1e-6)
 
@@ -292,8 +297,8 @@ def test_sample_structure_end_to_end():
     fits = {"nuts": run(draws=300, tune=300, sampler="nutpie"), "imh": run(draws=1000)}
     assert int(fits["nuts"].sample_stats["diverging"].sum()) == 0
     imh = fits["imh"]
-    assert imh.info["sampler"] == "imh" and imh.info["tune"] == cl.IMH_TUNE
-    assert imh.info["imh_pilot"]["khat"] <= cl.IMH_PILOT_K_MAX
+    assert imh.info["sampler"] == "imh" and imh.info["tune"] == mh.IMH_TUNE
+    assert imh.info["imh_pilot"]["khat"] <= mh.IMH_PILOT_K_MAX
     assert min(imh.info["imh"]["acceptance"]) > 0.6
     assert pareto_khat(imh.sample_stats["proposal_log_weight"].values) < 0.7
     truth = sim.domain_scores.loc[resp.llms, resp.domains].values
@@ -333,7 +338,7 @@ def test_jax_likelihood_matches_the_kernel(case):
 
     tables, lam, psi, grid = case
     blocked = prepare(grid, block=32)
-    v, dl, dp = cl._call(grid, lam, psi, mode=1)
+    v, dl, dp = ck._call(grid, lam, psi, mode=1)
     f = jax.value_and_grad(lambda L, P: collapsed_loglik_jax(blocked, L, P), argnums=(0, 1))
     vj, (glj, gpj) = f(jnp.asarray(lam), jnp.asarray(psi))
     assert float(vj) == pytest.approx(v, rel=1e-11)
@@ -418,10 +423,10 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
     hold no ESS of 200)."""
     import json
 
-    from mtlirt.bayes import collapsed, fit_bayes
+    from mtlirt.bayes import fit_bayes
     from mtlirt.bayes.collapsed import choose_thin
 
-    monkeypatch.setattr(collapsed, "IMH_BLOCK", 50)
+    monkeypatch.setattr(mh, "IMH_BLOCK", 50)
     sim, resp, *_ = _setup(1, n_llms=100, sizes=(10, 20, 30), seed=2)
     items = sim.items.set_index("item").loc[resp.items]
     kw = dict(items="fixed", item_values={"a": items["discrimination"].values, "d": items["intercept"].values},
@@ -525,22 +530,22 @@ def test_regrid_recovers_an_llm_its_grid_misses():
     LLMs) integrates its likelihood short and its moments there are wrong;
     regrid places that LLM's nodes afresh and matches a brute-force grid."""
     _, resp, tables, lam, psi = _setup(1, n_llms=40, sizes=(40, 30, 30), seed=2)
-    good = cl.regrid(cl.build_grid(tables, lam, psi), tables, lam, psi)
-    mu, cov, tm, _ = cl.posterior_moments(good, lam, psi)
+    good = cg.regrid(cg.build_grid(tables, lam, psi), tables, lam, psi)
+    mu, cov, tm, _ = cg.posterior_moments(good, lam, psi)
     sd0 = np.sqrt(cov[0, 0, 0])
     mu[0] += 4 * sd0
     cov[0] /= 400
     tm[0] += 4 * sd0 * lam[:, 0]
-    bad = cl.build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=good.info)
+    bad = cg.build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=good.info)
     N, K = tables.s.shape
-    ref = cl.build_grid(tables, lam, psi, mu=np.zeros((N, 1)), cov=np.ones((N, 1, 1)), theta_mean=np.zeros((N, K)),
+    ref = cg.build_grid(tables, lam, psi, mu=np.zeros((N, 1)), cov=np.ones((N, 1, 1)), theta_mean=np.zeros((N, K)),
                         theta_sd=np.ones((N, K)), inner_half_width=8.0, n_inner=801, outer_rule="trapezoid",
                         n_outer=401, outer_half_width=8.0)
-    exact = cl.llm_logliks(ref, lam, psi)
-    assert np.abs(cl.llm_logliks(good, lam, psi) - exact).max() < 1e-4
-    assert cl.llm_logliks(bad, lam, psi)[0] - exact[0] < -1.0
-    fixed = cl.regrid(bad, tables, lam, psi)
-    assert np.abs(cl.llm_logliks(fixed, lam, psi) - exact).max() < 1e-4
+    exact = cg.llm_logliks(ref, lam, psi)
+    assert np.abs(cg.llm_logliks(good, lam, psi) - exact).max() < 1e-4
+    assert cg.llm_logliks(bad, lam, psi)[0] - exact[0] < -1.0
+    fixed = cg.regrid(bad, tables, lam, psi)
+    assert np.abs(cg.llm_logliks(fixed, lam, psi) - exact).max() < 1e-4
     assert fixed.mu[0, 0] == pytest.approx(good.mu[0, 0], abs=0.01 * sd0)
     assert fixed.chol[0, 0, 0] == pytest.approx(sd0, rel=0.01)
 
@@ -560,20 +565,20 @@ def test_llms_answered_in_one_domain_leave_the_structure():
     resp = Responses(correct, observed, resp.llms, resp.items, resp.domains, resp.item_domain)
     items = sim.items.set_index("item").loc[resp.items]
     tables = build_tables(resp, items["discrimination"].values, items["intercept"].values)
-    np.testing.assert_array_equal(cl.informative_llms(tables), np.arange(4, 40))
+    np.testing.assert_array_equal(cg.informative_llms(tables), np.arange(4, 40))
     N, K = tables.s.shape
     lam2 = np.array([[0.95], [0.3], [0.6]])
     psi2 = np.sqrt(1 - lam2[:, 0] ** 2)
-    exact = [cl.llm_logliks(cl.build_grid(tables, lm, ps, mu=np.zeros((N, 1)), cov=np.ones((N, 1, 1)),
+    exact = [cg.llm_logliks(cg.build_grid(tables, lm, ps, mu=np.zeros((N, 1)), cov=np.ones((N, 1, 1)),
                                           theta_mean=np.zeros((N, K)), theta_sd=np.ones((N, K)),
                                           inner_half_width=8.0, n_inner=801, outer_rule="trapezoid", n_outer=401,
                                           outer_half_width=8.0), lm, ps)
              for lm, ps in ((lam, psi), (lam2, psi2))]
     assert np.abs(exact[0][:4] - exact[1][:4]).max() < 1e-6
     assert np.abs(exact[0][4:] - exact[1][4:]).max() > 1.0
-    g, t = cl.llm_subset(cl.build_grid(tables, lam, psi), tables, np.arange(4, 40))
+    g, t = cg.llm_subset(cg.build_grid(tables, lam, psi), tables, np.arange(4, 40))
     assert g.shape == (36, K) and t.s.shape == (36, K)
-    assert cl._call(g, lam, psi)[0] == pytest.approx(cl.collapsed_loglik_np(g, lam, psi).sum(), rel=1e-10)
+    assert ck._call(g, lam, psi)[0] == pytest.approx(ck.collapsed_loglik_np(g, lam, psi).sum(), rel=1e-10)
 
 
 def test_auto_falls_back_to_nuts_when_imh_fails():
@@ -587,7 +592,7 @@ def test_auto_falls_back_to_nuts_when_imh_fails():
     arr, spec, anchors, iv = _structure_inputs(resp)
     fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=200, chains=2, cores=1,
                               seed=1, check=False)
-    assert fit.info["imh_pilot"]["khat"] <= cl.IMH_PILOT_K_MAX
+    assert fit.info["imh_pilot"]["khat"] <= mh.IMH_PILOT_K_MAX
     fb = fit.info["imh_fallback"]
     assert fb["max_rhat"] > 1.01 or fb["min_ess_bulk"] < 200 or fb["min_ess_tail"] < 200
     assert fit.info["sampler"] == "nutpie" and fit.info["tune"] == 1000
@@ -606,7 +611,7 @@ def test_inaccurate_quadrature_is_said_loudly(monkeypatch):
     from mtlirt.bayes import NotConvergedWarning, fit_bayes
     from mtlirt.bayes.sample import QUADRATURE_SPREAD_MAX, QuadratureWarning
 
-    real = cl.quadrature_check
+    real = cg.quadrature_check
 
     def shifted(*args, **kwargs):
         out = real(*args, **kwargs)

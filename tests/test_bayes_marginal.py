@@ -185,7 +185,7 @@ def test_nodes_placed_where_the_population_model_puts_an_llm():
     0.16, and a truncated integral pulls an LLM in (ChemBench's lowest LLM, at -5.6 on
     the population scale, sampled at -5.0). Across every LLM's posterior the quadrature
     matches the integral over the whole table grid."""
-    from mtlirt.bayes.collapsed import llm_posteriors
+    from mtlirt.bayes.collapsed_grid import llm_posteriors
     from mtlirt.bayes.derived import factor_parts
 
     arr, truth = toy(30, (200, 200, 200), seed=6, loading=0.9)

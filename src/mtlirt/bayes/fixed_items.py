@@ -55,7 +55,7 @@ import numpy as np
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import anchor_domains, factor_parts, model_coords
-from mtlirt.bayes.collapsed import llm_posteriors
+from mtlirt.bayes.collapsed_grid import llm_posteriors
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import (
     kernel_inputs,
@@ -303,7 +303,7 @@ def _population_start(tables: LikelihoodTables, quad: dict, lam0: np.ndarray, ps
     standardised traits miss such an LLM's domain scores, and the truncated
     integrals pull it in. So the nodes are placed at every LLM's posterior mean
     of its overall trait under ``N(0, I)`` at the initial loadings
-    (:func:`mtlirt.bayes.collapsed.llm_posteriors`), and the sampler starts
+    (:func:`mtlirt.bayes.collapsed_grid.llm_posteriors`), and the sampler starts
     there: ``eta_raw`` at those means standardised (where the potential
     ``eta_raw_pin`` wants its mean and scale), ``eta_mean`` and ``eta_var`` at
     the mean and the variance over the LLMs that draws of them have."""

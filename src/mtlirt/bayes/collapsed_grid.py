@@ -1,0 +1,357 @@
+"""The nodes of the collapsed likelihood's two integrals, placed before sampling.
+
+* inner, per cell: a trapezoid rule, ``Q`` equally spaced nodes ``t_ikq``
+  (at most ``INNER_STEP`` conditional sds apart) spanning the cell's
+  posterior of ``theta_ik`` (mean +- ``inner_half_width`` sds, widened by
+  the reach of the outer nodes), weights ``w_ikq = exp(l_ik(t_ikq) - max_q
+  l_ik)``;
+* outer, per LLM: nodes ``eta_ig = mu_i + L_i u_g`` (``L_i`` the Cholesky
+  factor of the LLM's posterior covariance of ``eta_i``), ``u_g`` the
+  Gauss-Hermite nodes of ``N(0, I)`` (``N_OUTER`` per axis, ``N_OUTER_FEW``
+  with fewer than ``FEW_DOMAINS`` domains, whose LLM posteriors are less
+  Gaussian), weights ``N(eta_ig; 0, I) |L_i| w_g / phi(u_g)``. The exact
+  draws need equally spaced nodes instead (:func:`draw_grid`).
+
+The nodes are placed at the posterior mode of the structure, where the
+conditionals move little over the structure's posterior. An LLM answered in
+one domain only has a likelihood that does not depend on the structure
+(``|Lambda_k|^2 + psi_k^2 = 1``) but a skewed posterior whose quadrature error
+would move with the loadings: such LLMs are left out of the structure's
+density (:func:`informative_llms`) and kept for the draws.
+:func:`quadrature_check` measures what is left: the same integrals on a finer,
+wider grid at posterior draws of the structure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from mtlirt.bayes.collapsed_kernel import _EMPTY2, _LOGW_MIN, CollapsedGrid, _call, collapsed_kernel
+from mtlirt.bayes.marginal import _likelihood_gaussian, quadrature_nodes
+from mtlirt.numerics.llm_side import cell_quadrature, gauss_hermite
+
+__all__ = [
+    "N_INNER",
+    "N_OUTER",
+    "build_grid",
+    "draw_grid",
+    "informative_llms",
+    "llm_logliks",
+    "llm_posteriors",
+    "llm_subset",
+    "posterior_moments",
+    "quadrature_check",
+    "regrid",
+]
+
+N_INNER = 11
+MAX_INNER = 31
+INNER_HALF_WIDTH = 5.0
+INNER_STEP = 1.0
+N_OUTER = {1: 4, 2: 4}
+N_OUTER_FEW = {1: 8, 2: 6}
+FEW_DOMAINS = 16
+N_DRAW_OUTER = {1: 9, 2: 7}
+OUTER_HALF_WIDTH = {1: 4.8, 2: 4.2}
+
+
+# ---------------------------------------------------------------------------
+# the grid
+# ---------------------------------------------------------------------------
+
+
+def _offsets(rank: int, n_axis: int, half_width: float, rule: str = "trapezoid"):
+    """Whitened offsets (G, r), log weights of the rule against ``N(0, I)``
+    (G,) (``log w_g - log phi(u_g)``: trapezoid ``r log h``), and the step."""
+    if rule == "hermite":
+        x, lw = gauss_hermite(int(n_axis))
+        lw1 = lw + 0.5 * x**2 + 0.5 * np.log(2 * np.pi)
+        h = 0.0
+    elif rule == "trapezoid":
+        x = np.linspace(-half_width, half_width, n_axis)
+        h = float(x[1] - x[0])
+        lw1 = np.full(n_axis, np.log(h))
+    else:
+        raise ValueError(f"unknown outer rule {rule!r}")
+    grids = np.meshgrid(*([x] * rank), indexing="ij")
+    lws = np.meshgrid(*([lw1] * rank), indexing="ij")
+    return np.stack([g.reshape(-1) for g in grids], axis=1), sum(g.reshape(-1) for g in lws), h
+
+
+def _inner(tables, mean: np.ndarray, half: np.ndarray, n_inner: int):
+    step = 2.0 * half / (int(n_inner) - 1)
+    start = mean - half
+    logw, logscale = cell_quadrature(tables, start, step, n_inner)
+    logw = np.maximum(logw, _LOGW_MIN)
+    return (np.ascontiguousarray(start.T), np.ascontiguousarray(step.T),
+            np.ascontiguousarray(logscale.T), np.ascontiguousarray(logw.transpose(1, 2, 0)))
+
+
+def _outer(mu: np.ndarray, cov: np.ndarray, n_axis: int, half_width: float, rule: str = "trapezoid"):
+    """mu (N, r), cov (N, r, r) -> the outer arrays."""
+    N, r = mu.shape
+    offsets, lw, h = _offsets(r, n_axis, half_width, rule)
+    L = np.linalg.cholesky(cov)
+    eta = mu[:, None, :] + np.einsum("njl,gl->ngj", L, offsets)  # N G r
+    logdet = np.log(np.abs(np.diagonal(L, axis1=1, axis2=2))).sum(1)
+    logomega = (-0.5 * (eta**2).sum(-1) - 0.5 * r * np.log(2 * np.pi) + logdet[:, None] + lw[None, :])
+    return (np.ascontiguousarray(mu.T), np.ascontiguousarray(L.transpose(1, 2, 0)), offsets,
+            np.ascontiguousarray(logomega.T), h)
+
+
+def _gaussian_start(tables, quad: dict, lam: np.ndarray, psi: np.ndarray):
+    """Gaussian approximation of each LLM's posterior of ``eta_i`` and of each
+    cell's posterior of ``theta_ik`` from the cells' own Gaussian likelihoods."""
+    info, that = _likelihood_gaussian(quad)
+    r = lam.shape[1]
+    # that_ik ~ N(Lambda_k eta, psi_k^2 + 1 / I_ik)
+    with np.errstate(divide="ignore"):
+        wgt = np.where(info > 1e-8, 1.0 / (psi[None, :] ** 2 + 1.0 / np.maximum(info, 1e-300)), 0.0)
+    prec = np.eye(r)[None] + np.einsum("nk,kj,kl->njl", wgt, lam, lam)
+    cov = np.linalg.inv(prec)
+    mu = np.einsum("njl,nl->nj", cov, np.einsum("nk,kj->nj", wgt * that, lam))
+    return mu, cov
+
+
+def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = None,
+               mu: np.ndarray | None = None, cov: np.ndarray | None = None,
+               theta_mean: np.ndarray | None = None, theta_sd: np.ndarray | None = None,
+               info: np.ndarray | None = None,
+               n_inner: int = N_INNER, inner_half_width: float = INNER_HALF_WIDTH,
+               n_outer: int | None = None, outer_half_width: float | None = None,
+               outer_rule: str = "hermite") -> CollapsedGrid:
+    """The nodes of the two integrals at the structure ``(lam, psi)``.
+
+    Parameters
+    ----------
+    tables : LikelihoodTables
+    lam : ndarray (K, r)
+    psi : ndarray (K,)
+    quad : dict, optional
+        :func:`mtlirt.bayes.marginal.quadrature_nodes` at a start point (for
+        the Gaussian approximations placing a first grid).
+    mu, cov : ndarray (N, r), (N, r, r), optional
+        Posterior moments of the overall traits (else Gaussian approximations).
+    theta_mean, theta_sd : ndarray (N, K), optional
+        Posterior moments of the domain scores (else Gaussian approximations).
+    n_inner, inner_half_width, n_outer, outer_half_width
+        Nodes per cell (at least: the cell's nodes are at most
+        ``INNER_STEP`` conditional sds apart) and per axis, and the spans in
+        sds (the outer span sets the inner nodes' reach either way: the
+        draws' equally spaced grid, :func:`draw_grid`, shares them).
+    outer_rule : {"hermite", "trapezoid"}
+        Gauss-Hermite nodes (the likelihood: by default 4 per axis with
+        ``FEW_DOMAINS`` domains or more, else 8 at rank 1 and 6 at rank 2:
+        with few domains an LLM's posterior of its overall trait is further
+        from Gaussian) or the equally spaced grid of the draws
+        (``N_DRAW_OUTER`` per axis).
+
+    Returns
+    -------
+    CollapsedGrid
+    """
+    r = lam.shape[1]
+    K = lam.shape[0]
+    table = (N_OUTER if K >= FEW_DOMAINS else N_OUTER_FEW) if outer_rule == "hermite" else N_DRAW_OUTER
+    n_outer = table.get(r, 7) if n_outer is None else int(n_outer)
+    outer_half_width = OUTER_HALF_WIDTH.get(r, 4.2) if outer_half_width is None else float(outer_half_width)
+    if info is None or mu is None or cov is None or theta_mean is None:
+        if quad is None:
+            quad = quadrature_nodes(tables, np.zeros(tables.s.shape), psi)
+        info, that = _likelihood_gaussian(quad)
+        g_mu, g_cov = _gaussian_start(tables, quad, lam, psi)
+        mu = g_mu if mu is None else mu
+        cov = g_cov if cov is None else cov
+        if theta_mean is None:
+            pp = 1.0 / psi[None, :] ** 2
+            theta_mean = (info * that + (mu @ lam.T) * pp) / (info + pp)
+    # inner nodes: the cell's conditional given the overall trait (sd sd_c)
+    # wherever the outer nodes put its prior mean, +- inner_half_width sd_c
+    pp = 1.0 / psi[None, :] ** 2
+    sd_c = 1.0 / np.sqrt(info + pp)
+    shift = (pp / (info + pp)) * np.sqrt(np.maximum(np.einsum("kj,njl,kl->nk", lam, cov, lam), 0.0))
+    half = inner_half_width * sd_c + outer_half_width * shift
+    if theta_sd is not None:  # explicit spans (the fine grid of the check)
+        half = inner_half_width * theta_sd
+    else:
+        need = int(np.ceil(np.quantile(half / sd_c, 0.99) / INNER_STEP))  # steps per half span
+        n_inner = int(min(max(n_inner, 2 * need + 1), MAX_INNER))
+    start, step, logscale, logw = _inner(tables, theta_mean, half, n_inner)
+    mu_t, chol, offsets, logomega, h = _outer(mu, cov, n_outer, outer_half_width, outer_rule)
+    return CollapsedGrid(start=start, step=step, logscale=logscale, logw=logw, mu=mu_t, chol=chol,
+                         offsets=offsets, logomega=logomega, n_axis=int(n_outer), outer_step=h, info=info,
+                         rule=outer_rule, outer_half_width=float(outer_half_width))
+
+
+def draw_grid(grid: CollapsedGrid, n_outer: int | None = None) -> CollapsedGrid:
+    """The equally spaced outer grid the exact draws need (``N_DRAW_OUTER``
+    nodes per axis over +- ``grid.outer_half_width``), around the same centres
+    and with the same inner nodes; ``grid`` itself if it is one already."""
+    r = grid.rank
+    n = N_DRAW_OUTER.get(r, 7) if n_outer is None else int(n_outer)
+    if grid.rule == "trapezoid" and (n_outer is None or n == grid.n_axis):
+        return grid
+    mu = grid.mu.T
+    Lc = grid.chol.transpose(2, 0, 1)
+    mu_t, chol, offsets, logomega, h = _outer(mu, Lc @ Lc.transpose(0, 2, 1), n, grid.outer_half_width)
+    return dataclasses.replace(grid, mu=mu_t, chol=chol, offsets=offsets, logomega=logomega, n_axis=n,
+                               outer_step=h, rule="trapezoid")
+
+
+def posterior_moments(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray):
+    """Posterior mean and covariance of every ``eta_i`` and mean and sd of every
+    ``theta_ik`` given the structure, by the grid's quadrature:
+    ``mu`` (N, r), ``cov`` (N, r, r), ``theta_mean``, ``theta_sd`` (N, K)."""
+    N, K = grid.shape
+    G = grid.offsets.shape[0]
+    nodes = np.empty((G, N))
+    _, m1, m2 = _call(grid, lam, psi, mode=2, node_out=nodes, moments=True)
+    w = np.exp(nodes - nodes.max(0))
+    w /= w.sum(0)
+    eta = grid.mu[None] + np.einsum("jln,gl->gjn", grid.chol, grid.offsets)  # G r N
+    mu = np.einsum("gn,gjn->nj", w, eta)
+    dev = eta - mu.T[None]
+    cov = np.einsum("gn,gjn,gln->njl", w, dev, dev)
+    sd = np.sqrt(np.maximum(m2 - m1**2, 1e-12))
+    return mu, cov, m1.T, sd.T
+
+
+def llm_logliks(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray) -> np.ndarray:
+    """``log p(y_i | Lambda)`` per LLM (N,) by the grid's quadrature (the kernel)."""
+    from scipy.special import logsumexp
+
+    nodes = np.empty((grid.offsets.shape[0], grid.shape[0]))
+    _call(grid, lam, psi, mode=0, node_out=nodes)
+    return logsumexp(nodes, axis=0)
+
+
+def informative_llms(tables) -> np.ndarray:
+    """The LLMs answered in two domains or more (indices). An LLM answered in
+    one domain (or none) has the likelihood ``integral exp(l_ik(t)) N(t; 0, 1)
+    dt`` whatever the structure (``|Lambda_k|^2 + psi_k^2 = 1``): it says
+    nothing about the loadings, and its quadrature could only add an error
+    that moves with them (on the Open LLM Leaderboard the GSM8K-only LLMs,
+    all wrong, whose posterior of ``eta_i`` is skewed: 0.01-0.09 each)."""
+    flat = ~np.any(tables.F != 0, axis=1)
+    answered = ~((tables.s == 0) & flat[tables.table])
+    return np.flatnonzero(answered.sum(1) >= 2)
+
+
+def llm_subset(grid: CollapsedGrid, tables, idx: np.ndarray):
+    """The grid and tables of the LLMs ``idx`` only: ``(grid, tables)``."""
+    c = np.ascontiguousarray
+    g = dataclasses.replace(grid, start=c(grid.start[:, idx]), step=c(grid.step[:, idx]),
+                            logscale=c(grid.logscale[:, idx]), logw=c(grid.logw[:, :, idx]),
+                            expw=c(grid.expw[:, :, idx]), mu=c(grid.mu[:, idx]), chol=c(grid.chol[:, :, idx]),
+                            logomega=c(grid.logomega[:, idx]), info=None if grid.info is None else grid.info[idx])
+    t = dataclasses.replace(tables, s=tables.s[idx], const=tables.const[idx], table=tables.table[idx])
+    return g, t
+
+
+def regrid(grid: CollapsedGrid, tables, lam, psi, **kw) -> CollapsedGrid:
+    """A grid re-centred on the exact posterior moments at ``(lam, psi)``.
+
+    The moments are the quadrature's on ``grid``. Where an LLM's posterior
+    lies beyond ``grid``'s nodes for it, they are wrong, and the grid built
+    from them too: on the Open LLM Leaderboard (4 domains) a grid placed by
+    the start point's Gaussian approximations (loadings 0.95, a domain
+    answered all right pulling the LLM's overall trait up) left 6 LLMs with a
+    posterior sd of 0.005 at the structure's mode (by brute force: 0.12),
+    their likelihood 2.4 too small, by amounts that moved with the structure.
+    So the moments are also computed on a fresh grid placed by the cells'
+    Gaussian approximations at ``(lam, psi)``, and each LLM keeps those of the
+    grid that integrates its likelihood to more (a quadrature placed away
+    from the mass misses some of it)."""
+    r = lam.shape[1]
+    mu, cov, tm, _ = posterior_moments(grid, lam, psi)
+    info = grid.info
+    fresh = build_grid(tables, lam, psi, quad=quadrature_nodes(tables, mu @ lam.T, psi), **kw)
+    better = llm_logliks(fresh, lam, psi) > llm_logliks(grid, lam, psi)
+    if better.any():
+        mu_f, cov_f, tm_f, _ = posterior_moments(fresh, lam, psi)
+        mu[better], cov[better], tm[better] = mu_f[better], cov_f[better], tm_f[better]
+        info = np.where(better[:, None], fresh.info, info)
+    cov = cov + 1e-10 * np.eye(r)[None]
+    return build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=info, **kw)
+
+
+def llm_posteriors(tables, quad: dict, lam: np.ndarray, psi: np.ndarray):
+    """Every LLM's posterior mean (N, r) and covariance (N, r, r) of its overall
+    trait under the population prior ``N(0, I)`` at the structure ``(lam, psi)``:
+    the quadrature of a grid placed by the cells' Gaussian approximations
+    (``quad``: :func:`mtlirt.bayes.marginal.quadrature_nodes` at a start point),
+    re-centred on its own moments (:func:`regrid`)."""
+    grid = regrid(build_grid(tables, lam, psi, quad=quad), tables, lam, psi)
+    mu, cov, _, _ = posterior_moments(grid, lam, psi)
+    return mu, cov
+
+
+# ---------------------------------------------------------------------------
+# accuracy
+# ---------------------------------------------------------------------------
+
+
+def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarray, *,
+                     n_draws: int = 8, fine: dict | None = None) -> dict:
+    """The working grid against a finer and wider one at posterior draws of the
+    structure.
+
+    Parameters
+    ----------
+    grid : CollapsedGrid
+    tables : LikelihoodTables
+    lam, psi : ndarray (S, K, r), (S, K)
+        Structure draws (a spread subset is used).
+    n_draws : int
+    fine : dict, optional
+        Settings of the fine grid (default: equally spaced outer nodes, three
+        times as many per unit as the draws' grid and half as wide again;
+        inner nodes three times as dense and half as wide again).
+
+    Returns
+    -------
+    dict
+        ``max_abs_diff`` (largest |fine - working| of the total
+        log-likelihood over the draws), ``spread_diff`` (its max - min over
+        the draws: what could move the posterior), ``max_abs_diff_per_llm``,
+        ``n_draws``, ``seconds``.
+    """
+    t0 = time.perf_counter()
+    S = lam.shape[0]
+    pick = np.unique(np.linspace(0, S - 1, min(n_draws, S)).round().astype(int))
+    Q = grid.logw.shape[1]
+    n_out = N_DRAW_OUTER.get(grid.rank, 7)
+    fine = fine or {"n_inner": 3 * (Q - 1) + 1, "inner_half_width": 1.5, "outer_rule": "trapezoid",
+                    "n_outer": 3 * (n_out - 1) + 1, "outer_half_width": 1.5 * grid.outer_half_width}
+    # the fine grid around the same centres, wider, with steps half as long or less
+    N, K = grid.shape
+    half = 0.5 * grid.step.T * (Q - 1)
+    mean = grid.start.T + half
+    mu = grid.mu.T
+    Lc = grid.chol.transpose(2, 0, 1)
+    cov = Lc @ Lc.transpose(0, 2, 1)
+    fg = build_grid(tables, lam[0], psi[0], mu=mu, cov=cov, theta_mean=mean, theta_sd=half,
+                    info=grid.info, **fine)
+    diffs, per = [], 0.0
+    nodes_w = np.empty((grid.offsets.shape[0], N))
+    nodes_f = np.empty((fg.offsets.shape[0], N))
+    kern = collapsed_kernel()
+    for s in pick:
+        lw = np.ascontiguousarray(lam[s], dtype=np.float64)
+        pw = np.ascontiguousarray(psi[s], dtype=np.float64)
+        vw = kern(*grid.arrays, lw, pw, 0, nodes_w, _EMPTY2, _EMPTY2)[0]
+        vf = kern(*fg.arrays, lw, pw, 0, nodes_f, _EMPTY2, _EMPTY2)[0]
+        diffs.append(vf - vw)
+        from scipy.special import logsumexp
+
+        li_w = logsumexp(nodes_w, axis=0)
+        li_f = logsumexp(nodes_f, axis=0)
+        per = max(per, float(np.abs(li_f - li_w).max()))
+    diffs = np.asarray(diffs)
+    return {"max_abs_diff": float(np.abs(diffs).max()), "spread_diff": float(np.ptp(diffs)),
+            "max_abs_diff_per_llm": per, "n_draws": len(pick), "fine_grid": fine,
+            "seconds": time.perf_counter() - t0}
+

@@ -1,0 +1,236 @@
+"""Independence Metropolis-Hastings of the structure from its Laplace approximation.
+
+Once there are a few hundred LLMs the structure's posterior is close to the
+Laplace approximation at its mode. Proposals from it, with a defensive
+Student-t part (:func:`imh_log_proposal`), then mix almost like independent
+draws, and as they do not depend on the chain their log densities are
+evaluated up front, in parallel and without gradients. A pilot of
+``IMH_PILOT`` proposals (:func:`imh_pilot`) decides whether the approximation
+is close enough (Pareto k-hat of their importance ratios at most
+``IMH_PILOT_K_MAX``); the Pareto k-hat of all proposals is part of the
+convergence check (:mod:`mtlirt.bayes.diagnostics`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from mtlirt.bayes.collapsed_kernel import CollapsedGrid
+from mtlirt.bayes.collapsed_structure import _structure_diagnostics, _structure_draws, structure_logp, structure_of_x
+from mtlirt.bayes.diagnostics import pareto_khat
+
+__all__ = [
+    "imh_log_proposal",
+    "imh_pilot",
+    "imh_proposals",
+]
+
+# ---------------------------------------------------------------------------
+# independence Metropolis-Hastings from the Laplace approximation
+# ---------------------------------------------------------------------------
+
+IMH_DEFENSIVE = 0.1
+IMH_DF = 4.0
+IMH_WIDE = 1.5
+IMH_TUNE = 100
+IMH_PILOT = 200
+IMH_PILOT_K_MAX = 0.5
+# draws=None: IMH draws this many steps per chain at a time until the convergence checks pass, at most
+# IMH_MAX_DRAWS per chain; then the LLM side is drawn for about KEEP_DRAWS of them (thin=None)
+IMH_BLOCK = 250
+IMH_MAX_DRAWS = 4000
+KEEP_DRAWS = 1000
+
+
+def imh_log_proposal(z: np.ndarray, *, eps: float = IMH_DEFENSIVE, df: float = IMH_DF,
+                     wide: float = IMH_WIDE) -> np.ndarray:
+    """Log density of the IMH proposal in the whitened coordinates ``z``: the
+    mixture ``(1 - eps) N(0, I) + eps t_df(0, wide^2 I)``. The Student-t part
+    (Hesterberg's defensive mixture) bounds the importance ratio wherever the
+    posterior's tails are lighter than a t with ``df`` degrees of freedom, so
+    the chain is uniformly ergodic even where the Laplace approximation is
+    too narrow."""
+    from scipy.special import gammaln
+
+    z = np.asarray(z, dtype=np.float64)
+    n = z.shape[-1]
+    r2 = (z * z).sum(-1)
+    lg = -0.5 * r2 - 0.5 * n * math.log(2 * math.pi)
+    lt = (gammaln(0.5 * (df + n)) - gammaln(0.5 * df) - 0.5 * n * math.log(df * math.pi) - n * math.log(wide)
+          - 0.5 * (df + n) * np.log1p(r2 / (df * wide * wide)))
+    return np.logaddexp(math.log1p(-eps) + lg, math.log(eps) + lt)
+
+
+def imh_proposals(rng: np.random.Generator, size: tuple, n: int, *, eps: float = IMH_DEFENSIVE,
+                  df: float = IMH_DF, wide: float = IMH_WIDE, heavy: bool = False) -> np.ndarray:
+    """Draws ``size + (n,)`` of :func:`imh_log_proposal`'s mixture (``heavy``:
+    of its Student-t part only, the chains' overdispersed starting points)."""
+    z = rng.standard_normal(tuple(size) + (n,))
+    scale = wide / np.sqrt(rng.chisquare(df, size) / df)
+    t = np.ones(size, dtype=bool) if heavy else rng.random(size) < eps
+    z[t] *= scale[t][..., None]
+    return z
+
+
+def _imh_chains(log_w_start: np.ndarray, log_w: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The IMH chains from the log importance ratios: each chain starts at its
+    own state (``log_w_start`` (C,)); at step ``t`` proposal ``t`` (``log_w``
+    (C, S)) is accepted when ``log u < log_w[t] - log_w[state]``. Returns the
+    index of each step's state (-1: the start) and the acceptances."""
+    C, S = log_w.shape
+    state = np.empty((C, S), dtype=np.int64)
+    acc = np.empty((C, S), dtype=bool)
+    for c in range(C):
+        cur, lw = -1, log_w_start[c]
+        for t in range(S):
+            a = bool(np.log(u[c, t]) < log_w[c, t] - lw)
+            if a:
+                cur, lw = t, log_w[c, t]
+            state[c, t] = cur
+            acc[c, t] = a
+    return state, acc
+
+
+def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, progress: bool,
+                   desc: str) -> np.ndarray:
+    """``f(xc + T z_j)`` for every row of ``z``, in ``cores`` threads (the
+    kernel releases the GIL)."""
+    from mtlirt.progress import progress_bar
+
+    lp = np.empty(len(z))
+    chunk = max(1, len(z) // (50 * max(1, cores)))
+
+    def run(a):
+        b = min(len(z), a + chunk)
+        for j in range(a, b):
+            lp[j] = f(xc + T @ z[j])
+        return b - a
+
+    with ThreadPoolExecutor(max(1, int(cores))) as pool:
+        if progress:
+            with progress_bar(len(z), desc) as bar:
+                for done in pool.map(run, range(0, len(z), chunk)):
+                    bar.update(done)
+        else:
+            list(pool.map(run, range(0, len(z), chunk)))
+    return lp
+
+
+def _log_ratios(grid: CollapsedGrid, layout, loading_scale: float, xc: np.ndarray, T: np.ndarray, z: np.ndarray,
+                cores: int, progress: bool = False, desc: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """The structure's log density at the proposals ``xc + T z`` (value
+    only) and their log importance ratios (``-inf`` where the density is not
+    finite)."""
+    lp = _log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, z, cores, progress, desc)
+    return lp, np.where(np.isfinite(lp), lp - imh_log_proposal(z), -np.inf)
+
+
+def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int, cores: int,
+              size: int = IMH_PILOT) -> dict:
+    """Whether the Laplace proposal fits the structure's posterior: the
+    Pareto k-hat of the importance ratios of ``size`` proposals (their own
+    seed stream, not reused by the chains), and their relative effective
+    sample size."""
+    xc, T, winfo = laplace
+    if winfo["kind"] != "full":
+        return {"khat": float("inf"), "relative_ess": 0.0, "size": 0, "reason": "no full Laplace approximation"}
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1A4C1]))
+    z = imh_proposals(rng, (size,), len(xc))
+    _, lw = _log_ratios(grid, layout, loading_scale, xc, T, z, cores)
+    w = np.exp(lw - lw.max())
+    return {"khat": round(pareto_khat(lw), 4), "relative_ess": round(float(w.sum() ** 2 / (w**2).sum() / size), 4),
+            "size": int(size)}
+
+
+def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, draws, tune, chains, cores,
+                  seed, progress, info: dict):
+    """Independence Metropolis-Hastings on the structure: proposals from the
+    Laplace approximation at the mode (``laplace``: :func:`~mtlirt.bayes.collapsed_structure._laplace`) with a
+    defensive Student-t part (:func:`imh_log_proposal`), chains started at
+    draws of that t. The proposals do not depend on the chains' states, so
+    every log density is evaluated first, in parallel (value only, no
+    gradient); the accept steps then cost nothing. Returns ``(posterior,
+    sample_stats, diagnostics or None)``, the first two as :func:`~mtlirt.bayes.collapsed_structure._sample_loadings`;
+    the sample stats hold each step's acceptance, the log importance ratio of its proposal
+    (``proposal_log_weight``: their Pareto k-hat checks that the proposal
+    covers the posterior, :func:`mtlirt.bayes.diagnostics.diagnostics`) and
+    the state's log density (``lp``).
+
+    ``draws=None``: the run length is chosen by the convergence checks. The
+    chains draw ``IMH_BLOCK`` steps each at a time, continued from their last
+    state with new proposals of the same random stream, until the loadings
+    pass :func:`~mtlirt.bayes.collapsed_structure._structure_diagnostics` (R-hat, bulk and tail ESS, Pareto k-hat)
+    or reach ``IMH_MAX_DRAWS`` (``info["run_length"]`` records each block)."""
+    import xarray as xr
+
+    n_free = len(layout[0])
+    t0 = time.perf_counter()
+    xc, T, winfo = laplace
+    n = len(xc)
+    info["whitening"] = winfo
+    if winfo["kind"] != "full":
+        raise RuntimeError("the structure's Laplace approximation is not positive definite at the mode: "
+                           "independence Metropolis-Hastings needs it; sample with NUTS (sampler='nutpie')")
+    adaptive = draws is None
+    S = int(tune) + (IMH_BLOCK if adaptive else int(draws))
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1A4C0]))
+    z_start = imh_proposals(rng, (chains,), n, heavy=True)
+    z = imh_proposals(rng, (chains, S), n)
+    u = rng.random((chains, S))
+    flat = np.concatenate([z_start, z.reshape(chains * S, n)])
+    lp, lw = _log_ratios(grid, layout, loading_scale, xc, T, flat, cores, progress,
+                         "IMH: log densities of the proposals")
+    lp_start, lw_start = lp[:chains], lw[:chains]
+    lp, lw = lp[chains:].reshape(chains, S), lw[chains:].reshape(chains, S)
+    blocks = []
+    while True:
+        S = z.shape[1]
+        D = S - int(tune)
+        state, acc = _imh_chains(lw_start, lw, u)
+        zz = np.concatenate([z_start[:, None, :], z], axis=1)  # index 0: the start
+        lpp = np.concatenate([lp_start[:, None], lp], axis=1)
+        pick = state[:, tune:] + 1
+        zs = np.take_along_axis(zz, pick[..., None], axis=1)
+        x = xc + zs @ T.T
+        free, diag = structure_of_x(x, n_free)
+        data = {"loading_free": (("chain", "draw", "loading_free_dim_0"), free)} if n_free else {}
+        data["loading_diag"] = (("chain", "draw", "loading_diag_dim_0"), diag)
+        post = xr.Dataset(data, coords={"chain": np.arange(chains), "draw": np.arange(D)})
+        ss = xr.Dataset({
+            "accepted": (("chain", "draw"), acc[:, tune:]),
+            "proposal_log_weight": (("chain", "draw"), lw[:, tune:]),
+            "lp": (("chain", "draw"), np.take_along_axis(lpp, pick, axis=1)),
+        }, coords={"chain": np.arange(chains), "draw": np.arange(D)})
+        if not adaptive:
+            checked = None
+            break
+        r = len(layout[2])
+        K = (n_free + r + r * (r - 1) // 2) // r  # the loadings' K r - r (r - 1) / 2 entries
+        checked = _structure_diagnostics(post, ss, _structure_draws(post, K, layout)[0])
+        blocks.append({"draws": int(D), **{k: checked[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
+                                                                     "pareto_khat") if k in checked}})
+        if checked["converged"] or D >= IMH_MAX_DRAWS:
+            break
+        more = min(IMH_BLOCK, IMH_MAX_DRAWS - D)
+        z2 = imh_proposals(rng, (chains, more), n)
+        u2 = rng.random((chains, more))
+        lp2, lw2 = _log_ratios(grid, layout, loading_scale, xc, T, z2.reshape(chains * more, n), cores, progress,
+                               "IMH: log densities of more proposals")
+        z, u = np.concatenate([z, z2], axis=1), np.concatenate([u, u2], axis=1)
+        lp = np.concatenate([lp, lp2.reshape(chains, more)], axis=1)
+        lw = np.concatenate([lw, lw2.reshape(chains, more)], axis=1)
+    if not (np.isfinite(lp).all() and np.isfinite(lp_start).all()):
+        info["imh_nonfinite_proposals"] = int((~np.isfinite(lp)).sum() + (~np.isfinite(lp_start)).sum())
+    if adaptive:
+        info["run_length"] = {"rule": f"blocks of {IMH_BLOCK} draws per chain until the convergence checks pass, "
+                                      f"at most {IMH_MAX_DRAWS}", "blocks": blocks, "draws": int(D),
+                              "converged": bool(checked["converged"])}
+    info["imh"] = {"acceptance": [round(float(a), 4) for a in acc[:, tune:].mean(1)],
+                   "evaluations": int(chains * (S + 1)), "tune": int(tune), "seconds": time.perf_counter() - t0}
+    return post, ss, checked
+
+
