@@ -11,7 +11,7 @@ import numpy as np
 
 from ..numerics.factor_grid import grid_quantiles
 from ..numerics.factor_model import G_GRID, T_GRID, _moments, _tabulate, factor_posterior, overall_loadings
-from ..numerics.llm_side import grid_loglik, logits, softplus
+from ..numerics.llm_side import grid_loglik, partition
 from .centre import _normalise
 from .correlation import reliability_from_se
 from .response_data import standardise
@@ -77,15 +77,19 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
     return (lam if lam.sum() >= 0 else -lam), psi
 
 
-def _domain_tables(correct, observed, slices, st, dtype=np.float64):
-    """``N x K x Q``: each LLM's log-likelihood of its answers in each domain on the scorer's grid, the
-    matrix products in ``dtype``."""
+def _domain_table(correct, observed, s, st, dtype=np.float64):
+    """``N x Q``: each LLM's log-likelihood of its answers in the domain of items ``s`` on the scorer's
+    grid, the matrix products in ``dtype``."""
+    Y = correct[:, s].astype(dtype)
+    O = None if observed is None else observed[:, s].astype(dtype)
+    return grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=dtype)
 
+
+def _domain_tables(correct, observed, slices, st):
+    """``N x K x Q``: :func:`_domain_table` of every domain."""
     out = np.empty((correct.shape[0], len(slices), len(T_GRID)))
     for k, s in enumerate(slices):
-        Y = correct[:, s].astype(dtype)
-        O = None if observed is None else observed[:, s].astype(dtype)
-        out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=dtype)
+        out[:, k] = _domain_table(correct, observed, s, st)
     return out
 
 
@@ -95,8 +99,9 @@ class _StepTables:
     A domain without a floor has logits linear in the trait, ``a_j (s t + m) + d_j``, so an LLM's
     log-likelihood on the grid is, up to a constant, ``S (s t + m) - sum_j o_j softplus(a_j (s t + m) +
     d_j)`` with ``S = sum_j y_j a_j`` computed once: the last sum is one row per domain when every LLM
-    answered every item, one float32 matrix product otherwise (the posterior ignores the constant).
-    Domains with floors take the float32 product of :func:`_domain_tables`. The tables leave out the
+    answered every item, one float32 matrix product otherwise (:func:`~mtlirt.numerics.llm_side.partition`;
+    the posterior ignores the constant). Domains with floors take the float32 product of
+    :func:`_domain_table`. The tables leave out the
     probabilities' clipping to ``[EPS, 1 - EPS]``: the step's moments only steer the scale; the
     reported scores use the exact tables.
     """
@@ -116,21 +121,16 @@ class _StepTables:
                 self.S[:, k] = Y @ a0[s]
 
     def __call__(self, loc, scale, st):
-
         U = scale[:, None] * T_GRID + loc[:, None]  # (K, Q): the calibration's traits at the grid
         if self.out is None:  # one buffer for every pass (the posterior has read the last one)
             self.out = np.empty(self.S.shape + (len(T_GRID),))
         out = np.multiply(self.S[:, :, None], U, out=self.out)
         for k, s in enumerate(self.slices):
             if not self.linear[k]:
-                Y = self.correct[:, s].astype(np.float32)
-                O = None if self.observed is None else self.observed[:, s].astype(np.float32)
-                out[:, k] = grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=np.float32)
-            elif self.complete[k]:
-                out[:, k] -= softplus(logits(self.a0[s], self.d0[s], U[k])).sum(axis=0)
+                out[:, k] = _domain_table(self.correct, self.observed, s, st, np.float32)
             else:
-                sp = softplus(logits(self.a0[s], self.d0[s], U[k])).astype(np.float32)
-                out[:, k] -= self.observed[:, s].astype(np.float32) @ sp
+                O = None if self.complete[k] else self.observed[:, s].astype(np.float32)
+                out[:, k] -= partition(O, self.a0[s], self.d0[s], U[k], np.float32)
         return out
 
 
