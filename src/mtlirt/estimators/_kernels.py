@@ -6,8 +6,13 @@ per operation: the E-step's posterior over the nodes with its moments, and
 the M-step's per-item derivatives and objective (2PL, or with guessing
 floors), with the exponential and logarithm of :mod:`mtlirt.numerics.vecmath`
 that LLVM vectorises.  Sums are reassociated (fast-math ``reassoc``), so
-results differ from numpy's in the last bits.  Imported on first use (numba
-costs about a second to import).
+results differ from numpy's in the last bits.  A reassociating helper that
+other kernels call is inlined into them by numba (``inline="always"``): left
+a separate function, the caller could run either of two copies that LLVM
+vectorised differently, one when compiled afresh and the other when loaded
+from the on-disk cache, and the same seed would give different numbers in a
+first and a later run.  Imported on first use (numba costs about a second to
+import).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ _EPS = 1e-12
 _weights, _combine = hermite.numba_versions()
 
 
-@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, inline="always")
 def _row_stats(L, m, x, row, eap, e2, nq, lml, P32):
     """Normalise one row of log-posterior values ``L`` (max ``m``) in place and record its moments."""
     Q = x.shape[0]
@@ -92,7 +97,7 @@ def posterior_rows(Lg, logw, x, eap, e2, nq, lml, P32):
         _row_stats(L, m, x, i, eap, e2, nq, lml, P32)
 
 
-@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, inline="always")
 def _sigmoid(z):
     e = exp_nonpos(-abs(z))
     return (1.0 if z >= 0 else e) / (1.0 + e), e
@@ -288,7 +293,7 @@ def item_tables(grid, a, d, c, starts, stops, floored, T):
             T[5, g, k] = t5 if fl else t3
 
 
-@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, inline="always")
 def floor_run(lo, hi, yj, a, d, c, th):
     """Over the correct cells ``yj[lo:hi]`` of one (LLM, domain) block with a floor, at the trait ``th``:
     ``sum a_j / (1 + u_j)`` and ``sum a_j^2 u_j / (1 + u_j)^2``, ``u_j = c_j exp(-z_j)``."""

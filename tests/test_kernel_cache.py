@@ -1,0 +1,47 @@
+"""A kernel loaded from numba's on-disk cache computes the same bits as the one compiled afresh, so the same
+seed gives the same numbers in a user's first run (an empty cache, as in CI) and in every later one."""
+
+import os
+import subprocess
+import sys
+
+_SCRIPT = r"""
+import hashlib
+import numpy as np
+from mtlirt.estimators import _kernels as K
+
+rng = np.random.default_rng(0)
+N, Q, J = 300, 41, 40
+x = np.linspace(-4.0, 4.0, Q)
+Lg = 5.0 * rng.normal(size=(N, Q))
+logw = rng.normal(size=Q)
+eap, e2, lml = np.empty(N), np.empty(N), np.empty(N)
+nq = np.zeros(Q)
+P32 = np.zeros((N, Q), np.float32)
+K.posterior_rows(Lg, logw, x, eap, e2, nq, lml, P32)
+a, d, c = rng.uniform(0.5, 2.0, J), rng.normal(size=J), rng.uniform(0.0, 0.3, J)
+Nq = rng.uniform(1.0, 50.0, (3, Q))
+R = Nq[np.arange(J) % 3] * rng.uniform(0.1, 0.9, (J, Q))
+rows = np.arange(J) % 3
+derivs = np.empty((J, 5))
+K.mstep_derivs(a, d, x, Nq, rows, c, R, derivs)
+terms = np.empty((J, 3))
+K.floor_terms(a, d, c, x, Nq, rows, R, terms)
+bits = b"".join(v.tobytes() for v in (eap, e2, lml, nq, P32, derivs, terms))
+hits = sum(sum(f.stats.cache_hits.values()) for f in (K.posterior_rows, K.mstep_derivs, K.floor_terms))
+print(hashlib.sha1(bits).hexdigest(), hits)
+"""
+
+
+def test_cached_kernels_give_the_bits_of_a_fresh_compile(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def run():
+        proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, check=True)
+        digest, hits = proc.stdout.split()
+        return digest, int(hits)
+
+    fresh, fresh_hits = run()
+    cached, cached_hits = run()
+    assert (fresh_hits, cached_hits) == (0, 3)  # the first run compiled, the second loaded all three kernels
+    assert cached == fresh
