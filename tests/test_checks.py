@@ -293,7 +293,8 @@ def _plots_and_report_section(r, est, mc):
     import matplotlib.pyplot as plt
 
     from mtlirt.report import plots_checks as pc
-    from mtlirt.report.html import _checks_section, render_report
+    from mtlirt.report.html import render_report
+    from mtlirt.report.html_checks import _checks_section
 
     for fig in (pc.correlation_check_matrix(mc.correlation), pc.correlation_check_pairs(mc.correlation),
                 pc.item_fit_plot(mc.items), pc.loo_pareto_k(mc.loo)):
