@@ -161,7 +161,7 @@ UPWARD_ALLOWED = {
     # cross-validation it also serves (and names Estimate in its annotations)
     ("estimators.heldout", "results.estimate"),
     # world="estimate" of the checks draws from the one world of the error bootstrap, defined with fit()
-    ("evaluate.checks", "fitting"),
+    ("evaluate.correlation_check", "fitting"),
     # Estimate.score: new LLMs scored against this fit, a convenience over evaluate.scoring.score
     ("results.estimate", "evaluate.scoring"),
 }

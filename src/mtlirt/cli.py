@@ -196,7 +196,7 @@ def cmd_fit(args) -> int:
                   bootstrap=args.bootstrap, **options)
     check_interval(args.interval)
     if args.checks:
-        from .evaluate.checks import check_replicates
+        from .evaluate.correlation_check import check_replicates
 
         check_replicates(args.check_replicates)
     check_folder(args.out, FIT_FOLDER, overwrite=args.force, inputs=[args.data])
