@@ -83,6 +83,7 @@ __all__ = [
     "CorrelationCheck",
     "LooCheck",
     "ModelChecks",
+    "check_replicates",
     "correlation_check",
     "correlation_statistic",
     "item_fit",

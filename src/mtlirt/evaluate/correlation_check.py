@@ -243,6 +243,7 @@ def correlation_check(est, responses, *, n_replicates: int = 100, seed: int = 0,
 
 def check_replicates(n_replicates) -> None:
     """The correlation check's replicated data sets: an integer of at least 2. Checked by
-    :func:`correlation_check` and :func:`run_checks`, and by ``mtlirt fit --checks`` before it fits."""
+    :func:`correlation_check` and :func:`~mtlirt.evaluate.checks.run_checks`, and by ``mtlirt fit --checks``
+    before it fits."""
     if isinstance(n_replicates, bool) or not isinstance(n_replicates, (int, np.integer)) or n_replicates < 2:
         raise InputError(f"n_replicates (--check-replicates) must be an integer of at least 2, got {n_replicates!r}")
