@@ -57,7 +57,10 @@ import numpy as np
 import mtlirt
 from mtlirt import simulate
 from mtlirt.data.responses import Responses
-from mtlirt.evaluate.checks import correlation_check, item_fit, loo_llm, run_checks
+from mtlirt.evaluate.checks import run_checks
+from mtlirt.evaluate.correlation_check import correlation_check
+from mtlirt.evaluate.item_fit import item_fit
+from mtlirt.evaluate.loo import loo_llm
 
 warnings.simplefilter("ignore")
 

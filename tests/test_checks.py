@@ -12,15 +12,10 @@ from mtlirt import simulate
 from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.estimators.correlation import principal_axes
-from mtlirt.evaluate.checks import (
-    correlation_check,
-    item_fit,
-    item_fit_ppc,
-    llm_marginal_loglik,
-    loo_llm,
-    run_checks,
-    sx2_expected,
-)
+from mtlirt.evaluate.checks import run_checks
+from mtlirt.evaluate.correlation_check import correlation_check
+from mtlirt.evaluate.item_fit import item_fit, item_fit_ppc, sx2_expected
+from mtlirt.evaluate.loo import llm_marginal_loglik, loo_llm
 
 
 def _responses(**kw):
@@ -161,7 +156,7 @@ def test_correlation_check_estimate_world_is_the_error_bootstraps(monkeypatch):
     items and deviation spreads (an LLM's domain traits around the fit's centre with the world's
     variance), not around a centre refitted to the reported, shrunk scores; cells without responses too."""
     import mtlirt.fitting as fitting
-    from mtlirt.evaluate.checks import _worlds
+    from mtlirt.evaluate.correlation_check import _worlds
 
     r = _responses(n_llms=100, domain_sizes=[8] * 4, similarity=0.2, seed=3, block_missing=0.2)
     world = {}
@@ -193,7 +188,7 @@ def test_correlation_check_estimate_world_is_the_error_bootstraps(monkeypatch):
 def test_correlation_statistic_with_llms_that_ran_some_domains():
     """Block missingness: pairs over the LLMs that ran both domains, reliabilities over those that
     ran each; the statistic stays near the true correlation (0.9 by construction)."""
-    from mtlirt.evaluate.checks import correlation_statistic
+    from mtlirt.evaluate.correlation_check import correlation_statistic
 
     sim = simulate(n_llms=600, domain_sizes=[15] * 8, similarity=0.1, seed=4, block_missing=0.4)
     r = Responses.from_frame(sim.responses)
@@ -293,7 +288,8 @@ def _plots_and_report_section(r, est, mc):
     import matplotlib.pyplot as plt
 
     from mtlirt.report import plots_checks as pc
-    from mtlirt.report.html import _checks_section, render_report
+    from mtlirt.report.html import render_report
+    from mtlirt.report.html_checks import _checks_section
 
     for fig in (pc.correlation_check_matrix(mc.correlation), pc.correlation_check_pairs(mc.correlation),
                 pc.item_fit_plot(mc.items), pc.loo_pareto_k(mc.loo)):

@@ -15,7 +15,7 @@ from mtlirt.estimators.correlation import (
     pairwise_corr,
     reliability_from_se,
 )
-from mtlirt.evaluate.checks import correlation_statistic
+from mtlirt.evaluate.correlation_check import correlation_statistic
 from mtlirt.fitting import fit
 
 

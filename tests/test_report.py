@@ -24,17 +24,12 @@ import xarray as xr
 from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.report.compare import compare, fit_summary, load_fits, recorded_heldout_loglik
-from mtlirt.report.html import (
-    _accuracy_section,
-    _accuracy_source,
-    _check_llms,
-    _diagnostics,
-    _kv_table,
-    _scores_section,
-    _settings,
-    render_report,
-    write_report,
-)
+from mtlirt.report.html import _accuracy_source, _check_llms, render_report, write_report
+from mtlirt.report.html_blocks import _kv_table
+from mtlirt.report.html_diagnostics import _diagnostics
+from mtlirt.report.html_domains import _scores_section
+from mtlirt.report.html_leaderboard import _accuracy_section
+from mtlirt.report.html_settings import _settings
 from mtlirt.results.estimate import INFO_ATTR, Estimate
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # Debian's package (make test installs it as root)

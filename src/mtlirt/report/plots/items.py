@@ -249,6 +249,43 @@ def item_map(est, domains=None, *, ax=None, order: str = "difficulty", label_wid
     matplotlib.figure.Figure
         One axes; the y tick labels are the domain names in row order.
     """
+    chosen, diff = _item_map_domains(est, domains, order)
+    k = len(chosen)
+    col = {str(d): i for i, d in enumerate(est.domains)}
+    th = np.asarray(est.point("theta"), float)[:, [col[d] for d in chosen]]
+    all_d = np.concatenate([v for v in diff.values()]) if diff else np.array([])
+    lo, hi = _item_map_range(th, all_d)
+    row_h, fs = _row_style(k)
+    row_h = max(row_h, 0.2)
+    labels = [_shorten(d, label_width) for d in chosen]
+    own = ax is None
+    fig, ax = _axes(ax, (max(6.5, _label_width_in(labels, fs) + 5.5), 1.6 + row_h * (k + 1)))
+    y = np.arange(k, dtype=float)
+    _draw_llm_boxes(ax, th, y, k)
+    handles = _draw_difficulties(ax, chosen, diff, lo, hi)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=fs)
+    ax.set_ylim(k - 0.45, -0.55)
+    ax.set_xlim(lo, hi)
+    ax.axvline(0, color=_GREY, lw=0.6, ls=":")
+    ax.set_xlabel("domain score θ / item difficulty (SD units of the LLM population)", fontsize=9)
+    ax.set_title(f"Item map: item difficulty against the LLMs' domain scores\n({est.method}; {k} domains, "
+                 f"{len(all_d):,} items; rows by " + ("median item difficulty, hardest on top)"
+                                                     if order == "difficulty" else "name)" if order == "name"
+                                                     else "stored order)"), fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    ax.tick_params(axis="y", length=0)
+    ax.tick_params(axis="x", labelsize=8)
+    handles = ax.get_legend_handles_labels()[0][:2] + handles + ax.get_legend_handles_labels()[0][2:]
+    if own:  # below the axes, where it hides no row
+        fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncols=2, frameon=False)
+    else:
+        ax.legend(handles=handles, fontsize=7, loc="best")
+    return fig
+
+
+def _item_map_domains(est, domains, order: str) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The item map's domains in row order, and every one's item difficulties."""
     names = [str(d) for d in est.domains]
     if domains is None:
         chosen = names
@@ -258,8 +295,6 @@ def item_map(est, domains=None, *, ax=None, order: str = "difficulty", label_wid
         if unknown:
             raise KeyError(f"unknown domain(s): {', '.join(map(repr, unknown[:5]))}")
     items = est.item_parameters()
-    theta = np.asarray(est.point("theta"), float)
-    col = {d: i for i, d in enumerate(names)}
     diff = {d: items.loc[items["domain"] == d, "difficulty"].to_numpy(float) for d in chosen}
     if order == "difficulty":
         med = {d: np.nanmedian(v) if np.isfinite(v).any() else np.inf for d, v in diff.items()}
@@ -268,30 +303,37 @@ def item_map(est, domains=None, *, ax=None, order: str = "difficulty", label_wid
         chosen = sorted(chosen)
     elif order not in ("none", None):
         raise ValueError("order must be 'difficulty', 'name' or 'none'")
-    k = len(chosen)
-    if k == 0:
+    if len(chosen) == 0:
         raise ValueError("no domain to show")
-    th = theta[:, [col[d] for d in chosen]]
-    all_d = np.concatenate([v for v in diff.values()]) if diff else np.array([])
+    return chosen, diff
+
+
+def _item_map_range(th: np.ndarray, all_d: np.ndarray) -> tuple[float, float]:
+    """The drawn range of the scale: every LLM's score and the middle 96% of the difficulties, within
+    [-8, 8], padded."""
     fin_d = all_d[np.isfinite(all_d)]
     fin_t = th[np.isfinite(th)]
     lo = min(float(fin_t.min()) if fin_t.size else -3.0, float(np.quantile(fin_d, 0.02)) if fin_d.size else -3.0)
     hi = max(float(fin_t.max()) if fin_t.size else 3.0, float(np.quantile(fin_d, 0.98)) if fin_d.size else 3.0)
     lo, hi = max(lo, -8.0), min(hi, 8.0)
     pad = 0.04 * (hi - lo or 1.0)
-    lo, hi = lo - pad, hi + pad
-    row_h, fs = _row_style(k)
-    row_h = max(row_h, 0.2)
-    labels = [_shorten(d, label_width) for d in chosen]
-    own = ax is None
-    fig, ax = _axes(ax, (max(6.5, _label_width_in(labels, fs) + 5.5), 1.6 + row_h * (k + 1)))
-    y = np.arange(k, dtype=float)
+    return lo - pad, hi + pad
+
+
+def _draw_llm_boxes(ax, th: np.ndarray, y: np.ndarray, k: int) -> None:
+    """Each row's box of the LLMs' domain scores: quartiles, median, whiskers at the 5th and 95th percentiles."""
     q = np.nanquantile(th, [0.05, 0.25, 0.5, 0.75, 0.95], axis=0) if th.size else np.full((5, k), np.nan)
     ax.hlines(y - 0.17, q[0], q[4], color=_BLUE, lw=0.9, alpha=0.9)
     ax.hlines(y - 0.17, q[1], q[3], color=_BLUE, lw=4.0 if k <= 30 else 2.6, alpha=0.55,
               label="LLMs' domain scores: quartiles, whiskers 5-95%")
     ax.scatter(q[2], y - 0.17, marker="|", s=30 if k <= 30 else 16, color="black", lw=1.0, zorder=3,
                label="median LLM")
+
+
+def _draw_difficulties(ax, chosen: list[str], diff: dict[str, np.ndarray], lo: float, hi: float) -> list:
+    """Each row's item difficulties: a tick per item (one path for all of them), a histogram above
+    :data:`HISTOGRAM_ABOVE` items, difficulties beyond the range marked at its edge. Returns the legend
+    handle of the ticks."""
     xs, ys, left, right = [], [], [], []
     edges = np.linspace(lo, hi, 49)
     dense = False
@@ -328,22 +370,4 @@ def item_map(est, domains=None, *, ax=None, order: str = "difficulty", label_wid
         ax.scatter(np.full(left.size, lo + edge), left, marker="<", s=10, color=_RED, zorder=3, lw=0,
                    label="difficulty beyond the range")
         ax.scatter(np.full(right.size, hi - edge), right, marker=">", s=10, color=_RED, zorder=3, lw=0)
-    ax.set_yticks(y)
-    ax.set_yticklabels(labels, fontsize=fs)
-    ax.set_ylim(k - 0.45, -0.55)
-    ax.set_xlim(lo, hi)
-    ax.axvline(0, color=_GREY, lw=0.6, ls=":")
-    ax.set_xlabel("domain score θ / item difficulty (SD units of the LLM population)", fontsize=9)
-    ax.set_title(f"Item map: item difficulty against the LLMs' domain scores\n({est.method}; {k} domains, "
-                 f"{len(all_d):,} items; rows by " + ("median item difficulty, hardest on top)"
-                                                     if order == "difficulty" else "name)" if order == "name"
-                                                     else "stored order)"), fontsize=9)
-    ax.grid(axis="x", alpha=0.3)
-    ax.tick_params(axis="y", length=0)
-    ax.tick_params(axis="x", labelsize=8)
-    handles = ax.get_legend_handles_labels()[0][:2] + handles + ax.get_legend_handles_labels()[0][2:]
-    if own:  # below the axes, where it hides no row
-        fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncols=2, frameon=False)
-    else:
-        ax.legend(handles=handles, fontsize=7, loc="best")
-    return fig
+    return handles
