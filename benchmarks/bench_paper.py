@@ -1,7 +1,7 @@
 """The seed paper's simulation design: its estimator against the package's methods.
 
 Each replication ``r`` at heterogeneity ``h`` is
-``mtlirt.data.simulate.simulate_paper(h, seed=seed + r)`` (100 LLMs, 18 domains of
+``mtlirt.data.sim_paper.simulate_paper(h, seed=seed + r)`` (100 LLMs, 18 domains of
 50-100 items; the same seed at every ``h``, so the designs are paired over
 ``h`` as in the paper).  Every method is fitted by ``mtlirt.fitting.fit``:
 
@@ -79,7 +79,7 @@ def _sine(x, y) -> float:
 def one(h: float, rep: int, seed: int, methods, optimizer: str = "fast") -> list[dict]:
     """Simulate replication ``rep`` at ``h`` and score every method on it."""
     from mtlirt.data.responses import Responses
-    from mtlirt.data.simulate import simulate_paper
+    from mtlirt.data.sim_paper import simulate_paper
     from mtlirt.estimators.paper import sine_centre
     from mtlirt.fitting import fit
 
@@ -116,7 +116,7 @@ def optimizers(h: float, seed: int, Cs) -> None:
     """Fast optimiser against the paper's projected Adam (its settings) and a long
     Adam (no early stop, 4,000 steps, learning rate halved every 200 or every
     1,000 steps; the better of the two), on one dataset of the paper's design."""
-    from mtlirt.data.simulate import simulate_paper
+    from mtlirt.data.sim_paper import simulate_paper
     from mtlirt.estimators import paper
 
     sim = simulate_paper(h, seed=seed)
@@ -150,7 +150,7 @@ def coverage_one(h: float, rep: int, seed: int, variant: str, C, bootstrap: int,
                  interval: float = 0.9) -> dict:
     """Fit ``variant`` with a bootstrap to replication ``rep`` and score its intervals against the truth."""
     from mtlirt.data.responses import Responses
-    from mtlirt.data.simulate import simulate_paper
+    from mtlirt.data.sim_paper import simulate_paper
     from mtlirt.fitting import fit
 
     sim = simulate_paper(h, seed=seed + rep)

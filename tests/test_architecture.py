@@ -156,7 +156,7 @@ UPWARD_ALLOWED = {
     ("bayes.diagnostics", "results.estimate"),
     ("bayes.diagnostics", "evaluate.checks"),
     # the seed paper's simulation design centres its domain traits by the paper's own sine centre
-    ("data.simulate", "estimators.paper"),
+    ("data.sim_paper", "estimators.paper"),
     # held-out log-likelihood of any Estimate: an evaluation that lives with the estimators whose
     # cross-validation it also serves (and names Estimate in its annotations)
     ("estimators.heldout", "results.estimate"),

@@ -29,10 +29,10 @@ from mtlirt.bayes import (
     load_spec,
     posterior_predictive_checks,
 )
+from mtlirt.bayes.algorithms import _dataset_from_draws
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import pointwise_loglik
 from mtlirt.bayes.model import overall_sd_guess_joint
-from mtlirt.bayes.sample import _dataset_from_draws
 from mtlirt.errors import InputError
 from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.numerics.hermite import hermite_np, hermite_pt
@@ -761,12 +761,12 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch, tmp_path):
 def test_large_log_likelihood_is_left_out_by_default(data, monkeypatch):
     """log_likelihood=None stores the group only up to LOGLIK_AUTO_MAX values,
     says so when it leaves it out, and True forces it."""
-    import mtlirt.bayes.sample as sample_mod
+    import mtlirt.bayes.fit_tree as fit_tree
 
     called = _mock(monkeypatch)
     arr, _ = data
     n_values = 2 * 3 * arr.n_llms * arr.n_domains
-    monkeypatch.setattr(sample_mod, "LOGLIK_AUTO_MAX", n_values - 1)
+    monkeypatch.setattr(fit_tree, "LOGLIK_AUTO_MAX", n_values - 1)
     with pytest.warns(UserWarning, match=f"{n_values:,} values.*not stored"):
         tree = fit_bayes(arr, "factor-2pl", draws=3, chains=2, seed=1, progress=False)
     assert "log_likelihood" not in tree.children
@@ -1025,7 +1025,7 @@ def test_a_reused_compile_s_trace_gets_the_model_s_labels(monkeypatch):
     and the NUTS fit applies it to what ``nutpie.sample`` returns."""
     import nutpie
 
-    from mtlirt.bayes import sample
+    from mtlirt.bayes import algorithms
     with pm.Model(coords={"llm": ["a", "b", "c"], "domain": ["d0", "d1"]}) as model:
         pm.Normal("theta", dims=("llm", "domain"))
     posterior = xr.Dataset({"theta": (("chain", "draw", "llm", "domain"), np.zeros((1, 2, 3, 2)))},
@@ -1042,7 +1042,7 @@ def test_a_reused_compile_s_trace_gets_the_model_s_labels(monkeypatch):
     monkeypatch.setattr(_nutpie, "_cache", OrderedDict())
     monkeypatch.setattr(nutpie, "compile_pymc_model", lambda model, *, backend, initial_points: "compiled")
     monkeypatch.setattr(nutpie, "sample", lambda compiled, **kwargs: trace)
-    fitted = sample._sample_nutpie(model, None, draws=2, tune=1, chains=1, cores=1, seed=0, progress=False, kw={})
+    fitted = algorithms._sample_nutpie(model, None, draws=2, tune=1, chains=1, cores=1, seed=0, progress=False, kw={})
     assert list(fitted["posterior"]["llm"].values) == ["a", "b", "c"]
 
 

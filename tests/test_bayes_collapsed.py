@@ -468,8 +468,8 @@ def test_routes_agree_at_the_extremes():
     import arviz as az
     import xarray as xr
 
-    from mtlirt.bayes import fit_bayes
-    from mtlirt.bayes.sample import NotConvergedWarning, PriorSpreadWarning
+    from mtlirt.bayes import NotConvergedWarning, fit_bayes
+    from mtlirt.bayes.sample import PriorSpreadWarning
 
     sim = simulate(150, [30, 40, 60], seed=1)
     resp = Responses.from_frame(sim.responses)

@@ -306,7 +306,7 @@ def test_identical_llms_share_their_rank_and_a_point_fit_has_no_rank_interval(or
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("bayes-fixed-60x6")  # the shape of test_checks.py's fit: one compiled model
-@pytest.mark.filterwarnings("ignore::mtlirt.bayes.sample.NotConvergedWarning")  # a short chain
+@pytest.mark.filterwarnings("ignore::mtlirt.bayes.NotConvergedWarning")  # a short chain
 def test_bayes_sets_a_constant_domain_aside_and_its_means_lie_in_their_intervals():
     """The Bayesian fit gets the same treatment: a constant domain's responses set aside, its scores the
     prior predictive given the other domains (flagged), its correlations the prior's; every posterior mean

@@ -6,7 +6,7 @@ from mtlirt.demo import run_demo
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::mtlirt.bayes.sample.NotConvergedWarning")  # 2 x 60 draws: not meant to
+@pytest.mark.filterwarnings("ignore::mtlirt.bayes.NotConvergedWarning")  # 2 x 60 draws: not meant to
 def test_tiny_demo_writes_everything_and_shows_progress(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("MTLIRT_PROGRESS", "1")
     # 4 replicates of the report's correlation check, not the default 20: each is one STL fit

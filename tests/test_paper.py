@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mtlirt.data.responses import Responses
-from mtlirt.data.simulate import PAPER_DOMAIN_SIZES, simulate_paper
+from mtlirt.data.sim_paper import PAPER_DOMAIN_SIZES, simulate_paper
 from mtlirt.errors import InputError
 from mtlirt.estimators import paper
 from mtlirt.fitting import fit

@@ -205,7 +205,7 @@ def test_estimate_score_delegates(world):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("bayes-fixed-60x6")
-@pytest.mark.filterwarnings("ignore::mtlirt.bayes.sample.NotConvergedWarning")  # a short chain: not meant to
+@pytest.mark.filterwarnings("ignore::mtlirt.bayes.NotConvergedWarning")  # a short chain: not meant to
 def test_bayesian_fit_averages_over_structure_draws(tmp_path):
     """A Bayesian fit folder (NUTS, items fixed): the scorer mixes over draws of the loadings, and covers.
 

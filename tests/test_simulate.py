@@ -9,12 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mtlirt.data.simulate import (
-    Simulation,
-    mmlu_subjects,
-    preset_domain_sizes,
-    simulate,
-)
+from mtlirt.data.sim_presets import mmlu_subjects, preset_domain_sizes
+from mtlirt.data.simulate import simulate
+from mtlirt.data.simulation import Simulation
 from mtlirt.errors import InputError
 
 SIZES = [20, 30, 40, 50, 60, 60]

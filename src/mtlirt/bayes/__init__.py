@@ -31,10 +31,11 @@ from mtlirt.bayes.diagnostics import (
     loo,
     posterior_predictive_checks,
 )
+from mtlirt.bayes.fit_tree import NotConvergedWarning
 from mtlirt.bayes.fixed_items import build_fixed_model, build_tables, calibrate_items
 from mtlirt.bayes.init import default_init
 from mtlirt.bayes.model import build_model
-from mtlirt.bayes.sample import NotConvergedWarning, build, fit_bayes
+from mtlirt.bayes.sample import build, fit_bayes
 from mtlirt.bayes.spec import ModelSpec, list_specs, load_spec, models_dir
 
 __all__ = [

@@ -191,7 +191,7 @@ def as_arrays(responses: Any) -> ResponseArrays:
 
 
 def arrays_from_simulation(sim: Any) -> ResponseArrays:
-    """A :class:`ResponseArrays` from a ``mtlirt.data.simulate.Simulation`` (its
+    """A :class:`ResponseArrays` from a ``mtlirt.data.simulation.Simulation`` (its
     ``correct``, ``observed`` and ``items`` table, domains in column order)."""
     dom = list(sim.items["domain"].astype(str))
     names, starts = [], []

@@ -139,17 +139,13 @@ def kernel_inputs(quad: dict) -> tuple[np.ndarray, ...]:
 
 
 @cache
-def marginal_kernel():
-    """The compiled kernel ``(start, step, weight, logscale, m, psi) -> (total
-    log-likelihood, d/dm (K, N), d/dpsi (K,))``, all in the layout of
-    :func:`kernel_inputs` (``m`` is (K, N))."""
+def _sum8():
+    """The compiled sum of a vector as eight partial sums in a fixed order, so that it does not depend on
+    the vector's alignment in memory (the kernel's totals over the LLMs)."""
     import numba
-
-    from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 
     @numba.njit(boundscheck=False)
     def sum8(x):
-        # eight partial sums in a fixed order: independent of alignment
         acc = np.zeros(8)
         n8 = x.shape[0] - x.shape[0] % 8
         for i in range(0, n8, 8):
@@ -160,6 +156,19 @@ def marginal_kernel():
             tail += x[i]
         return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 
+    return sum8
+
+
+@cache
+def marginal_kernel():
+    """The compiled kernel ``(start, step, weight, logscale, m, psi) -> (total
+    log-likelihood, d/dm (K, N), d/dpsi (K,))``, all in the layout of
+    :func:`kernel_inputs` (``m`` is (K, N))."""
+    import numba
+
+    from mtlirt.bayes._vecmath import exp_nonpos, log_pos
+
+    sum8 = _sum8()
     log_domain = numba_log_domain()
 
     # "contract" only: no loop here reduces across its vectorised index, so

@@ -9,7 +9,6 @@ import json
 import os
 import time
 import warnings
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -18,18 +17,15 @@ import xarray as xr
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._data import as_arrays
 from mtlirt.bayes._factor import anchor_domains, model_coords
-from mtlirt.bayes._nutpie import compile_model, relabel
+from mtlirt.bayes.algorithms import _free_names, _run_algorithm
 from mtlirt.bayes.collapsed import sample_structure, spread_off_prior
-from mtlirt.bayes.derived import add_derived
-from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
+from mtlirt.bayes.fit_tree import _finish
 from mtlirt.bayes.fixed_items import build_fixed_model, build_tables, resolve_item_values
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import add_domain_scores
 from mtlirt.bayes.model import build_model
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.config import (
-    CONFIG_ATTR,
-    CONFIG_KEY,
     JOINT_MAX_LLMS,
     JOINT_MAX_RESPONSES,
     NUTS_DRAWS,
@@ -42,16 +38,6 @@ from mtlirt.progress import stage
 __all__ = ["fit_bayes", "build", "resolve_route", "SamplerConfig", "Route", "JOINT_MAX_LLMS", "JOINT_MAX_RESPONSES"]
 
 _ITEMS = ("joint", "fixed")
-
-
-DISK_TRACE_BYTES = 1e9
-# log_likelihood=None stores the pointwise log-likelihood up to this many
-# values (chains x draws x LLMs x domains; 8 bytes each, so 0.8 GB)
-LOGLIK_AUTO_MAX = 1e8
-
-
-class NotConvergedWarning(UserWarning):
-    """A NUTS fit failed the convergence checks."""
 
 
 class QuadratureWarning(UserWarning):
@@ -127,48 +113,6 @@ def build(responses: Any, spec: str | ModelSpec | None = None, *, items: str = "
     if items == "fixed":
         return build_fixed_model(responses, spec, item_values=item_values, init=init)
     raise InputError(f"items must be one of {', '.join(_ITEMS)}; got {items!r}")
-
-
-def _free_names(model) -> list[str]:
-    return [rv.name for rv in model.free_RVs]
-
-
-def _dims_of(model, name: str, shape: tuple) -> tuple:
-    dims = model.named_vars_to_dims.get(name)
-    if dims is None or any(d is None for d in dims):
-        return tuple(f"{name}_dim_{i}" for i in range(len(shape)))
-    return tuple(dims)
-
-
-def _dataset_from_draws(model, values: dict) -> xr.Dataset:
-    """values: name -> array (chain, draw, ...)."""
-    data = {}
-    for name, v in values.items():
-        v = np.asarray(v)
-        data[name] = (("chain", "draw") + _dims_of(model, name, v.shape[2:]), v)
-    C, D = next(iter(values.values())).shape[:2]
-    coords = {"chain": np.arange(C), "draw": np.arange(D)}
-    for k, v in model.coords.items():
-        if k != "obs" and v is not None:
-            coords[k] = list(v)
-    ds = xr.Dataset(data, coords={k: v for k, v in coords.items()})
-    used = set(ds.dims)
-    return ds.drop_vars([c for c in list(ds.coords) if c not in used and c not in ("chain", "draw")])
-
-
-def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progress, kw):
-    """nutpie directly (numba backend): same compile as ``pm.sample(nuts_sampler=
-    "nutpie")``, but it also works with a zarr trace store."""
-    import nutpie
-
-    kw = dict(kw)
-    if "max_treedepth" in kw:
-        kw["maxdepth"] = kw.pop("max_treedepth")
-    compiled = compile_model(model, initvals)
-    trace = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains,
-                          cores=cores, seed=int(seed), save_warmup=False,
-                          progress_bar=bool(progress), **kw)
-    return relabel(trace, model)
 
 
 @_exact_compile
@@ -346,14 +290,7 @@ def fit_bayes(
                                    target_accept=target_accept, log_likelihood=log_likelihood, keep_raw=keep_raw,
                                    nuts_kwargs=nuts_kwargs, warn=warn, thin=thin, route=route, fallback=fallback)
         except _QuadratureFallback as e:
-            reason = (f"auto: the integrated route's quadrature check failed (its error moved by "
-                      f"{e.check['spread_diff']:.3g} log units over the loadings' draws, more than "
-                      f"{QUADRATURE_SPREAD_MAX}), so the overall traits are sampled")
-            route = dataclasses.replace(route, integrated=False, llm_side="sampled", sampler="nutpie",
-                                        tune=1000 if tune is None else tune, thin=1,
-                                        reasons={**route.reasons, "llm_side": reason,
-                                                 "draws": f"{draws or NUTS_DRAWS:,} draws per chain"})
-            stage(f"route: {reason}")
+            route = _sampled_after_fallback(route, e.check)
             sampler, tune, thin = route.sampler, route.tune, route.thin
     if draws is None:
         draws = NUTS_DRAWS
@@ -371,18 +308,10 @@ def fit_bayes(
         advi_iterations=advi_iterations, map_maxiter=map_maxiter)
     stages[algorithm] = time.perf_counter() - t1
     anchors = list(built.anchors)
-    quad = built.marginal
-    if quad is not None:  # domain traits integrated out: draw them back
-        t2 = time.perf_counter()
-        post = post.assign_coords(llm=list(arr.llms), domain=list(arr.domains))
-        post = add_domain_scores(post, built.tables, quad, anchors, seed=seed,
-                                 point=algorithm == "map", progress=progress)
-        stages["domain_score_draws"] = time.perf_counter() - t2
-    extra = {"route": route.record()}
-    if "eta_var" in post:  # the fixed-items models: the population prior's fit, as on the integrated route
-        extra["overall_spread"] = _variance_spread(post["eta_var"].values, arr.n_llms)
-        if warn and algorithm == "nuts":
-            _warn_spread(extra["overall_spread"], stacklevel=3)
+    if built.marginal is not None:  # domain traits integrated out: draw them back
+        post = _draw_domain_scores(post, arr, built, anchors, seed=seed, point=algorithm == "map",
+                                   progress=progress, stages=stages)
+    extra = _sampled_route_record(post, arr, route, warn=warn and algorithm == "nuts")
     fixed = built.items if items == "fixed" else None
     tables = built.tables if items == "fixed" else None
     return _finish(post, sample_stats, arr, spec, anchors, t0=t0, t_sample=time.perf_counter() - t1,
@@ -392,24 +321,39 @@ def fit_bayes(
                    config=route.config)
 
 
-def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, cores, seed, progress, target_accept,
-                   nuts_kwargs, trace_dir, advi_iterations, map_maxiter):
-    """NUTS, ADVI or MAP on the built model: ``(posterior, sample_stats or None, target_accept)``.
+def _sampled_after_fallback(route: Route, check: dict) -> Route:
+    """The sampled route that ``llm_side="auto"`` takes where the integrated route's quadrature check
+    (``check``) failed, with its reason."""
+    reason = (f"auto: the integrated route's quadrature check failed (its error moved by "
+              f"{check['spread_diff']:.3g} log units over the loadings' draws, more than "
+              f"{QUADRATURE_SPREAD_MAX}), so the overall traits are sampled")
+    route = dataclasses.replace(route, integrated=False, llm_side="sampled", sampler="nutpie",
+                                tune=1000 if route.tune is None else route.tune, thin=1,
+                                reasons={**route.reasons, "llm_side": reason,
+                                         "draws": f"{route.draws or NUTS_DRAWS:,} draws per chain"})
+    stage(f"route: {reason}")
+    return route
 
-    NUTS's default target acceptance: 0.8 with the domain traits integrated out
-    (``built.marginal``), else 0.9."""
-    if algorithm == "nuts":
-        if target_accept is None:
-            target_accept = 0.8 if built.marginal is not None else 0.9
-        return _run_nuts(built.model, built.initvals, free, sampler=sampler, draws=draws, tune=tune, chains=chains,
-                         cores=cores, seed=seed, progress=progress, target_accept=target_accept,
-                         nuts_kwargs=nuts_kwargs, trace_dir=trace_dir)
-    if algorithm == "advi":
-        post = _run_advi(built.model, built.initvals, free, draws=draws, seed=seed, progress=progress,
-                         iterations=advi_iterations)
-    else:
-        post = _run_map(built.model, built.initvals, free, seed=seed, progress=progress, maxiter=map_maxiter)
-    return post, None, target_accept
+
+def _draw_domain_scores(post, arr, built: BuiltModel, anchors, *, seed, point, progress, stages) -> xr.Dataset:
+    """The domain traits that the model integrated out (``built.marginal``), drawn back from their
+    conditionals given every posterior draw (:func:`mtlirt.bayes.marginal.add_domain_scores`)."""
+    t2 = time.perf_counter()
+    post = post.assign_coords(llm=list(arr.llms), domain=list(arr.domains))
+    post = add_domain_scores(post, built.tables, built.marginal, anchors, seed=seed, point=point, progress=progress)
+    stages["domain_score_draws"] = time.perf_counter() - t2
+    return post
+
+
+def _sampled_route_record(post, arr, route: Route, *, warn: bool) -> dict:
+    """The sampled route's own entries of the fit record: the route, and for the fixed-items models the
+    population prior's fit (the overall traits' spread, as on the integrated route), warned of when off."""
+    extra = {"route": route.record()}
+    if "eta_var" in post:
+        extra["overall_spread"] = _variance_spread(post["eta_var"].values, arr.n_llms)
+        if warn:
+            _warn_spread(extra["overall_spread"], stacklevel=4)
+    return extra
 
 
 def resolve_route(arr, spec: ModelSpec, *, algorithm: str = "nuts", sampler: str | None = None,
@@ -420,100 +364,6 @@ def resolve_route(arr, spec: ModelSpec, *, algorithm: str = "nuts", sampler: str
     return SamplerConfig(algorithm=algorithm, sampler=sampler, items=items, llm_side=llm_side, draws=draws,
                          tune=tune, chains=chains, thin=thin).resolve(arr, spec)
 
-
-def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, seed, progress, target_accept,
-              nuts_kwargs, trace_dir):
-    """NUTS on a PyMC model: (posterior of the free variables, sample stats,
-    target acceptance used)."""
-    import pymc as pm
-
-    cores = cores or max(1, min(chains, os.cpu_count() or 1))
-    kw = dict(nuts_kwargs or {})
-    kw.setdefault("target_accept", target_accept)
-    target_accept = kw["target_accept"]
-    trace_tmp = None
-    if sampler == "nutpie" and "zarr_store" not in kw:
-        n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
-        est = 8.0 * chains * draws * n_stored
-        if trace_dir is not None or est > DISK_TRACE_BYTES:
-            import tempfile
-
-            import nutpie
-
-            trace_tmp = tempfile.mkdtemp(prefix="mtlirt-trace-", dir=trace_dir)
-            kw["zarr_store"] = nutpie.zarr_store.LocalStore(trace_tmp)
-    stage(f"sampling {chains} chains x {draws:,} draws after {tune:,} tuning steps ({sampler})")
-    sample_stats = None
-    try:
-        if sampler == "nutpie":
-            idata = _sample_nutpie(model, initvals, draws=draws, tune=tune, chains=chains,
-                                   cores=cores, seed=seed, progress=progress, kw=kw)
-        else:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*idata_kwargs.*")
-                idata = pm.sample(
-                    draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
-                    nuts_sampler=sampler, initvals=initvals, progressbar=progress,
-                    compute_convergence_checks=False, model=model, nuts=kw,
-                )
-        post = idata["posterior"].to_dataset()
-        post = post[[v for v in free if v in post]].load()
-        post = post.assign_coords(chain=np.arange(post.sizes["chain"]), draw=np.arange(post.sizes["draw"]))
-        if "sample_stats" in idata.children:
-            ss = idata["sample_stats"].to_dataset()
-            ss = ss[[v for v in ss.data_vars if set(ss[v].dims) <= {"chain", "draw"}]].load()
-            sample_stats = ss.assign_coords(chain=np.arange(ss.sizes["chain"]), draw=np.arange(ss.sizes["draw"]))
-        del idata
-    finally:
-        if trace_tmp is not None:
-            import shutil
-
-            shutil.rmtree(trace_tmp, ignore_errors=True)
-    return post, sample_stats, target_accept
-
-
-def _run_advi(model, initvals, free, *, draws, seed, progress, iterations):
-    import pymc as pm
-
-    with model:
-        approx = pm.fit(n=iterations, method="advi", random_seed=seed, start=initvals,
-                        progressbar=progress)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with model:
-            idata = approx.sample(draws, random_seed=int(seed))
-    post = idata["posterior"].to_dataset()
-    post = post[[v for v in free if v in post]]
-    post.attrs["advi_final_loss"] = float(approx.hist[-1]) if len(approx.hist) else float("nan")
-    return post
-
-
-def _run_map(model, initvals, free, *, seed, progress, maxiter):
-    """The posterior mode (L-BFGS). The fixed-items models' overall traits' mean and variance over the
-    LLMs (``eta_mean``, ``eta_var``) stay at the prior's 0 and 1: a mode over them as well is one in
-    the coordinates of the standardised traits, where the N(0, 1) prior no longer shrinks each LLM's
-    trait, and its scores spread like unshrunk estimates (on ``simulate(300, [8, 8, 10, 12, 30, 40],
-    similarity=0.2, seed=13)`` the mean slope of the true domain scores on them was 0.939, where
-    ``tests/test_mtl.py`` wants 0.95-1.03); held at the prior's, the mode reports the posterior-mean-like
-    scale of "The estimand"."""
-    import pymc as pm
-
-    held = [v for v in ("eta_mean", "eta_var") if v in free]
-    opt = None
-    if held:
-        r = len(model.coords["factor"])
-        initvals = {**(initvals or {}), "eta_mean": np.zeros(r), "eta_var": np.ones(r)}
-        opt = [model[v] for v in free if v not in held]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        point = pm.find_MAP(initvals=initvals, model=model, progressbar=progress, vars=opt,
-                            random_seed=seed, jitter=False, maxiter=maxiter)
-    msgs = [str(w.message) for w in caught if "did not converge" in str(w.message)]
-    post = _dataset_from_draws(model, {v: np.asarray(point[v])[None, None] for v in free})
-    post.attrs["mtlirt_map_converged"] = int(not msgs)
-    if msgs:
-        post.attrs["mtlirt_map_message"] = msgs[0]
-    return post
 
 
 def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed, init, item_values, progress,
@@ -606,124 +456,3 @@ def _warn_spread(spread: dict | None, stacklevel: int) -> None:
             "the prior shrinks the overall traits of the LLMs measured least (the extremes, LLMs with few "
             "responses) by the wrong amount; their intervals are the least reliable.",
             PriorSpreadWarning, stacklevel=stacklevel)
-
-
-def _used_config(config: SamplerConfig | None, *, algorithm, sampler, items, draws, tune, chains, target_accept,
-                 log_likelihood, extra_info) -> SamplerConfig:
-    """The settings a fit ran with, every default filled in: the sampler a pilot chose, the run length and
-    thinning the convergence checks chose, the LLM side taken (``"sampled"`` also where the integrated
-    route's quadrature check sent the fit there); ``None`` for what the algorithm does not have."""
-    nuts = algorithm == "nuts"
-    integrated = (extra_info or {}).get("llm_side") == "integrated"
-    ta = float(target_accept) if nuts and target_accept is not None else None
-    return dataclasses.replace(
-        config or SamplerConfig(), algorithm=algorithm, sampler=sampler if nuts else None, items=items,
-        llm_side="integrated" if integrated else "sampled", draws=1 if algorithm == "map" else int(draws),
-        tune=int(tune) if nuts else None,
-        chains=int(chains), thin=int((extra_info or {}).get("thin", 1)),
-        target_accept=None if ta is None or np.isnan(ta) else ta, log_likelihood=bool(log_likelihood)).validate()
-
-
-def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, stages, algorithm, sampler, items,
-            seed, draws, tune, target_accept, free, fixed, tables, log_likelihood, keep_raw, warn,
-            check_vars=None, extra_info=None, diagnostics_override=None, config=None):
-    """Derived quantities, attributes, pointwise log-likelihood, diagnostics
-    and the info record: the DataTree that :func:`fit_bayes` returns. ``config``: the resolved settings,
-    recorded as the fit ran them (:func:`_used_config`)."""
-    t2 = time.perf_counter()
-    stage("derived quantities (overall scores, correlations, expected accuracy) and diagnostics")
-    post = add_derived(post, arr, spec, anchors, fixed_items=fixed, tables=tables)
-    stages["derived"] = time.perf_counter() - t2
-    spec_d = asdict(spec)
-    post.attrs.update({
-        "mtlirt_spec": spec.name,
-        "mtlirt_spec_json": json.dumps(spec_d, default=str),
-        "mtlirt_algorithm": algorithm,
-        "mtlirt_sampler": sampler if algorithm == "nuts" else "",
-        "mtlirt_items": items,
-        "mtlirt_anchors": json.dumps(anchors),
-        "mtlirt_sampled_vars": json.dumps(free),
-        "mtlirt_seed": int(seed),
-        "mtlirt_draws": int(draws),
-        "mtlirt_thin": int((extra_info or {}).get("thin", 1)),
-        "mtlirt_tune": int(tune) if algorithm == "nuts" else 0,
-        "mtlirt_target_accept": float(target_accept) if algorithm == "nuts" else float("nan"),
-        "mtlirt_chains": int(post.sizes["chain"]),
-        "mtlirt_build_seconds": float(stages.get("build", 0.0)),
-        "mtlirt_sampling_seconds": float(t_sample),
-    })
-    groups = {"posterior": post}
-    if sample_stats is not None:
-        groups["sample_stats"] = sample_stats
-    tree = xr.DataTree.from_dict(groups)
-    n_ll = int(post.sizes["chain"]) * int(post.sizes["draw"]) * arr.n_llms * arr.n_domains
-    if log_likelihood is None:
-        log_likelihood = n_ll <= LOGLIK_AUTO_MAX
-        if not log_likelihood and warn:
-            warnings.warn(
-                f"the pointwise log-likelihood ({n_ll:,} values, {8 * n_ll / 1e9:.1f} GB) is not "
-                "stored, so loo/compare are not available for this fit; pass "
-                "log_likelihood=True (CLI: --log-likelihood) to store it anyway",
-                stacklevel=3,
-            )
-    if log_likelihood:
-        t2 = time.perf_counter()
-        add_log_likelihood(tree, arr, tables=tables)
-        stages["log_likelihood"] = time.perf_counter() - t2
-    if algorithm == "nuts":
-        t2 = time.perf_counter()
-        diag = diagnostics_override or diagnostics(tree, var_names=check_vars, recompute=True)
-        stages["diagnostics"] = time.perf_counter() - t2
-        tree["posterior"].attrs["mtlirt_diagnostics"] = json.dumps(diag, default=float)
-        if warn and not diag["converged"]:
-            warnings.warn(
-                "NUTS FIT DID NOT CONVERGE: "
-                f"max R-hat {diag['max_rhat']:.3f} (<= 1.01, worst: {diag['worst_rhat']}), "
-                f"min bulk ESS {diag['min_ess_bulk']:.0f} and tail ESS {diag['min_ess_tail']:.0f} "
-                f"(>= {diag['ess_threshold']}), divergences {diag['divergences']} (0), "
-                f"min BFMI {diag['min_bfmi']:.2f} (>= 0.3)"
-                + (f", Pareto k-hat of the IMH proposals {diag['pareto_khat']:.2f} (<= 0.7: else the Laplace "
-                   "proposal misses the posterior's tails; sample with sampler='nutpie')"
-                   if "pareto_khat" in diag else "")
-                + ". Run longer (draws/tune), more chains, or a higher target_accept before using these "
-                "intervals.",
-                NotConvergedWarning,
-                stacklevel=3,
-            )
-    if not keep_raw:
-        p = tree["posterior"].to_dataset()
-        drop = [v for v in ("z", "eta_raw", "theta_raw") if v in p]
-        if drop:
-            tree["posterior"] = xr.DataTree(p.drop_vars(drop))
-    used = _used_config(config, algorithm=algorithm, sampler=sampler, items=items, draws=draws, tune=tune,
-                        chains=int(post.sizes["chain"]), target_accept=target_accept,
-                        log_likelihood=bool(log_likelihood), extra_info=extra_info)
-    tree["posterior"].attrs[CONFIG_ATTR] = json.dumps(used.to_dict())
-    total = float(time.perf_counter() - t0)
-    tree["posterior"].attrs["mtlirt_total_seconds"] = total
-    tree["posterior"].attrs["mtlirt_stage_seconds"] = json.dumps(stages)
-    pattrs = tree["posterior"].attrs
-    info = {
-        "method": "bayes",
-        "spec": spec.name,
-        "spec_settings": spec_d,
-        "algorithm": algorithm,
-        "sampler": sampler if algorithm == "nuts" else None,
-        "items": items,
-        "seed": int(seed),
-        "chains": int(pattrs["mtlirt_chains"]),
-        "draws": int(draws),
-        "tune": int(tune) if algorithm == "nuts" else 0,
-        "target_accept": float(target_accept) if algorithm == "nuts" else None,
-        "anchors": [arr.domains[k] for k in anchors],
-        "seconds": total,
-        "sampling_seconds": float(t_sample),
-        "stage_seconds": stages,
-        "log_likelihood": bool(log_likelihood),
-        CONFIG_KEY: used.to_dict(),
-        **(extra_info or {}),
-    }
-    if "mtlirt_diagnostics" in pattrs:
-        info["diagnostics"] = json.loads(pattrs["mtlirt_diagnostics"])
-    tree.attrs["mtlirt_info"] = json.dumps(info, default=str)
-    return tree

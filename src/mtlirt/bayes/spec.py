@@ -282,37 +282,10 @@ def _spec_to_dict(spec: ModelSpec) -> dict:
 
 
 def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
+    """A spec's keys checked, every default filled in (the error names the spec and the key at fault)."""
     where = f"model spec {name!r}"
-    allowed = {f.name for f in fields(ModelSpec)} - {"name", "source", "priors"}
-    data = dict(data)
-    data.pop("name", None)
-    data.pop("source", None)
-    priors_in = data.pop("priors", {}) or {}
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise InputError(
-            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"allowed: {', '.join(sorted(allowed | {'priors'}))}"
-        )
-    if not isinstance(priors_in, dict):
-        raise InputError(f"{where}: key 'priors' must be a table")
-    prior_names = {f.name for f in fields(Priors)}
-    unknown = sorted(set(priors_in) - prior_names)
-    if unknown:
-        raise InputError(
-            f"{where}: unknown key(s) in [priors]: {', '.join('priors.' + u for u in unknown)}; "
-            f"allowed: {', '.join(sorted(prior_names))}"
-        )
-    pri = {}
-    for k, v in priors_in.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise InputError(f"{where}: key 'priors.{k}' must be a number, got {v!r}")
-        v = float(v)
-        if k in _POSITIVE_PRIORS and not v > 0:
-            raise InputError(f"{where}: key 'priors.{k}' must be > 0, got {v!r}")
-        if k == "guessing_mean" and not 0 < v < 1:
-            raise InputError(f"{where}: key 'priors.guessing_mean' must be in (0, 1), got {v!r}")
-        pri[k] = v
+    data, priors_in = _split_keys(data, where)
+    pri = _check_priors(priors_in, where)
 
     def choice(key, options, default):
         v = data.get(key, default)
@@ -336,7 +309,70 @@ def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
     if traits == "correlated" and rank != 1:
         raise InputError(f"{where}: key 'rank' must be 1 (or absent) when traits = 'correlated'")
 
-    guessing = data.get("guessing", 0.0 if item_model != "3pl" else None)
+    guessing = _check_guessing(data.get("guessing", 0.0 if item_model != "3pl" else None), item_model, where)
+    desc = data.get("description", "")
+    if not isinstance(desc, str):
+        raise InputError(f"{where}: key 'description' must be a string")
+    return ModelSpec(
+        name=name,
+        item_model=item_model,
+        guessing=guessing,
+        traits=traits,
+        rank=int(rank),
+        item_parameterization=ipar,
+        trait_parameterization=tpar,
+        discrimination_spread=spread,
+        eta_raw_pin=pin,
+        priors=Priors(**pri),
+        description=desc.strip(),
+        source=source,
+    )
+
+
+def _split_keys(data: dict, where: str) -> tuple[dict, dict]:
+    """The spec's keys apart from ``name`` and ``source``, and its ``[priors]`` table; an unknown key or
+    a ``priors`` that is not a table raises."""
+    allowed = {f.name for f in fields(ModelSpec)} - {"name", "source", "priors"}
+    data = dict(data)
+    data.pop("name", None)
+    data.pop("source", None)
+    priors_in = data.pop("priors", {}) or {}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(sorted(allowed | {'priors'}))}"
+        )
+    if not isinstance(priors_in, dict):
+        raise InputError(f"{where}: key 'priors' must be a table")
+    return data, priors_in
+
+
+def _check_priors(priors_in: dict, where: str) -> dict:
+    """The ``[priors]`` table checked (known keys, numbers, positive scales, a guessing mean in (0, 1)),
+    as floats by name."""
+    prior_names = {f.name for f in fields(Priors)}
+    unknown = sorted(set(priors_in) - prior_names)
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key(s) in [priors]: {', '.join('priors.' + u for u in unknown)}; "
+            f"allowed: {', '.join(sorted(prior_names))}"
+        )
+    pri = {}
+    for k, v in priors_in.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise InputError(f"{where}: key 'priors.{k}' must be a number, got {v!r}")
+        v = float(v)
+        if k in _POSITIVE_PRIORS and not v > 0:
+            raise InputError(f"{where}: key 'priors.{k}' must be > 0, got {v!r}")
+        if k == "guessing_mean" and not 0 < v < 1:
+            raise InputError(f"{where}: key 'priors.guessing_mean' must be in (0, 1), got {v!r}")
+        pri[k] = v
+    return pri
+
+
+def _check_guessing(guessing, item_model: str, where: str):
+    """The ``guessing`` key: a number in (0, 1) or ``"estimate"`` for the 3PL, else 0."""
     if item_model == "3pl":
         if guessing is None:
             raise InputError(f"{where}: key 'guessing' is required for item_model = '3pl' "
@@ -356,20 +392,4 @@ def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
             raise InputError(f"{where}: key 'guessing' must be 0 (or absent) for item_model = "
                              f"{item_model!r}; use item_model = '3pl' for a lower asymptote")
         guessing = 0.0
-    desc = data.get("description", "")
-    if not isinstance(desc, str):
-        raise InputError(f"{where}: key 'description' must be a string")
-    return ModelSpec(
-        name=name,
-        item_model=item_model,
-        guessing=guessing,
-        traits=traits,
-        rank=int(rank),
-        item_parameterization=ipar,
-        trait_parameterization=tpar,
-        discrimination_spread=spread,
-        eta_raw_pin=pin,
-        priors=Priors(**pri),
-        description=desc.strip(),
-        source=source,
-    )
+    return guessing
