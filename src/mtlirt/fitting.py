@@ -686,11 +686,11 @@ def _paper_world(responses, arr: dict, n_iter: int = 3) -> dict:
     The paper's model (METHOD.md §4b) around the fit: ``theta_t = sqrt(1 - psi_t) g* + sqrt(psi_t) z``,
     ``g*`` the fit's general trait ``g`` plus its approximate posterior spread
     (:func:`~mtlirt.estimators.bootstrap.overall_spread`), ``psi_t`` each domain's spread about
-    ``sqrt(1 - psi_t) g`` by its posterior mean (:func:`~mtlirt.estimators.paper.deviation_variance`,
+    ``sqrt(1 - psi_t) g`` by its posterior mean (:func:`~mtlirt.estimators.deviations.deviation_variance`,
     corrected for the domain's share of the information on ``g`` in the paper's ``1/J_t``-weighted
     objective; iterated with the loading ``sqrt(1 - psi_t)``), the fit's items.  A fused fit has no
     deviations left, so answers redrawn from it cannot show the error of fusing; this world has them."""
-    from .estimators.paper import deviation_variance
+    from .estimators.deviations import deviation_variance
 
     g = arr["overall"]
     eta = ((g - g.mean()) / g.std())[:, None]
@@ -725,7 +725,7 @@ def _cell_information(responses, theta: np.ndarray, a: np.ndarray, d: np.ndarray
 
 def _sine_centres(world_theta: np.ndarray, world_shared: np.ndarray) -> np.ndarray:
     """Each replicate's sine centre of its true domain traits (B x N), signed like its shared trait."""
-    from .estimators.paper import sine_centre
+    from .estimators.sine_centre import sine_centre
 
     out = np.empty(world_shared.shape)
     for b, (truth, shared) in enumerate(zip(world_theta, world_shared)):
