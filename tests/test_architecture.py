@@ -140,7 +140,7 @@ STAGES = (
     ("results",),
     ("evaluate",),
     ("report",),
-    ("fitting", "cli", "demo", "__init__"),
+    ("fitting", "fit_options", "cli", "demo", "__init__"),
 )
 
 #: The imports against the flow that remain, each inside the function that needs it or for annotations only (so
