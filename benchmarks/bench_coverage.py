@@ -79,9 +79,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import _rmse  # RMSE after standardising estimate and truth per domain
 
+from mtlirt import ConvergenceWarning, fit
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
-from mtlirt.fitting import ConvergenceWarning, fit
 
 
 def _std(x):
@@ -156,7 +156,9 @@ DEPARTURES = {
 
 def decompose(seed, *, n, scale, similarity, guessing=None, cases=None):
     """Point error of MTL's overall score against the error the bootstrap's world assumes, per departure."""
-    from mtlirt.fitting import _POINT, _cell_counts, _reported, error_world
+    from mtlirt.estimators.error_world import error_world
+    from mtlirt.estimators.point_methods import _POINT, _cell_counts
+    from mtlirt.results.finish import _reported
 
     rows = []
     for name in cases or DEPARTURES:

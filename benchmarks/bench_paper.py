@@ -80,7 +80,7 @@ def one(h: float, rep: int, seed: int, methods, optimizer: str = "fast") -> list
     """Simulate replication ``rep`` at ``h`` and score every method on it."""
     from mtlirt.data.responses import Responses
     from mtlirt.data.sim_paper import simulate_paper
-    from mtlirt.estimators.paper import sine_centre
+    from mtlirt.estimators.sine_centre import sine_centre
     from mtlirt.fitting import fit
 
     sim = simulate_paper(h, seed=seed + rep)

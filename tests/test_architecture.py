@@ -140,7 +140,7 @@ STAGES = (
     ("results",),
     ("evaluate",),
     ("report",),
-    ("fitting", "cli", "cli_commands", "demo", "__init__"),
+    ("fitting", "fit_options", "cli", "cli_commands", "demo", "__init__"),
 )
 
 #: The imports against the flow that remain, each inside the function that needs it or for annotations only (so
@@ -154,14 +154,12 @@ UPWARD_ALLOWED = {
     # the Bayesian diagnostics wrap a tree in an Estimate to read its draws, and leave-one-LLM-out reads the
     # per-LLM marginal likelihood of the model checks
     ("bayes.diagnostics", "results.estimate"),
-    ("bayes.diagnostics", "evaluate.checks"),
+    ("bayes.diagnostics", "evaluate.loo"),
     # the seed paper's simulation design centres its domain traits by the paper's own sine centre
-    ("data.sim_paper", "estimators.paper"),
+    ("data.sim_paper", "estimators.sine_centre"),
     # held-out log-likelihood of any Estimate: an evaluation that lives with the estimators whose
     # cross-validation it also serves (and names Estimate in its annotations)
     ("estimators.heldout", "results.estimate"),
-    # world="estimate" of the checks draws from the one world of the error bootstrap, defined with fit()
-    ("evaluate.correlation_check", "fitting"),
     # Estimate.score: new LLMs scored against this fit, a convenience over evaluate.scoring.score
     ("results.estimate", "evaluate.scoring"),
 }

@@ -155,18 +155,18 @@ def test_correlation_check_estimate_world_is_the_error_bootstraps(monkeypatch):
     """world="estimate" draws the truths of the world the fit's error bootstrap drew from: its centre,
     items and deviation spreads (an LLM's domain traits around the fit's centre with the world's
     variance), not around a centre refitted to the reported, shrunk scores; cells without responses too."""
-    import mtlirt.fitting as fitting
+    import mtlirt.results.finish as finish
     from mtlirt.evaluate.correlation_check import _worlds
 
     r = _responses(n_llms=100, domain_sizes=[8] * 4, similarity=0.2, seed=3, block_missing=0.2)
     world = {}
-    real = fitting.run_bootstrap
+    real = finish.run_bootstrap
 
     def spy(*args, **kw):
         world.update(kw["point"])
         return real(*args, **kw)
 
-    monkeypatch.setattr(fitting, "run_bootstrap", spy)
+    monkeypatch.setattr(finish, "run_bootstrap", spy)
     est = mtlirt.fit(r, "mtl", bootstrap=2, seed=0, n_jobs=1)
     assert est.predicted.any()
     what, gen = _worlds(est, r, 4000, np.random.default_rng(0), None, "estimate")

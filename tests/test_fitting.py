@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from scipy.stats import rankdata
 
+from mtlirt import ConvergenceWarning
 from mtlirt.cli import main
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
@@ -140,7 +141,6 @@ def test_cli_fit_writes_folder_and_bad_input_writes_nothing(tmp_path, sim, capsy
 def test_cli_convergence_advice_fits_the_method(tmp_path, sim, capsys, monkeypatch):
     """A frequentist fit whose item calibration stops at its sweep limit is flagged with
     advice for item calibration, not the sampler's --draws/--tune."""
-    from mtlirt import fitting
     from mtlirt.estimators import irt
 
     real = irt.fit_stl
@@ -150,7 +150,7 @@ def test_cli_convergence_advice_fits_the_method(tmp_path, sim, capsys, monkeypat
     assert main(["fit", str(path), "--method", "stl", "--out", str(tmp_path / "fit")]) == 0
     err = capsys.readouterr().err
     assert "DID NOT CONVERGE" in err and "item calibration" in err and "--draws" not in err
-    with pytest.warns(fitting.ConvergenceWarning, match="item calibration"):
+    with pytest.warns(ConvergenceWarning, match="item calibration"):
         est = fit(Responses.from_frame(sim.responses), "mtl", rank=1)
     calib = est.info["diagnostics"]["calibrations"]
     assert set(calib) == {"stl", "pooled", "centre"} and not calib["stl"] and not calib["pooled"]

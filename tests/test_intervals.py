@@ -143,7 +143,8 @@ def test_mtl_intervals_cover_the_truth():
 def test_deviation_spread_of_a_fitted_centre_counts_its_leverage():
     """MTL's centre is fitted to the same data: short domains' moments without the leverage
     correction came out near the floor (0.001-0.04 where the truth is 0.1)."""
-    from mtlirt.fitting import _POINT, _reported
+    from mtlirt.estimators.point_methods import _POINT
+    from mtlirt.results.finish import _reported
 
     sim = simulate(400, [10] * 6, similarity=0.1, seed=5)
     r = Responses.from_frame(sim.responses)

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 from mtlirt.data.simulate import simulate
+from mtlirt.errors import InputError
 from mtlirt.estimators import irt, mtl, mtl_tuning
 from mtlirt.estimators.baselines import fit_pooled
+from mtlirt.estimators.mtl_tuning import MTLTuning
 
 
 def _slices(sim):
@@ -99,6 +101,24 @@ def test_C_is_the_heldout_argmax():
     best = int(np.argmax(ll))
     assert f.C == grid[best] == f.record["cv"]["chosen"] and 0 < f.C < np.inf
     assert 0 < f.record["cv"]["gain"][best] < 2 * f.record["cv"]["gain_se"][best]
+
+
+def test_tuning_settings_are_one_checked_object():
+    """fit_mtl's tuning settings travel as one frozen MTLTuning; a setting out of its range is an InputError
+    that names it, at construction, before any fit."""
+    t = MTLTuning(C_grid=[0.0, 0.5, np.inf], max_extend=0, cv_refit_items=False)
+    assert t.C_grid == (0.0, 0.5, np.inf) and MTLTuning().C_grid == mtl.DEFAULT_C_GRID
+    with pytest.raises(AttributeError):
+        t.max_rank = 2  # frozen
+    bad = {"C_grid": [0.1, -1.0], "holdout_share": 1.0, "max_heldout": 0, "min_gain_se": -1, "c_tie": np.inf,
+           "cv_refit_items": "yes", "max_rank": 0, "max_extend": 1.5}
+    for name, value in bad.items():
+        with pytest.raises(InputError, match=name):
+            MTLTuning(**{name: value})
+    with pytest.raises(InputError, match="C_grid"):
+        MTLTuning(C_grid=[np.nan])
+    with pytest.raises(InputError, match="C_grid"):
+        MTLTuning(C_grid=())
 
 
 def test_C_ties_go_to_more_shrinkage():
@@ -251,15 +271,16 @@ def test_mtl_and_bayes_map_report_the_same_scale():
 def test_grid_edge_is_extended_or_flagged():
     """When the largest finite C wins the grid is extended; an optimum still at its edge is flagged."""
     sim = simulate(300, domain_sizes=[2, 3, 40, 40, 40], rank=1, similarity=0.1, seed=61)
-    f = mtl.fit_mtl(sim.correct, None, _slices(sim), C_grid=(0.0, 0.05, 0.1), rank=1, scores="shrunk")
+    f = mtl.fit_mtl(sim.correct, None, _slices(sim), tuning=MTLTuning(C_grid=(0.0, 0.05, 0.1)), rank=1,
+                    scores="shrunk")
     cv = f.record["cv"]
     g, ll = cv["grid"], cv["heldout_loglik"]
     assert cv["extended"] >= 1 and g[:3] == [0.0, 0.05, 0.1] and g[-1] == 0.1 * 2 ** cv["extended"]
     # it stopped because the last doubling lost, with an interior optimum
     assert f.C == g[int(np.argmax(ll))] and 0.1 < f.C < g[-1] and not f.record["cv"]["at_edge"]
     with pytest.warns(RuntimeWarning, match="edge of the grid"):
-        edge = mtl.fit_mtl(sim.correct, None, _slices(sim), C_grid=(0.0, 0.0005, 0.001), rank=1, max_extend=1,
-                           scores="shrunk")
+        edge = mtl.fit_mtl(sim.correct, None, _slices(sim), rank=1, scores="shrunk",
+                           tuning=MTLTuning(C_grid=(0.0, 0.0005, 0.001), max_extend=1))
     assert edge.record["cv"]["at_edge"] and edge.C == edge.record["cv"]["grid"][-1] == 0.002
 
 

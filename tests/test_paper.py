@@ -8,7 +8,8 @@ import pytest
 from mtlirt.data.responses import Responses
 from mtlirt.data.sim_paper import PAPER_DOMAIN_SIZES, simulate_paper
 from mtlirt.errors import InputError
-from mtlirt.estimators import paper
+from mtlirt.estimators import deviations, paper, paper_cv, sine_centre
+from mtlirt.estimators import paper_objective as objective
 from mtlirt.fitting import fit
 
 SIZES = (12, 16, 20)
@@ -30,8 +31,8 @@ def small():
 def _check_constraints(r, N):
     assert np.allclose(r.theta.mean(axis=0), 0, atol=1e-10)
     assert np.allclose(np.linalg.norm(r.theta, axis=0), math.sqrt(N), atol=1e-8)
-    assert np.abs(r.theta).max() <= paper.BOUND + 1e-9
-    assert r.a.min() >= 0 and r.a.max() <= paper.BOUND and np.abs(r.d).max() <= paper.BOUND
+    assert np.abs(r.theta).max() <= objective.BOUND + 1e-9
+    assert r.a.min() >= 0 and r.a.max() <= objective.BOUND and np.abs(r.d).max() <= objective.BOUND
     assert abs(r.overall.mean()) < 1e-10 and abs(np.linalg.norm(r.overall) - math.sqrt(N)) < 1e-8
     assert r.overall @ r.theta.sum(axis=1) >= 0
 
@@ -75,13 +76,13 @@ def test_lambda_zero_is_per_domain_fits_and_the_sine_centre(small):
     c0 = paper.fit_paper(y, obs, sl, C=0.0)
     assert np.abs(c0.theta - local.theta).max() < 1e-4
     # the overall score is the sine centre: no nearby direction has a smaller sum of sines
-    sines = lambda g: paper._sines(g, local.theta.T)[0].sum()  # noqa: E731
+    sines = lambda g: objective._sines(g, local.theta.T)[0].sum()  # noqa: E731
     best = sines(local.overall)
     rng = np.random.default_rng(0)
     for _ in range(20):
-        g = paper._sphere(local.overall + 0.05 * rng.standard_normal(len(local.overall)))
+        g = objective._sphere(local.overall + 0.05 * rng.standard_normal(len(local.overall)))
         assert sines(g) >= best - 1e-12
-    g_adam, _, ok = paper.sine_centre(local.theta.T, optimizer="adam")
+    g_adam, _, ok = sine_centre.sine_centre(local.theta.T, optimizer="adam")
     assert ok and sines(local.overall) <= sines(g_adam) + 1e-9
 
 
@@ -90,7 +91,7 @@ def test_huge_lambda_fuses_every_domain_into_the_global_fit(small):
     big = paper.fit_paper(y, obs, sl, C=1e4)
     glob = paper.fit_paper(y, obs, sl, variant="paper-global")
     assert big.extra["fused"].all() and glob.extra["fused"].all() and np.isinf(glob.record["lam"])
-    assert np.allclose(paper._sines(big.overall, big.theta.T)[0], 0, atol=1e-7)  # round-off of sqrt(1 - cos^2)
+    assert np.allclose(objective._sines(big.overall, big.theta.T)[0], 0, atol=1e-7)  # round-off of sqrt(1 - cos^2)
     assert np.abs(big.theta - glob.theta).max() < 1e-5
     assert np.abs(big.a - glob.a).max() < 1e-4
     assert abs(big.record["objective"] - glob.record["objective"]) < 1e-8 * abs(glob.record["objective"])
@@ -108,8 +109,8 @@ def test_cv_chooses_a_grid_value_and_reproduces():
     assert r.record["cv"]["loss"][grid.index(r.C)] == min(v for v in r.record["cv"]["loss"] if v is not None)
     again = paper.fit_paper(y, None, sl, grid=grid, seed=3)
     assert again.record["cv"]["fold_loss"] == r.record["cv"]["fold_loss"] and np.array_equal(again.theta, r.theta)
-    prob = paper._Problem(y, None, sl)
-    f3, f4 = (paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=s) for s in (3, 4))
+    prob = objective._Problem(y, None, sl)
+    f3, f4 = (paper_cv.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=s) for s in (3, 4))
     assert not np.array_equal(f3, f4)
 
 
@@ -117,14 +118,14 @@ def test_choice_ties_to_the_smaller_C_and_skips_unconverged():
     loss = np.array([[0.5, 0.4, 0.4, 0.3], [0.5, 0.4, 0.4, 0.3]])
     conv = np.ones_like(loss, dtype=bool)
     conv[1, 3] = False
-    k, mean, failed = paper._choose(loss, conv)
+    k, mean, failed = paper_cv._choose(loss, conv)
     assert k == 1 and np.isnan(mean[3]) and not failed
-    k, _, failed = paper._choose(loss, np.zeros_like(conv))
+    k, _, failed = paper_cv._choose(loss, np.zeros_like(conv))
     assert k == 3 and failed
     # fused fits of neighbouring C agree only to the optimiser's precision: a tie all the same
     noisy = np.array([[0.5, 0.4 + 3e-9, 0.4 - 2e-9, 0.4], [0.5, 0.4 + 1e-9, 0.4, 0.4 - 1e-9]])
-    assert paper._choose(noisy, np.ones_like(conv))[0] == 1
-    assert paper._choose(np.array([[0.5, 0.4, 0.4 - 1e-4]]), np.ones((1, 3), dtype=bool))[0] == 2
+    assert paper_cv._choose(noisy, np.ones_like(conv))[0] == 1
+    assert paper_cv._choose(np.array([[0.5, 0.4, 0.4 - 1e-4]]), np.ones((1, 3), dtype=bool))[0] == 2
 
 
 def test_fast_converges_where_a_split_returns_to_its_fused_set():
@@ -133,8 +134,8 @@ def test_fast_converges_where_a_split_returns_to_its_fused_set():
     to its iteration limit (which dropped that C from the cross-validation's choice)."""
     sizes = (20, 30, 40, 50, 60, 70)
     sim = simulate_paper(0.2, n_llms=80, domain_sizes=sizes, seed=3)
-    prob = paper._Problem(sim.correct, None, _slices(sizes))
-    train = paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=3) != 1
+    prob = objective._Problem(sim.correct, None, _slices(sizes))
+    train = paper_cv.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=3) != 1
     r = paper.fit_paper(sim.correct * train, train, _slices(sizes), C=0.2)
     assert r.converged and r.n_iter < 1000
     assert r.extra["fused"].sum() == 1  # the domain on the verge stays fused
@@ -151,21 +152,21 @@ def test_global_baseline_keeps_its_one_trait_in_the_box():
     sl = _slices(SIZES)
     fast = paper.fit_paper(y, None, sl, variant="paper-global")
     adam = paper.fit_paper(y, None, sl, variant="paper-global", optimizer="adam")
-    prob = paper._Problem(y, None, sl)
-    one = paper._Objective(prob, prob.mask(), one_trait=True)
+    prob = objective._Problem(y, None, sl)
+    one = objective._Objective(prob, prob.mask(), one_trait=True)
     for r in (fast, adam):
         F = r.record["objective"]
         assert abs(one.lik(r.overall[None, :], r.a[prob.kept], r.d[prob.kept]) - F) < 1e-9 * F
         assert np.array_equal(r.theta, np.repeat(r.overall[:, None], 3, axis=1))
         _check_constraints(r, 80)
-    assert fast.overall[0] == paper.BOUND and fast.converged  # the box binds
+    assert fast.overall[0] == objective.BOUND and fast.converged  # the box binds
     assert fast.record["objective"] <= adam.record["objective"]
 
 
 def test_folds_split_each_llms_responses_within_each_domain(small):
     y, obs, sl = small
-    prob = paper._Problem(y, obs, sl)
-    fold = paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=0)
+    prob = objective._Problem(y, obs, sl)
+    fold = paper_cv.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=0)
     assert np.array_equal(fold >= 0, prob.mask())
     for t in range(prob.K):
         cols = prob.dom == t
@@ -189,16 +190,16 @@ def test_constant_items_are_dropped_and_filled_in():
     y[:, 12] = 0
     r = paper.fit_paper(y, None, _slices((10, 10)), C=0.1)
     assert list(r.extra["dropped_items"]) == [0, 12]
-    assert (r.a[0], r.d[0], r.a[12], r.d[12]) == (0.0, paper.BOUND, 0.0, -paper.BOUND)
+    assert (r.a[0], r.d[0], r.a[12], r.d[12]) == (0.0, objective.BOUND, 0.0, -objective.BOUND)
     with pytest.raises(InputError, match="at least 2 domains"):
         paper.fit_paper(np.ones((10, 4), np.int8), None, _slices((2, 2)))
 
 
 def test_kernel_bits_do_not_depend_on_alignment(small):
     y, obs, sl = small
-    prob = paper._Problem(y, obs, sl)
-    obj = paper._Objective(prob, prob.mask())
-    th, a, d, _ = paper._spectral_start(prob, prob.mask())
+    prob = objective._Problem(y, obs, sl)
+    obj = objective._Objective(prob, prob.mask())
+    th, a, d, _ = objective._spectral_start(prob, prob.mask())
     f1 = obj.lik(th, a, d)
     g1 = obj.ga.copy()
     buf = np.empty(len(a) + 1)[1:]  # the same values 8 bytes off
@@ -240,10 +241,10 @@ def test_paper_design_shapes_and_truth():
     assert a.between(0.5, 1.5).all() and sim.items.intercept.between(-1, 1).all()
     g = sim.overall["score"].to_numpy()
     assert abs(g.mean()) < 1e-10 and abs(g.std() - 1) < 1e-10
-    s = paper._sines(g, theta.T)[0].sum()  # the truth is the sine centre
+    s = objective._sines(g, theta.T)[0].sum()  # the truth is the sine centre
     rng = np.random.default_rng(0)
     for _ in range(10):
-        assert paper._sines(paper._sphere(g + 0.05 * rng.standard_normal(100)), theta.T)[0].sum() >= s - 1e-12
+        assert objective._sines(objective._sphere(g + 0.05 * rng.standard_normal(100)), theta.T)[0].sum() >= s - 1e-12
     flat = simulate_paper(0.0, seed=2)  # h = 0: every domain is the centre
     t0 = flat.domain_scores.to_numpy()
     assert np.allclose(t0, t0[:, :1]) and np.allclose(flat.overall["score"], t0[:, 0])
@@ -300,9 +301,9 @@ def test_folds_are_the_papers_from_its_seed():
     the paper's folds."""
     sim = simulate_paper(0.3, n_llms=12, domain_sizes=(7, 9), seed=0)
     obs = np.random.default_rng(0).random(sim.correct.shape) > 0.2
-    prob = paper._Problem(sim.correct * obs, obs, _slices((7, 9)))
+    prob = objective._Problem(sim.correct * obs, obs, _slices((7, 9)))
     assert prob.dropped.size == 0  # (the paper's code, too, drops constant items first)
-    fold = paper.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=20260803)
+    fold = paper_cv.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=20260803)
     rng = np.random.default_rng(20260803 + 100_003)
     for s in _slices((7, 9)):
         block = obs[:, s]
@@ -366,7 +367,7 @@ def test_deviation_variance_recovers_the_spread_of_deviations():
     p = np.concatenate([1 / (1 + np.exp(-(theta[:, [k]] * a[s] + d[s]))) for k, s in enumerate(sl)], axis=1)
     y = (rng.random(p.shape) < p).astype(np.int8)
     obs = rng.random(p.shape) > 0.1
-    est = paper.deviation_variance(y * obs, obs, sl, centre, a, d)
+    est = deviations.deviation_variance(y * obs, obs, sl, centre, a, d)
     assert est[0] < 0.02 and abs(est[1] - 0.1) < 0.04 and abs(est[2] - 0.5) < 0.12
-    lev = paper.deviation_variance(y * obs, obs, sl, centre, a, d, leverage=[0.1, 0.1, 0.1])
+    lev = deviations.deviation_variance(y * obs, obs, sl, centre, a, d, leverage=[0.1, 0.1, 0.1])
     assert np.allclose(lev[1:], est[1:] / 0.81)

@@ -21,9 +21,10 @@ from .data.validate import DataWarning
 from .errors import InputError
 from .estimators.heldout import heldout_loglik
 from .evaluate.scoring import score
-from .fitting import ConvergenceWarning, fit
+from .fitting import fit
 from .report.compare import compare
 from .results.estimate import Estimate
+from .results.finish import ConvergenceWarning
 from .results.fitdir import read_fit, write_fit
 
 # matplotlib and PyMC load on first use, so that `import mtlirt` and the CLI start fast

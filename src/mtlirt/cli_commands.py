@@ -29,7 +29,7 @@ def cmd_validate(args) -> int:
 def _check_simulation_outputs(args) -> None:
     """``simulate``'s --out and --truth, checked before simulating."""
     from .data.outputs import check_file, check_folder
-    from .data.simulate import TRUTH_FOLDER
+    from .data.simulation import TRUTH_FOLDER
 
     check_file(args.out, what="table", overwrite=args.force)
     if args.truth:
@@ -71,7 +71,7 @@ def cmd_simulate(args) -> int:
 
 def _simulate_paper(args) -> int:
     """``simulate --preset paper``: the seed paper's design; the other design options do not apply."""
-    from .data.simulate import simulate_paper
+    from .data.sim_paper import simulate_paper
 
     fixed = ("domain_sizes", "guessing", "missing", "loading_range", "skew", "chance_cluster",
              "guessing_sd", "mc_share", "flawed_share", "specialist_share", "block_missing")
@@ -120,8 +120,9 @@ def cmd_convert(args) -> int:
 def cmd_fit(args) -> int:
     from .data.outputs import check_folder
     from .estimators.heldout import heldout_loglik
-    from .fitting import ConvergenceWarning, check_options, data_record, fit
+    from .fitting import check_options, data_record, fit
     from .results.estimate import check_interval
+    from .results.finish import ConvergenceWarning
     from .results.fitdir import FIT_FOLDER, write_fit
 
     # the options as parsed, None where not given; the API checks them (before the table is read)

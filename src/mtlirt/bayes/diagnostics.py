@@ -6,7 +6,7 @@ Two pointwise log-likelihoods for LOO: ``y`` (:func:`add_log_likelihood`),
 one element per (LLM, domain), *conditional* on that cell's domain trait;
 and ``llm_marginal`` (:func:`add_llm_marginal_log_likelihood`), one element
 per LLM, its domain traits and (rank 1-2) its overall traits integrated out
-(:func:`mtlirt.evaluate.checks.llm_marginal_loglik`). Importance sampling fails on
+(:func:`mtlirt.evaluate.loo.llm_marginal_loglik`). Importance sampling fails on
 the first for most elements (each moves with a trait that only its own data
 inform: Pareto k above 0.7); the second depends on the shared parameters
 only. :func:`loo` and :func:`compare` take either by ``var_name``; the model
@@ -331,7 +331,7 @@ def add_llm_marginal_log_likelihood(tree, responses: Any, *, integrate_overall: 
     """Add ``llm_marginal`` (chain, draw, llm) to the ``log_likelihood`` group: each LLM's
     log-likelihood of all its responses with its domain traits (and, with ``integrate_overall``
     and rank <= 2, its overall traits) integrated out, for every draw of a factor-model fit
-    (:func:`mtlirt.evaluate.checks.llm_marginal_loglik`).
+    (:func:`mtlirt.evaluate.loo.llm_marginal_loglik`).
 
     Parameters
     ----------
@@ -348,7 +348,7 @@ def add_llm_marginal_log_likelihood(tree, responses: Any, *, integrate_overall: 
         The same tree (modified in place and returned); ``loo(tree, var_name="llm_marginal")``
         is then leave-one-LLM-out.
     """
-    from mtlirt.evaluate.checks import llm_marginal_loglik
+    from mtlirt.evaluate.loo import llm_marginal_loglik
     from mtlirt.results.estimate import Estimate
 
     post = _post(tree)

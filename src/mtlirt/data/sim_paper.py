@@ -66,7 +66,7 @@ def simulate_paper(similarity: float, *, n_llms: int = 100, domain_sizes: Sequen
         (the sine centre, mean 0 and variance 1), ``loadings`` (``cos`` of
         each domain trait with it), ``settings["alpha"]``.
     """
-    from ..estimators.paper import sine_centre
+    from ..estimators.sine_centre import sine_centre
 
     h = _check_number("similarity", similarity, 0.0, 1.0, hi_open=True)
     n_llms = _check_int("n_llms", n_llms, 4)

@@ -43,7 +43,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .sim_items import _draw_items
-from .sim_paper import simulate_paper  # noqa: F401  (re-exported: cli.py imports it from here)
 from .sim_presets import _resolve_domains
 from .sim_responses import _draw_responses, _mask_responses
 from .sim_scenarios import (

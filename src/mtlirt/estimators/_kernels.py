@@ -6,7 +6,7 @@ per operation: the E-step's posterior over the nodes with its moments, and
 the M-step's per-item derivatives and objective (2PL, or with guessing
 floors), with the exponential and logarithm of :mod:`mtlirt.numerics.vecmath`
 that LLVM vectorises.  Sums are reassociated (fast-math ``reassoc``), so
-results differ from numpy's in the last bits.  A reassociating helper that
+results differ from numpy's in the last bits.  A reassociating function that
 other kernels call is inlined into them by numba (``inline="always"``): left
 a separate function, the caller could run either of two copies that LLVM
 vectorised differently, one when compiled afresh and the other when loaded

@@ -18,7 +18,7 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
    responses (step 6): ``r`` is kept only if its best held-out
    log-likelihood beats that of ``r - 1`` by two paired standard errors.
    Parallel analysis (Horn) of the STL traits' correlation matrix only bounds
-   the search (at most ``max_rank``).  Measured on real leaderboards:
+   the search (at most ``MTLTuning.max_rank``).  Measured on real leaderboards:
    parallel analysis alone chose rank 4 on essentially one-trait data.
 4. **Refit in the subspace**: with the STL items fixed, every ``w_k``
    maximises ``loglik_k(A w_k)`` (``r``-dim Newton, plain likelihood: the
@@ -57,10 +57,10 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
    ``0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, inf`` (warm starts) are refitted on
    the rest, and the ``C`` with the best held-out log-likelihood is chosen
    (no significance margin over ``C = 0``: the choice maximises the expected
-   held-out fit; of values within ``c_tie`` per cell of the best, the
+   held-out fit; of values within ``MTLTuning.c_tie`` per cell of the best, the
    largest, the most shrinkage).  When
    the largest finite ``C`` wins, the grid is extended by doubling it (at most
-   ``max_extend`` times; ``cv["at_edge"]`` and a warning if the optimum is
+   ``MTLTuning.max_extend`` times; ``cv["at_edge"]`` and a warning if the optimum is
    still at the edge).
 
 7. **The reported scores** *(ours; by default)*: the posterior means of the
@@ -114,21 +114,20 @@ from .factor_scores import (
     factor_scores,
     factor_structure,
 )
-from .mtl_tuning import _tune, sample_cells
+from .mtl_tuning import DEFAULT_C_GRID, MTLTuning, _tune, sample_cells
 from .penalties import DEFAULT_PENALTIES, Penalties
 from .pointfit import PointFit
 from .response_data import ResponseData
 
 __all__ = [
     "DEFAULT_C_GRID",
+    "MTLTuning",
     "fit_centre",
     "fit_mtl",
     "prox_step",
     "sample_cells",
     "select_rank",
 ]
-
-DEFAULT_C_GRID = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, math.inf)
 
 Progress = Callable[[str, float], None] | None
 
@@ -254,11 +253,9 @@ def _say(verbose, msg):
 
 
 def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, model="2pl",
-            guessing=None, seed=0, C_grid=DEFAULT_C_GRID, holdout_share=0.1,
-            max_heldout=300_000, min_gain_se=2.0, c_tie=1e-5, cv_refit_items="auto", refine_overall=True,
-            centre_prior=False, max_rank=4, max_extend=6, priors: Penalties | None = None, stl: PointFit | None = None,
-            pooled: PointFit | None = None, max_iter=500, tol=1e-4, progress: Progress = None,
-            verbose=False, scores: str | None = None) -> PointFit:
+            guessing=None, seed=0, tuning: MTLTuning | None = None, refine_overall=True, centre_prior=False,
+            priors: Penalties | None = None, stl: PointFit | None = None, pooled: PointFit | None = None,
+            max_iter=500, tol=1e-4, progress: Progress = None, verbose=False, scores: str | None = None) -> PointFit:
     """Fit the multi-domain IRT model by the spectral MTL estimator (docs/model.md).
 
     Parameters
@@ -274,34 +271,16 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
         (``r > 1`` only for a clear gain over ``r - 1``).
     gamma : float, optional
         Penalty ``gamma``; or give ``C`` (``gamma = C sqrt(N + log K)``).  When
-        both are omitted ``C`` is tuned over ``C_grid`` by held-out responses.
+        both are omitted ``C`` is tuned over ``tuning.C_grid`` by held-out responses.
     model : {"2pl", "1pl"}
     guessing : float or ndarray (J,) or "estimate", optional
         Fixed lower asymptotes, or one floor per domain estimated by the
         single-domain calibration (STL) and then kept fixed (pooled fit, tuning).
     seed : int
         Seed of the hold-out draw and of the rank permutations.
-    C_grid : sequence of float
-        Candidates (``0`` is the STL fit, ``inf`` the fused fit: at rank one the
-        pooled fit).  When the largest finite ``C`` wins the grid is extended
-        (doubling, up to ``max_extend`` times); ``cv["at_edge"]`` records an
-        optimum still at the edge (and a warning is issued).
-    holdout_share : float
-        Share of observed responses held out for tuning ...
-    max_heldout : int
-        ... but at most this many cells.
-    min_gain_se : float
-        A rank ``r > 1`` must beat the rank ``r - 1`` by this many paired
-        standard errors of the held-out gain.
-    c_tie : float
-        ``C`` is the held-out argmax; values whose held-out log-likelihood per
-        cell is within ``c_tie`` of the best count as tied (the solver's
-        tolerances move it by less than ``1e-6``), and the largest of them is
-        taken.
-    cv_refit_items : bool or "auto"
-        Recalibrate the items on the training responses during tuning
-        (``"auto"``: when ``N < 1000``; with more LLMs a held-out cell barely
-        moves its item and the full-data items are reused).
+    tuning : MTLTuning, optional
+        How the rank and ``C`` are chosen by held-out responses (grid, share held out, rules):
+        :class:`~mtlirt.estimators.mtl_tuning.MTLTuning`, its defaults when omitted.
     refine_overall : bool
         Refine the shared traits of rank ``r > 1`` by likelihood (step 4
         *(ours)*); else keep the singular vectors.
@@ -312,11 +291,6 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
         answer, but predicts held-out responses worse, so the tuning picks a
         smaller ``C`` and the other domains gain less (on the 10%-outlier
         simulation, inlier RMSE ratio 0.72 instead of 0.59).
-    max_extend : int
-        Doublings of the grid's largest finite ``C`` at most.
-    max_rank : int
-        Largest rank the held-out selection tries (also capped by parallel
-        analysis of the STL traits, which only bounds the search).
     priors : Penalties, optional
     stl, pooled : PointFit, optional
         A single-domain and a pooled fit of the same data to start from.
@@ -329,7 +303,7 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
         items and structure (``"posterior"``, the default when neither ``C``
         nor ``gamma`` is given: :func:`factor_scores`), or the biased
         regularisation's estimate (``"shrunk"``, the default when one is
-        given; tuned over ``C_grid`` when neither is). With ``"posterior"``
+        given; tuned over ``tuning.C_grid`` when neither is). With ``"posterior"``
         the held-out tuning only selects the rank (its ``C`` is recorded;
         ``None`` when the rank is given as one, and nothing is tuned); at a
         rank above one the scores are ``"shrunk"``, ``C`` tuned.
@@ -341,18 +315,13 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
     """
     with blas_threads(1):
         return _fit_mtl(correct, observed, domain_slices, rank=rank, gamma=gamma, C=C, model=model,
-                        guessing=guessing, seed=seed, C_grid=C_grid, holdout_share=holdout_share,
-                        max_heldout=max_heldout, min_gain_se=min_gain_se, c_tie=c_tie,
-                        cv_refit_items=cv_refit_items, refine_overall=refine_overall,
-                        centre_prior=centre_prior, max_rank=max_rank, max_extend=max_extend,
-                        priors=priors or DEFAULT_PENALTIES,
-                        stl=stl, pooled=pooled, max_iter=max_iter, tol=tol, progress=progress,
-                        verbose=verbose, scores=scores)
+                        guessing=guessing, seed=seed, tuning=tuning or MTLTuning(), refine_overall=refine_overall,
+                        centre_prior=centre_prior, priors=priors or DEFAULT_PENALTIES, stl=stl, pooled=pooled,
+                        max_iter=max_iter, tol=tol, progress=progress, verbose=verbose, scores=scores)
 
 
-def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessing, seed, C_grid,
-             holdout_share, max_heldout, min_gain_se, c_tie, cv_refit_items, refine_overall, centre_prior,
-             max_rank, max_extend, priors, stl, pooled, max_iter, tol, progress, verbose, scores):
+def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessing, seed, tuning, refine_overall,
+             centre_prior, priors, stl, pooled, max_iter, tol, progress, verbose, scores):
     t_start = time.perf_counter()
     seconds = {}
     prog = progress or (lambda stage, frac: None)
@@ -360,40 +329,32 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
     N, K = correct.shape[0], len(slices)
     sizes = np.array([s.stop - s.start for s in slices], dtype=np.float64)
     data = ResponseData(correct, observed, slices, guessing=guessing)
-    item_domain = data.item_domain
 
     # 1. STL and pooled --------------------------------------------------------
     stl, pooled, guessing, lik = _start_fits(correct, observed, slices, data, stl, pooled, model=model,
                                              guessing=guessing, priors=priors, max_iter=max_iter, tol=tol,
                                              seconds=seconds, prog=prog, verbose=verbose)
-    th_stl, a, d = stl.internal()
     eta_p = pooled.internal()[0][:, 0]
 
     # 3. rank bound by parallel analysis ---------------------------------------
     t0 = time.perf_counter()
-    ranks, evidence, sv, U = _rank_search(stl.theta, rank, max_rank, seed)
+    ranks, evidence, sv, U = _rank_search(stl.theta, rank, tuning.max_rank, seed)
     seconds["rank"] = time.perf_counter() - t0
 
     # 6. tuning of rank and C on held-out responses ----------------------------
-    cv = None
     t0 = time.perf_counter()
     fixed_C = _given_C(gamma, C, N, K)
-    if scores is None:
-        scores = "posterior" if fixed_C is None else "shrunk"
-    if scores not in ("posterior", "shrunk"):
-        raise ValueError(f"scores must be 'posterior' or 'shrunk', got {scores!r}")
-    if scores == "posterior" and fixed_C is not None:
-        raise ValueError("the posterior scores take no C (gamma): give scores='shrunk' for the biased regularisation")
+    scores = _score_kind(scores, fixed_C)
     if scores == "posterior" and len(ranks) == 1 and evidence["method"] == "held-out":
         evidence["method"] = "parallel analysis"  # it bounds the rank at one: nothing left to hold out for
     # the rank-one factor posterior cannot carry a second shared trait: where the rank may exceed one, C is
     # tuned, and at a chosen rank above one the reported scores are the shrunk ones
+    cv = None
     if (fixed_C is None and scores == "shrunk") or len(ranks) > 1 or (scores == "posterior" and ranks[0] > 1):
         prog("cv", 0.0)
-        cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, a, d, th_stl,
-                   eta_p, U, ranks, sizes, C_grid if fixed_C is None else [fixed_C], holdout_share,
-                   max_heldout, min_gain_se, c_tie, cv_refit_items, refine_overall, centre_prior, seed, max_iter,
-                   tol, prog, max_extend)
+        cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, U, ranks, sizes,
+                   tuning.C_grid if fixed_C is None else [fixed_C], tuning, refine_overall, centre_prior, seed,
+                   max_iter, tol, prog)
         rank = cv["rank"]
         C_use = cv["chosen"] if fixed_C is None else fixed_C
         evidence["heldout"] = cv["rank_path"]
@@ -407,13 +368,33 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
              + ", ".join(f"C={c:g}: {v:.5f}" for c, v in zip(cv["grid"], cv["heldout_loglik"]))
              + f" -> C={C_use:g} ({seconds['cv']:.2f} s)")
 
-    if scores == "posterior" and rank > 1:
-        scores = "shrunk"
-    if scores == "posterior":  # the reported scores: the factor model's posterior means
+    selection = dict(rank=rank, sv=sv, evidence=evidence, cv=cv)
+    if scores == "posterior" and rank == 1:  # the reported scores: the factor model's posterior means
         return _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_p, U, refine_overall,
-                              centre_prior, priors, C_use, N, K, dict(rank=rank, sv=sv, evidence=evidence, cv=cv),
-                              seconds, t_start, prog, verbose)
+                              centre_prior, priors, C_use, N, K, selection, seconds, t_start, prog, verbose)
+    return _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta_p, U, sizes, refine_overall,
+                       centre_prior, priors, C_use, selection, seconds, t_start, prog, verbose)
 
+
+def _score_kind(scores, fixed_C):
+    """What ``theta`` will hold, ``"posterior"`` or ``"shrunk"`` (the default: posterior unless ``C`` is
+    given), checked against the given ``C``."""
+    if scores is None:
+        scores = "posterior" if fixed_C is None else "shrunk"
+    if scores not in ("posterior", "shrunk"):
+        raise ValueError(f"scores must be 'posterior' or 'shrunk', got {scores!r}")
+    if scores == "posterior" and fixed_C is not None:
+        raise ValueError("the posterior scores take no C (gamma): give scores='shrunk' for the biased regularisation")
+    return scores
+
+
+def _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta_p, U, sizes, refine_overall, centre_prior,
+                priors, C_use, selection, seconds, t_start, prog, verbose):
+    """Steps 4 and 5 for the biased regularisation's scores: the centre at the chosen rank, the final fit
+    toward it at ``C_use`` (the STL fit at 0, the pooled one when fused), its outputs on the reported scale."""
+    rank = selection["rank"]
+    N, K = correct.shape[0], len(slices)
+    th_stl, a, d = stl.internal()
     # 4. centre at the chosen rank ------------------------------------------------
     fused = (not np.isfinite(C_use)) and rank == 1
     A, W, cinfo, centre = _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors,
@@ -439,7 +420,7 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
         W = np.full((K, 1), float(eta_p.std()))  # A w_k = eta - mean(eta), internal scale
     else:
         th_s, a_s, d_s, loc, scale, ll, se, centre_s = _shrunk_outputs(
-            lik, theta, mu, a, d, stl.c, centre, W, (correct, observed, slices), item_domain, priors)
+            lik, theta, mu, a, d, stl.c, centre, W, (correct, observed, slices), data.item_domain, priors)
     # the overall score weighs the domains' centres on the population scale (unit-variance traits,
     # as the Bayesian lbar = mean_k Lambda_k), not on the sample scale of the shrunk scores
     A_rot, W_rot = _overall_axes(A, W, loc, np.ones(K))
@@ -449,9 +430,9 @@ def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessin
          f"{int(on.sum())}/{K} domains on the centre")
     return _mtl_fit(
         theta=th_s, overall=overall, loadings=loadings, a=a_s, d=d_s, c=stl.c.copy(), rank=rank,
-        singular_values=sv, rank_evidence=evidence, C=C_use, gamma=gamma_use, cv=cv, stl=stl,
-        seconds=seconds, on_centre=on, mu=mu, w=W_out, centre=centre_s, loglik=ll,
-        theta_loc=loc, theta_scale=scale, item_domain=item_domain, theta_se=se,
+        singular_values=selection["sv"], rank_evidence=selection["evidence"], C=C_use, gamma=gamma_use,
+        cv=selection["cv"], stl=stl, seconds=seconds, on_centre=on, mu=mu, w=W_out, centre=centre_s, loglik=ll,
+        theta_loc=loc, theta_scale=scale, item_domain=data.item_domain, theta_se=se,
         converged=all(convergence[u] for u in used), n_iter=stl.n_iter if "stl" in used else pooled.n_iter,
         pooled=pooled, convergence=convergence,
     )
@@ -468,7 +449,7 @@ def _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, p
 
 
 def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_p, U, refine_overall, centre_prior,
-                   priors, C_use, N, K, tuning, seconds, t_start, prog, verbose):
+                   priors, C_use, N, K, selection, seconds, t_start, prog, verbose):
     """Steps 4 and 7: the centre at the chosen rank on the single-domain items, its structure
     (:func:`factor_structure`) and the factor model's posterior means (:func:`factor_scores`)."""
     A, W, cinfo, centre = _timed_centre(lik, rank, K, False, eta_p, U, refine_overall, centre_prior, priors,
@@ -496,7 +477,7 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_
     gamma = None if C_use is None else _lambda(C_use, N, K, np.ones(K))[1]
     return _mtl_fit(
         theta=fs["theta"], overall=overall, loadings=loadings, a=fs["a"], d=fs["d"], c=stl.c.copy(), rank=rank,
-        singular_values=tuning["sv"], rank_evidence=tuning["evidence"], C=C_use, gamma=gamma, cv=tuning["cv"],
+        singular_values=selection["sv"], rank_evidence=selection["evidence"], C=C_use, gamma=gamma, cv=selection["cv"],
         stl=stl, seconds=seconds, on_centre=np.zeros(K, dtype=bool), mu=np.zeros(K), w=W_out,
         centre=(centre - fs["loc"]) / fs["scale"], loglik=ll, theta_loc=np.zeros(K), theta_scale=np.ones(K),
         item_domain=data.item_domain, theta_se=fs["theta_sd"], converged=convergence["stl"] and convergence["centre"],

@@ -23,7 +23,7 @@ Cross-domain correlations (:func:`correlation_check`)
     * MTL (and the paper's variants): the fit's structure (its overall
       scores, with loadings and deviation spreads fitted to the observed
       correlations at its rank), or with ``world="estimate"`` the very world
-      its error bootstrap draws from (:func:`mtlirt.fitting.error_world`):
+      its error bootstrap draws from (:func:`mtlirt.estimators.error_world.error_world`):
       the fit's centre, overall traits redrawn around the fitted ones with
       their approximate posterior variances, deviations with each domain's
       spread estimated from the data

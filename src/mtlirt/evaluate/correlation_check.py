@@ -146,10 +146,10 @@ def _worlds(est, responses, n: int, rng: np.random.Generator, _observed: np.ndar
 
 
 def _error_world(est, responses, n, rng):
-    """The fit's error-bootstrap world (:func:`mtlirt.fitting.error_world`, the one its bootstrap draws
+    """The fit's error-bootstrap world (:func:`mtlirt.estimators.error_world.error_world`, the one its bootstrap draws
     from), rebuilt from what the estimate records: its centre, overall traits, items, population scale
     and cells without responses."""
-    from ..fitting import error_world
+    from ..estimators.error_world import error_world
 
     post = est.posterior
     if "centre" not in post:
