@@ -11,25 +11,17 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ._common import (
-    PathArg,
-    _as_paths,
+from ._common import PathArg, _as_paths, _give, _Ledger, _listing, _opt, _Part, _Skip, _Threshold
+from ._records import (
     _check_threshold,
     _content_hash,
     _files_under,
     _get,
-    _give,
     _iter_records,
-    _Ledger,
-    _listing,
     _metadata_domain,
     _metadata_field,
     _not_binary,
-    _opt,
-    _Part,
     _pattern_list,
-    _Skip,
-    _Threshold,
     _to_correct,
 )
 

@@ -13,23 +13,15 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ._common import (
-    PathArg,
-    _as_paths,
+from ._common import PathArg, _as_paths, _give, _Ledger, _listing, _opt, _Part, _Skip, _Threshold
+from ._records import (
     _check_threshold,
     _content_hash,
     _files_under,
     _get,
-    _give,
-    _Ledger,
-    _listing,
     _not_binary,
-    _opt,
-    _Part,
     _pattern_list,
     _read_json,
-    _Skip,
-    _Threshold,
     _to_correct,
 )
 

@@ -17,24 +17,17 @@ import pandas as pd
 
 from ...errors import InputError
 from ..validate import DataWarning
-from ._common import (
-    PathArg,
-    _as_paths,
+from ._common import PathArg, _as_paths, _give, _Ledger, _listing, _Part, _Skip, _Threshold
+from ._records import (
     _check_threshold,
     _content_hash,
     _files_under,
     _get,
-    _give,
-    _Ledger,
-    _listing,
     _metadata_domain,
     _metadata_field,
     _not_binary,
-    _Part,
     _pattern_list,
     _read_json,
-    _Skip,
-    _Threshold,
     _to_correct,
 )
 

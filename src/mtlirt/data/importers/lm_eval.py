@@ -20,22 +20,18 @@ from ._common import (
     _TS_RE,
     PathArg,
     _as_paths,
-    _check_threshold,
     _first_char,
     _give,
-    _iter_records,
     _Ledger,
     _listing,
-    _norm_ts,
-    _not_binary,
     _open_text,
     _opt,
     _Part,
     _Skip,
     _strip_suffixes,
     _Threshold,
-    _to_correct,
 )
+from ._records import _check_threshold, _iter_records, _norm_ts, _not_binary, _to_correct
 
 _LM_SAMPLES_RE = re.compile(rf"^samples_(?P<task>.+?)(?:_(?P<ts>{_TS}))?$")
 _LM_SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl", ".json")

@@ -12,21 +12,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ._common import (
-    _TS,
-    _TS_RE,
-    PathArg,
-    _as_paths,
-    _files_under,
-    _give,
-    _Ledger,
-    _listing,
-    _norm_ts,
-    _Part,
-    _pattern_list,
-    _Skip,
-    _strip_suffixes,
-)
+from ._common import _TS, _TS_RE, PathArg, _as_paths, _give, _Ledger, _listing, _Part, _Skip, _strip_suffixes
+from ._records import _files_under, _norm_ts, _pattern_list
 
 #: ``tasks`` pattern of :func:`from_open_llm_leaderboard` for MMLU as the
 #: Open LLM Leaderboard v1 scored it (57 subjects, 5-shot).

@@ -20,23 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ._common import (
-    _TS,
-    PathArg,
-    _as_paths,
-    _check_threshold,
-    _give,
-    _iter_records,
-    _Ledger,
-    _listing,
-    _norm_ts,
-    _opt,
-    _Part,
-    _pattern_list,
-    _Skip,
-    _strip_suffixes,
-    _Threshold,
-)
+from ._common import _TS, PathArg, _as_paths, _give, _Ledger, _listing, _opt, _Part, _Skip, _strip_suffixes, _Threshold
+from ._records import _check_threshold, _iter_records, _norm_ts, _pattern_list
 from .lm_eval import _latest_runs, _lm_eval_parts, _LmFile, _needed, _read_samples, _Samples
 from .open_llm_leaderboard import _split_rank
 

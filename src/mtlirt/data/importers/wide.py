@@ -17,7 +17,8 @@ import pandas as pd
 from ...errors import InputError
 from ..tables import LONG_COLUMNS
 from ..validate import DataWarning
-from ._common import _SHOW, _listing, _open_text, _opt, _plain, _report_aliases, _str_column, _summarize
+from ._common import _SHOW, _listing, _open_text, _opt, _report_aliases, _str_column, _summarize
+from ._records import _plain
 
 _TRUE_FALSE = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}
 

@@ -13,18 +13,10 @@ without intervals.
 """
 
 from ._common import figure_to_base64_png, figure_to_svg
+from .accuracy import rank_shift, rank_vs_accuracy, raw_accuracy
 from .diagnostics import convergence, rank_rhat
 from .items import domain_difficulty, item_curves, item_map
-from .scores import (
-    compare_scatter,
-    domain_heatmap,
-    domain_profile,
-    overall_forest,
-    rank_shift,
-    rank_uncertainty,
-    rank_vs_accuracy,
-    raw_accuracy,
-)
+from .scores import compare_scatter, domain_heatmap, domain_profile, overall_forest, rank_uncertainty
 from .structure import cluster_order, correlation_heatmap, domain_order, scree
 
 __all__ = [
