@@ -128,15 +128,15 @@ def collapsed_fit(resp, spec_name: str, init: dict, *, draws: int, tune: int | N
     """The collapsed route from an MTL init: (posterior with derived quantities,
     fit, stage seconds)."""
     from mtlirt.bayes import collapsed as cl
-    from mtlirt.bayes._data import as_arrays
     from mtlirt.bayes.derived import add_derived
     from mtlirt.bayes.fixed_items import build_tables, resolve_item_values
     from mtlirt.bayes.init import initial_values
     from mtlirt.bayes.model import anchor_domains, model_coords
     from mtlirt.bayes.spec import load_spec
+    from mtlirt.data.responses import as_responses
 
     t0 = time.perf_counter()
-    arr = as_arrays(resp)
+    arr = as_responses(resp)
     spec = load_spec(spec_name)
     items = resolve_item_values(arr, spec, None, init)
     tables = build_tables(arr, items["a"], items["d"], items["c"])
@@ -228,18 +228,18 @@ def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272):
     from mtlirt.bayes import collapsed_grid as cg
     from mtlirt.bayes import collapsed_kernel as ck
     from mtlirt.bayes import collapsed_structure as cs
-    from mtlirt.bayes._data import as_arrays
     from mtlirt.bayes._factor import factor_parts, loading_layout
     from mtlirt.bayes.fixed_items import build_tables, resolve_item_values
     from mtlirt.bayes.init import initial_values
     from mtlirt.bayes.marginal import quadrature_nodes
     from mtlirt.bayes.model import anchor_domains
     from mtlirt.bayes.spec import load_spec
+    from mtlirt.data.responses import as_responses
     from mtlirt.fitting import _mtl_init
 
     resp, _, _ = _simulated(n_llms, preset="mmlu", seed=seed, rank=rank)
     _, init = _mtl_init(resp, model="2pl", guessing=None, seed=seed)
-    arr = as_arrays(resp)
+    arr = as_responses(resp)
     spec = load_spec("factor-2pl" if rank == 1 else "factor2-2pl")
     items = resolve_item_values(arr, spec, None, init)
     tables = build_tables(arr, items["a"], items["d"], items["c"])
@@ -365,9 +365,9 @@ def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | 
 def bench_compare(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 4, rank: int = 1,
                   sampler: str = "auto") -> dict:
     from mtlirt.bayes import fit_bayes
-    from mtlirt.bayes._data import as_arrays
     from mtlirt.bayes.fixed_items import resolve_item_values
     from mtlirt.bayes.spec import load_spec
+    from mtlirt.data.responses import as_responses
     from mtlirt.fitting import _mtl_init
 
     resp, truth, truth_ov = _simulated(150, [10, 15, 20, 30, 40, 60], seed=seed, rank=rank)
@@ -377,7 +377,7 @@ def bench_compare(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: in
     new, fit, stages = collapsed_fit(resp, spec, init, draws=draws, tune=None if sampler != "nutpie" else tune,
                                      chains=chains, seed=seed, sampler=sampler)
     t_new = time.perf_counter() - t0
-    items = resolve_item_values(as_arrays(resp), load_spec(spec), None, init)
+    items = resolve_item_values(as_responses(resp), load_spec(spec), None, init)
     t1 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

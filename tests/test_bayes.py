@@ -10,6 +10,7 @@ import warnings
 from collections import OrderedDict
 
 import numpy as np
+import pandas as pd
 import pymc as pm
 import pytensor
 import pytest
@@ -17,7 +18,6 @@ import xarray as xr
 
 from mtlirt.bayes import (
     ModelSpec,
-    ResponseArrays,
     _nutpie,
     build_fixed_model,
     build_model,
@@ -33,6 +33,7 @@ from mtlirt.bayes.algorithms import _dataset_from_draws
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import pointwise_loglik
 from mtlirt.bayes.model import overall_sd_guess_joint
+from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.estimators.heldout import heldout_loglik
 from mtlirt.numerics.hermite import hermite_np, hermite_pt
@@ -65,10 +66,8 @@ def toy(n=30, sizes=(8, 8, 8), *, missing=0.0, guessing=0.0, seed=0, loading=0.8
         y = np.where(obs, y, 0).astype(np.int8)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     slices = [slice(int(bounds[k]), int(bounds[k + 1])) for k in range(K)]
-    arr = ResponseArrays.from_arrays(y, obs, slices,
-                                     [f"m{i}" for i in range(n)],
-                                     [f"q{j}" for j in range(J)],
-                                     [f"dom{k}" for k in range(K)])
+    arr = Responses.from_arrays(y, obs, slices, llms=[f"m{i}" for i in range(n)], items=[f"q{j}" for j in range(J)],
+                                domains=[f"dom{k}" for k in range(K)])
     truth = {"theta": theta, "eta": eta, "a": a, "d": d, "c": np.full(J, guessing), "lam": lam}
     return arr, truth
 
@@ -150,7 +149,7 @@ def test_build_model_structure(data):
     assert {"eta_raw", "loading_diag", "beta", "tau", "alpha", "sigma_log_a"} <= names
     assert "z" in names  # 8 items per domain -> non-centred traits
     assert set(m.coords) >= {"llm", "item", "domain", "factor", "obs"}
-    assert list(m.coords["llm"]) == arr.llms and list(m.coords["domain"]) == arr.domains
+    assert list(m.coords["llm"]) == list(arr.llms) and list(m.coords["domain"]) == list(arr.domains)
     assert m.named_vars_to_dims["z"] == ("llm", "domain")
     assert m.named_vars_to_dims["eta_raw"] == ("llm", "factor")
     assert m["y_obs"].get_value().shape == (int(arr.observed.sum()),)  # observed cells only
@@ -353,7 +352,7 @@ def test_overall_score_from_the_traits_the_likelihood_sees():
 def _exact_ik(arr, a, d, c, theta):
     n, K = theta.shape
     out = np.zeros((n, K))
-    obs = np.ones(arr.correct.shape, bool) if arr.observed is None else arr.observed
+    obs = arr.observed
     for k, s in enumerate(arr.domain_slices):
         x = a[s] * theta[:, [k]] + d[s]
         ll = bernoulli_loglik(x, arr.correct[:, s], c[s])
@@ -506,22 +505,22 @@ def test_diagnostics_check_eta_not_its_unidentified_raw_version():
 
 def test_fit_bayes_reads_a_long_dataframe_or_a_path(tmp_path):
     """fit_bayes takes what mtlirt.fit takes: a long DataFrame or a table's path comes through the one reader
-    (io.responses), giving the arrays of its Responses."""
+    (data.responses), giving its Responses."""
     from mtlirt import simulate
-    from mtlirt.bayes import as_arrays
-    from mtlirt.data.responses import Responses
+    from mtlirt.data.responses import Responses, as_responses
 
     df = simulate(12, domain_sizes=[3, 4], seed=2).responses
     path = tmp_path / "r.csv"
     df.to_csv(path, index=False)
-    want = as_arrays(Responses.from_frame(df))
+    want = Responses.from_frame(df)
     for given in (df, path):
-        got = as_arrays(given)
+        got = as_responses(given)
         np.testing.assert_array_equal(got.correct, want.correct)
         np.testing.assert_array_equal(got.observed, want.observed)
-        assert (got.llms, got.items, got.domains) == (want.llms, want.items, want.domains)
+        assert all(got_.equals(want_) for got_, want_ in zip((got.llms, got.items, got.domains),
+                                                            (want.llms, want.items, want.domains)))
     with pytest.raises(InputError, match="correct must be 0 or 1"):
-        as_arrays(df.assign(correct=3))
+        as_responses(df.assign(correct=3))
 
 
 def test_fit_bayes_argument_errors(data):
@@ -677,10 +676,10 @@ def _check_layout(tree, arr, chains, draws, *, factor=True):
         assert name in post, name
         assert post[name].dims == dims, (name, post[name].dims)
     assert post.sizes["chain"] == chains and post.sizes["draw"] == draws
-    assert [str(x) for x in post["llm"].values] == arr.llms
-    assert [str(x) for x in post["domain"].values] == arr.domains
-    assert [str(x) for x in post["item"].values] == arr.items
-    assert [str(x) for x in post["domain_a"].values] == arr.domains
+    assert [str(x) for x in post["llm"].values] == list(arr.llms)
+    assert [str(x) for x in post["domain"].values] == list(arr.domains)
+    assert [str(x) for x in post["item"].values] == list(arr.items)
+    assert [str(x) for x in post["domain_a"].values] == list(arr.domains)
     assert list(post["factor"].values) == list(range(post.sizes["factor"]))
     assert list(post["item_domain"].values) == [arr.domains[k] for k in arr.item_domain]
     assert post["item_domain"].dims == ("item",)
@@ -853,12 +852,12 @@ def test_map_and_advi(data):
     manual = np.log(np.where(y, p, 1 - p).mean(0)).sum()
     assert np.isclose(h, manual)
     ppc = posterior_predictive_checks(ta, arr, n_draws=10, seed=0)
-    assert list(ppc["domain"].index) == arr.domains
+    assert list(ppc["domain"].index) == list(arr.domains)
     assert len(ppc["item"]) == arr.n_items and {"observed", "replicated_mean", "ppp"} <= set(ppc["item"].columns)
     assert ppc["calibration"]["n"].sum() == int(arr.observed.sum())
 
 
-def _draws_estimate(chains=2, draws=7, n=12, sizes=(4, 6), seed=0) -> tuple[Estimate, ResponseArrays]:
+def _draws_estimate(chains=2, draws=7, n=12, sizes=(4, 6), seed=0) -> tuple[Estimate, Responses]:
     """A multi-draw 3PL estimate of random draws (no sampler) and answers drawn from its first draw."""
     rng = np.random.default_rng(seed)
     K, J = len(sizes), int(sum(sizes))
@@ -880,8 +879,8 @@ def _draws_estimate(chains=2, draws=7, n=12, sizes=(4, 6), seed=0) -> tuple[Esti
     p = c[0, 0] + (1 - c[0, 0]) / (1 + np.exp(-(a[0, 0] * theta[0, 0][:, dom] + d[0, 0])))
     y = (rng.random((n, J)) < p).astype(np.int8)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    arr = ResponseArrays.from_arrays(y, None, [slice(int(bounds[k]), int(bounds[k + 1])) for k in range(K)],
-                                     list(post["llm"].values), list(post["item"].values), names)
+    arr = Responses.from_arrays(y, None, [slice(int(bounds[k]), int(bounds[k + 1])) for k in range(K)],
+                                llms=list(post["llm"].values), items=list(post["item"].values), domains=names)
     return Estimate(xr.DataTree.from_dict({"posterior": post})), arr
 
 
@@ -968,15 +967,6 @@ def test_bayes_modules_import_each_other_at_module_level():
     assert out.split() == [w for name in names for w in (name, "True")], out
 
 
-def test_accepts_lead_responses(data):
-    from mtlirt.data.responses import Responses
-
-    arr, _ = data
-    r = Responses(arr.correct, arr.observed, arr.llms, arr.items, arr.domains, arr.item_domain)
-    m = build_model(r, "factor-2pl").model
-    assert list(m.coords["item"]) == arr.items
-
-
 # ---------------------------------------------------------------------------
 # real sampling (slow)
 # ---------------------------------------------------------------------------
@@ -990,7 +980,7 @@ def test_nuts_joint_runs_and_is_reproducible(monkeypatch):
     monkeypatch.setattr(_nutpie, "_cache", OrderedDict())
     arr, truth = toy(40, (8, 10, 12), seed=22, loading=0.8)
     other, _ = toy(40, (8, 10, 12), seed=23, loading=0.6)
-    other.llms[:] = [f"x{i}" for i in range(40)]
+    other.llms = pd.Index([f"x{i}" for i in range(40)], dtype=object, name="llm")
     kw = dict(draws=150, tune=150, chains=2, seed=7, progress=False)
     hits = _nutpie.stats["hits"]
     with warnings.catch_warnings():

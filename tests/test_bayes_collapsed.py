@@ -43,12 +43,12 @@ def case(request):
 def _structure_inputs(resp):
     """What ``sample_structure`` takes besides the tables: the arrays, the factor-2pl spec,
     its anchor and the initial values of the loadings."""
-    from mtlirt.bayes._data import as_arrays
     from mtlirt.bayes.init import initial_values
     from mtlirt.bayes.model import anchor_domains
     from mtlirt.bayes.spec import load_spec
+    from mtlirt.data.responses import as_responses
 
-    arr = as_arrays(resp)
+    arr = as_responses(resp)
     spec = load_spec("factor-2pl")
     anchors = anchor_domains(arr, 1)
     iv = initial_values(arr, spec, anchors, None, include_items=False,

@@ -210,12 +210,12 @@ def test_a_domain_score_beyond_minus_six():
     on ChemBench the two routes' domain scores of such LLMs (exact -7.27) 2.2 interval widths apart."""
     from scipy.special import log_expit
 
-    from mtlirt.bayes._data import ResponseArrays
+    from mtlirt.data.responses import Responses
 
     arr, truth = toy(20, (1000,), seed=8)
     y = arr.correct.copy()
     y[0] = 0
-    arr = ResponseArrays.from_arrays(y, None, arr.domain_slices, arr.llms, arr.items, arr.domains)
+    arr = Responses.from_arrays(y, None, arr.domain_slices, llms=arr.llms, items=arr.items, domains=arr.domains)
     tables = build_tables(arr, truth["a"], truth["d"])
     m, psi = np.full((20, 1), -2.0), np.array([0.94])
     t = np.linspace(-20.0, 10.0, 30001)

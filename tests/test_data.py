@@ -315,3 +315,24 @@ def test_read_in_batches_duplicates_and_rows_without_a_domain(tmp_path, monkeypa
     message = rf"conflicting duplicate responses for 1 \(llm, item\) pair.*rows 4, {len(df) + 1}"
     with pytest.raises(InputError, match=message):
         Responses.read(_write(late, tmp_path / "late.csv"))
+
+
+def test_from_arrays_builds_and_checks_a_matrix():
+    """Responses.from_arrays: contiguous domain blocks, unobserved cells 0 whatever they held, default
+    names; answers other than 0/1, domains that skip columns or names that repeat are named errors."""
+    y = np.array([[1, 0, np.nan], [0, 1, 1]])
+    obs = ~np.isnan(y)
+    r = Responses.from_arrays(y, obs, [slice(0, 2), slice(2, 3)], domains=["x", "y"])
+    assert list(r.llms) == ["llm0", "llm1"] and list(r.items) == ["item0", "item1", "item2"]
+    assert list(r.domains) == ["x", "y"] and r.domain_slices == [slice(0, 2), slice(2, 3)]
+    np.testing.assert_array_equal(r.correct, [[1, 0, 0], [0, 1, 1]])
+    assert r.n_responses == 5 and not r.complete
+    assert Responses.from_arrays(np.ones((2, 3))).complete
+    with pytest.raises(InputError, match="only 0 and 1"):
+        Responses.from_arrays(np.full((2, 2), 2))
+    with pytest.raises(InputError, match="not contiguous"):
+        Responses.from_arrays(np.ones((2, 3)), None, [slice(0, 1), slice(2, 3)])
+    with pytest.raises(InputError, match="cover 2 columns"):
+        Responses.from_arrays(np.ones((2, 3)), None, [slice(0, 2)])
+    with pytest.raises(InputError, match="llms names are not unique"):
+        Responses.from_arrays(np.ones((2, 3)), llms=["a", "a"])

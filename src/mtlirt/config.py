@@ -173,7 +173,7 @@ class SamplerConfig:
         reasons = {}
         items = cfg.items
         if items == "auto":
-            n_resp = int(arr.observed.sum()) if arr.observed is not None else int(arr.n_llms * arr.n_items)
+            n_resp = arr.n_responses
             small = arr.n_llms <= JOINT_MAX_LLMS and n_resp <= JOINT_MAX_RESPONSES
             items = "joint" if small else "fixed"
             reasons["items"] = (f"auto: {arr.n_llms:,} LLMs and {n_resp:,} responses "

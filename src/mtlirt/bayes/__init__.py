@@ -17,12 +17,14 @@ add_llm_marginal_log_likelihood, loo, compare
     Checks of a fit (``add_llm_marginal_log_likelihood``: one element per LLM,
     its traits integrated out, for ``loo(tree, var_name="llm_marginal")``);
     its held-out log-likelihood is :func:`mtlirt.heldout_loglik`, as of every fit.
-ResponseArrays, default_init
-    A minimal Responses-like container, and a quick accuracy-based init.
+default_init
+    A quick accuracy-based init.
+
+Every function here takes the leaderboard as :class:`mtlirt.Responses` (or a long
+DataFrame or the path of a table, read as one).
 """
 
 from mtlirt.bayes._built import BuiltModel
-from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes.diagnostics import (
     add_llm_marginal_log_likelihood,
     add_log_likelihood,
@@ -42,10 +44,8 @@ __all__ = [
     "BuiltModel",
     "ModelSpec",
     "NotConvergedWarning",
-    "ResponseArrays",
     "add_llm_marginal_log_likelihood",
     "add_log_likelihood",
-    "as_arrays",
     "build",
     "build_fixed_model",
     "build_model",

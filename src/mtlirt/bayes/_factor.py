@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from mtlirt.bayes._data import ResponseArrays
 from mtlirt.bayes.spec import ModelSpec
+from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 
 __all__ = ["anchor_domains", "loading_layout", "model_coords", "standardize_eta", "factor_parts"]
 
 
-def anchor_domains(arr: ResponseArrays, rank: int) -> list[int]:
+def anchor_domains(arr: Responses, rank: int) -> list[int]:
     """The ``rank`` anchor domains: most observed responses first.
 
     Parameters
     ----------
-    arr : ResponseArrays
+    arr : Responses
     rank : int
 
     Returns
@@ -35,7 +35,7 @@ def anchor_domains(arr: ResponseArrays, rank: int) -> list[int]:
     """
     counts = []
     for s in arr.domain_slices:
-        if arr.observed is None:
+        if arr.complete:
             counts.append(arr.n_llms * (s.stop - s.start))
         else:
             counts.append(int(arr.observed[:, s].sum()))
@@ -67,7 +67,7 @@ def loading_layout(n_domains: int, rank: int, anchors: list[int]):
     return rows.astype(np.int64), cols.astype(np.int64), np.asarray(anchors, dtype=np.int64)
 
 
-def model_coords(arr: ResponseArrays, spec: ModelSpec) -> dict:
+def model_coords(arr: Responses, spec: ModelSpec) -> dict:
     """Coordinates shared by every model and result."""
     return {
         "llm": list(arr.llms),

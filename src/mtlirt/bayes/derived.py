@@ -22,9 +22,9 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from mtlirt.bayes._data import ResponseArrays
 from mtlirt.bayes._factor import factor_parts, standardize_eta
 from mtlirt.bayes.spec import ModelSpec
+from mtlirt.data.responses import Responses
 from mtlirt.results import schema
 from mtlirt.results.estimate import expected_accuracy
 
@@ -238,7 +238,7 @@ def expected_accuracy_tables(theta, tables, *, max_elems: float = 2e6) -> np.nda
 
 def add_derived(
     post: xr.Dataset,
-    arr: ResponseArrays,
+    arr: Responses,
     spec: ModelSpec,
     anchors: list[int],
     *,
@@ -251,7 +251,7 @@ def add_derived(
     ----------
     post : xarray.Dataset
         Free variables with dims (chain, draw, ...).
-    arr : ResponseArrays
+    arr : Responses
     spec : ModelSpec
     anchors : list of int
     fixed_items : dict, optional

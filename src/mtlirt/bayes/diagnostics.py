@@ -38,7 +38,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import expit
 
-from mtlirt.bayes._data import as_arrays
+from mtlirt.data.responses import as_responses
 from mtlirt.numerics.hermite import hermite_np
 from mtlirt.numerics.llm_side import bernoulli_loglik
 from mtlirt.numerics.mcmc_stats import summary_stats
@@ -255,7 +255,7 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
     ----------
     tree : xarray.DataTree
         A fit with the derived quantities.
-    responses : Responses-like
+    responses : Responses, DataFrame or path
         The data the fit used.
     tables : LikelihoodTables, optional
         Fixed-items tables (then O(N K) per draw).
@@ -268,7 +268,7 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
     """
     from mtlirt.results.estimate import Estimate
 
-    arr = as_arrays(responses)
+    arr = as_responses(responses)
     est = Estimate(tree)
     th, a, d, c = est.item_model_draws(by_chain=True)
     item_domain = est.item_domain
@@ -284,7 +284,7 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
                                       - hermite_np(tables.F, tables.dF, tables.table, t, tables.lo, tables.h))
         return out
     y = arr.correct
-    obs = arr.observed
+    obs = arr.mask
     starts = np.array([s.start for s in arr.domain_slices])
     J = a.shape[-1]
     per = max(1, int(max_elems // max(N * J, 1)))
@@ -308,7 +308,7 @@ def add_log_likelihood(tree, responses: Any, *, tables=None):
     Parameters
     ----------
     tree : xarray.DataTree
-    responses : Responses-like
+    responses : Responses, DataFrame or path
     tables : LikelihoodTables, optional
 
     Returns
@@ -377,7 +377,7 @@ def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, see
     Parameters
     ----------
     tree : xarray.DataTree
-    responses : Responses-like
+    responses : Responses, DataFrame or path
     n_draws : int
         Posterior draws used (at most all).
     seed : int
@@ -399,7 +399,7 @@ def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, see
 
     from mtlirt.results.estimate import Estimate
 
-    arr = as_arrays(responses)
+    arr = as_responses(responses)
     est = Estimate(tree)
     th, a, d, c = est.item_model_draws(by_chain=True)
     item_domain = est.item_domain
@@ -411,7 +411,7 @@ def posterior_predictive_checks(tree, responses: Any, *, n_draws: int = 200, see
     thf = th.reshape(S, N, K)[take]
     af, df, cf = a.reshape(S, J)[take], d.reshape(S, J)[take], c.reshape(S, J)[take]
     y = arr.correct.astype(np.float64)
-    obs = np.ones((N, J), bool) if arr.observed is None else arr.observed
+    obs = arr.observed
     n_obs_item = obs.sum(0)
     starts = np.array([s.start for s in arr.domain_slices])
     n_obs_dom = np.add.reduceat(n_obs_item, starts)

@@ -53,7 +53,6 @@ from typing import Any
 import numpy as np
 
 from mtlirt.bayes._built import BuiltModel
-from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import anchor_domains, factor_parts, model_coords
 from mtlirt.bayes.collapsed_grid import llm_posteriors
 from mtlirt.bayes.init import initial_values
@@ -67,6 +66,7 @@ from mtlirt.bayes.marginal import (
 from mtlirt.bayes.model import add_coords_for_centering, add_factor_block, add_traits, trait_centering
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.config import use_marginal
+from mtlirt.data.responses import Responses, as_responses
 from mtlirt.errors import InputError
 from mtlirt.estimators.irt import Penalties, ResponseData, blas_threads
 from mtlirt.estimators.irt import calibrate_items as _calibrate
@@ -118,7 +118,7 @@ def calibrate_items(
 
     Parameters
     ----------
-    responses : Responses-like
+    responses : Responses, DataFrame or path
     spec : str or ModelSpec, optional
     max_iter : int
         EM sweeps at most.
@@ -135,12 +135,12 @@ def calibrate_items(
         ``a``, ``d``, ``c`` (arrays of length J), ``iterations`` (EM sweeps),
         ``converged``, ``nodes`` (quadrature nodes per domain), ``seconds``.
     """
-    arr = as_arrays(responses)
+    arr = as_responses(responses)
     spec = load_spec(spec)
     t0 = time.perf_counter()
     J = arr.n_items
     model, guessing = spec.point_item_model
-    data = ResponseData(arr.correct, arr.observed, arr.domain_slices, guessing=guessing)
+    data = ResponseData(arr.correct, arr.mask, arr.domain_slices, guessing=guessing)
     a0 = d0 = None
     if init is not None and init.get("a") is not None and init.get("d") is not None:
         a0 = np.clip(np.asarray(init["a"], float), 0.05, 8.0)
@@ -175,7 +175,7 @@ def build_tables(
 
     Parameters
     ----------
-    responses : Responses-like
+    responses : Responses, DataFrame or path
     a, d : ndarray (J,)
         Discrimination and intercept.
     c : float or ndarray (J,)
@@ -190,8 +190,8 @@ def build_tables(
     -------
     LikelihoodTables
     """
-    arr = as_arrays(responses)
-    return tabulate(arr.correct, arr.observed, arr.domain_slices, a, d, c, step=step, max_cell_bytes=max_cell_bytes)
+    arr = as_responses(responses)
+    return tabulate(arr.correct, arr.mask, arr.domain_slices, a, d, c, step=step, max_cell_bytes=max_cell_bytes)
 
 
 # ---------------------------------------------------------------------------
@@ -211,7 +211,7 @@ def build_fixed_model(
 
     Parameters
     ----------
-    responses : Responses-like
+    responses : Responses, DataFrame or path
     spec : str or ModelSpec
         The trait block (``traits``, ``rank``, ``trait_parameterization``,
         priors) is used; the item block is replaced by fixed values.
@@ -239,7 +239,7 @@ def build_fixed_model(
     """
     import pymc as pm
 
-    arr = as_arrays(responses)
+    arr = as_responses(responses)
     spec = load_spec(spec)
     items = resolve_item_values(arr, spec, item_values, init)
     if tables is None:
@@ -264,7 +264,7 @@ def build_fixed_model(
                       tables=tables, items=items)
 
 
-def _build_marginal_model(arr: ResponseArrays, spec: ModelSpec, anchors: list[int], items: dict,
+def _build_marginal_model(arr: Responses, spec: ModelSpec, anchors: list[int], items: dict,
                           tables: LikelihoodTables, init: dict | None):
     """The fixed-items factor model with the domain traits integrated out
     (:mod:`mtlirt.bayes.marginal`): free variables ``eta_raw``, ``eta_mean``,
@@ -315,7 +315,7 @@ def _population_start(tables: LikelihoodTables, quad: dict, lam0: np.ndarray, ps
     return quadrature_nodes(tables, mu @ lam0.T, psi0), iv
 
 
-def resolve_item_values(arr: ResponseArrays, spec: ModelSpec, item_values: dict | None,
+def resolve_item_values(arr: Responses, spec: ModelSpec, item_values: dict | None,
                         init: dict | None) -> dict:
     """Item values for the fixed-items route: given, from ``init``, or calibrated."""
     J = arr.n_items

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import loading_layout
 from mtlirt.bayes.spec import ModelSpec, load_spec
+from mtlirt.data.responses import Responses, as_responses
 from mtlirt.errors import InputError
 
 __all__ = ["default_init", "initial_values", "align_factors"]
@@ -29,7 +29,7 @@ def default_init(responses: Any, spec: str | ModelSpec | None = None) -> dict:
 
     Parameters
     ----------
-    responses : Responses-like
+    responses : Responses, DataFrame or path
     spec : str or ModelSpec, optional
         Only ``rank`` and the guessing level are used.
 
@@ -39,9 +39,9 @@ def default_init(responses: Any, spec: str | ModelSpec | None = None) -> dict:
         ``theta`` (N x K), ``overall`` (N x r), ``loadings`` (K x r), ``a``,
         ``d``, ``c`` (J,).
     """
-    arr = as_arrays(responses)
+    arr = as_responses(responses)
     spec = load_spec(spec)
-    obs = arr.observed
+    obs = arr.mask
     y = arr.correct.astype(np.float64)
     n, J = y.shape
     K = arr.n_domains
@@ -146,7 +146,7 @@ def _get_factors(init: dict, key: str, rows: int, r: int):
 
 
 def initial_values(
-    arr: ResponseArrays,
+    arr: Responses,
     spec: ModelSpec,
     anchors: list[int],
     init: dict | None,
@@ -159,7 +159,7 @@ def initial_values(
 
     Parameters
     ----------
-    arr : ResponseArrays
+    arr : Responses
     spec : ModelSpec
     anchors : list of int
         Anchor domains of the factor model.
@@ -234,7 +234,7 @@ def initial_values(
     return out
 
 
-def item_initial_values(arr: ResponseArrays, spec: ModelSpec, init: dict, *,
+def item_initial_values(arr: Responses, spec: ModelSpec, init: dict, *,
                         centered: bool | tuple[bool, bool] = False) -> dict:
     """Initial values of the item variables from ``a``, ``d`` (and ``c``);
     ``centered`` = (difficulties, log discriminations) or one bool for both."""

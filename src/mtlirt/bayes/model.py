@@ -62,12 +62,12 @@ from typing import Any
 import numpy as np
 
 from mtlirt.bayes._built import BuiltModel
-from mtlirt.bayes._data import ResponseArrays, as_arrays
 from mtlirt.bayes._factor import anchor_domains, factor_parts, loading_layout, model_coords, standardize_eta
 from mtlirt.bayes._loglik import bernoulli_logit_cells, cell_layout
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import pin_standardisation
 from mtlirt.bayes.spec import ModelSpec, load_spec
+from mtlirt.data.responses import Responses, as_responses
 from mtlirt.errors import InputError
 
 # anchor_domains, loading_layout, model_coords, standardize_eta live in the leaf
@@ -80,7 +80,7 @@ AUTO_CENTER_LLMS_PER_ITEM = 100
 AUTO_CENTER_LLMS_PER_ITEM_A = 1000
 
 
-def trait_centering(arr: ResponseArrays, spec: ModelSpec) -> np.ndarray:
+def trait_centering(arr: Responses, spec: ModelSpec) -> np.ndarray:
     """Which domains' traits use the centred parameterisation.
 
     ``"centered"``/``"noncentered"``: all/none. ``"auto"``: a domain is centred
@@ -100,7 +100,7 @@ def trait_centering(arr: ResponseArrays, spec: ModelSpec) -> np.ndarray:
         return np.zeros(K, dtype=bool)
     per = np.empty(K)
     for k, s in enumerate(arr.domain_slices):
-        if arr.observed is None:
+        if arr.complete:
             per[k] = s.stop - s.start
         else:
             per[k] = arr.observed[:, s].sum() / max(arr.n_llms, 1)
@@ -110,7 +110,7 @@ def trait_centering(arr: ResponseArrays, spec: ModelSpec) -> np.ndarray:
     return c
 
 
-def item_centering(arr: ResponseArrays, spec: ModelSpec) -> tuple[bool, bool]:
+def item_centering(arr: Responses, spec: ModelSpec) -> tuple[bool, bool]:
     """Whether the difficulty and the log-discrimination hierarchies are centred.
 
     ``"auto"``: difficulties are centred with >= 100 observed responses per
@@ -126,7 +126,7 @@ def item_centering(arr: ResponseArrays, spec: ModelSpec) -> tuple[bool, bool]:
     mode = spec.item_parameterization
     if mode != "auto":
         return (mode == "centered",) * 2
-    n_obs = arr.n_llms * arr.n_items if arr.observed is None else int(arr.observed.sum())
+    n_obs = arr.n_llms * arr.n_items if arr.complete else int(arr.observed.sum())
     per = n_obs / max(arr.n_items, 1)
     return per >= AUTO_CENTER_LLMS_PER_ITEM, per >= AUTO_CENTER_LLMS_PER_ITEM_A
 
@@ -134,7 +134,7 @@ def item_centering(arr: ResponseArrays, spec: ModelSpec) -> tuple[bool, bool]:
 SD_GUESS_INFO_PER_RESPONSE = 0.2  # a response's Fisher information about theta over a^2: p (1 - p), typical
 
 
-def overall_sd_guess_joint(arr: ResponseArrays, anchors: list[int], initvals: dict,
+def overall_sd_guess_joint(arr: Responses, anchors: list[int], initvals: dict,
                            init: dict | None = None) -> float:
     """Typical posterior sd of an overall trait at the initial point, for
     :func:`mtlirt.bayes.marginal.pin_standardisation` in the joint model (the
@@ -156,7 +156,7 @@ def overall_sd_guess_joint(arr: ResponseArrays, anchors: list[int], initvals: di
     n_ik = np.empty((arr.n_llms, K))
     a2_k = np.empty(K)
     for k, s in enumerate(arr.domain_slices):
-        n_ik[:, k] = s.stop - s.start if arr.observed is None else arr.observed[:, s].sum(1)
+        n_ik[:, k] = s.stop - s.start if arr.complete else arr.observed[:, s].sum(1)
         a2_k[k] = a2[s].mean()
     info = SD_GUESS_INFO_PER_RESPONSE * n_ik * a2_k[None, :]
     w = np.where(info > 0, 1.0 / (psi[None, :] ** 2 + 1.0 / np.where(info > 0, info, 1.0)), 0.0)
@@ -387,9 +387,9 @@ def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bo
     return a, intercept, c
 
 
-def observed_cells(arr: ResponseArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def observed_cells(arr: Responses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Long index vectors of the observed cells: (llm index, item index, y)."""
-    if arr.observed is None:
+    if arr.complete:
         n, j = arr.correct.shape
         ii = np.repeat(np.arange(n, dtype=np.int64), j)
         jj = np.tile(np.arange(j, dtype=np.int64), n)
@@ -437,9 +437,8 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
 
     Parameters
     ----------
-    responses : Responses-like
-        Object with ``correct``, ``observed``, ``domain_slices``, ``llms``,
-        ``items``, ``domains`` (see :mod:`mtlirt.bayes._data`).
+    responses : Responses, DataFrame or path
+        The leaderboard (a long table or its file is read as :class:`~mtlirt.data.responses.Responses`).
     spec : str, ModelSpec or None
         Model spec name/path (default ``"factor-2pl"``).
     init : dict, optional
@@ -467,7 +466,7 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
     import pymc as pm
     import pytensor.tensor as pt
 
-    arr = as_arrays(responses)
+    arr = as_responses(responses)
     spec = load_spec(spec)
     if likelihood not in LIKELIHOODS:
         raise InputError(f"likelihood must be one of {', '.join(LIKELIHOODS)}; got {likelihood!r}")

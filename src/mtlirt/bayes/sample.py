@@ -15,7 +15,6 @@ import numpy as np
 import xarray as xr
 
 from mtlirt.bayes._built import BuiltModel
-from mtlirt.bayes._data import as_arrays
 from mtlirt.bayes._factor import anchor_domains, model_coords
 from mtlirt.bayes.algorithms import _free_names, _run_algorithm
 from mtlirt.bayes.collapsed import sample_structure, spread_off_prior
@@ -32,6 +31,7 @@ from mtlirt.config import (
     Route,
     SamplerConfig,
 )
+from mtlirt.data.responses import as_responses
 from mtlirt.errors import InputError
 from mtlirt.progress import stage
 
@@ -90,7 +90,7 @@ def build(responses: Any, spec: str | ModelSpec | None = None, *, items: str = "
 
     Parameters
     ----------
-    responses : Responses-like
+    responses : Responses, DataFrame or path
     spec : str or ModelSpec
     items : {"joint", "fixed"}
     init : dict, optional
@@ -152,9 +152,8 @@ def fit_bayes(
 
     Parameters
     ----------
-    responses : Responses-like
-        ``mtlirt.data.responses.Responses`` or any object with ``correct``, ``observed``,
-        ``domain_slices``, ``llms``, ``items``, ``domains``.
+    responses : Responses, DataFrame or path
+        The leaderboard (a long table or its file is read as :class:`~mtlirt.data.responses.Responses`).
     spec : str, path, dict or ModelSpec
         Model spec (name in ``models/``, e.g. ``"factor-2pl"``,
         ``"factor-3pl-mcq"``, ``"correlated-2pl"``).
@@ -273,7 +272,7 @@ def fit_bayes(
                            tune=tune, chains=chains, thin=thin, target_accept=target_accept,
                            log_likelihood=log_likelihood, advi_iterations=advi_iterations,
                            map_maxiter=map_maxiter).validate()  # before the data are read
-    spec, arr = load_spec(spec), as_arrays(responses)
+    spec, arr = load_spec(spec), as_responses(responses)
     route = config.resolve(arr, spec)
     config = route.config
     chains, target_accept, advi_iterations, map_maxiter = (config.chains, config.target_accept,

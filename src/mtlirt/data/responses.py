@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ import pandas as pd
 from ..errors import InputError
 from . import validate
 from .batch_reader import _read_batched
+from .summary import Summary, summarize
 from .tables import Unsupported, check_file, read_table
 from .validate import DataWarning
 
@@ -32,55 +32,6 @@ def _categorical(s: pd.Series) -> tuple[np.ndarray, pd.Index]:
         return codes, names
     codes, uniques = pd.factorize(s.astype(str), sort=False)
     return codes, pd.Index(np.asarray(uniques, dtype=object), dtype=object)
-
-
-@dataclass
-class Summary:
-    """A data summary of a :class:`Responses` (what ``mtlirt validate`` prints)."""
-
-    n_llms: int
-    n_items: int
-    n_domains: int
-    n_responses: int
-    observed_share: float
-    domains: pd.DataFrame
-    accuracy: pd.DataFrame
-    constant_items: pd.DataFrame
-    perfect_llms: list[str] = field(default_factory=list)
-    zero_llms: list[str] = field(default_factory=list)
-    constant_domains: dict[str, int] = field(default_factory=dict)
-    thin_domains: dict[str, tuple[int, float]] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        lines = [
-            f"{self.n_llms:,} LLMs x {self.n_items:,} items in {self.n_domains} domains; "
-            f"{self.n_responses:,} responses ({self.observed_share:.1%} of the matrix observed)",
-            f"mean accuracy {np.nanmean(self.accuracy.to_numpy()):.3f}; "
-            f"domain sizes {int(self.domains['items'].min())}-{int(self.domains['items'].max())} items",
-        ]
-        if len(self.constant_items):
-            n_all = int((self.constant_items["accuracy"] == 1).sum())
-            lines.append(
-                f"constant items: {len(self.constant_items)} "
-                f"({n_all} all correct, {len(self.constant_items) - n_all} all wrong)"
-            )
-        if self.perfect_llms:
-            lines.append(f"LLMs with every answer correct: {', '.join(self.perfect_llms[:5])}"
-                         + (" ..." if len(self.perfect_llms) > 5 else ""))
-        if self.zero_llms:
-            lines.append(f"LLMs with no answer correct: {', '.join(self.zero_llms[:5])}"
-                         + (" ..." if len(self.zero_llms) > 5 else ""))
-        if self.constant_domains:
-            lines.append("constant domains (every response the same; a fit predicts their scores): "
-                         + validate.describe_constant(self.constant_domains))
-        if self.thin_domains:
-            lines.append(f"thin domains (under {validate.MIN_LLMS} LLMs, or under {validate.MIN_RESPONSES} responses "
-                         "per LLM; rough scores): " + validate.describe_thin(self.thin_domains))
-        table = self.domains.copy()
-        table["observed"] = table["observed"].map(lambda v: f"{v:.1%}")
-        table["accuracy"] = table["accuracy"].map(lambda v: f"{v:.3f}")
-        lines.append(table.to_string())
-        return "\n".join(lines)
 
 
 class Responses:
@@ -293,6 +244,59 @@ class Responses:
         long["domain"] = long["item"].map(item_domain)
         return cls.from_frame(long[["llm", "item", "domain", "correct"]], domains=domains)
 
+    @classmethod
+    def from_arrays(cls, correct, observed=None, domain_slices=None, *, llms=None, items=None,
+                    domains=None) -> Responses:
+        """Build from an LLM x item answer matrix whose domains are contiguous column blocks.
+
+        Parameters
+        ----------
+        correct
+            ``N x J`` answers, 0 or 1 where observed (anything, e.g. NaN, where not).
+        observed
+            ``N x J`` boolean mask; ``None``: every cell observed.
+        domain_slices
+            The columns of each domain, in order, covering all ``J`` (``None``: one domain).
+        llms, items, domains
+            Names; ``llm0``, ``item0``, ``domain0``... when not given.
+
+        Raises
+        ------
+        InputError
+            Shapes that do not match, answers other than 0/1, domains not contiguous
+            and non-empty, names not unique.
+        """
+        correct = np.asarray(correct)
+        if correct.ndim != 2:
+            raise InputError(f"correct must be a 2-D LLM x item matrix, got shape {correct.shape}")
+        n, j = correct.shape
+        obs = np.ones((n, j), dtype=bool) if observed is None else np.asarray(observed, dtype=bool)
+        if obs.shape != correct.shape:
+            raise InputError(f"observed has shape {obs.shape}, correct has {correct.shape}")
+        seen = correct[obs]
+        if not np.isin(seen, (0, 1)).all():
+            raise InputError("correct must hold only 0 and 1 where observed")
+        slices = [slice(0, j)] if domain_slices is None else list(domain_slices)
+        pos = 0
+        for k, s in enumerate(slices):
+            if s.start != pos or s.stop <= s.start:
+                raise InputError(f"domain_slices[{k}] = {s} is not contiguous and non-empty after column {pos}")
+            pos = s.stop
+        if pos != j:
+            raise InputError(f"domain_slices cover {pos} columns, correct has {j}")
+        names = {}
+        for what, given, size in (("llms", llms, n), ("items", items, j), ("domains", domains, len(slices))):
+            got = [f"{what[:-1]}{i}" for i in range(size)] if given is None else [str(x) for x in given]
+            if len(got) != size:
+                raise InputError(f"{what} has {len(got)} names, expected {size}")
+            if len(set(got)) != size:
+                raise InputError(f"{what} names are not unique")
+            names[what] = got
+        y = np.zeros((n, j), dtype=np.int8)
+        y[obs] = seen
+        item_domain = np.repeat(np.arange(len(slices), dtype=np.int32), [s.stop - s.start for s in slices])
+        return cls(y, obs, names["llms"], names["items"], names["domains"], item_domain)
+
     # ------------------------------------------------------------ properties
     @property
     def n_llms(self) -> int:
@@ -474,37 +478,7 @@ class Responses:
 
     def summary(self) -> Summary:
         """Counts per domain, observed share, accuracy per LLM and domain, degenerate items and LLMs."""
-        right, seen = self.counts()
-        sizes = self.domain_sizes.to_numpy()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            acc = right / seen
-        domains = pd.DataFrame(
-            {
-                "items": sizes,
-                "responses": seen.sum(axis=0),
-                "observed": seen.sum(axis=0) / np.maximum(sizes * self.n_llms, 1),
-                "accuracy": right.sum(axis=0) / np.maximum(seen.sum(axis=0), 1),
-            },
-            index=self.domains,
-        )
-        constant, perfect, zero = self.degenerate()
-        args = (self.correct, self.mask, self.domain_slices, self.domains)
-        const_domains = validate.constant_domains(*args)
-        thin = {d: v for d, v in validate.thin_domains(*args).items() if d not in const_domains}
-        return Summary(
-            n_llms=self.n_llms,
-            n_items=self.n_items,
-            n_domains=self.n_domains,
-            n_responses=self.n_responses,
-            observed_share=self.n_responses / max(self.n_llms * self.n_items, 1),
-            domains=domains,
-            accuracy=pd.DataFrame(acc, index=self.llms, columns=self.domains),
-            constant_items=constant,
-            perfect_llms=perfect,
-            zero_llms=zero,
-            constant_domains=const_domains,
-            thin_domains=thin,
-        )
+        return summarize(self)
 
     # ------------------------------------------------------------ subsets
     def holdout(self, share: float, seed: int = 0) -> tuple[Responses, np.ndarray]:
