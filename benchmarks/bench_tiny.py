@@ -102,10 +102,10 @@ def _items_given_traits(Y, obs, theta, a, d, idom, priors, n_newton=8):
 
 def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=3):
     """Held-out log-likelihood of the prox path with STL items vs items recalibrated given the shrunk traits."""
+    from mtlirt.data.cells import held_out_cells
     from mtlirt.estimators import irt
     from mtlirt.estimators.baselines import fit_pooled
     from mtlirt.estimators.centre import _lambda, _rank_one_centre, prox_step
-    from mtlirt.estimators.mtl_tuning import sample_cells
 
     train, _ = data.holdout(0.2, seed=seed)
     Y, O, sl = train.correct.astype(np.int8), train.observed, train.domain_slices
@@ -115,7 +115,7 @@ def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=
     th, a, d = stl.internal()
     eta, a_p, d_p = pooled.internal()
     eta = eta[:, :1]  # the pooled trait (internal() repeats it in every domain)
-    rows, cols = sample_cells(O, (N, J), int(0.1 * O.sum()), np.random.default_rng(seed))
+    rows, cols = held_out_cells(O, (N, J), np.random.default_rng(seed), n=int(0.1 * O.sum()))
     tr = irt.ResponseData(Y, O, sl, exclude=(rows, cols))
     obs = np.ones((N, J), bool) if tr.obs is None else tr.obs
     idom, priors = tr.item_domain, irt.DEFAULT_PENALTIES

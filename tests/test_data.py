@@ -336,3 +336,22 @@ def test_from_arrays_builds_and_checks_a_matrix():
         Responses.from_arrays(np.ones((2, 3)), None, [slice(0, 2)])
     with pytest.raises(InputError, match="llms names are not unique"):
         Responses.from_arrays(np.ones((2, 3)), llms=["a", "a"])
+
+
+def test_held_out_cells_draws_observed_cells_only():
+    """The one split of the cells: exactly n distinct observed cells in row-major order (from the list of
+    observed cells or by rejection, whichever n calls for), or each observed cell with probability share."""
+    from mtlirt.data.cells import held_out_cells
+
+    rng = np.random.default_rng(0)
+    observed = rng.random((200, 50)) < 0.6
+    for n in (40, 5000):  # rejection from uniform draws; a large share: from the observed cells' list
+        rows, cols = held_out_cells(observed, observed.shape, np.random.default_rng(1), n=n)
+        flat = rows * 50 + cols
+        assert len(flat) == n and (np.diff(flat) > 0).all() and observed[rows, cols].all()
+    rows, cols = held_out_cells(None, (30, 20), np.random.default_rng(1), n=10**6)
+    assert len(rows) == 600  # at most every cell
+    rows, cols = held_out_cells(observed, observed.shape, np.random.default_rng(2), share=0.25)
+    assert observed[rows, cols].all() and abs(len(rows) / observed.sum() - 0.25) < 0.03
+    with pytest.raises(ValueError, match="share or n"):
+        held_out_cells(observed, observed.shape, rng, share=0.1, n=5)

@@ -12,6 +12,7 @@ import pandas as pd
 from ..errors import InputError
 from . import validate
 from .batch_reader import _read_batched
+from .cells import held_out_cells
 from .summary import Summary, summarize
 from .tables import Unsupported, check_file, read_table
 from .validate import DataWarning
@@ -489,8 +490,8 @@ class Responses:
         """
         if not 0 < share < 1:
             raise InputError(f"the held-out share must be in (0, 1), got {share!r}")
-        rng = np.random.default_rng(seed)
-        held = self.observed & (rng.random(self.shape, dtype=np.float32) < share)
+        held = np.zeros(self.shape, dtype=bool)
+        held[held_out_cells(self.observed, self.shape, np.random.default_rng(seed), share=share)] = True
         train = Responses(
             np.where(held, 0, self.correct).astype(np.int8),
             self.observed & ~held,

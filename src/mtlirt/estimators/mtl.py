@@ -114,7 +114,7 @@ from .factor_scores import (
     factor_scores,
     factor_structure,
 )
-from .mtl_tuning import DEFAULT_C_GRID, MTLTuning, _tune, sample_cells
+from .mtl_tuning import DEFAULT_C_GRID, MTLTuning, _tune
 from .penalties import DEFAULT_PENALTIES, Penalties
 from .pointfit import PointFit
 from .response_data import ResponseData
@@ -125,7 +125,6 @@ __all__ = [
     "fit_centre",
     "fit_mtl",
     "prox_step",
-    "sample_cells",
     "select_rank",
 ]
 

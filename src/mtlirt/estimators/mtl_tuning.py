@@ -1,5 +1,5 @@
 """MTL's held-out tuning: its settings (:class:`MTLTuning`), the rank and ``C`` chosen by the log-likelihood of
-held-out responses (:func:`_tune`), the cells held out (:func:`sample_cells`)."""
+held-out responses (:func:`_tune`) on cells held out by :func:`mtlirt.data.cells.held_out_cells`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.cells import held_out_cells
 from ..errors import InputError
 from .calibration import calibrate_items
 from .centre import _centre_for_rank, _lambda, _map_centre, prox_step
@@ -16,7 +17,7 @@ from .heldout import cell_loglik
 from .response_data import ResponseData
 from .trait_scoring import score_theta, theta_step
 
-__all__ = ["DEFAULT_C_GRID", "MTLTuning", "sample_cells"]
+__all__ = ["DEFAULT_C_GRID", "MTLTuning"]
 
 DEFAULT_C_GRID = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, math.inf)
 
@@ -94,30 +95,6 @@ def _number(v) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float, np.number))
 
 
-def sample_cells(observed, shape, n, rng):
-    """Draw ``n`` distinct observed cells at random (rows, cols)."""
-    N, J = shape
-    n_obs = N * J if observed is None else int(np.count_nonzero(observed))
-    n = int(min(n, n_obs))
-    if n <= 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if n > 0.3 * n_obs:
-        flat = np.flatnonzero(observed) if observed is not None else np.arange(N * J)
-        pick = np.sort(rng.choice(flat, size=n, replace=False))
-        return pick // J, pick % J
-    out = np.zeros(0, np.int64)
-    while len(out) < n:
-        m = int((n - len(out)) * 1.3 * (N * J) / n_obs) + 16
-        cand = rng.integers(0, N * J, size=m)
-        if observed is not None:
-            cand = cand[observed.ravel()[cand]]
-        out = np.concatenate([out, cand])
-        out.sort()  # (np.unique by sorting: its hash table was the slower at 4e5 cells)
-        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
-    pick = np.sort(rng.choice(out, size=n, replace=False))
-    return pick // J, pick % J
-
-
 
 def _pooled_cells(pooled_internal, correct, rows, cols):
     """Held-out log-likelihood of the cells under a pooled fit ``(eta, a, d, c)`` (internal scale)."""
@@ -145,7 +122,7 @@ class _HeldOut:
         rng = np.random.default_rng(seed)
         n_obs = N * J if observed is None else int(np.count_nonzero(observed))
         n_held = int(min(round(tuning.holdout_share * n_obs), tuning.max_heldout))
-        self.rows, self.cols = sample_cells(observed, (N, J), n_held, rng)
+        self.rows, self.cols = held_out_cells(observed, (N, J), rng, n=n_held)
         held = (self.rows, self.cols)
         train = ResponseData(correct, observed, slices, guessing=guessing, exclude=held)
         one = ResponseData(correct, observed, [slice(0, J)], guessing=guessing, exclude=held, share=train)
