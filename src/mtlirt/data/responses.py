@@ -365,8 +365,8 @@ class Responses:
 
         lo = np.argsort(np.asarray(self.llms, dtype=str), kind="stable")
         it = np.argsort(np.asarray(self.items, dtype=str), kind="stable")
-        obs = self.observed[np.ix_(lo, it)]
-        y = np.where(obs, self.correct[np.ix_(lo, it)], 0).astype(bool)
+        obs, y = _in_order(self.observed, lo, it), _in_order(self.correct, lo, it)
+        y = np.bitwise_and(y.view(np.uint8), obs.view(np.uint8))  # the answers where observed, 0/1
         h = hashlib.sha256(b"mtlirt-responses-1\0")
         names = [[str(x) for x in self.llms[lo]], [str(x) for x in self.items[it]],
                  [str(x) for x in self.domains[self.item_domain[it]]]]
@@ -519,6 +519,13 @@ class Responses:
             self.domains[used],
             remap[dom],
         )
+
+
+def _in_order(m: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``m[np.ix_(rows, cols)]``, without a copy along an axis whose order is already the identity."""
+    if (rows != np.arange(len(rows))).any():
+        m = m[rows]
+    return m if (cols == np.arange(len(cols))).all() else np.take(m, cols, axis=1)
 
 
 def _select(index: pd.Index, which) -> np.ndarray:
