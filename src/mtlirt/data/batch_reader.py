@@ -97,6 +97,16 @@ class _Grid:
         return bool(np.any(self.correct.reshape(-1)[lin] != y))
 
 
+def in_order(m: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``m[np.ix_(rows, cols)]``, without a pass along an axis whose order is already the identity (a view
+    of ``m`` when both are)."""
+    if len(rows) != m.shape[0] or (rows != np.arange(len(rows))).any():
+        m = m[rows]
+    if len(cols) != m.shape[1] or (cols != np.arange(len(cols))).any():
+        m = np.take(m, cols, axis=1)
+    return m
+
+
 def _scatter_py(llm, item, dom, y, item_dom, correct, observed, n_items):
     """Every row's answer into the flat matrices (row ``llm * n_items + item``) and its item's domain into
     ``item_dom``; returns the first row whose item already has another domain, or -1."""
@@ -187,8 +197,8 @@ def _read_batched(path, *, domain_column, ignore_columns, drop_unassigned) -> tu
     dom_rank[dom_order] = np.arange(len(dom_order))
     item_new_dom = dom_rank[dom_code[item_dom[cols]]]
     item_order = np.argsort(item_new_dom, kind="stable")
-    at = np.ix_(rows, cols[item_order])
-    correct, observed = grid.correct[at], grid.observed[at]
+    correct = np.ascontiguousarray(in_order(grid.correct, rows, cols[item_order]))
+    observed = np.ascontiguousarray(in_order(grid.observed, rows, cols[item_order]))
     n_dup = grid.rows - int(np.count_nonzero(observed))
     if n_dup:  # duplicates: a second pass finds whether any cell was given two answers
         dropped = 0

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..errors import InputError
 from . import validate
-from .batch_reader import _read_batched
+from .batch_reader import _read_batched, in_order
 from .cells import held_out_cells
 from .summary import Summary, summarize
 from .tables import Unsupported, check_file, read_table
@@ -365,7 +365,7 @@ class Responses:
 
         lo = np.argsort(np.asarray(self.llms, dtype=str), kind="stable")
         it = np.argsort(np.asarray(self.items, dtype=str), kind="stable")
-        obs, y = _in_order(self.observed, lo, it), _in_order(self.correct, lo, it)
+        obs, y = in_order(self.observed, lo, it), in_order(self.correct, lo, it)
         y = np.bitwise_and(y.view(np.uint8), obs.view(np.uint8))  # the answers where observed, 0/1
         h = hashlib.sha256(b"mtlirt-responses-1\0")
         names = [[str(x) for x in self.llms[lo]], [str(x) for x in self.items[it]],
@@ -519,13 +519,6 @@ class Responses:
             self.domains[used],
             remap[dom],
         )
-
-
-def _in_order(m: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """``m[np.ix_(rows, cols)]``, without a copy along an axis whose order is already the identity."""
-    if (rows != np.arange(len(rows))).any():
-        m = m[rows]
-    return m if (cols == np.arange(len(cols))).all() else np.take(m, cols, axis=1)
 
 
 def _select(index: pd.Index, which) -> np.ndarray:
