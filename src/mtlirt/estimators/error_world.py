@@ -51,29 +51,6 @@ def _mtl_world(responses, arr: dict, pop: dict | None = None, empty: np.ndarray 
     return dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
                 loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
 
-def _mtl_world(responses, arr: dict, pop: dict | None = None, empty: np.ndarray | None = None) -> dict:
-    """The error bootstrap's world of MTL: shared traits around the fitted ones, the fit's centre,
-    deviations with each domain's estimated spread.
-
-    A domain trait has unit variance on the population scale (``pop``: population ``= theta * scale +
-    loc``), ``1 / scale^2`` on the reported one, and a deviation from it cannot have more; a domain
-    without any response (``empty``) has no moments, and its deviations get what the centre leaves,
-    ``1 / scale^2 - ||W_k||^2``: the prior predictive of a trait the data say nothing about."""
-    eta = arr["eta"] if arr.get("eta") is not None else arr["overall"][:, None]
-    eta_c = eta - eta.mean(axis=0)  # the centre's slopes on the shared traits (its loadings)
-    W = np.linalg.lstsq(eta_c, arr["centre"] - arr["centre"].mean(axis=0), rcond=None)[0].T
-    # the centre is fitted to these data: moments with its leverage (bootstrap.deviation_spread)
-    psi, cell_info = deviation_spread(responses.correct, responses.mask, responses.domain_slices,
-                                      arr["centre"], arr["a"], arr["d"], arr["c"], return_info=True,
-                                      loadings=W)
-    if pop is not None:
-        var = 1.0 / np.asarray(pop["scale"]) ** 2
-        psi = np.minimum(psi, var)
-        if empty is not None:
-            psi = np.where(empty.all(axis=0), np.maximum(var - (W**2).sum(axis=1), 1e-3), psi)
-    return dict(centre=arr["centre"], psi=psi, eta=eta, eta_var=overall_spread(cell_info, psi, W),
-                loadings=W, a=arr["a"], d=arr["d"], c=arr["c"])
-
 def _paper_world(responses, arr: dict, n_iter: int = 3) -> dict:
     """The error bootstrap's world of the paper variants.
 
