@@ -151,3 +151,34 @@ def test_heldout_loglik_names_a_wrong_shape():
 
     with pytest.raises(InputError, match="shape"):
         heldout_loglik(est, R(), np.ones((4, 2), bool))
+
+
+@pytest.mark.parametrize("items", [400, 2])  # likelihoods on a few grid points (the kernel); spread wide (dense)
+def test_factor_grid_posterior_matches_the_plain_sums(items, monkeypatch):
+    """Both ways of the rank-one factor posterior -- the kernel that skips negligible terms, the dense matrix
+    products for wide likelihoods -- give the plain sums over the grids, answered or not, and each is taken
+    where it should be."""
+    from mtlirt.numerics import factor_grid as fg
+
+    rng = np.random.default_rng(0)
+    N, K, Q, G = 30, 4, 41, 31
+    t, g = np.linspace(-5, 5, Q), np.linspace(-4, 4, G)
+    theta = rng.normal(size=(N, K))
+    logL = -0.5 * items * (t[None, None, :] - theta[..., None]) ** 2 / 4.0 + rng.normal(size=(N, K, 1))
+    answered = rng.random((N, K)) < 0.85
+    lam = np.array([0.9, 0.7, 0.5, 0.8])
+    W = np.exp(-0.5 * ((t[None, None, :] - lam[:, None, None] * g[None, :, None]) / np.sqrt(1 - lam**2)[:, None,
+                                                                                                          None]) ** 2)
+    W /= W.sum(axis=2, keepdims=True)
+    log_prior = -0.5 * g**2
+    L = np.where(answered[..., None], np.exp(logL), 1.0)
+    Z = np.einsum("kgt,nkt->nkg", W, L)
+    lp = log_prior + np.log(Z).sum(axis=1)
+    pg = np.exp(lp - logsumexp(lp, axis=1, keepdims=True))
+    pt = L * np.einsum("ng,nkg,kgt->nkt", pg, 1.0 / Z, W)
+    assert (fg._spread(logL, answered) > fg.DENSE_SPREAD) == (items == 2)
+    for dense_from in (2.0, -1.0):  # the kernel for every spread, then the dense products for every spread
+        monkeypatch.setattr(fg, "DENSE_SPREAD", dense_from)
+        got_g, got_t = fg.factor_grid_posterior(logL, answered, W, log_prior)
+        np.testing.assert_allclose(got_g, pg, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got_t, pt, rtol=0, atol=1e-12)

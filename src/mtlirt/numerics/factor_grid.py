@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["CUT", "factor_grid_posterior", "grid_quantiles"]
+__all__ = ["CUT", "DENSE_SPREAD", "factor_grid_posterior", "grid_quantiles"]
 
 #: Relative size below which a term is left out of the sums.
 CUT = 1e-18
@@ -171,12 +171,94 @@ def factor_grid_posterior(logL: np.ndarray, answered: np.ndarray, W: np.ndarray,
                           log_prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pg`` (N, G), the posterior of the overall trait, and ``pt`` (N, K, Q), each domain trait's marginal
     posterior, from the log-likelihoods ``logL`` (N, K, Q), the cells with responses ``answered`` (N, K) (the
-    others' likelihood is 1), the conditional priors ``W`` (K, G, Q) and the overall trait's log prior (G,)."""
+    others' likelihood is 1), the conditional priors ``W`` (K, G, Q) and the overall trait's log prior (G,).
+
+    Where the likelihoods spread over most of the grid (domains of a few items: nothing to skip), the sums
+    are the dense matrix products instead of the kernel, the same numbers to rounding."""
     logL = np.ascontiguousarray(logL, dtype=np.float64)
     N, K, Q = logL.shape
+    answered = np.ascontiguousarray(answered, dtype=np.bool_)
     WT = np.ascontiguousarray(np.asarray(W, dtype=np.float64).transpose(0, 2, 1))  # (K, Q, G): g innermost
+    log_prior = np.asarray(log_prior, dtype=np.float64)
+    if N and _spread(logL, answered) > DENSE_SPREAD:
+        return _dense_posterior(logL, answered, WT, log_prior)
     pg = np.empty((N, WT.shape[2]))
     pt = np.empty((N, K, Q))
-    _kernel()(logL, np.ascontiguousarray(answered, dtype=np.bool_), WT, np.asarray(log_prior, dtype=np.float64),
-              pg, pt)
+    _kernel()(logL, answered, WT, log_prior, pg, pt)
     return pg, pt
+
+
+#: Share of the trait grid that the answered cells' likelihoods cover (above ``CUT`` of their peak), on average,
+#: above which :func:`factor_grid_posterior` takes the dense products.
+DENSE_SPREAD = 0.5
+
+
+def _spread(logL: np.ndarray, answered: np.ndarray) -> float:
+    """The mean share of the grid over which an answered cell's likelihood exceeds ``CUT`` of its peak (1 for
+    the unanswered ones, which the kernel cannot skip either)."""
+    rows = logL[answered]
+    if not len(rows):
+        return 1.0
+    step = max(1, len(rows) // 2000)  # a sample of the cells says it
+    rows = rows[::step]
+    wide = (rows - rows.max(axis=1, keepdims=True) >= _LOG_CUT).mean()
+    return float((wide * answered.sum() + (~answered).sum()) / answered.size)
+
+
+def _dense_posterior(logL, answered, WT, log_prior):
+    """:func:`factor_grid_posterior` by matrix products, domain by domain (no term skipped)."""
+    N, K, Q = logL.shape
+    G = WT.shape[2]
+    WT = np.where(WT < 1e-250, 0.0, WT)  # the priors' far tails, subnormal, would slow the products tenfold
+    dense = _dense_kernels()
+    L = np.empty((K, N, Q))
+    dense[0](logL, answered, L)
+    Z = np.empty((K, N, G))
+    for k in range(K):
+        np.matmul(L[k], WT[k], out=Z[k])
+    lp = np.empty((N, G))
+    dense[1](Z, log_prior, lp)  # Z floored, lp = log prior + sum_k log Z
+    lp -= lp.max(axis=1, keepdims=True)
+    pg = np.exp(lp)
+    pg /= pg.sum(axis=1, keepdims=True)
+    pg[pg < CUT] = 0.0  # as the kernel, which skips these values of g
+    pt = np.empty((N, K, Q))
+    for k in range(K):
+        np.multiply(L[k], (pg / Z[k]) @ WT[k].T, out=pt[:, k, :])
+    return pg, pt
+
+
+def _likelihoods(logL, answered, L):  # pragma: no cover - compiled by numba
+    N, K, Q = logL.shape
+    for n in numba.prange(N):
+        for k in range(K):
+            if answered[n, k]:
+                m = logL[n, k, 0]
+                for t in range(1, Q):
+                    m = max(m, logL[n, k, t])
+                for t in range(Q):
+                    v = logL[n, k, t] - m
+                    L[k, n, t] = exp_nonpos(v) if v >= _LOG_CUT else 0.0  # as the kernel: no subnormals
+            else:
+                for t in range(Q):
+                    L[k, n, t] = 1.0
+
+
+def _log_sums(Z, log_prior, lp):  # pragma: no cover - compiled by numba
+    K, N, G = Z.shape
+    for n in numba.prange(N):
+        for g in range(G):
+            lp[n, g] = log_prior[g]
+        for k in range(K):
+            for g in range(G):
+                v = max(Z[k, n, g], 1e-300)
+                Z[k, n, g] = v
+                lp[n, g] += log_pos(v)
+
+
+@cache
+def _dense_kernels():
+    """:func:`_likelihoods` and :func:`_log_sums` compiled by numba, the LLMs in parallel."""
+    _kernel()  # (imports numba and the vector exp and log into this module)
+    jit = numba.njit(parallel=True, nogil=True, boundscheck=False, cache=True)
+    return jit(_likelihoods), jit(_log_sums)
