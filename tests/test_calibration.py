@@ -50,7 +50,7 @@ def test_long_domain_matches_a_fine_grid_reference():
     out = {}
     for label, pen in [("coarse", irt.Penalties(node_sd_ratio=0)), ("default", irt.DEFAULT_PENALTIES),
                        ("reference", irt.Penalties(n_nodes=1537, node_sd_ratio=0, mstep_stride=False))]:
-        data = irt.ResponseData(sim.correct, None, [slice(0, 500)])
+        data = irt.ResponseData.from_responses(sim.to_responses())
         a, d, info = irt.calibrate_items(data, priors=pen)
         assert info["converged"]
         out[label] = (np.log(a), d, info["nodes"])
@@ -67,7 +67,7 @@ def test_grids_are_refined_when_the_coarse_phase_stalls():
     converges; the grid is refined anyway once the changes are within 10 x tol (before that fix it
     stayed at 49 nodes)."""
     sim = simulate(150, domain_sizes=[300], seed=1)
-    data = irt.ResponseData(sim.correct, None, [slice(0, 300)])
+    data = irt.ResponseData.from_responses(sim.to_responses())
     _, _, coarse = irt.calibrate_items(data, priors=irt.Penalties(node_sd_ratio=0), tol=3e-8, max_iter=40)
     assert not coarse["converged"] and min(coarse["history"][3:]) > 3e-8  # the stall is real
     a, _, info = irt.calibrate_items(data, tol=3e-8, max_iter=40)

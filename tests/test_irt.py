@@ -301,11 +301,10 @@ def test_exclude_equals_mask():
 def test_pattern_estep_equals_per_llm_estep(guessing):
     """Short domains' E-step once per distinct response pattern gives the per-LLM statistics."""
     sim = simulate(300, domain_sizes=[1, 2, 3, 9, 12], missing=0.1, seed=3)
-    sl = _slices(sim)
     x, logw = em_steps._nodes(irt.DEFAULT_PENALTIES)
     rng = np.random.default_rng(0)
     a, d = rng.uniform(0.5, 2, sim.correct.shape[1]), rng.normal(size=sim.correct.shape[1])
-    data = irt.ResponseData(sim.correct, sim.observed, sl, guessing=guessing)
+    data = irt.ResponseData.from_responses(sim.to_responses(), guessing=guessing)
     fast = em_steps._estep(data, a, d, x, logw)
     assert data.patterns(0)[0].shape[0] <= 3 and data.patterns(4) is None
     data.patterns = lambda k, max_items=8: None
@@ -372,7 +371,7 @@ def test_em_kernels_match_numpy(missing, guessing):
     J = sim.correct.shape[1]
     a, d = rng.uniform(0.4, 2.5, J), rng.normal(0, 1.5, J)
     c = np.zeros(J) if guessing is None else np.repeat(guessing, [s.stop - s.start for s in sl])
-    data = irt.ResponseData(sim.correct, sim.observed if missing else None, sl, guessing=guessing and c)
+    data = irt.ResponseData.from_responses(sim.to_responses(), guessing=guessing and c)
     x, logw = em_steps._nodes(irt.DEFAULT_PENALTIES, 1)
     st = em_steps._estep(data, a, d, x, logw)
     ref = _numpy_estep(data, a, d, c, x, logw)
@@ -447,7 +446,7 @@ def test_fused_trait_newton_takes_the_array_steps(guessing, missing):
     """The tabulated trait step's loop per LLM (numba) gives the whole-array steps' traits and
     information bit for bit, with a ridge toward a centre and on some domains only."""
     sim = simulate(200, domain_sizes=[8, 30, 15], missing=missing, seed=6)
-    data = irt.ResponseData(sim.correct, sim.observed if missing else None, _slices(sim), guessing=guessing)
+    data = irt.ResponseData.from_responses(sim.to_responses(), guessing=guessing)
     lik = data.theta_likelihood()
     assert lik.kind == "tabulated"
     rng = np.random.default_rng(2)
