@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
 from mtlirt.estimators import irt, mtl, trait_scoring
 from mtlirt.estimators.baselines import fit_accuracy, fit_pooled
@@ -85,15 +86,14 @@ def _peak_gib():
 def sim_section(seed, rank=1, outlier_share=0.0, label="sim"):
     sim = simulate(1000, preset="mmlu", scale=0.1, rank=rank, similarity=0.1,
                    outlier_share=outlier_share, seed=seed)
-    sl = _slices(sim)
-    Y = sim.correct
+    r = sim.to_responses()
     truth = sim.domain_scores.to_numpy()
     sizes = np.array(list(sim.settings["domain_sizes"].values()))
     t0 = time.perf_counter()
-    f = mtl.fit_mtl(Y, None, sl, seed=seed)
+    f = mtl.fit_mtl(r, seed=seed)
     t_mtl = time.perf_counter() - t0
-    pooled = fit_pooled(Y, None, sl)
-    acc = fit_accuracy(Y, None, sl)
+    pooled = fit_pooled(r)
+    acc = fit_accuracy(r)
     r_m, r_s, r_p = _rmse(f.theta, truth), _rmse(f.stl.theta, truth), _rmse(pooled.theta, truth)
     out = np.isin(sim.domain_names, sim.outlier_domains)
     small = sizes <= np.quantile(sizes, 1 / 3)
@@ -132,7 +132,7 @@ r = Responses.read(sys.argv[1])
 t1 = time.perf_counter()
 peak_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 hwm_load = hwm()
-f = fit_mtl(r.correct, r.mask, r.domain_slices, seed=0)
+f = fit_mtl(r, seed=0)
 t2 = time.perf_counter()
 print(json.dumps({"load_s": t1 - t0, "fit_s": t2 - t1, "total_s": t2 - t0, "peak_load_gib": peak_load,
                   "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
@@ -155,11 +155,14 @@ sizes = json.loads(sys.argv[2])
 sl, s = [], 0
 for n in sizes:
     sl.append(slice(s, s + n)); s += n
+from mtlirt.data.responses import Responses
 from mtlirt.estimators.mtl import fit_mtl
+r = Responses.from_arrays(Y, None, sl)
+del Y
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 hwm_base = hwm()
 t0 = time.perf_counter()
-f = fit_mtl(Y, None, sl, seed=0)
+f = fit_mtl(r, seed=0)
 t1 = time.perf_counter()
 print(json.dumps({"fit_s": t1 - t0, "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                   "before_fit_gib": base, "hwm_gib": hwm(), "hwm_before_fit_gib": hwm_base,
@@ -196,13 +199,13 @@ def floor_section(n, scale, dense=False, seed=7, scenario="realistic"):
 
     sim = simulate(n, preset="mmlu", scale=scale, scenario=scenario, seed=seed)
     sl = _slices(sim)
-    Y, obs = sim.correct, sim.observed
+    Y, r = sim.correct, sim.to_responses()
     truth = sim.domain_scores.to_numpy()
     true_floor = np.array([sim.items["guessing"].to_numpy()[s].mean() for s in sl])
     make = trait_scoring._make_theta_lik
     # compile (or load) the kernels first: their first call is not the fit's cost
     for g in (None, "auto", "estimate"):
-        mtl.fit_mtl(Y[:60, :300], None, [slice(0, 100), slice(100, 300)], guessing=g, seed=0)
+        mtl.fit_mtl(Responses.from_arrays(Y[:60, :300], None, [slice(0, 100), slice(100, 300)]), guessing=g, seed=0)
     cases = [("none", None, "tabulated"), ("auto", "auto", "tabulated"), ("estimate", "estimate", "tabulated")]
     if dense:
         cases.append(("estimate", "estimate", "dense"))
@@ -213,9 +216,9 @@ def floor_section(n, scale, dense=False, seed=7, scenario="realistic"):
         try:
             load0 = os.getloadavg()[0]
             c0 = time.process_time()
-            f = mtl.fit_mtl(Y, obs, sl, guessing=guessing, seed=0)
+            f = mtl.fit_mtl(r, guessing=guessing, seed=0)
             cpu_fit = time.process_time() - c0
-            data = irt.ResponseData(Y, obs, sl, guessing=f.c if np.any(f.c > 0) else None)
+            data = irt.ResponseData.from_responses(r, guessing=f.c if np.any(f.c > 0) else None)
             th, a, d = f.stl.internal()
             lik = data.theta_likelihood()
             lik.set_items(a, d)
@@ -262,9 +265,9 @@ def real_section():
         rows, cols = np.nonzero(held)
         idom = r.item_domain.astype(np.int64)
         t0 = time.perf_counter()
-        stl = irt.fit_stl(train.correct, train.mask, train.domain_slices)
-        pooled = fit_pooled(train.correct, train.mask, train.domain_slices)
-        f = mtl.fit_mtl(train.correct, train.mask, train.domain_slices, stl=stl, seed=0)
+        stl = irt.fit_stl(train)
+        pooled = fit_pooled(train)
+        f = mtl.fit_mtl(train, stl=stl, seed=0)
         secs = time.perf_counter() - t0
 
         ls, lp, lm = (_logloss(r.correct, rows, cols, fit, idom) for fit in (stl, pooled, f))

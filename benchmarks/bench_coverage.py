@@ -169,10 +169,10 @@ def decompose(seed, *, n, scale, similarity, guessing=None, cases=None):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            res = _POINT["mtl"](r.correct, r.mask, r.domain_slices, model="2pl", guessing=guessing, rank=None,
+            res = _POINT["mtl"](r, model="2pl", guessing=guessing, rank=None,
                                 gamma=None, seed=seed)
         secs = time.perf_counter() - t0
-        empty = _cell_counts(r.mask, r.domain_slices, r.n_llms) == 0
+        empty = _cell_counts(r) == 0
         arr = _reported(res, "mtl", "default", empty, r.item_domain)
         world = error_world(r, arr, method="mtl", pop=arr["pop"], empty=empty)  # fit's error bootstrap's world
         eta = world["eta"]

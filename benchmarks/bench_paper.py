@@ -119,22 +119,20 @@ def optimizers(h: float, seed: int, Cs) -> None:
     from mtlirt.data.sim_paper import simulate_paper
     from mtlirt.estimators import paper
 
-    sim = simulate_paper(h, seed=seed)
-    edges = np.concatenate([[0], np.cumsum(sim.domains.n_items)])
-    sl = [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+    data = simulate_paper(h, seed=seed).to_responses()
     lines = ["| fit | F fast | F Adam (paper) | F Adam (long) | max abs diff theta fast vs long | "
              "max abs diff theta_G | s fast | s Adam (paper) |", "|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     runs = [("paper", C) for C in Cs] + [("paper-global", None), ("paper-local", None)]
     for variant, C in runs:
         t0 = time.perf_counter()
-        fast = paper.fit_paper(sim.correct, None, sl, variant=variant, C=C)
+        fast = paper.fit_paper(data, variant=variant, C=C)
         t1 = time.perf_counter()
-        adam = paper.fit_paper(sim.correct, None, sl, variant=variant, C=C, optimizer="adam")
+        adam = paper.fit_paper(data, variant=variant, C=C, optimizer="adam")
         t2 = time.perf_counter()
         name = variant if C is None else f"paper, C = {C:g}"
         if variant == "paper":
-            long = min((paper.fit_paper(sim.correct, None, sl, variant=variant, C=C, optimizer="adam",
+            long = min((paper.fit_paper(data, variant=variant, C=C, optimizer="adam",
                                         adam=paper.AdamSettings(tol=0.0, max_iter=4000, decay_steps=k))
                         for k in (200, 1000)), key=lambda r: r.record["objective"])
             cols = (f"{long.record['objective']:.6f} | {np.abs(fast.theta - long.theta).max():.1e} | "

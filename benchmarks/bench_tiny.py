@@ -111,7 +111,7 @@ def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=
     Y, O, sl = train.correct.astype(np.int8), train.observed, train.domain_slices
     N, J = Y.shape
     sizes = np.array([s.stop - s.start for s in sl], dtype=float)
-    stl, pooled = irt.fit_stl(Y, O, sl), fit_pooled(Y, O, sl)
+    stl, pooled = irt.fit_stl(train), fit_pooled(train)
     th, a, d = stl.internal()
     eta, a_p, d_p = pooled.internal()
     eta = eta[:, :1]  # the pooled trait (internal() repeats it in every domain)

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
 from mtlirt.estimators import irt
 from mtlirt.estimators.baselines import fit_accuracy, fit_pooled
@@ -17,9 +18,8 @@ def _slices(sim):
 
 def test_pooled_equals_unidimensional_fit():
     sim = simulate(200, domain_sizes=[10, 25, 15], rank=1, similarity=0.3, seed=7)
-    J = sim.correct.shape[1]
-    pooled = fit_pooled(sim.correct, None, _slices(sim))
-    uni = irt.fit_stl(sim.correct, None, [slice(0, J)])
+    pooled = fit_pooled(sim.to_responses())
+    uni = irt.fit_stl(Responses.from_arrays(sim.correct))  # one domain of every item
     assert pooled.theta.shape == (200, 3)
     for k in range(3):
         np.testing.assert_array_equal(pooled.theta[:, k], uni.theta[:, 0])
@@ -32,7 +32,7 @@ def test_pooled_equals_unidimensional_fit():
 
 def test_pooled_with_missing_responses():
     sim = simulate(150, domain_sizes=[10, 20], missing=0.3, seed=9)
-    pooled = fit_pooled(sim.correct, sim.observed, _slices(sim))
+    pooled = fit_pooled(sim.to_responses())
     assert np.isfinite(pooled.theta).all() and pooled.converged
 
 
@@ -41,7 +41,7 @@ def test_accuracy_equals_domain_means():
     obs = sim.observed.copy()
     obs[0, :5] = False  # LLM 0 has no response in domain 0
     Y = np.where(obs, sim.correct, 0).astype(np.int8)
-    fit = fit_accuracy(Y, obs, _slices(sim))
+    fit = fit_accuracy(Responses.from_arrays(Y, obs, _slices(sim)))
     for k, sl in enumerate(_slices(sim)):
         for i in range(1, 100):
             assert fit.extra["accuracy"][i, k] == Y[i, sl][obs[i, sl]].mean()
@@ -55,7 +55,7 @@ def test_accuracy_equals_domain_means():
 
 def test_accuracy_complete():
     sim = simulate(50, domain_sizes=[4, 6], seed=10)
-    fit = fit_accuracy(sim.correct, None, _slices(sim))
+    fit = fit_accuracy(sim.to_responses())
     np.testing.assert_allclose(fit.extra["accuracy"][:, 0], sim.correct[:, :4].mean(axis=1))
     np.testing.assert_allclose(fit.extra["overall_raw"], fit.extra["accuracy"].mean(axis=1))
 
@@ -77,7 +77,7 @@ def test_stl_reports_the_estimand_scale():
     truth = (truth - truth.mean(0)) / truth.std(0)
     slope = np.array([np.cov(theta[:, k], truth[:, k])[0, 1] / theta[:, k].var(ddof=1) for k in range(6)])
     assert abs(slope[:3].mean() - 1) < 0.06 and abs(slope[3:].mean() - 1) < 0.04
-    raw = irt.fit_stl(r.correct, r.mask, r.domain_slices)
+    raw = irt.fit_stl(r)
     pv = (raw.theta_se * raw.theta_scale) ** 2
     np.testing.assert_allclose(theta.std(0), np.sqrt(1 - pv.mean(0)), rtol=1e-9)
     assert theta[:, :3].std(0).max() < 0.9 < 0.93 < theta[:, 3:].std(0).min()

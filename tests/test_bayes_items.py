@@ -76,7 +76,7 @@ def test_mtl_init_items_are_on_the_population_scale(data):
     # spreads like posterior means (the estimand's scale, sqrt(1 - mean posterior variance) < 1)
     out_sd = res.theta.std(axis=0)
     if res.C == 0:
-        stl = fit_stl(data.correct, data.mask, data.domain_slices)
+        stl = fit_stl(data)
         _, a_int, _ = stl.internal()
         assert np.allclose(init["a"], a_int)
         assert np.allclose(out_sd, posterior_mean_scale(stl).theta.std(axis=0))

@@ -50,7 +50,7 @@ def test_long_domain_matches_a_fine_grid_reference():
     out = {}
     for label, pen in [("coarse", irt.Penalties(node_sd_ratio=0)), ("default", irt.DEFAULT_PENALTIES),
                        ("reference", irt.Penalties(n_nodes=1537, node_sd_ratio=0, mstep_stride=False))]:
-        data = irt.ResponseData(sim.correct, None, [slice(0, 500)])
+        data = irt.ResponseData.from_responses(sim.to_responses())
         a, d, info = irt.calibrate_items(data, priors=pen)
         assert info["converged"]
         out[label] = (np.log(a), d, info["nodes"])
@@ -67,7 +67,7 @@ def test_grids_are_refined_when_the_coarse_phase_stalls():
     converges; the grid is refined anyway once the changes are within 10 x tol (before that fix it
     stayed at 49 nodes)."""
     sim = simulate(150, domain_sizes=[300], seed=1)
-    data = irt.ResponseData(sim.correct, None, [slice(0, 300)])
+    data = irt.ResponseData.from_responses(sim.to_responses())
     _, _, coarse = irt.calibrate_items(data, priors=irt.Penalties(node_sd_ratio=0), tol=3e-8, max_iter=40)
     assert not coarse["converged"] and min(coarse["history"][3:]) > 3e-8  # the stall is real
     a, _, info = irt.calibrate_items(data, tol=3e-8, max_iter=40)
@@ -83,7 +83,7 @@ def test_calibration_ends_at_the_penalised_maximum(guessing):
     in 4 sweeps: its fixed point was not the maximum."""
     sizes = [20, 30] if guessing is None else [15, 25]
     sim = simulate(300 if guessing is None else 400, domain_sizes=sizes, seed=2, guessing=0.2 if guessing else 0.0)
-    data = irt.ResponseData(sim.correct, None, _slices(sim), guessing=guessing)
+    data = irt.ResponseData.from_responses(sim.to_responses(), guessing=guessing)
     a, d, info = irt.calibrate_items(data, tol=1e-6, max_iter=2000)
     assert info["converged"]
     levels = np.log2((info["nodes"] - 1) // (irt.DEFAULT_PENALTIES.n_nodes - 1)).astype(int)
@@ -130,7 +130,7 @@ def floor_fits():
     fits = {}
     for g in (0.25, 0.0):
         sim = simulate(1500, domain_sizes=[40, 60], guessing=g, seed=3)
-        fits[g] = (sim, irt.fit_stl(sim.correct, None, _slices(sim), guessing="estimate"))
+        fits[g] = (sim, irt.fit_stl(sim.to_responses(), guessing="estimate"))
     return fits
 
 
@@ -152,7 +152,7 @@ def test_floor_is_near_zero_on_2pl_data(floor_fits):
 
 def test_estimated_floor_fits_better_than_none_on_3pl_data(floor_fits):
     sim, f = floor_fits[0.25]
-    f0 = irt.fit_stl(sim.correct, None, _slices(sim))
+    f0 = irt.fit_stl(sim.to_responses())
     assert f.extra["marginal_loglik"] > f0.extra["marginal_loglik"] + 10
 
 
@@ -162,7 +162,7 @@ def test_fixed_items_calibration_is_the_frequentist_em():
     for name, model in (("factor-2pl", "2pl"), ("factor-1pl", "1pl")):
         spec = load_spec(name)
         cal = fixed_calibrate(r, spec)
-        data = irt.ResponseData(r.correct, r.mask, r.domain_slices)
+        data = irt.ResponseData.from_responses(r)
         a, d, info = irt.calibrate_items(data, priors=item_penalties(spec), model=model)
         np.testing.assert_allclose(cal["a"], a, rtol=1e-12)
         np.testing.assert_allclose(cal["d"], d, rtol=1e-12, atol=1e-12)

@@ -193,7 +193,7 @@ def test_correlation_statistic_with_llms_that_ran_some_domains():
     sim = simulate(n_llms=600, domain_sizes=[15] * 8, similarity=0.1, seed=4, block_missing=0.4)
     r = Responses.from_frame(sim.responses)
     assert (np.column_stack([~r.mask[:, s].any(1) for s in r.domain_slices])).mean() > 0.1
-    T = correlation_statistic(r.correct, r.mask, r.domain_slices)
+    T = correlation_statistic(r)
     iu = np.triu_indices(8, 1)
     truth = np.corrcoef(sim.domain_scores.to_numpy().T)[iu]
     assert abs(T[iu].mean() - truth.mean()) < 0.04 and np.allclose(np.diag(T), 1.0)

@@ -355,3 +355,20 @@ def test_held_out_cells_draws_observed_cells_only():
     assert observed[rows, cols].all() and abs(len(rows) / observed.sum() - 0.25) < 0.03
     with pytest.raises(ValueError, match="share or n"):
         held_out_cells(observed, observed.shape, rng, share=0.1, n=5)
+
+
+def test_with_answers_keeps_the_layout():
+    """Responses.with_answers (a bootstrap replicate): other answers on the same LLMs, items and domains, taken
+    as given; without a mask every cell is observed, sharing a complete leaderboard's own mask."""
+    y = np.array([[1, 0, np.nan], [0, 1, 1]])
+    obs = ~np.isnan(y)
+    r = Responses.from_arrays(y, obs, [slice(0, 2), slice(2, 3)], domains=["x", "y"])
+    new = np.array([[0, 1, 1], [1, 1, 0]], dtype=np.int8)
+    rep = r.with_answers(new, r.observed)
+    assert rep.llms.equals(r.llms) and rep.items.equals(r.items) and rep.domains.equals(r.domains)
+    assert rep.domain_slices == r.domain_slices
+    np.testing.assert_array_equal(rep.correct, new)  # the unobserved cell's 1 kept: not validated again
+    np.testing.assert_array_equal(rep.mask, obs)
+    assert r.with_answers(new).mask is None and r.with_answers(new).n_responses == 6
+    full = Responses.from_arrays(np.ones((2, 3)))
+    assert full.with_answers(new).observed is full.observed and full.with_answers(new).mask is None

@@ -191,7 +191,7 @@ def test_predicted_cells_of_a_tiny_leaderboard_stay_within_the_prior_predictive(
     conditional mean, and its interval that of a unit-variance trait."""
     for seed in range(4):
         r = _tiny(seed)
-        res = fit_mtl(r.correct, r.mask, r.domain_slices)
+        res = fit_mtl(r)
         assert np.linalg.norm(res.extra["w"], axis=1).max() <= 1 + 1e-9  # the centre's loadings, population scale
         est = fit(r, "mtl", bootstrap=16, seed=0, n_jobs=1)
         ds = est.domain_scores()

@@ -143,8 +143,8 @@ def test_cli_convergence_advice_fits_the_method(tmp_path, sim, capsys, monkeypat
     advice for item calibration, not the sampler's --draws/--tune."""
     from mtlirt.estimators import irt
 
-    real = irt.fit_stl
-    monkeypatch.setattr(irt, "fit_stl", lambda *a, **k: real(*a, **{**k, "max_iter": 2}))
+    real = irt.fit_stl_data  # every calibration's path: STL's, MTL's single-domain and pooled fits
+    monkeypatch.setattr(irt, "fit_stl_data", lambda *a, **k: real(*a, **{**k, "max_iter": 2}))
     path = tmp_path / "r.parquet"
     sim.write(path)
     assert main(["fit", str(path), "--method", "stl", "--out", str(tmp_path / "fit")]) == 0

@@ -62,7 +62,7 @@ def test_predicted_cells_are_flagged_and_get_a_real_spread(blocky, tmp_path):
     # every cell is the factor model's posterior mean, predicted cells included, as fit_mtl gives it: the
     # in-sample step centres each domain over the LLMs with responses, with the spread of posterior means
     theta = est.point("theta")
-    own = fit_mtl(resp.correct, resp.mask, resp.domain_slices)
+    own = fit_mtl(resp)
     np.testing.assert_array_equal(theta, own.theta)
     for k in range(theta.shape[1]):
         seen = theta[~empty[:, k], k]
@@ -83,7 +83,7 @@ def test_mtl_keeps_its_posterior_mean_spread_over_the_llms_with_responses():
     that spread, items following."""
     sim = simulate(200, [15] * 6, similarity=0.2, block_missing=0.3, seed=1)
     resp = Responses.from_frame(sim.responses)
-    own = fit_mtl(resp.correct, resp.mask, resp.domain_slices, scores="shrunk")
+    own = fit_mtl(resp, scores="shrunk")
     assert own.scores == "shrunk" and 0 < own.C < np.inf and own.theta.std(axis=0).max() < 0.99
     est = fit(resp, "mtl", gamma=own.record["gamma"], rank=own.rank)
     empty = _empty(sim)
@@ -148,7 +148,7 @@ def test_deviation_spread_of_a_fitted_centre_counts_its_leverage():
 
     sim = simulate(400, [10] * 6, similarity=0.1, seed=5)
     r = Responses.from_frame(sim.responses)
-    res = _POINT["mtl"](r.correct, r.mask, r.domain_slices, model="2pl", guessing=None, rank=None, gamma=None, seed=5)
+    res = _POINT["mtl"](r, model="2pl", guessing=None, rank=None, gamma=None, seed=5)
     arr = _reported(res, "mtl", "default", np.zeros((r.n_llms, r.n_domains), dtype=bool), r.item_domain)
     eta = arr["overall"][:, None]
     W = np.linalg.lstsq(eta - eta.mean(0), arr["centre"] - arr["centre"].mean(0), rcond=None)[0].T

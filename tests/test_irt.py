@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
 from mtlirt.estimators import em_steps, irt, trait_scoring
 from mtlirt.estimators.heldout import cell_loglik
@@ -27,7 +28,7 @@ def small_sim():
 
 @pytest.fixture(scope="module")
 def small_fit(small_sim):
-    return irt.fit_stl(small_sim.correct, None, _slices(small_sim))
+    return irt.fit_stl(small_sim.to_responses())
 
 
 def test_stl_recovers_traits_and_items(small_sim, small_fit):
@@ -63,7 +64,7 @@ def test_extreme_llms_and_items_stay_finite():
     Y[1] = 0  # all wrong
     Y[:, 3] = 1  # an item everybody solves
     Y[:, 20] = 0  # an item nobody solves
-    f = irt.fit_stl(Y, None, _slices(sim))
+    f = irt.fit_stl(Responses.from_arrays(Y, None, _slices(sim)))
     for arr in (f.theta, f.a, f.d, f.theta_se):
         assert np.isfinite(arr).all()
     assert f.converged
@@ -76,7 +77,7 @@ def test_extreme_llms_and_items_stay_finite():
 
 def test_tabulated_matches_dense_evaluator():
     sim = simulate(150, domain_sizes=[15, 40], missing=0.1, seed=2)
-    data = irt.ResponseData(sim.correct, sim.observed, _slices(sim))
+    data = irt.ResponseData.from_responses(sim.to_responses())
     tab = data.theta_likelihood()
     assert tab.kind == "tabulated" and tab.n_cells > 0
     dense = irt.DenseThetaLik(data)
@@ -229,25 +230,37 @@ def test_missing_responses_and_empty_blocks():
     Y = sim.correct.copy()
     obs[:10, :20] = False  # ten LLMs without any response in domain 0
     Y[~obs] = 0
-    f = irt.fit_stl(Y, obs, _slices(sim))
+    r = Responses.from_arrays(Y, obs, _slices(sim))
+    f = irt.fit_stl(r)
     assert np.isfinite(f.theta).all() and f.converged
     truth = sim.domain_scores.to_numpy()
     assert _corr(f.theta[10:, 0], truth[10:, 0]) > 0.8
     assert _corr(f.theta[:, 1], truth[:, 1]) > 0.9
     # no responses: the prior mean (the same value for all of them)
     assert np.ptp(f.theta[:10, 0]) < 1e-8
-    # the unobserved cells do not count
-    g = irt.fit_stl(np.where(obs, Y, 1).astype(np.int8), obs, _slices(sim))
+    # the unobserved cells do not count (answers 1 there, taken as they are)
+    g = irt.fit_stl(r.with_answers(np.where(obs, Y, 1).astype(np.int8), obs))
     np.testing.assert_allclose(g.theta, f.theta, atol=1e-8)
+
+
+def test_response_data_of_responses():
+    """ResponseData.from_responses: the leaderboard's own answers, mask (None when complete) and domains."""
+    sim = simulate(40, domain_sizes=[3, 5], missing=0.2, seed=4)
+    r = sim.to_responses()
+    data = irt.ResponseData.from_responses(r, guessing=0.2)
+    assert data.correct is r.correct and data.obs is r.observed and data.slices == r.domain_slices
+    assert np.all(data.c == 0.2) and data.K == 2
+    full = irt.ResponseData.from_responses(Responses.from_arrays(sim.correct, None, r.domain_slices))
+    assert full.obs is None and full.c is None
 
 
 def test_guessing_and_1pl_run():
     sim = simulate(200, domain_sizes=[15, 25], guessing=0.25, seed=6)
-    f = irt.fit_stl(sim.correct, None, _slices(sim), guessing=0.25)
+    f = irt.fit_stl(sim.to_responses(), guessing=0.25)
     assert f.converged and np.isfinite(f.theta).all()
     assert np.allclose(f.c, 0.25)
     assert _corr(f.theta[:, 1], sim.domain_scores.to_numpy()[:, 1]) > 0.85
-    g = irt.fit_stl(sim.correct, None, _slices(sim), model="1pl")
+    g = irt.fit_stl(sim.to_responses(), model="1pl")
     for sl in _slices(sim):
         assert np.ptp(g.a[sl]) < 1e-9
     assert g.converged
@@ -278,8 +291,8 @@ def test_exclude_equals_mask():
     obs = np.ones(sim.correct.shape, bool)
     obs[rows, cols] = False
     Y = np.where(obs, sim.correct, 0).astype(np.int8)
-    f1 = irt.fit_stl(sim.correct, None, _slices(sim), exclude=(rows, cols))
-    f2 = irt.fit_stl(Y, obs, _slices(sim))
+    f1 = irt.fit_stl(sim.to_responses(), exclude=(rows, cols))
+    f2 = irt.fit_stl(Responses.from_arrays(Y, obs, _slices(sim)))
     np.testing.assert_allclose(f1.theta, f2.theta, atol=1e-10)
     np.testing.assert_allclose(f1.a, f2.a, atol=1e-10)
 
@@ -288,11 +301,10 @@ def test_exclude_equals_mask():
 def test_pattern_estep_equals_per_llm_estep(guessing):
     """Short domains' E-step once per distinct response pattern gives the per-LLM statistics."""
     sim = simulate(300, domain_sizes=[1, 2, 3, 9, 12], missing=0.1, seed=3)
-    sl = _slices(sim)
     x, logw = em_steps._nodes(irt.DEFAULT_PENALTIES)
     rng = np.random.default_rng(0)
     a, d = rng.uniform(0.5, 2, sim.correct.shape[1]), rng.normal(size=sim.correct.shape[1])
-    data = irt.ResponseData(sim.correct, sim.observed, sl, guessing=guessing)
+    data = irt.ResponseData.from_responses(sim.to_responses(), guessing=guessing)
     fast = em_steps._estep(data, a, d, x, logw)
     assert data.patterns(0)[0].shape[0] <= 3 and data.patterns(4) is None
     data.patterns = lambda k, max_items=8: None
@@ -307,7 +319,6 @@ def test_calibration_converges_on_a_real_leaderboard(shared_data):
     their discrimination bound used to make the EM cycle until its sweep limit."""
     import warnings
 
-    from mtlirt.data.responses import Responses
     from mtlirt.data.validate import DataWarning
 
     with warnings.catch_warnings():
@@ -316,7 +327,7 @@ def test_calibration_converges_on_a_real_leaderboard(shared_data):
     keep = np.zeros(r.n_llms, dtype=bool)
     keep[np.random.default_rng(0).choice(r.n_llms, 2000, replace=False)] = True
     sub = r.subset(llms=keep, items=np.isin(r.item_domain, [2, 3]))
-    fit = irt.fit_stl(sub.correct, sub.mask, sub.domain_slices, max_iter=300)
+    fit = irt.fit_stl(sub, max_iter=300)
     assert fit.converged and fit.n_iter < 300
     assert (fit.a > 0).all() and np.isfinite(fit.theta).all()
 
@@ -360,7 +371,7 @@ def test_em_kernels_match_numpy(missing, guessing):
     J = sim.correct.shape[1]
     a, d = rng.uniform(0.4, 2.5, J), rng.normal(0, 1.5, J)
     c = np.zeros(J) if guessing is None else np.repeat(guessing, [s.stop - s.start for s in sl])
-    data = irt.ResponseData(sim.correct, sim.observed if missing else None, sl, guessing=guessing and c)
+    data = irt.ResponseData.from_responses(sim.to_responses(), guessing=guessing and c)
     x, logw = em_steps._nodes(irt.DEFAULT_PENALTIES, 1)
     st = em_steps._estep(data, a, d, x, logw)
     ref = _numpy_estep(data, a, d, c, x, logw)
@@ -406,7 +417,7 @@ def test_auto_keeps_a_floor_where_the_data_have_one():
     sl = _slices(sim)
     truth = np.array([sim.items.guessing.iloc[s].mean() for s in sl])
     assert np.array_equal(truth > 0, [False, True, True, False])
-    f = irt.fit_stl(sim.correct, None, sl, guessing="auto")
+    f = irt.fit_stl(sim.to_responses(), guessing="auto")
     keep = np.asarray(f.floors["keep"])
     assert np.array_equal(keep, truth > 0)
     gain, thr = np.asarray(f.floors["gain"]), np.asarray(f.floors["threshold"])
@@ -421,9 +432,9 @@ def test_auto_without_a_floor_is_the_2pl_fit():
     from mtlirt.estimators.mtl import fit_mtl
 
     sim = simulate(300, domain_sizes=[15, 40, 25], seed=5)
-    sl = _slices(sim)
-    auto = fit_mtl(sim.correct, None, sl, guessing="auto", seed=0)
-    plain = fit_mtl(sim.correct, None, sl, guessing=None, seed=0)
+    r = sim.to_responses()
+    auto = fit_mtl(r, guessing="auto", seed=0)
+    plain = fit_mtl(r, guessing=None, seed=0)
     assert not any(auto.stl.floors["keep"]) and len(auto.stl.floors["keep"]) == 3
     np.testing.assert_array_equal(auto.theta, plain.theta)
     np.testing.assert_array_equal(auto.a, plain.a)
@@ -435,7 +446,7 @@ def test_fused_trait_newton_takes_the_array_steps(guessing, missing):
     """The tabulated trait step's loop per LLM (numba) gives the whole-array steps' traits and
     information bit for bit, with a ridge toward a centre and on some domains only."""
     sim = simulate(200, domain_sizes=[8, 30, 15], missing=missing, seed=6)
-    data = irt.ResponseData(sim.correct, sim.observed if missing else None, _slices(sim), guessing=guessing)
+    data = irt.ResponseData.from_responses(sim.to_responses(), guessing=guessing)
     lik = data.theta_likelihood()
     assert lik.kind == "tabulated"
     rng = np.random.default_rng(2)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
 from mtlirt.errors import InputError
 from mtlirt.estimators import irt, mtl, mtl_tuning
@@ -27,7 +28,7 @@ def _rmse(est, truth):
 @pytest.fixture(scope="module")
 def rank1():
     sim = simulate(400, domain_sizes=[6] * 8 + [40] * 4, rank=1, similarity=0.1, seed=11)
-    fit = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=0)
+    fit = mtl.fit_mtl(sim.to_responses(), seed=0)
     return sim, fit
 
 
@@ -56,8 +57,9 @@ def test_output_shapes_and_scales(rank1):
 
 def test_gamma_zero_reproduces_stl_exactly(rank1):
     sim, _ = rank1
-    stl = irt.fit_stl(sim.correct, None, _slices(sim))
-    f = mtl.fit_mtl(sim.correct, None, _slices(sim), gamma=0.0)
+    r = sim.to_responses()
+    stl = irt.fit_stl(r)
+    f = mtl.fit_mtl(r, gamma=0.0)
     assert f.C == 0 and f.record["cv"] is None
     np.testing.assert_array_equal(f.theta, stl.theta)
     np.testing.assert_array_equal(f.a, stl.a)
@@ -82,7 +84,7 @@ def test_outlier_domain_keeps_its_estimate():
     names = sim.domain_names
     out = np.isin(names, sim.outlier_domains)
     assert out.sum() == 1
-    f = mtl.fit_mtl(sim.correct, None, _slices(sim))
+    f = mtl.fit_mtl(sim.to_responses())
     truth = sim.domain_scores.to_numpy()
     r_mtl, r_stl = _rmse(f.theta, truth), _rmse(f.stl.theta, truth)
     assert r_mtl[out].mean() <= 1.05 * r_stl[out].mean()
@@ -96,7 +98,7 @@ def test_C_is_the_heldout_argmax():
     leaderboard whose best C beats C = 0 by less than two standard errors (the old rule's fallback
     to STL), the best C is taken."""
     sim = simulate(60, domain_sizes=[5, 5, 8, 8, 12, 12, 20, 20], seed=3)
-    f = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=0, scores="shrunk")
+    f = mtl.fit_mtl(sim.to_responses(), seed=0, scores="shrunk")
     grid, ll = np.asarray(f.record["cv"]["grid"]), np.asarray(f.record["cv"]["heldout_loglik"])
     best = int(np.argmax(ll))
     assert f.C == grid[best] == f.record["cv"]["chosen"] and 0 < f.C < np.inf
@@ -132,7 +134,7 @@ def test_C_ties_go_to_more_shrinkage():
 @pytest.mark.parametrize("rank", [1, 2])
 def test_rank_selection(rank):
     sim = simulate(500, domain_sizes=[30] * 12, rank=rank, similarity=0.1, seed=31)
-    stl = irt.fit_stl(sim.correct, None, _slices(sim))
+    stl = irt.fit_stl(sim.to_responses())
     r, ev = mtl.select_rank(stl.theta, seed=0)
     assert r == rank
     assert len(ev["eigenvalues"]) == 12 and len(ev["thresholds"]) == 12
@@ -143,7 +145,7 @@ def test_heldout_rank_selection(rank):
     """The default fit picks the rank by held-out responses: the simulator's rank-2 design gives 2. Where
     parallel analysis bounds the rank at one, nothing is held out (the posterior scores take no C)."""
     sim = simulate(500, domain_sizes=[30] * 12, rank=rank, similarity=0.1, seed=31)
-    f = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=0)
+    f = mtl.fit_mtl(sim.to_responses(), seed=0)
     assert f.rank == rank
     if rank == 1:
         assert f.record["rank_evidence"]["method"] == "parallel analysis" and f.record["cv"] is None and f.C is None
@@ -160,19 +162,21 @@ def test_tiny_domains_many_llms_rank_one_near_pooled():
     factor model with every loading 1)."""
     sizes = [1, 1, 2, 1, 3, 1, 2, 5, 1, 4, 1, 2]
     sim = simulate(2000, domain_sizes=sizes, missing=0.1, seed=81)
-    f = mtl.fit_mtl(sim.correct, sim.observed, _slices(sim), seed=0)
+    r = sim.to_responses()
+    f = mtl.fit_mtl(r, seed=0)
     assert f.stl.converged and f.extra["pooled"].converged and f.converged
     assert f.rank == 1 and f.scores == "posterior"
     assert (np.asarray(f.record["structure"]["lambda"]) > 0.9).all()
-    pooled = fit_pooled(sim.correct, sim.observed, _slices(sim))
+    pooled = fit_pooled(r)
     assert np.corrcoef(f.overall[:, 0], pooled.theta[:, 0])[0, 1] > 0.99
 
 
 def test_fused_rank_one_reproduces_pooled_exactly():
     """C = inf at rank one is the pooled fit, item values included (as C = 0 is STL)."""
     sim = simulate(300, domain_sizes=[3, 5, 20, 20], missing=0.05, seed=83)
-    pooled = fit_pooled(sim.correct, sim.observed, _slices(sim))
-    f = mtl.fit_mtl(sim.correct, sim.observed, _slices(sim), rank=1, C=np.inf)
+    r = sim.to_responses()
+    pooled = fit_pooled(r)
+    f = mtl.fit_mtl(r, rank=1, C=np.inf)
     np.testing.assert_array_equal(f.theta, pooled.theta)
     np.testing.assert_array_equal(f.a, pooled.a)
     np.testing.assert_array_equal(f.d, pooled.d)
@@ -185,7 +189,7 @@ def test_overall_is_the_mean_centre_at_any_rank():
     at rank 1 and 2."""
     sim = simulate(400, domain_sizes=[20] * 8, rank=2, similarity=0.1, seed=85)
     for r in (1, 2):
-        f = mtl.fit_mtl(sim.correct, None, _slices(sim), rank=r, C=0.4)
+        f = mtl.fit_mtl(sim.to_responses(), rank=r, C=0.4)
         m = (f.centre * f.theta_scale + f.theta_loc).mean(axis=1)  # on the population scale
         m = (m - m.mean()) / m.std()
         np.testing.assert_allclose(f.overall[:, 0], m, atol=1e-8)
@@ -210,7 +214,7 @@ def test_rank_two_overall_is_one_estimand_for_mtl_and_bayes():
     np.testing.assert_allclose(overall_score(eta[:, :1], lam[:, :1]), eta[:, 0])
     mean_theta = sim.domain_scores.to_numpy().mean(axis=1)
     assert np.corrcoef(truth, mean_theta)[0, 1] > 0.97  # the shared part of the average domain trait
-    f = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.4)
+    f = mtl.fit_mtl(sim.to_responses(), C=0.4)
     assert f.rank == 2
     # the truth's first factor depends on a rotation the data cannot see; the estimand does not
     r_estimand = np.corrcoef(f.overall[:, 0], truth)[0, 1]
@@ -226,7 +230,7 @@ def test_loadings_are_disattenuated_correlations():
     from mtlirt.fitting import fit
 
     sim = simulate(600, domain_sizes=[8, 8, 10, 12, 40, 60, 80, 100], similarity=0.36, seed=5)
-    f = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.4)
+    f = mtl.fit_mtl(sim.to_responses(), C=0.4)
     true = sim.loadings["score"].to_numpy()  # sqrt(1 - 0.36) = 0.8
     shrunk = np.array([np.corrcoef(f.theta[:, k], f.overall[:, 0])[0, 1] for k in range(8)])
     assert np.abs(f.loadings[:, 0] - true).max() < 0.08
@@ -271,7 +275,7 @@ def test_mtl_and_bayes_map_report_the_same_scale():
 def test_grid_edge_is_extended_or_flagged():
     """When the largest finite C wins the grid is extended; an optimum still at its edge is flagged."""
     sim = simulate(300, domain_sizes=[2, 3, 40, 40, 40], rank=1, similarity=0.1, seed=61)
-    f = mtl.fit_mtl(sim.correct, None, _slices(sim), tuning=MTLTuning(C_grid=(0.0, 0.05, 0.1)), rank=1,
+    f = mtl.fit_mtl(sim.to_responses(), tuning=MTLTuning(C_grid=(0.0, 0.05, 0.1)), rank=1,
                     scores="shrunk")
     cv = f.record["cv"]
     g, ll = cv["grid"], cv["heldout_loglik"]
@@ -279,14 +283,14 @@ def test_grid_edge_is_extended_or_flagged():
     # it stopped because the last doubling lost, with an interior optimum
     assert f.C == g[int(np.argmax(ll))] and 0.1 < f.C < g[-1] and not f.record["cv"]["at_edge"]
     with pytest.warns(RuntimeWarning, match="edge of the grid"):
-        edge = mtl.fit_mtl(sim.correct, None, _slices(sim), rank=1, scores="shrunk",
+        edge = mtl.fit_mtl(sim.to_responses(), rank=1, scores="shrunk",
                            tuning=MTLTuning(C_grid=(0.0, 0.0005, 0.001), max_extend=1))
     assert edge.record["cv"]["at_edge"] and edge.C == edge.record["cv"]["grid"][-1] == 0.002
 
 
 def test_rank_two_fit_orders_factors():
     sim = simulate(500, domain_sizes=[30] * 12, rank=2, similarity=0.1, seed=31)
-    f = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.4)
+    f = mtl.fit_mtl(sim.to_responses(), C=0.4)
     assert f.rank == 2 and f.overall.shape == (500, 2)
     np.testing.assert_allclose(np.corrcoef(f.overall.T), np.eye(2), atol=1e-8)
     eta = sim.overall.to_numpy()
@@ -295,8 +299,8 @@ def test_rank_two_fit_orders_factors():
 
 def test_seed_reproduces():
     sim = simulate(200, domain_sizes=[8, 8, 30, 30], seed=41)
-    f1 = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=3)
-    f2 = mtl.fit_mtl(sim.correct, None, _slices(sim), seed=3)
+    f1 = mtl.fit_mtl(sim.to_responses(), seed=3)
+    f2 = mtl.fit_mtl(sim.to_responses(), seed=3)
     np.testing.assert_array_equal(f1.theta, f2.theta)
     np.testing.assert_array_equal(f1.a, f2.a)
     assert f1.record["structure"] == f2.record["structure"]
@@ -307,7 +311,7 @@ def test_every_llm_gets_every_domain_score():
     obs = sim.observed.copy()
     obs[:30, :10] = False  # 30 LLMs never answered domain 0
     Y = np.where(obs, sim.correct, 0).astype(np.int8)
-    f = mtl.fit_mtl(Y, obs, _slices(sim), C=0.4)
+    f = mtl.fit_mtl(Responses.from_arrays(Y, obs, _slices(sim)), C=0.4)
     assert np.isfinite(f.theta).all()
     truth = sim.domain_scores.to_numpy()
     # STL gives them all the prior mean; MTL borrows from their other domains
@@ -317,9 +321,10 @@ def test_every_llm_gets_every_domain_score():
 
 def test_tiny_domains_approach_pooled():
     sim = simulate(300, domain_sizes=[2, 3, 40, 40, 40], rank=1, similarity=0.1, seed=61)
-    pooled = fit_pooled(sim.correct, None, _slices(sim))
-    tuned = mtl.fit_mtl(sim.correct, None, _slices(sim))
-    strong = mtl.fit_mtl(sim.correct, None, _slices(sim), C=0.8, stl=tuned.stl)
+    r = sim.to_responses()
+    pooled = fit_pooled(r)
+    tuned = mtl.fit_mtl(r)
+    strong = mtl.fit_mtl(r, C=0.8, stl=tuned.stl)
     stl = tuned.stl
     for k in (0, 1):
         c_tuned = np.corrcoef(tuned.theta[:, k], pooled.theta[:, 0])[0, 1]
@@ -331,8 +336,8 @@ def test_tiny_domains_approach_pooled():
 def test_prox_step_optimality():
     """KKT conditions of the unsquared-norm problem."""
     sim = simulate(150, domain_sizes=[10, 30, 60], seed=71)
-    data = irt.ResponseData(sim.correct, None, _slices(sim))
-    stl = irt.fit_stl(sim.correct, None, _slices(sim), data=data)
+    data = irt.ResponseData.from_responses(sim.to_responses())
+    stl = irt.fit_stl_data(data)
     th0, a, d = stl.internal()
     lik = data.theta_likelihood()
     lik.set_items(a, d)

@@ -40,8 +40,9 @@ def _check_constraints(r, N):
 @pytest.mark.parametrize("C", [0.05, 0.5])
 def test_constraints_hold_and_fast_beats_the_papers_adam(small, C):
     y, obs, sl = small
-    fast = paper.fit_paper(y, obs, sl, C=C)
-    adam = paper.fit_paper(y, obs, sl, C=C, optimizer="adam")
+    data = Responses.from_arrays(y, obs, sl)
+    fast = paper.fit_paper(data, C=C)
+    adam = paper.fit_paper(data, C=C, optimizer="adam")
     for r in (fast, adam):
         _check_constraints(r, y.shape[0])
     assert fast.converged
@@ -55,9 +56,9 @@ def test_fast_reaches_the_optimum_of_a_long_adam():
     the box |theta| <= 4 does not bind; where it does, projected Adam can
     stall on the box and the fast optimiser ends lower, as the other tests check)."""
     sim = simulate_paper(0.3, domain_sizes=(50, 60, 70), seed=5)
-    sl = _slices((50, 60, 70))
-    fast = paper.fit_paper(sim.correct, None, sl, C=0.01)
-    long = paper.fit_paper(sim.correct, None, sl, C=0.01, optimizer="adam",
+    data = sim.to_responses()
+    fast = paper.fit_paper(data, C=0.01)
+    long = paper.fit_paper(data, C=0.01, optimizer="adam",
                            adam=paper.AdamSettings(tol=0.0, max_iter=5000, decay_steps=1000))
     assert fast.record["objective"] <= long.record["objective"] + 1e-9 * abs(long.record["objective"])
     assert abs(fast.record["objective"] - long.record["objective"]) < 1e-7 * abs(long.record["objective"])
@@ -67,13 +68,14 @@ def test_fast_reaches_the_optimum_of_a_long_adam():
 
 def test_lambda_zero_is_per_domain_fits_and_the_sine_centre(small):
     y, obs, sl = small
-    local = paper.fit_paper(y, obs, sl, variant="paper-local")
+    data = Responses.from_arrays(y, obs, sl)
+    local = paper.fit_paper(data, variant="paper-local")
     assert local.C == 0 and local.record["lam"] == 0
     for k, s in enumerate(sl):  # every domain alone
-        one = paper.fit_paper(y[:, s], obs[:, s], [slice(0, s.stop - s.start)], variant="paper-local")
+        one = paper.fit_paper(Responses.from_arrays(y[:, s], obs[:, s]), variant="paper-local")
         assert np.abs(one.theta[:, 0] - local.theta[:, k]).max() < 1e-4
         assert np.abs(one.a - local.a[s]).max() < 1e-3
-    c0 = paper.fit_paper(y, obs, sl, C=0.0)
+    c0 = paper.fit_paper(data, C=0.0)
     assert np.abs(c0.theta - local.theta).max() < 1e-4
     # the overall score is the sine centre: no nearby direction has a smaller sum of sines
     sines = lambda g: objective._sines(g, local.theta.T)[0].sum()  # noqa: E731
@@ -88,14 +90,15 @@ def test_lambda_zero_is_per_domain_fits_and_the_sine_centre(small):
 
 def test_huge_lambda_fuses_every_domain_into_the_global_fit(small):
     y, obs, sl = small
-    big = paper.fit_paper(y, obs, sl, C=1e4)
-    glob = paper.fit_paper(y, obs, sl, variant="paper-global")
+    data = Responses.from_arrays(y, obs, sl)
+    big = paper.fit_paper(data, C=1e4)
+    glob = paper.fit_paper(data, variant="paper-global")
     assert big.extra["fused"].all() and glob.extra["fused"].all() and np.isinf(glob.record["lam"])
     assert np.allclose(objective._sines(big.overall, big.theta.T)[0], 0, atol=1e-7)  # round-off of sqrt(1 - cos^2)
     assert np.abs(big.theta - glob.theta).max() < 1e-5
     assert np.abs(big.a - glob.a).max() < 1e-4
     assert abs(big.record["objective"] - glob.record["objective"]) < 1e-8 * abs(glob.record["objective"])
-    adam = paper.fit_paper(y, obs, sl, variant="paper-global", optimizer="adam")
+    adam = paper.fit_paper(data, variant="paper-global", optimizer="adam")
     assert glob.record["objective"] <= adam.record["objective"] + 1e-9 * abs(adam.record["objective"])
 
 
@@ -103,11 +106,12 @@ def test_cv_chooses_a_grid_value_and_reproduces():
     sim = simulate_paper(0.3, n_llms=30, domain_sizes=(10, 12), seed=4)
     y, sl = sim.correct, _slices((10, 12))
     grid = (0.01, 1.0)
-    r = paper.fit_paper(y, None, sl, grid=grid, seed=3)
+    data = Responses.from_arrays(y, None, sl)
+    r = paper.fit_paper(data, grid=grid, seed=3)
     assert r.C in grid and r.record["cv"]["chosen"] == r.C and r.record["cv"]["n_folds"] == 5
     assert len(r.record["cv"]["loss"]) == 2 and np.array(r.record["cv"]["fold_loss"]).shape == (5, 2)
     assert r.record["cv"]["loss"][grid.index(r.C)] == min(v for v in r.record["cv"]["loss"] if v is not None)
-    again = paper.fit_paper(y, None, sl, grid=grid, seed=3)
+    again = paper.fit_paper(data, grid=grid, seed=3)
     assert again.record["cv"]["fold_loss"] == r.record["cv"]["fold_loss"] and np.array_equal(again.theta, r.theta)
     prob = objective._Problem(y, None, sl)
     f3, f4 = (paper_cv.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=s) for s in (3, 4))
@@ -136,7 +140,7 @@ def test_fast_converges_where_a_split_returns_to_its_fused_set():
     sim = simulate_paper(0.2, n_llms=80, domain_sizes=sizes, seed=3)
     prob = objective._Problem(sim.correct, None, _slices(sizes))
     train = paper_cv.make_folds(prob.mask(), prob.dom, prob.K, 5, seed=3) != 1
-    r = paper.fit_paper(sim.correct * train, train, _slices(sizes), C=0.2)
+    r = paper.fit_paper(Responses.from_arrays(sim.correct * train, train, _slices(sizes)), C=0.2)
     assert r.converged and r.n_iter < 1000
     assert r.extra["fused"].sum() == 1  # the domain on the verge stays fused
     _check_constraints(r, 80)
@@ -150,8 +154,9 @@ def test_global_baseline_keeps_its_one_trait_in_the_box():
     y = sim.correct.copy()
     y[0] = 1
     sl = _slices(SIZES)
-    fast = paper.fit_paper(y, None, sl, variant="paper-global")
-    adam = paper.fit_paper(y, None, sl, variant="paper-global", optimizer="adam")
+    data = Responses.from_arrays(y, None, sl)
+    fast = paper.fit_paper(data, variant="paper-global")
+    adam = paper.fit_paper(data, variant="paper-global", optimizer="adam")
     prob = objective._Problem(y, None, sl)
     one = objective._Objective(prob, prob.mask(), one_trait=True)
     for r in (fast, adam):
@@ -177,9 +182,10 @@ def test_folds_split_each_llms_responses_within_each_domain(small):
 
 def test_missing_cells_do_not_enter_the_loss(small):
     y, obs, sl = small
-    r = paper.fit_paper(y, obs, sl, C=0.1)
+    data = Responses.from_arrays(y, obs, sl)
+    r = paper.fit_paper(data, C=0.1)
     flipped = np.where(obs, y, 1 - y).astype(np.int8)  # change every unobserved cell
-    r2 = paper.fit_paper(flipped, obs, sl, C=0.1)
+    r2 = paper.fit_paper(data.with_answers(flipped, obs), C=0.1)  # the answers taken as they are
     assert np.array_equal(r.theta, r2.theta) and r.record["objective"] == r2.record["objective"]
 
 
@@ -188,11 +194,11 @@ def test_constant_items_are_dropped_and_filled_in():
     y = sim.correct.copy()
     y[:, 0] = 1
     y[:, 12] = 0
-    r = paper.fit_paper(y, None, _slices((10, 10)), C=0.1)
+    r = paper.fit_paper(Responses.from_arrays(y, None, _slices((10, 10))), C=0.1)
     assert list(r.extra["dropped_items"]) == [0, 12]
     assert (r.a[0], r.d[0], r.a[12], r.d[12]) == (0.0, objective.BOUND, 0.0, -objective.BOUND)
     with pytest.raises(InputError, match="at least 2 domains"):
-        paper.fit_paper(np.ones((10, 4), np.int8), None, _slices((2, 2)))
+        paper.fit_paper(Responses.from_arrays(np.ones((10, 4), np.int8), None, _slices((2, 2))))
 
 
 def test_kernel_bits_do_not_depend_on_alignment(small):
@@ -210,6 +216,7 @@ def test_kernel_bits_do_not_depend_on_alignment(small):
 
 def test_fit_variants_and_bootstrap(small):
     y, obs, sl = small
+    data = Responses.from_arrays(y, obs, sl)
     data = Responses.from_frame(simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4).responses)
     est = fit(data, "mtl", variant="paper", gamma=0.2, bootstrap=2, n_jobs=1)
     assert est.info["C"] == 0.2 and est.info["settings"]["variant"] == "paper"
@@ -277,9 +284,10 @@ def test_a_fused_fits_intervals_carry_the_domains_deviations():
 
 def test_fit_takes_the_papers_optimizer_and_fold_seed(small):
     y, obs, sl = small
+    data = Responses.from_arrays(y, obs, sl)
     data = Responses.from_frame(simulate_paper(0.3, n_llms=50, domain_sizes=SIZES, seed=4).responses)
     est = fit(data, "mtl", variant="paper", gamma=0.2, optimizer="adam")
-    ref = paper.fit_paper(data.correct, data.mask, data.domain_slices, C=0.2, optimizer="adam")
+    ref = paper.fit_paper(data, C=0.2, optimizer="adam")
     assert est.info["optimizer"] == "adam" and np.array_equal(est.point("theta"), ref.theta)
     assert est.info["objective"] == ref.record["objective"]
     fast = fit(data, "mtl", variant="paper", gamma=0.2)
@@ -321,7 +329,7 @@ def test_paper_variant_keeps_its_traits_where_cells_are_empty():
     df = df[~((df["llm"] == df["llm"].iloc[0]) & (df["domain"] == df["domain"].iloc[0]))]
     data = Responses.from_frame(df)
     est = fit(data, "mtl", variant="paper", gamma=0.2)
-    ref = paper.fit_paper(data.correct, data.mask, data.domain_slices, C=0.2)
+    ref = paper.fit_paper(data, C=0.2)
     assert est.predicted.sum() == 1
     assert np.array_equal(est.point("theta"), ref.theta)
     assert np.allclose(np.linalg.norm(est.point("theta"), axis=0), math.sqrt(50))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mtlirt.data.responses import Responses
 from mtlirt.data.sim_presets import mmlu_subjects, preset_domain_sizes
 from mtlirt.data.simulate import simulate
 from mtlirt.data.simulation import Simulation
@@ -104,6 +105,19 @@ def test_long_table_matches_dense_matrix(sim):
     )
     # unobserved cells are 0 in the dense matrix
     assert (sim.correct[~sim.observed] == 0).all()
+
+
+def test_to_responses_is_the_long_table_read(sim):
+    """Simulation.to_responses: the dense matrix in its own column order and with its names, the same
+    leaderboard as its long table read; a complete simulation gives the estimators' fast path (no mask)."""
+    r = sim.to_responses()
+    assert list(r.llms) == sim.llm_names and list(r.items) == sim.items["item"].tolist()
+    assert list(r.domains) == sim.domain_names
+    assert [s.stop - s.start for s in r.domain_slices] == SIZES
+    np.testing.assert_array_equal(r.correct, sim.correct)
+    np.testing.assert_array_equal(r.mask, sim.observed)
+    assert r.fingerprint() == Responses.from_frame(sim.responses).fingerprint()
+    assert simulate(30, [3, 4], seed=0).to_responses().mask is None
 
 
 def test_missing_share_near_p():

@@ -151,7 +151,7 @@ def fit(
     timings = {}
     t0 = time.perf_counter()
     stage(f"fitting {method} to {responses.n_llms:,} LLMs x {responses.n_items:,} items")
-    res = _POINT[method](responses.correct, responses.mask, responses.domain_slices, **settings)
+    res = _POINT[method](responses, **settings)
     timings["fit"] = time.perf_counter() - t0
     est = _finish(responses, res, method=method, variant=variant, settings=settings, bootstrap=bootstrap, seed=seed,
                   n_jobs=n_jobs, few=few, timings=timings)
@@ -239,8 +239,7 @@ def _mtl_init(responses, *, model, guessing, seed):
     scale, and the map is the identity."""
     from .estimators.response_data import to_internal
 
-    res = _point_mtl(responses.correct, responses.mask, responses.domain_slices, model=model,
-                     guessing=guessing, rank=None, gamma=None, seed=seed)
+    res = _point_mtl(responses, model=model, guessing=guessing, rank=None, gamma=None, seed=seed)
     theta, a, d = to_internal(res.theta, res.a, res.d, res.theta_loc, res.theta_scale, res.item_domain)
     return res, {"theta": theta, "overall": res.overall, "loadings": res.loadings, "a": a, "d": d, "c": res.c}
 
@@ -267,7 +266,7 @@ def _fit_bayes(responses, *, seed, spec=None, algorithm="nuts", init=None, **opt
     tree = fit_bayes(responses, spec or "factor-2pl", algorithm=algorithm, seed=seed, init=init, **options)
     timings["bayes"] = time.perf_counter() - t1
     est = Estimate(tree)
-    est.attach_cells(_cell_counts(responses.mask, responses.domain_slices, responses.n_llms))
+    est.attach_cells(_cell_counts(responses))
     post_attrs = tree["posterior"].attrs
     stages = post_attrs.get("mtlirt_stage_seconds")
     if isinstance(stages, str):  # build, sampling, domain-score draws, derived, log-lik, diagnostics

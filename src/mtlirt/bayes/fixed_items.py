@@ -140,7 +140,7 @@ def calibrate_items(
     t0 = time.perf_counter()
     J = arr.n_items
     model, guessing = spec.point_item_model
-    data = ResponseData(arr.correct, arr.mask, arr.domain_slices, guessing=guessing)
+    data = ResponseData.from_responses(arr, guessing=guessing)
     a0 = d0 = None
     if init is not None and init.get("a") is not None and init.get("d") is not None:
         a0 = np.clip(np.asarray(init["a"], float), 0.05, 8.0)

@@ -417,6 +417,13 @@ class Responses:
         s = self.domain_slices[k]
         return self.correct[:, s], self.observed[:, s]
 
+    def with_answers(self, correct, observed=None) -> Responses:
+        """The same LLMs, items and domains with other answers (a bootstrap replicate): ``N x J`` ``correct``,
+        0 where unobserved, and its mask (``None``: every cell observed), taken as they are (not validated)."""
+        if observed is None:
+            observed = self.observed if self.complete else np.ones(self.shape, dtype=bool)
+        return Responses(correct, observed, self.llms, self.items, self.domains, self.item_domain)
+
     # ------------------------------------------------------------ summaries
     def counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Per-(LLM, domain) numbers of correct answers and of responses (``N x K`` each)."""

@@ -14,6 +14,7 @@ import pandas as pd
 from mtlirt.errors import InputError
 
 from .outputs import FolderKind, file_output, folder_output
+from .responses import Responses
 
 __all__ = ["Simulation", "TRUTH_FOLDER"]
 
@@ -94,6 +95,14 @@ class Simulation:
     def seed(self) -> int:
         """The seed that reproduces this simulation."""
         return int(self.settings["seed"])
+
+    def to_responses(self) -> Responses:
+        """The simulated answers as :class:`~mtlirt.data.responses.Responses` (its ``from_arrays``), in the
+        simulation's column order and with its names: what the estimators take."""
+        stops = np.cumsum(self.domains["n_items"].to_numpy())
+        slices = [slice(int(a), int(b)) for a, b in zip(np.r_[0, stops[:-1]], stops)]
+        return Responses.from_arrays(self.correct, self.observed, slices, llms=self.llm_names,
+                                     items=self.items["item"], domains=self.domain_names)
 
     def __repr__(self) -> str:
         n, k = self.domain_scores.shape

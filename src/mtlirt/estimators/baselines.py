@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..data.responses import Responses
 from . import irt
 from .blas import blas_threads
 from .penalties import Penalties
@@ -68,19 +69,15 @@ def pooled_penalties(priors: Penalties | None = None) -> Penalties:
     return replace(priors or Penalties(), node_sd_ratio=0.0)
 
 
-def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, max_iter=500,
-               tol=1e-4, priors: Penalties | None = None, progress=None, verbose=False,
+def fit_pooled(responses: Responses, *, model="2pl", guessing=None, max_iter=500, tol=1e-4,
+               priors: Penalties | None = None, progress=None, verbose=False,
                share: ResponseData | None = None) -> PointFit:
     """One unidimensional IRT model over all items ("pooled").
 
     Parameters
     ----------
-    correct : ndarray (N, J) of int8
-        0/1 answers, 0 where unobserved.
-    observed : ndarray (N, J) of bool or None
-        Observation mask; ``None`` means complete.
-    domain_slices : list of slice
-        The domains (used only to shape the output and split the log-likelihood).
+    responses : Responses
+        The leaderboard (its domains used only to shape the output and split the log-likelihood).
     model : {"2pl", "1pl"}
         1PL: one common discrimination for all items.
     guessing : float or ndarray (J,) or "estimate", optional
@@ -101,20 +98,16 @@ def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, 
         ``theta_loc``/``theta_scale`` repeat the single standardisation.
     """
     t0 = time.perf_counter()
-    correct = np.asarray(correct)
-    J = correct.shape[1]
-    slices = [slice(int(s.start), int(s.stop)) for s in domain_slices]
-    K = len(slices)
-    with blas_threads(1):
-        data = ResponseData(correct, observed, [slice(0, J)], guessing=guessing, share=share)
-    one = irt.fit_stl(correct, observed, [slice(0, J)], model=model, guessing=guessing,
-                      max_iter=max_iter, tol=tol, priors=pooled_penalties(priors), progress=progress,
-                      verbose=verbose, data=data)
+    J, K = responses.n_items, responses.n_domains
+    with blas_threads(1):  # one domain spanning every item
+        data = ResponseData(responses.correct, responses.mask, [slice(0, J)], guessing=guessing, share=share)
+    one = irt.fit_stl_data(data, model=model, max_iter=max_iter, tol=tol, priors=pooled_penalties(priors),
+                           progress=progress, verbose=verbose)
     eta = one.theta[:, 0]
     theta = np.repeat(eta[:, None], K, axis=1)
-    item_domain = item_domain_of(slices, J)
+    item_domain = item_domain_of(responses.domain_slices, J)
     with blas_threads(1):
-        data = ResponseData(correct, observed, slices, guessing=one.c if np.any(one.c > 0) else None, share=data)
+        data = ResponseData.from_responses(responses, guessing=one.c if np.any(one.c > 0) else None, share=data)
         lik = data.theta_likelihood()
         lik.set_items(one.a, one.d)
         ll = lik.theta_loglik(theta).sum(axis=0)
@@ -127,16 +120,13 @@ def fit_pooled(correct, observed, domain_slices, *, model="2pl", guessing=None, 
     )
 
 
-def fit_accuracy(correct, observed, domain_slices) -> PointFit:
+def fit_accuracy(responses: Responses) -> PointFit:
     """Per-domain proportion correct and its macro average (the leaderboard's own score).
 
     Parameters
     ----------
-    correct : ndarray (N, J) of int8
-        0/1 answers, 0 where unobserved.
-    observed : ndarray (N, J) of bool or None
-        Observation mask; ``None`` means complete.
-    domain_slices : list of slice
+    responses : Responses
+        The leaderboard.
 
     Returns
     -------
@@ -149,12 +139,11 @@ def fit_accuracy(correct, observed, domain_slices) -> PointFit:
         without responses), ``n_responses`` (``N x K``) and ``overall_raw`` (the macro average).
     """
     t0 = time.perf_counter()
-    correct = np.asarray(correct)
-    N = correct.shape[0]
-    K = len(domain_slices)
+    correct, observed = responses.correct, responses.mask
+    N, K = responses.n_llms, responses.n_domains
     n1 = np.empty((N, K))
     n = np.empty((N, K))
-    for k, sl in enumerate(domain_slices):
+    for k, sl in enumerate(responses.domain_slices):
         n1[:, k] = correct[:, sl].sum(axis=1, dtype=np.int64)
         n[:, k] = (sl.stop - sl.start) if observed is None else observed[:, sl].sum(axis=1, dtype=np.int64)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():

@@ -61,6 +61,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..data.responses import Responses
 from .blas import blas_threads
 from .calibration import calibrate_items
 from .em_steps import node_levels
@@ -78,6 +79,7 @@ __all__ = [
     "blas_threads",
     "calibrate_items",
     "fit_stl",
+    "fit_stl_data",
     "item_domain_of",
     "node_levels",
     "score_theta",
@@ -89,9 +91,9 @@ __all__ = [
 Progress = Callable[[str, float], None] | None
 
 
-def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max_iter=500,
-            tol=1e-4, priors: Penalties | None = None, init=None, exclude=None, data=None,
-            progress: Progress = None, verbose=False) -> PointFit:
+def fit_stl(responses: Responses, *, model="2pl", guessing=None, max_iter=500, tol=1e-4,
+            priors: Penalties | None = None, init=None, exclude=None, progress: Progress = None,
+            verbose=False) -> PointFit:
     """Fit a 2PL (or 1PL) in every domain separately (STL).
 
     Items by penalised marginal ML (EM), traits by MAP given the items; see
@@ -99,12 +101,9 @@ def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max
 
     Parameters
     ----------
-    correct : ndarray (N, J) of int8
-        0/1 answers, 0 where unobserved.
-    observed : ndarray (N, J) of bool or None
-        Observation mask; ``None`` means complete (fast path).
-    domain_slices : list of slice
-        The contiguous item columns of each of the ``K`` domains.
+    responses : Responses
+        The leaderboard: its answers, its mask (``None`` when complete: the fast path) and the
+        contiguous item columns of each of its ``K`` domains.
     model : {"2pl", "1pl"}
         1PL: one common discrimination per domain.
     guessing : float or ndarray (J,) or "estimate", optional
@@ -120,8 +119,6 @@ def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max
         Warm start (a single-domain fit or internal-scale arrays).
     exclude : tuple (rows, cols), optional
         Observed cells to leave out (held-out responses).
-    data : ResponseData, optional
-        Prebuilt data for these arguments (saves the set-up).
     progress : callable (stage, fraction), optional
     verbose : bool
         Print a summary line.
@@ -138,20 +135,26 @@ def fit_stl(correct, observed, domain_slices, *, model="2pl", guessing=None, max
         item calibration and ``history`` (the largest item-parameter change per EM sweep).
     """
     with blas_threads(1):
-        return _fit_stl(correct, observed, domain_slices, model=model, guessing=guessing,
-                        max_iter=max_iter, tol=tol, priors=priors, init=init, exclude=exclude,
-                        data=data, progress=progress, verbose=verbose)
+        data = ResponseData.from_responses(responses, guessing=guessing, exclude=exclude)
+        return fit_stl_data(data, model=model, max_iter=max_iter, tol=tol, priors=priors, init=init,
+                            progress=progress, verbose=verbose)
 
 
-def _fit_stl(correct, observed, domain_slices, *, model, guessing, max_iter, tol, priors, init,
-             exclude, data, progress, verbose):
+def fit_stl_data(data: ResponseData, *, model="2pl", max_iter=500, tol=1e-4, priors: Penalties | None = None,
+                 init=None, progress: Progress = None, verbose=False) -> PointFit:
+    """:func:`fit_stl` on prebuilt :class:`~mtlirt.estimators.response_data.ResponseData` (its domains, floors
+    and held-out cells): MTL's single-domain fit on the data it shares, the pooled fit's one domain."""
+    with blas_threads(1):
+        return _fit_stl(data, model=model, max_iter=max_iter, tol=tol, priors=priors, init=init,
+                        progress=progress, verbose=verbose)
+
+
+def _fit_stl(data, *, model, max_iter, tol, priors, init, progress, verbose):
     t0 = time.perf_counter()
     priors = priors or Penalties()
     model = model.lower()
     if model not in ("2pl", "1pl"):
         raise ValueError("model must be '2pl' or '1pl'")
-    if data is None:
-        data = ResponseData(correct, observed, domain_slices, guessing=guessing, exclude=exclude)
     theta0 = a0 = d0 = c0 = None
     if isinstance(init, PointFit):
         theta0, a0, d0 = init.internal()

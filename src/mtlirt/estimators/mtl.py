@@ -104,6 +104,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..data.responses import Responses
 from . import irt
 from .blas import blas_threads
 from .centre import _centre_for_rank, _lambda, _map_centre, fit_centre, prox_step, select_rank
@@ -251,7 +252,7 @@ def _say(verbose, msg):
 
 
 
-def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, model="2pl",
+def fit_mtl(responses: Responses, *, rank=None, gamma=None, C=None, model="2pl",
             guessing=None, seed=0, tuning: MTLTuning | None = None, refine_overall=True, centre_prior=False,
             priors: Penalties | None = None, stl: PointFit | None = None, pooled: PointFit | None = None,
             max_iter=500, tol=1e-4, progress: Progress = None, verbose=False, scores: str | None = None) -> PointFit:
@@ -259,12 +260,8 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
 
     Parameters
     ----------
-    correct : ndarray (N, J) of int8
-        0/1 answers, 0 where unobserved.
-    observed : ndarray (N, J) of bool or None
-        Observation mask; ``None`` means complete.
-    domain_slices : list of slice
-        Contiguous item columns of each of the ``K`` domains.
+    responses : Responses
+        The leaderboard: answers, mask (``None`` when complete) and the item columns of its ``K`` domains.
     rank : int, optional
         Number of shared traits; chosen by held-out responses when omitted
         (``r > 1`` only for a clear gain over ``r - 1``).
@@ -313,24 +310,24 @@ def fit_mtl(correct, observed, domain_slices, *, rank=None, gamma=None, C=None, 
         As :func:`_mtl_fit` lays it out.
     """
     with blas_threads(1):
-        return _fit_mtl(correct, observed, domain_slices, rank=rank, gamma=gamma, C=C, model=model,
+        return _fit_mtl(responses, rank=rank, gamma=gamma, C=C, model=model,
                         guessing=guessing, seed=seed, tuning=tuning or MTLTuning(), refine_overall=refine_overall,
                         centre_prior=centre_prior, priors=priors or DEFAULT_PENALTIES, stl=stl, pooled=pooled,
                         max_iter=max_iter, tol=tol, progress=progress, verbose=verbose, scores=scores)
 
 
-def _fit_mtl(correct, observed, domain_slices, *, rank, gamma, C, model, guessing, seed, tuning, refine_overall,
+def _fit_mtl(responses, *, rank, gamma, C, model, guessing, seed, tuning, refine_overall,
              centre_prior, priors, stl, pooled, max_iter, tol, progress, verbose, scores):
     t_start = time.perf_counter()
     seconds = {}
     prog = progress or (lambda stage, frac: None)
-    correct, observed, slices = _inputs(correct, observed, domain_slices)
+    correct, observed, slices = responses.correct, responses.mask, responses.domain_slices
     N, K = correct.shape[0], len(slices)
     sizes = np.array([s.stop - s.start for s in slices], dtype=np.float64)
-    data = ResponseData(correct, observed, slices, guessing=guessing)
+    data = ResponseData.from_responses(responses, guessing=guessing)
 
     # 1. STL and pooled --------------------------------------------------------
-    stl, pooled, guessing, lik = _start_fits(correct, observed, slices, data, stl, pooled, model=model,
+    stl, pooled, guessing, lik = _start_fits(responses, data, stl, pooled, model=model,
                                              guessing=guessing, priors=priors, max_iter=max_iter, tol=tol,
                                              seconds=seconds, prog=prog, verbose=verbose)
     eta_p = pooled.internal()[0][:, 0]
@@ -485,19 +482,7 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_
     )
 
 
-def _inputs(correct, observed, domain_slices):
-    """The answers as int8, the mask (``None`` when every cell is observed) and the domains as plain slices."""
-    correct = np.asarray(correct)
-    if correct.dtype != np.int8:
-        correct = correct.astype(np.int8)
-    if observed is not None:
-        observed = np.asarray(observed, dtype=bool)
-        if observed.all():
-            observed = None
-    return correct, observed, [slice(int(s.start), int(s.stop)) for s in domain_slices]
-
-
-def _start_fits(correct, observed, slices, data, stl, pooled, *, model, guessing, priors, max_iter, tol,
+def _start_fits(responses, data, stl, pooled, *, model, guessing, priors, max_iter, tol,
                 seconds, prog, verbose):
     """Step 1: the single-domain (STL) and the pooled fit, unless given.
 
@@ -511,8 +496,7 @@ def _start_fits(correct, observed, slices, data, stl, pooled, *, model, guessing
     t0 = time.perf_counter()
     prog("stl", 0.0)
     if stl is None:
-        stl = irt.fit_stl(correct, observed, slices, model=model, guessing=guessing, priors=priors,
-                          data=data, max_iter=max_iter, tol=tol)
+        stl = irt.fit_stl_data(data, model=model, priors=priors, max_iter=max_iter, tol=tol)
     if data.estimate_floor:  # the single-domain calibration's floors, kept from here on
         data.set_floor(stl.c)
         data.estimate_floor, data.floor_mode = False, None
@@ -524,8 +508,8 @@ def _start_fits(correct, observed, slices, data, stl, pooled, *, model, guessing
     _say(verbose, f"mtl: stl {seconds['stl']:.2f} s ({stl.n_iter} EM sweeps)")
     t0 = time.perf_counter()
     if pooled is None:
-        pooled = fit_pooled(correct, observed, slices, model=model, guessing=guessing, priors=priors,
-                            max_iter=max_iter, tol=tol, share=data)
+        pooled = fit_pooled(responses, model=model, guessing=guessing, priors=priors, max_iter=max_iter, tol=tol,
+                            share=data)
     seconds["pooled"] = time.perf_counter() - t0
     _say(verbose, f"mtl: pooled {seconds['pooled']:.2f} s ({pooled.n_iter} EM sweeps)")
     prog("stl", 1.0)

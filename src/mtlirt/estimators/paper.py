@@ -86,6 +86,7 @@ import time
 
 import numpy as np
 
+from ..data.responses import Responses
 from ..errors import InputError
 from .blas import blas_threads
 from .paper_adam import AdamSettings
@@ -101,18 +102,15 @@ C_GRID = (0.001, 0.005, 0.01, 0.02, 0.05, 0.075, 0.09, 0.1, 0.11, 0.125, 0.2, 0.
 VARIANTS = ("paper", "paper-global", "paper-local")
 
 
-def fit_paper(correct, observed, domain_slices, *, variant="paper", C=None, grid=C_GRID, n_folds=5, seed=0,
+def fit_paper(responses: Responses, *, variant="paper", C=None, grid=C_GRID, n_folds=5, seed=0,
               optimizer="fast", adam: AdamSettings = AdamSettings(), n_jobs=1) -> PointFit:
     """Fit the paper's estimator or one of its baselines.
 
     Parameters
     ----------
-    correct : ndarray (N, J) of int8
-        0/1 answers, 0 where unobserved.
-    observed : ndarray (N, J) of bool or None
-        Observation mask (``None``: complete); the loss runs over observed cells only.
-    domain_slices : list of slice
-        Contiguous item blocks of the domains.
+    responses : Responses
+        The leaderboard: answers, mask (``None`` when complete) and the item blocks of its domains; the
+        loss runs over observed cells only.
     variant : {"paper", "paper-global", "paper-local"}
     C : float, optional
         Penalty constant of ``paper``; tuned by 5-fold cross-validation over
@@ -152,17 +150,17 @@ def fit_paper(correct, observed, domain_slices, *, variant="paper", C=None, grid
         ``dropped_items`` (the indices of the items left out: constant or never answered).
     """
     with blas_threads(1):  # small matrix products: threads cost more than they give
-        return _fit_paper(correct, observed, domain_slices, variant=variant, C=C, grid=grid, n_folds=n_folds,
+        return _fit_paper(responses, variant=variant, C=C, grid=grid, n_folds=n_folds,
                           seed=seed, optimizer=optimizer, adam=adam, n_jobs=n_jobs)
 
 
-def _fit_paper(correct, observed, domain_slices, *, variant, C, grid, n_folds, seed, optimizer, adam, n_jobs):
+def _fit_paper(responses, *, variant, C, grid, n_folds, seed, optimizer, adam, n_jobs):
     t0 = time.perf_counter()
     if variant not in VARIANTS:
         raise InputError(f"unknown paper variant {variant!r}: expected one of {', '.join(VARIANTS)}")
     if optimizer not in ("fast", "adam"):
         raise InputError(f"unknown optimizer {optimizer!r}: expected 'fast' or 'adam'")
-    prob = _Problem(correct, observed, domain_slices)
+    prob = _Problem(responses.correct, responses.mask, responses.domain_slices)
     if prob.K < (2 if variant == "paper" else 1):
         raise InputError(f"the {variant} estimator needs at least {2 if variant == 'paper' else 1} domains "
                          f"with non-constant items, got {prob.K}")

@@ -5,49 +5,51 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.responses import Responses
 
-def _point_stl(correct, observed, slices, *, model, guessing, **_):
+
+def _point_stl(responses: Responses, *, model, guessing, **_):
     from .baselines import posterior_mean_scale
     from .irt import fit_stl
 
-    res = fit_stl(correct, observed, slices, model=model, guessing=guessing)
+    res = fit_stl(responses, model=model, guessing=guessing)
     # reported on the estimand's scale (spread of posterior means), not standardised to 1
-    return posterior_mean_scale(res, _cell_counts(observed, slices, correct.shape[0]) > 0)
+    return posterior_mean_scale(res, _cell_counts(responses) > 0)
 
 
-def _point_mtl(correct, observed, slices, *, model, guessing, rank, gamma, seed, C=None, variant="default",
+def _point_mtl(responses: Responses, *, model, guessing, rank, gamma, seed, C=None, variant="default",
                optimizer=None, cv_seed=None, **_):
     if variant != "default":  # the paper's rank-one 2PL without guessing (check_options)
         from .paper import fit_paper
 
-        return fit_paper(correct, observed, slices, variant=variant, C=gamma if C is None else C,
+        return fit_paper(responses, variant=variant, C=gamma if C is None else C,
                          seed=seed if cv_seed is None else cv_seed, optimizer=optimizer or "fast")
     from .mtl import fit_mtl
 
-    res = fit_mtl(correct, observed, slices, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
+    res = fit_mtl(responses, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
     if res.scores == "shrunk" and res.C == 0:  # the single-domain scores: on the estimand's scale as STL's
         from .baselines import posterior_mean_scale
 
-        res = posterior_mean_scale(res, _cell_counts(observed, slices, correct.shape[0]) > 0)
+        res = posterior_mean_scale(res, _cell_counts(responses) > 0)
     return res
 
 
-def _point_pooled(correct, observed, slices, *, model, guessing, **_):
+def _point_pooled(responses: Responses, *, model, guessing, **_):
     from .baselines import fit_pooled
 
-    return fit_pooled(correct, observed, slices, model=model, guessing=guessing)
+    return fit_pooled(responses, model=model, guessing=guessing)
 
 
-def _point_accuracy(correct, observed, slices, **_):
+def _point_accuracy(responses: Responses, **_):
     from .baselines import fit_accuracy
 
-    return fit_accuracy(correct, observed, slices)
+    return fit_accuracy(responses)
 
 
 _POINT = {"stl": _point_stl, "mtl": _point_mtl, "pooled": _point_pooled, "accuracy": _point_accuracy}
 
-def _cell_counts(observed, slices, n_llms) -> np.ndarray:
+def _cell_counts(responses: Responses) -> np.ndarray:
     """Observed responses per LLM and domain (``N x K``)."""
-    if observed is None:
-        return np.tile([s.stop - s.start for s in slices], (n_llms, 1))
-    return np.column_stack([observed[:, s].sum(axis=1) for s in slices])
+    if responses.mask is None:
+        return np.tile([s.stop - s.start for s in responses.domain_slices], (responses.n_llms, 1))
+    return np.column_stack([responses.mask[:, s].sum(axis=1) for s in responses.domain_slices])

@@ -151,6 +151,13 @@ class ResponseData:
         self._patterns = {}
         self._masks = {}
 
+    @classmethod
+    def from_responses(cls, responses, *, guessing=None, exclude=None, share=None) -> ResponseData:
+        """The data of a :class:`~mtlirt.data.responses.Responses`: its answers, its mask (``None`` when
+        complete, the fast path) and its domains; the options as in the constructor."""
+        return cls(responses.correct, responses.mask, responses.domain_slices, guessing=guessing, exclude=exclude,
+                   share=share)
+
     @property
     def Y(self):
         """``float32`` answers, 0 where unobserved or excluded (built on first use, shared)."""

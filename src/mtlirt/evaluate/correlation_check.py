@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..data.responses import Responses
 from ..errors import InputError
 from ..estimators.bootstrap import draw_responses, draw_world
 from ..estimators.correlation import error_corrected_corr, principal_axes
@@ -17,8 +18,7 @@ from ..estimators.irt import fit_stl
 from .check_inputs import ALPHA, _check_data, _item_model, _population_items, _two_sided
 
 
-def correlation_statistic(correct, observed, domain_slices, *, model: str = "2pl",
-                          guessing: float | None = None) -> np.ndarray:
+def correlation_statistic(responses: Responses, *, model: str = "2pl", guessing: float | None = None) -> np.ndarray:
     """The package's cross-domain correlation of a data set (``K x K``): single-domain fits
     (:func:`~mtlirt.estimators.irt.fit_stl`), their correlations corrected for measurement error.
 
@@ -30,8 +30,9 @@ def correlation_statistic(correct, observed, domain_slices, *, model: str = "2pl
     over the LLMs with responses in it (the same function as the fit's
     ``domain_correlation.csv``, :func:`~mtlirt.estimators.correlation.error_corrected_corr`).
     A pair with fewer than 3 LLMs in both domains reads 0."""
-    res = fit_stl(correct, observed, domain_slices, model=model, guessing=guessing)
-    seen = None if observed is None else np.column_stack([observed[:, s].any(1) for s in domain_slices])
+    res = fit_stl(responses, model=model, guessing=guessing)
+    observed = responses.mask
+    seen = None if observed is None else np.column_stack([observed[:, s].any(1) for s in responses.domain_slices])
     corr, _ = error_corrected_corr(res.theta, res.theta_se, seen)
     return np.nan_to_num(corr)
 
@@ -211,15 +212,14 @@ def correlation_check(est, responses, *, n_replicates: int = 100, seed: int = 0,
     if est.n_draws < 2 and est.method not in ("mtl", "pooled", "bayes"):
         return None
     model, guessing = _item_model(est)
-    slices = responses.domain_slices
-    obs = correlation_statistic(responses.correct, responses.mask, slices, model=model, guessing=guessing)
+    obs = correlation_statistic(responses, model=model, guessing=guessing)
     what, worlds = _worlds(est, responses, n_replicates, rng, obs, world)
     if worlds is None:
         return None
     reps = []
     for theta, a, d, c in worlds:
-        y = draw_responses(theta, a, d, c if np.any(c > 0) else None, slices, responses.mask, rng)
-        reps.append(correlation_statistic(y, responses.mask, slices, model=model, guessing=guessing))
+        y = draw_responses(theta, a, d, c if np.any(c > 0) else None, responses.domain_slices, responses.mask, rng)
+        reps.append(correlation_statistic(responses.with_answers(y, responses.mask), model=model, guessing=guessing))
     rep = np.stack(reps)
     K = obs.shape[0]
     ia, ib = np.triu_indices(K, 1)

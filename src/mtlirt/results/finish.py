@@ -30,7 +30,7 @@ def _finish(responses: Responses, res: PointFit, *, method: str, variant: str, s
     without responses predicted, the population scale), its record (settings, the estimator's choices,
     convergence, seconds), the bootstrap (for MTL and STL the error bootstrap of :func:`error_world`),
     the error-corrected cross-domain correlations, and the :class:`~mtlirt.results.estimate.Estimate`."""
-    n_resp = _cell_counts(responses.mask, responses.domain_slices, responses.n_llms)
+    n_resp = _cell_counts(responses)
     empty = n_resp == 0
     arr = _reported(res, method, variant, empty, responses.item_domain, few)
     info = {"settings": {"method": method, **settings, "bootstrap": bootstrap}}
@@ -188,12 +188,12 @@ def _predict_cells(arr: dict, method: str, empty: np.ndarray, item_domain: np.nd
         arr["a"] = arr["a"] * sd[item_domain]
     return arr
 
-def _replicate(correct, observed, *, method, slices, settings, few=None):
-    """Refit one bootstrap replicate; module-level so worker processes can run it."""
-    res = _POINT[method](correct, observed, slices, **settings)
-    empty = _cell_counts(observed, slices, correct.shape[0]) == 0
-    item_domain = np.concatenate([np.full(s.stop - s.start, k) for k, s in enumerate(slices)])
-    arr = _reported(res, method, settings.get("variant", "default"), empty, item_domain, few)
+def _replicate(correct, observed, *, method, responses: Responses, settings, few=None):
+    """Refit one bootstrap replicate, the fitted ``responses`` with the answers ``correct`` (mask ``observed``);
+    module-level so worker processes can run it."""
+    rep = responses.with_answers(correct, observed)
+    res = _POINT[method](rep, **settings)
+    arr = _reported(res, method, settings.get("variant", "default"), _cell_counts(rep) == 0, rep.item_domain, few)
     keep = {"theta": arr["theta"], "corr_basis": arr["corr_basis"]}
     if arr.get("overall") is not None:
         keep["overall"] = arr["overall"]
@@ -219,7 +219,7 @@ def _bootstrap(responses, res, arr: dict, empty: np.ndarray, info: dict, *, meth
         if method == "mtl":
             info["deviation_spread"] = point["psi"].tolist()
     boot = run_bootstrap(
-        partial(_replicate, method=method, slices=responses.domain_slices, settings=fixed, few=few),
+        partial(_replicate, method=method, responses=responses, settings=fixed, few=few),
         n=bootstrap,
         seed=seed,
         domain_slices=responses.domain_slices,
