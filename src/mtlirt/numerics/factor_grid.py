@@ -196,11 +196,10 @@ DENSE_SPREAD = 0.5
 def _spread(logL: np.ndarray, answered: np.ndarray) -> float:
     """The mean share of the grid over which an answered cell's likelihood exceeds ``CUT`` of its peak (1 for
     the unanswered ones, which the kernel cannot skip either)."""
-    rows = logL[answered]
-    if not len(rows):
+    cells = np.flatnonzero(answered)
+    if not len(cells):
         return 1.0
-    step = max(1, len(rows) // 2000)  # a sample of the cells says it
-    rows = rows[::step]
+    rows = logL.reshape(-1, logL.shape[-1])[cells[:: max(1, len(cells) // 2000)]]  # a sample of the cells says it
     wide = (rows - rows.max(axis=1, keepdims=True) >= _LOG_CUT).mean()
     return float((wide * answered.sum() + (~answered).sum()) / answered.size)
 
