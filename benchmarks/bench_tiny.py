@@ -106,6 +106,7 @@ def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=
     from mtlirt.estimators import irt
     from mtlirt.estimators.baselines import fit_pooled
     from mtlirt.estimators.centre import _lambda, _rank_one_centre, prox_step
+    from mtlirt.estimators.trait_scoring import theta_likelihood
 
     train, _ = data.holdout(0.2, seed=seed)
     Y, O, sl = train.correct.astype(np.int8), train.observed, train.domain_slices
@@ -119,7 +120,7 @@ def recalibration(name, data, seed, grid=(0.2, 0.4, 0.8, 1.6, 3.2, 6.4), sweeps=
     tr = irt.ResponseData(Y, O, sl, exclude=(rows, cols))
     obs = np.ones((N, J), bool) if tr.obs is None else tr.obs
     idom, priors = tr.item_domain, irt.DEFAULT_PENALTIES
-    lik = tr.theta_likelihood()
+    lik = theta_likelihood(tr)
     lik.set_items(a, d)
     A, W, _ = _rank_one_centre(lik, eta[:, 0])
     centre = A @ W.T

@@ -286,6 +286,59 @@ def test_the_modules_import_each_other_at_module_level_without_cycles():
     assert _cycle(graph) is None, f"modules that import each other at import time: {_cycle(graph)}"
 
 
+#: Libraries slow to import (a second or more): a module that needs one at import time is imported inside the
+#: functions that use it, so that ``import mtlirt`` and ``mtlirt --help`` stay quick.
+HEAVY = {"numba", "llvmlite", "pymc", "pytensor", "nutpie", "arviz", "matplotlib", "jax", "numpyro"}
+#: The entry points import the stages inside each sub-command, so that one sub-command loads what it runs only.
+LAZY_ENTRY_POINTS = {"cli", "cli_commands", "demo"}
+
+
+def _heavy_modules(edges) -> set[str]:
+    """The modules whose import loads a library of ``HEAVY``: directly, through a module they import at import
+    time, or through the package ``__init__`` that importing them runs first."""
+    import ast
+
+    direct = set()
+    for path in PKG.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        local = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(f)}
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) and id(n) not in local for a in n.names]
+        names += [n.module for n in ast.walk(tree)
+                  if isinstance(n, ast.ImportFrom) and not n.level and n.module and id(n) not in local]
+        if {m.split(".")[0] for m in names} & HEAVY:
+            direct.add(_module_name(path))
+    graph: dict[str, set[str]] = {}
+    for a, b, local in edges:
+        if not local:
+            graph.setdefault(a, set()).add(b)
+    modules = {_module_name(p) for p in PKG.rglob("*.py")}
+    for m in modules:  # importing a.b.c runs a/__init__ and a/b/__init__ first
+        parts = m.split(".")
+        graph.setdefault(m, set()).update(".".join(parts[:i]) for i in range(1, len(parts))
+                                          if ".".join(parts[:i]) in modules)
+    heavy = set(direct)
+    changed = True
+    while changed:
+        changed = False
+        for m, deps in graph.items():
+            if m not in heavy and deps & heavy:
+                heavy.add(m)
+                changed = True
+    return heavy
+
+
+def test_function_local_imports_of_the_package_are_lazy_for_a_reason():
+    """An import inside a function hides a dependency; it is kept only for a slow library (``HEAVY``), in the
+    entry points, or against the flow (``UPWARD_ALLOWED``)."""
+    edges = _import_edges()
+    heavy = _heavy_modules(edges)
+    hidden = sorted({(a, b) for a, b, local in edges if local and a not in LAZY_ENTRY_POINTS and b not in heavy
+                     and (a, b) not in UPWARD_ALLOWED and a != b and not a.startswith(b + ".")})
+    assert not hidden, (f"function-local imports of modules that load no slow library: {hidden}; import them at "
+                        "the top of the module")
+
+
 def test_the_graph_checks_find_what_they_look_for():
     assert _upward([("data.tables", "results.estimate", True), ("results.fitdir", "data.outputs", False)]) == {
         ("data.tables", "results.estimate")}

@@ -7,6 +7,7 @@ from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
 from mtlirt.estimators import em_steps, irt, trait_scoring
 from mtlirt.estimators.heldout import cell_loglik
+from mtlirt.estimators.trait_scoring import theta_likelihood
 
 
 def _slices(sim):
@@ -78,7 +79,7 @@ def test_extreme_llms_and_items_stay_finite():
 def test_tabulated_matches_dense_evaluator():
     sim = simulate(150, domain_sizes=[15, 40], missing=0.1, seed=2)
     data = irt.ResponseData.from_responses(sim.to_responses())
-    tab = data.theta_likelihood()
+    tab = theta_likelihood(data)
     assert tab.kind == "tabulated" and tab.n_cells > 0
     dense = irt.DenseThetaLik(data)
     rng = np.random.default_rng(0)
@@ -121,7 +122,7 @@ def test_tabulated_floor_matches_dense_evaluator():
     Fisher information, log-likelihood) to 1e-8 on a fine grid, 1e-5 on the default one;
     a subset of rows gives those rows' values; so with floors that differ inside a domain."""
     data, obs, a, d, th = _floor_case()
-    tab = data.theta_likelihood()
+    tab = theta_likelihood(data)
     assert tab.kind == "tabulated" and tab.n_cells > 0 and len(tab.yj) > 0
     dense = irt.DenseThetaLik(data)
     dense.set_items(a, d)
@@ -155,12 +156,12 @@ def test_tabulated_floor_matches_dense_evaluator():
     g4, _ = dense.theta_derivs(th[rows], rows=rows)
     np.testing.assert_allclose(g4, g2[rows], rtol=0, atol=1e-12)
     data.set_floor(data.c.copy())  # the same floors: the evaluator is kept
-    assert data.theta_likelihood() is tab
+    assert theta_likelihood(data) is tab
     # floors that differ inside a domain (and items without one in a floored domain) stay tabulated
     c = data.c.copy()
     c[0], c[3], c[58] = 0.1, 0.0, 0.5
     data.set_floor(c)
-    tab = data.theta_likelihood()
+    tab = theta_likelihood(data)
     assert tab.kind == "tabulated" and tab.floored.tolist() == [True, False, True]
     dense = irt.DenseThetaLik(data)
     for lik in (tab, dense):
@@ -179,7 +180,7 @@ def test_trait_step_with_floor_reaches_the_maximum():
     the MAP objective's gradient vanishes and the dense evaluator's step gives the same traits."""
     data, _, a, d, th = _floor_case()
     out = []
-    for lik in (data.theta_likelihood(), irt.DenseThetaLik(data)):
+    for lik in (theta_likelihood(data), irt.DenseThetaLik(data)):
         lik.set_items(a, d)
         t = irt.theta_step(lik, th, tol=1e-10)
         g, _ = lik.theta_derivs(t)
@@ -194,7 +195,7 @@ def test_trait_step_on_some_domains():
     maximum as a step on all of them and keeps the others' traits."""
     data, _, a, d, th = _floor_case()
     some = np.array([True, False, True])
-    for lik in (data.theta_likelihood(), irt.DenseThetaLik(data)):
+    for lik in (theta_likelihood(data), irt.DenseThetaLik(data)):
         lik.set_items(a, d)
         for observed in (False, True):
             g0, i0 = lik.theta_derivs(th, observed=observed)
@@ -217,7 +218,7 @@ def test_trait_newton_converges_on_steep_items():
     Y = rng.integers(0, 2, (400, 3)).astype(np.int8)
     a, d = np.full(3, 8.0), np.array([-8.0, 0.0, 8.0])
     data = irt.ResponseData(Y, None, [slice(0, 3)])
-    for lik in (data.theta_likelihood(), irt.DenseThetaLik(data)):
+    for lik in (theta_likelihood(data), irt.DenseThetaLik(data)):
         lik.set_items(a, d)
         th = irt.theta_step(lik, rng.uniform(-4, 4, (400, 1)), tol=1e-9)
         g, _ = lik.theta_derivs(th)
@@ -447,7 +448,7 @@ def test_fused_trait_newton_takes_the_array_steps(guessing, missing):
     information bit for bit, with a ridge toward a centre and on some domains only."""
     sim = simulate(200, domain_sizes=[8, 30, 15], missing=missing, seed=6)
     data = irt.ResponseData.from_responses(sim.to_responses(), guessing=guessing)
-    lik = data.theta_likelihood()
+    lik = theta_likelihood(data)
     assert lik.kind == "tabulated"
     rng = np.random.default_rng(2)
     lik.set_items(rng.lognormal(0, 0.4, data.J), rng.normal(0, 1.5, data.J))

@@ -9,6 +9,7 @@ from mtlirt.errors import InputError
 from mtlirt.estimators import irt, mtl, mtl_tuning
 from mtlirt.estimators.baselines import fit_pooled
 from mtlirt.estimators.mtl_tuning import MTLTuning
+from mtlirt.estimators.trait_scoring import theta_likelihood
 
 
 def _slices(sim):
@@ -339,7 +340,7 @@ def test_prox_step_optimality():
     data = irt.ResponseData.from_responses(sim.to_responses())
     stl = irt.fit_stl_data(data)
     th0, a, d = stl.internal()
-    lik = data.theta_likelihood()
+    lik = theta_likelihood(data)
     lik.set_items(a, d)
     rng = np.random.default_rng(0)
     centre = th0 + 0.3 * rng.standard_normal(th0.shape)

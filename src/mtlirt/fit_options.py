@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .config import SamplerConfig
 from .errors import InputError
 
 METHODS = ("mtl", "stl", "pooled", "accuracy", "bayes")
@@ -21,7 +22,6 @@ _BAYES_OPTIONS = {"spec": "--model", "init": None, "item_values": None, "progres
 
 def _option(name: str) -> str:
     """An option as a message names it: the API's name and, where it has one, the command line's."""
-    from .config import SamplerConfig
 
     flag = _BAYES_OPTIONS.get(name, "")
     if name in SamplerConfig.__dataclass_fields__:
@@ -44,7 +44,6 @@ def check_options(method: str = "mtl", *, rank: int | None = None, model: str = 
     ``TypeError``), the frequentist methods' guessing floors, and, for ``method="bayes"``, the spec and
     the inference settings (:meth:`mtlirt.config.SamplerConfig.validate`). Returns the validated
     :class:`~mtlirt.config.SamplerConfig` of a Bayesian fit, else None."""
-    from .config import SamplerConfig
 
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")

@@ -50,6 +50,7 @@ import pandas as pd
 from .data import validate
 from .data.responses import Responses, as_responses
 from .estimators.point_methods import _POINT, _cell_counts, _point_mtl
+from .estimators.response_data import to_internal
 from .fit_options import check_options, check_settings
 from .progress import stage
 from .results.estimate import Estimate
@@ -211,7 +212,6 @@ def init_from(est: Estimate) -> dict:
             "c": est.point("guessing")}
     pop = est.info.get("population_scale")
     if pop is not None:
-        from .estimators.response_data import to_internal
 
         init["theta"], init["a"], init["d"] = to_internal(
             init["theta"], init["a"], init["d"], np.asarray(pop["loc"]), np.asarray(pop["scale"]),
@@ -237,7 +237,6 @@ def _mtl_init(responses, *, model, guessing, seed):
     it would be too discriminating for unit-variance traits. MTL's default
     (posterior) scores are on the scale of their items already, the in-sample
     scale, and the map is the identity."""
-    from .estimators.response_data import to_internal
 
     res = _point_mtl(responses, model=model, guessing=guessing, rank=None, gamma=None, seed=seed)
     theta, a, d = to_internal(res.theta, res.a, res.d, res.theta_loc, res.theta_scale, res.item_domain)

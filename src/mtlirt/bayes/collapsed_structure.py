@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from mtlirt.bayes._jax import sample_structure_numpyro
 from mtlirt.bayes.collapsed_kernel import _EMPTY2, CollapsedGrid, _call, _kernel, structure_from_v
 from mtlirt.bayes.diagnostics import diagnostics
 
@@ -250,7 +251,6 @@ def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.n
         kw["maxdepth"] = kw.pop("max_treedepth")
     kw.setdefault("target_accept", target_accept)
     if sampler == "numpyro":
-        from mtlirt.bayes._jax import sample_structure_numpyro
 
         stages["compile"] = 0.0
         pd, sd = sample_structure_numpyro(grid, layout, loading_scale, V2, draws=draws, tune=tune,

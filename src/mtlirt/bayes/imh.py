@@ -22,6 +22,7 @@ import numpy as np
 from mtlirt.bayes.collapsed_kernel import CollapsedGrid
 from mtlirt.bayes.collapsed_structure import _structure_diagnostics, _structure_draws, structure_logp, structure_of_x
 from mtlirt.bayes.diagnostics import pareto_khat
+from mtlirt.progress import progress_bar
 
 __all__ = [
     "imh_log_proposal",
@@ -99,7 +100,6 @@ def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, 
                    desc: str) -> np.ndarray:
     """``f(xc + T z_j)`` for every row of ``z``, in ``cores`` threads (the
     kernel releases the GIL)."""
-    from mtlirt.progress import progress_bar
 
     lp = np.empty(len(z))
     chunk = max(1, len(z) // (50 * max(1, cores)))

@@ -24,6 +24,7 @@ from .blas import blas_threads
 from .penalties import Penalties
 from .pointfit import PointFit
 from .response_data import ResponseData, item_domain_of
+from .trait_scoring import theta_likelihood
 
 __all__ = ["fit_accuracy", "fit_pooled", "pooled_penalties", "posterior_mean_scale"]
 
@@ -108,7 +109,7 @@ def fit_pooled(responses: Responses, *, model="2pl", guessing=None, max_iter=500
     item_domain = item_domain_of(responses.domain_slices, J)
     with blas_threads(1):
         data = ResponseData.from_responses(responses, guessing=one.c if np.any(one.c > 0) else None, share=data)
-        lik = data.theta_likelihood()
+        lik = theta_likelihood(data)
         lik.set_items(one.a, one.d)
         ll = lik.theta_loglik(theta).sum(axis=0)
     return PointFit(

@@ -38,6 +38,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..progress import progress_bar
+from .response_data import ResponseData
+from .trait_scoring import theta_likelihood
 
 Refit = Callable[[np.ndarray, "np.ndarray | None"], dict]
 
@@ -121,10 +123,9 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
     numpy.ndarray
         ``K`` variances (and, with ``return_info``, the ``N x K`` information at the centre).
     """
-    from .response_data import ResponseData
 
     cc = None if c is None or not np.any(np.asarray(c) > 0) else np.asarray(c, dtype=np.float64)
-    lik = ResponseData(correct, observed, domain_slices, guessing=cc).theta_likelihood()
+    lik = theta_likelihood(ResponseData(correct, observed, domain_slices, guessing=cc))
     lik.set_items(np.asarray(a, dtype=np.float64), np.asarray(d, dtype=np.float64))
     g, info = lik.theta_derivs(np.asarray(centre, dtype=np.float64))
     i2 = np.maximum((info * info).sum(axis=0), 1e-12)

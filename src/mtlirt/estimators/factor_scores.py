@@ -9,9 +9,11 @@ import math
 
 import numpy as np
 
+from ..data.validate import MIN_LLMS, MIN_RESPONSES
 from ..numerics.factor_grid import grid_quantiles
 from ..numerics.factor_model import G_GRID, T_GRID, _moments, _tabulate, factor_posterior, overall_loadings
 from ..numerics.llm_side import grid_loglik, partition
+from .bootstrap import deviation_spread
 from .centre import _normalise
 from .correlation import reliability_from_se
 from .response_data import standardise
@@ -47,7 +49,6 @@ def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info, loadings
         the LLMs): the centre is fitted to these data, and the moments take its
         leverage into account as the error bootstrap's do.
     """
-    from .bootstrap import deviation_spread
 
     psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=loadings)
     pv = 1.0 / (info + 1.0 / psi)
@@ -68,7 +69,6 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
     their correlation with the overall score (:func:`mtlirt.numerics.factor_model.overall_loadings`:
     ``Lambda_k`` itself at rank one), signed so that they sum positive.
     """
-    from .bootstrap import deviation_spread
 
     psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=W)
     W = np.asarray(W, dtype=np.float64).reshape(len(psi), -1)
@@ -167,7 +167,6 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         ``d`` on the scale of ``theta``, the step's ``loc``, ``scale`` (the
         calibration's traits are ``theta * scale + loc``) and ``n_iter``.
     """
-    from ..data.validate import MIN_LLMS, MIN_RESPONSES
 
     min_llms = MIN_LLMS if min_llms is None else int(min_llms)
     min_responses = MIN_RESPONSES if min_responses is None else min_responses

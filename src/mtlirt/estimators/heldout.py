@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import expit
 
+from ..errors import InputError
 from ..numerics.llm_side import bernoulli_loglik
 
 if TYPE_CHECKING:
@@ -159,7 +160,6 @@ def heldout_loglik(est: Estimate, responses, mask: np.ndarray, *, eps: float = 1
         ``n`` cells, ``mean_loglik``, ``log_loss`` (= ``-mean_loglik``), ``brier``;
         with ``pointwise`` also ``pointwise`` (the cells in ``np.nonzero(mask)`` order).
     """
-    from ..errors import InputError
     from ..results.estimate import Estimate
 
     est = est if isinstance(est, Estimate) else Estimate(est)

@@ -68,7 +68,7 @@ from .em_steps import node_levels
 from .penalties import DEFAULT_PENALTIES, Penalties
 from .pointfit import PointFit
 from .response_data import ResponseData, item_domain_of, standardise, to_internal
-from .trait_scoring import DenseThetaLik, TabulatedThetaLik, score_theta, theta_step
+from .trait_scoring import DenseThetaLik, TabulatedThetaLik, score_theta, theta_likelihood, theta_step
 
 __all__ = [
     "DEFAULT_PENALTIES",
@@ -175,7 +175,7 @@ def _fit_stl(data, *, model, max_iter, tol, priors, init, progress, verbose):
 
 
 def _finish(data, theta, a, d, tinfo, *, priors, model, info, t0, extra_precision=None):
-    lik = data.theta_likelihood()
+    lik = theta_likelihood(data)
     lik.set_items(a, d)
     ll_blocks = lik.theta_loglik(theta)
     th_s, a_s, d_s, loc, scale = standardise(theta, a, d, data.item_domain)

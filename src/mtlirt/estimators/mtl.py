@@ -106,6 +106,7 @@ import numpy as np
 
 from ..data.responses import Responses
 from . import irt
+from .baselines import fit_pooled
 from .blas import blas_threads
 from .centre import _centre_for_rank, _lambda, _map_centre, fit_centre, prox_step, select_rank
 from .factor_scores import (
@@ -119,6 +120,7 @@ from .mtl_tuning import DEFAULT_C_GRID, MTLTuning, _tune
 from .penalties import DEFAULT_PENALTIES, Penalties
 from .pointfit import PointFit
 from .response_data import ResponseData
+from .trait_scoring import theta_likelihood
 
 __all__ = [
     "DEFAULT_C_GRID",
@@ -459,7 +461,7 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_
     fs = factor_scores(correct, observed, slices, a, d, stl.c, lam)
     g = fs["g"] - fs["g"].mean()  # the overall score: E[g | answers], standardised over the LLMs
     overall[:, 0] = g / max(float(g.std()), 1e-12)
-    lik_out = data.theta_likelihood()
+    lik_out = theta_likelihood(data)
     lik_out.set_items(fs["a"], fs["d"])
     ll = float(lik_out.theta_loglik(fs["theta"]).sum())
     seconds["final"] = time.perf_counter() - t0
@@ -491,7 +493,6 @@ def _start_fits(responses, data, stl, pooled, *, model, guessing, priors, max_it
     trait likelihood of ``data`` at the STL items (internal scale); records ``seconds["stl"]``,
     ``seconds["pooled"]``.
     """
-    from .baselines import fit_pooled
 
     t0 = time.perf_counter()
     prog("stl", 0.0)
@@ -502,7 +503,7 @@ def _start_fits(responses, data, stl, pooled, *, model, guessing, priors, max_it
         data.estimate_floor, data.floor_mode = False, None
         guessing = data.c
     _, a, d = stl.internal()
-    lik = data.theta_likelihood()
+    lik = theta_likelihood(data)
     lik.set_items(a, d)
     seconds["stl"] = time.perf_counter() - t0
     _say(verbose, f"mtl: stl {seconds['stl']:.2f} s ({stl.n_iter} EM sweeps)")

@@ -11,11 +11,12 @@ import numpy as np
 
 from ..data.cells import held_out_cells
 from ..errors import InputError
+from .baselines import pooled_penalties
 from .calibration import calibrate_items
 from .centre import _centre_for_rank, _lambda, _map_centre, prox_step
 from .heldout import cell_loglik
 from .response_data import ResponseData
-from .trait_scoring import score_theta, theta_step
+from .trait_scoring import score_theta, theta_likelihood, theta_step
 
 __all__ = ["DEFAULT_C_GRID", "MTLTuning"]
 
@@ -129,7 +130,7 @@ class _HeldOut:
         refit = (N < 1000) if tuning.cv_refit_items == "auto" else bool(tuning.cv_refit_items)
         a_tr, d_tr, a_ptr, d_ptr = _training_items(train, one, stl, pooled, priors, model, refit, max_iter, tol)
         prog("cv", 0.2)
-        self.lik = train.theta_likelihood()
+        self.lik = theta_likelihood(train)
         self.lik.set_items(a_tr, d_tr)
         self.th0 = theta_step(self.lik, stl.internal()[0], priors=priors)
         eta_tr, _ = score_theta(one, a_ptr, d_ptr, pooled.internal()[0][:, 0][:, None], priors=priors)
@@ -184,7 +185,6 @@ class _HeldOut:
 def _training_items(train, one, stl, pooled, priors, model, refit, max_iter, tol):
     """The items of the domains (``a, d``) and of the pooled fit without the held-out cells: recalibrated
     on the training responses from the full-data items when ``refit``, else the full-data items."""
-    from .baselines import pooled_penalties
 
     _, a, d = stl.internal()
     _, a_p, d_p = pooled.internal()

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.responses import Responses
+from .baselines import fit_accuracy, fit_pooled, posterior_mean_scale
+from .irt import fit_stl
+from .mtl import fit_mtl
 
 
 def _point_stl(responses: Responses, *, model, guessing, **_):
-    from .baselines import posterior_mean_scale
-    from .irt import fit_stl
 
     res = fit_stl(responses, model=model, guessing=guessing)
     # reported on the estimand's scale (spread of posterior means), not standardised to 1
@@ -24,24 +25,20 @@ def _point_mtl(responses: Responses, *, model, guessing, rank, gamma, seed, C=No
 
         return fit_paper(responses, variant=variant, C=gamma if C is None else C,
                          seed=seed if cv_seed is None else cv_seed, optimizer=optimizer or "fast")
-    from .mtl import fit_mtl
 
     res = fit_mtl(responses, rank=rank, gamma=gamma, C=C, model=model, guessing=guessing, seed=seed)
     if res.scores == "shrunk" and res.C == 0:  # the single-domain scores: on the estimand's scale as STL's
-        from .baselines import posterior_mean_scale
 
         res = posterior_mean_scale(res, _cell_counts(responses) > 0)
     return res
 
 
 def _point_pooled(responses: Responses, *, model, guessing, **_):
-    from .baselines import fit_pooled
 
     return fit_pooled(responses, model=model, guessing=guessing)
 
 
 def _point_accuracy(responses: Responses, **_):
-    from .baselines import fit_accuracy
 
     return fit_accuracy(responses)
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .response_data import to_internal
+
 __all__ = ["PointFit"]
 
 
@@ -109,6 +111,5 @@ class PointFit:
 
     def internal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(theta, a, d)`` on the population scale of the item calibration (the one the priors act on)."""
-        from .response_data import to_internal
 
         return to_internal(self.theta, self.a, self.d, self.theta_loc, self.theta_scale, self.item_domain)

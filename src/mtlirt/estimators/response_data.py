@@ -256,11 +256,3 @@ class ResponseData:
     @property
     def complete(self) -> bool:
         return self.obs is None
-
-    def theta_likelihood(self, *, max_sparse_share=0.25):
-        """The evaluator of trait log-likelihoods (tabulated or dense), cached."""
-        if self._theta_lik is None:
-            from .trait_scoring import _make_theta_lik  # the evaluators take a ResponseData
-
-            self._theta_lik = _make_theta_lik(self, max_sparse_share)
-        return self._theta_lik

@@ -13,7 +13,7 @@ from .em_steps import _NO_MASK, _em_kernels
 from .penalties import DEFAULT_PENALTIES, Penalties
 from .response_data import ResponseData
 
-__all__ = ["DenseThetaLik", "TabulatedThetaLik", "score_theta", "theta_step"]
+__all__ = ["DenseThetaLik", "TabulatedThetaLik", "score_theta", "theta_likelihood", "theta_step"]
 
 
 _NO_ROWS = np.zeros((0, 0))
@@ -251,6 +251,14 @@ class DenseThetaLik:
         return out
 
 
+def theta_likelihood(data: ResponseData, *, max_sparse_share=0.25):
+    """The evaluator of ``data``'s trait log-likelihoods (tabulated or dense), built on first use and kept with
+    the data."""
+    if data._theta_lik is None:
+        data._theta_lik = _make_theta_lik(data, max_sparse_share)
+    return data._theta_lik
+
+
 def _make_theta_lik(data: ResponseData, max_sparse_share=0.25):
     if data.obs is None:
         return TabulatedThetaLik(data)
@@ -377,7 +385,7 @@ def score_theta(data: ResponseData, a, d, theta0=None, *, priors: Penalties = DE
     info : ndarray (N, K)
         Fisher information of the log-likelihood at ``theta`` (no prior).
     """
-    lik = data.theta_likelihood()
+    lik = theta_likelihood(data)
     lik.set_items(a, d)
     th0 = np.zeros((data.N, data.K)) if theta0 is None else theta0
     th = theta_step(lik, th0, priors=priors)

@@ -14,6 +14,7 @@ from ..data.responses import Responses
 from ..errors import InputError
 from ..estimators.bootstrap import draw_responses, draw_world
 from ..estimators.correlation import error_corrected_corr, principal_axes
+from ..estimators.error_world import error_world
 from ..estimators.irt import fit_stl
 from .check_inputs import ALPHA, _check_data, _item_model, _population_items, _two_sided
 
@@ -150,7 +151,6 @@ def _error_world(est, responses, n, rng):
     """The fit's error-bootstrap world (:func:`mtlirt.estimators.error_world.error_world`, the one its bootstrap draws
     from), rebuilt from what the estimate records: its centre, overall traits, items, population scale
     and cells without responses."""
-    from ..estimators.error_world import error_world
 
     post = est.posterior
     if "centre" not in post:

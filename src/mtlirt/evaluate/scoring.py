@@ -90,6 +90,7 @@ import pandas as pd
 
 from ..data import validate
 from ..data.outputs import FolderKind, folder_output
+from ..data.tables import read_table
 from ..errors import InputError
 from ..estimators.correlation import principal_axes
 from ..numerics.factor_grid import grid_quantiles
@@ -569,7 +570,6 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
     if not isinstance(fit, Estimate):
         fit = read_fit(fit)
     if isinstance(responses, (str, os.PathLike)):
-        from ..data.tables import read_table
 
         responses = read_table(responses)
     return Scorer(fit, draws=draws, interval=interval).score(

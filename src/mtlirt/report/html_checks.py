@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..evaluate.checks import ModelChecks, run_checks
 from .html_blocks import _anchor, _csv_link, _e, _fmt, _howto, _kv_table, _slug, _table
 from .html_figures import _figure
 
@@ -13,7 +14,6 @@ def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int
     """The "Model checks" block of a fit (:mod:`mtlirt.evaluate.checks`): run here when ``checks`` is
     ``"auto"``/``True`` and the data are given, taken from ``checks`` when it is a
     :class:`~mtlirt.evaluate.checks.ModelChecks`, else the summary recorded in the fit's diagnostics."""
-    from ..evaluate.checks import ModelChecks, run_checks
 
     aid = _anchor(name)
     fname = _slug(name)

@@ -15,6 +15,7 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 
+from ..config import check_recorded
 from ..data.outputs import FolderKind, folder_output
 from ..errors import InputError
 from .estimate import Estimate, _json_default, check_interval
@@ -85,7 +86,6 @@ def read_fit(path: str | Path) -> Estimate:
     A Bayesian fit's recorded inference settings are checked (:func:`mtlirt.config.check_recorded`):
     settings that break their rules are an :class:`InputError`, settings that do not match the
     posterior a warning."""
-    from ..config import check_recorded
 
     path = Path(path)
     if path.is_dir():
