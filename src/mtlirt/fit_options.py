@@ -22,7 +22,6 @@ _BAYES_OPTIONS = {"spec": "--model", "init": None, "item_values": None, "progres
 
 def _option(name: str) -> str:
     """An option as a message names it: the API's name and, where it has one, the command line's."""
-
     flag = _BAYES_OPTIONS.get(name, "")
     if name in SamplerConfig.__dataclass_fields__:
         flag = "--" + name.replace("_", "-")
@@ -44,7 +43,6 @@ def check_options(method: str = "mtl", *, rank: int | None = None, model: str = 
     ``TypeError``), the frequentist methods' guessing floors, and, for ``method="bayes"``, the spec and
     the inference settings (:meth:`mtlirt.config.SamplerConfig.validate`). Returns the validated
     :class:`~mtlirt.config.SamplerConfig` of a Bayesian fit, else None."""
-
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
     if variant is not None:

@@ -212,7 +212,6 @@ def init_from(est: Estimate) -> dict:
             "c": est.point("guessing")}
     pop = est.info.get("population_scale")
     if pop is not None:
-
         init["theta"], init["a"], init["d"] = to_internal(
             init["theta"], init["a"], init["d"], np.asarray(pop["loc"]), np.asarray(pop["scale"]),
             est.domains.get_indexer(est.posterior["item_domain"].values.astype(str)))
@@ -237,7 +236,6 @@ def _mtl_init(responses, *, model, guessing, seed):
     it would be too discriminating for unit-variance traits. MTL's default
     (posterior) scores are on the scale of their items already, the in-sample
     scale, and the map is the identity."""
-
     res = _point_mtl(responses, model=model, guessing=guessing, rank=None, gamma=None, seed=seed)
     theta, a, d = to_internal(res.theta, res.a, res.d, res.theta_loc, res.theta_scale, res.item_domain)
     return res, {"theta": theta, "overall": res.overall, "loadings": res.loadings, "a": a, "d": d, "c": res.c}

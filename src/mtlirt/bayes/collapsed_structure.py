@@ -251,7 +251,6 @@ def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.n
         kw["maxdepth"] = kw.pop("max_treedepth")
     kw.setdefault("target_accept", target_accept)
     if sampler == "numpyro":
-
         stages["compile"] = 0.0
         pd, sd = sample_structure_numpyro(grid, layout, loading_scale, V2, draws=draws, tune=tune,
                                           chains=chains, seed=seed, target_accept=kw["target_accept"],

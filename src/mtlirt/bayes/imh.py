@@ -100,7 +100,6 @@ def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, 
                    desc: str) -> np.ndarray:
     """``f(xc + T z_j)`` for every row of ``z``, in ``cores`` threads (the
     kernel releases the GIL)."""
-
     lp = np.empty(len(z))
     chunk = max(1, len(z) // (50 * max(1, cores)))
 

@@ -123,7 +123,6 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
     numpy.ndarray
         ``K`` variances (and, with ``return_info``, the ``N x K`` information at the centre).
     """
-
     cc = None if c is None or not np.any(np.asarray(c) > 0) else np.asarray(c, dtype=np.float64)
     lik = theta_likelihood(ResponseData(correct, observed, domain_slices, guessing=cc))
     lik.set_items(np.asarray(a, dtype=np.float64), np.asarray(d, dtype=np.float64))

@@ -62,7 +62,6 @@ def _paper_world(responses, arr: dict, n_iter: int = 3) -> dict:
     corrected for the domain's share of the information on ``g`` in the paper's ``1/J_t``-weighted
     objective; iterated with the loading ``sqrt(1 - psi_t)``), the fit's items.  A fused fit has no
     deviations left, so answers redrawn from it cannot show the error of fusing; this world has them."""
-
     g = arr["overall"]
     eta = ((g - g.mean()) / g.std())[:, None]
     slices = responses.domain_slices

@@ -49,7 +49,6 @@ def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info, loadings
         the LLMs): the centre is fitted to these data, and the moments take its
         leverage into account as the error bootstrap's do.
     """
-
     psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=loadings)
     pv = 1.0 / (info + 1.0 / psi)
     return np.sqrt(np.clip(1.0 - pv.mean(axis=0), 0.05, 1.0))
@@ -69,7 +68,6 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
     their correlation with the overall score (:func:`mtlirt.numerics.factor_model.overall_loadings`:
     ``Lambda_k`` itself at rank one), signed so that they sum positive.
     """
-
     psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=W)
     W = np.asarray(W, dtype=np.float64).reshape(len(psi), -1)
     Lam = W / np.sqrt((W * W).sum(axis=1) + psi)[:, None]
@@ -167,7 +165,6 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         ``d`` on the scale of ``theta``, the step's ``loc``, ``scale`` (the
         calibration's traits are ``theta * scale + loc``) and ``n_iter``.
     """
-
     min_llms = MIN_LLMS if min_llms is None else int(min_llms)
     min_responses = MIN_RESPONSES if min_responses is None else min_responses
     K = len(slices)

@@ -493,7 +493,6 @@ def _start_fits(responses, data, stl, pooled, *, model, guessing, priors, max_it
     trait likelihood of ``data`` at the STL items (internal scale); records ``seconds["stl"]``,
     ``seconds["pooled"]``.
     """
-
     t0 = time.perf_counter()
     prog("stl", 0.0)
     if stl is None:

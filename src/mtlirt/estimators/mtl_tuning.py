@@ -185,7 +185,6 @@ class _HeldOut:
 def _training_items(train, one, stl, pooled, priors, model, refit, max_iter, tol):
     """The items of the domains (``a, d``) and of the pooled fit without the held-out cells: recalibrated
     on the training responses from the full-data items when ``refit``, else the full-data items."""
-
     _, a, d = stl.internal()
     _, a_p, d_p = pooled.internal()
     if not refit:

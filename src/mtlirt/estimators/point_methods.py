@@ -12,7 +12,6 @@ from .mtl import fit_mtl
 
 
 def _point_stl(responses: Responses, *, model, guessing, **_):
-
     res = fit_stl(responses, model=model, guessing=guessing)
     # reported on the estimand's scale (spread of posterior means), not standardised to 1
     return posterior_mean_scale(res, _cell_counts(responses) > 0)
@@ -34,12 +33,10 @@ def _point_mtl(responses: Responses, *, model, guessing, rank, gamma, seed, C=No
 
 
 def _point_pooled(responses: Responses, *, model, guessing, **_):
-
     return fit_pooled(responses, model=model, guessing=guessing)
 
 
 def _point_accuracy(responses: Responses, **_):
-
     return fit_accuracy(responses)
 
 

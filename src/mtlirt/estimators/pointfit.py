@@ -111,5 +111,4 @@ class PointFit:
 
     def internal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(theta, a, d)`` on the population scale of the item calibration (the one the priors act on)."""
-
         return to_internal(self.theta, self.a, self.d, self.theta_loc, self.theta_scale, self.item_domain)

@@ -151,7 +151,6 @@ def _error_world(est, responses, n, rng):
     """The fit's error-bootstrap world (:func:`mtlirt.estimators.error_world.error_world`, the one its bootstrap draws
     from), rebuilt from what the estimate records: its centre, overall traits, items, population scale
     and cells without responses."""
-
     post = est.posterior
     if "centre" not in post:
         raise InputError("this MTL fit records no centre (an older fit folder): refit it to check it "

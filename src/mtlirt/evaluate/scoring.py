@@ -570,7 +570,6 @@ def score(fit: Estimate | str | Path, responses, *, interval: float = 0.9, draws
     if not isinstance(fit, Estimate):
         fit = read_fit(fit)
     if isinstance(responses, (str, os.PathLike)):
-
         responses = read_table(responses)
     return Scorer(fit, draws=draws, interval=interval).score(
         responses, ignore_unknown_items=ignore_unknown_items, seed=seed, scale=scale)

@@ -258,6 +258,10 @@ def _log_sums(Z, log_prior, lp):  # pragma: no cover - compiled by numba
 @cache
 def _dense_kernels():
     """:func:`_likelihoods` and :func:`_log_sums` compiled by numba, the LLMs in parallel."""
-    _kernel()  # (imports numba and the vector exp and log into this module)
+    global numba, exp_nonpos, log_pos
+    import numba
+
+    from .vecmath import exp_nonpos, log_pos
+
     jit = numba.njit(parallel=True, nogil=True, boundscheck=False, cache=True)
     return jit(_likelihoods), jit(_log_sums)

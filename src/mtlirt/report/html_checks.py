@@ -14,7 +14,6 @@ def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int
     """The "Model checks" block of a fit (:mod:`mtlirt.evaluate.checks`): run here when ``checks`` is
     ``"auto"``/``True`` and the data are given, taken from ``checks`` when it is a
     :class:`~mtlirt.evaluate.checks.ModelChecks`, else the summary recorded in the fit's diagnostics."""
-
     aid = _anchor(name)
     fname = _slug(name)
     out = [f'<h3 id="{_e(aid)}-checks">Model checks</h3>', _howto(

@@ -82,7 +82,6 @@ def check_interval(interval) -> None:
     """The probability of reported intervals: a number in (0, 1), else an :class:`~mtlirt.errors.InputError`.
     Checked by every table of intervals, :func:`~mtlirt.results.fitdir.write_fit`, the report and the comparison,
     and by ``mtlirt fit`` before it fits."""
-
     if isinstance(interval, bool) or not isinstance(interval, (int, float, np.number)) or not 0 < interval < 1:
         raise InputError(f"interval (--interval) must be a probability in (0, 1), got {interval!r}")
 

@@ -86,7 +86,6 @@ def read_fit(path: str | Path) -> Estimate:
     A Bayesian fit's recorded inference settings are checked (:func:`mtlirt.config.check_recorded`):
     settings that break their rules are an :class:`InputError`, settings that do not match the
     posterior a warning."""
-
     path = Path(path)
     if path.is_dir():
         path = path / "posterior.nc"
