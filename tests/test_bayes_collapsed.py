@@ -657,3 +657,92 @@ def test_overall_spread_measures_the_prior_fit():
     for sd, n, off in ((1.022, 4272, []), (1.23, 1500, [0]), (1.23, 30, []), (0.8, 4272, [0])):
         spread = {"median_sd": [sd], "sd_expected": round(1 / np.sqrt(2 * n), 4)}
         assert cl.spread_off_prior(spread) == off, (sd, n)
+
+
+def test_inner_nodes_resolve_small_residual_sds():
+    """Domains of 1-2 items with loadings near 1: the residual sd ``psi``
+    becomes a fraction of the inner nodes' step, where the trapezoid rule
+    overstates the likelihood. A grid spaced for the smallest ``psi`` the
+    posterior reaches (``psi_low``) integrates it as a far finer grid does;
+    on the grid spaced for the mode the structure's density is ``-inf``
+    there instead of an overstated value."""
+    from mtlirt.bayes._factor import loading_layout
+
+    _, _, tables, _, _ = _setup(1, n_llms=300, sizes=(1, 2, 2, 1, 40), seed=5)
+    K = 5
+    lam = np.full((K, 1), 0.95)
+    psi = np.sqrt(1 - lam[:, 0] ** 2)
+    lam_hi = np.full((1, K, 1), 0.995)
+    psi_hi = np.sqrt(1 - lam_hi[..., 0] ** 2)
+    fine = {"n_inner": 601, "inner_half_width": 1.2, "outer_rule": "trapezoid", "n_outer": 41,
+            "outer_half_width": 7.0}
+    coarse = cg.build_grid(tables, lam, psi)
+    assert np.any(coarse.resolvable_psi() > psi_hi[0])
+    assert cg.quadrature_check(coarse, tables, lam_hi, psi_hi, fine=fine)["max_abs_diff"] > 1.0
+    spaced = cg.build_grid(tables, lam, psi, psi_low=psi_hi[0])
+    assert spaced.logw.shape[1] > coarse.logw.shape[1]
+    assert np.all(spaced.resolvable_psi() <= psi_hi[0])
+    # at psi_hi as accurate as at the grid's own structure (what is left there is the outer rule's error)
+    own = cg.quadrature_check(spaced, tables, lam[None], psi[None], fine=fine)["max_abs_diff"]
+    assert cg.quadrature_check(spaced, tables, lam_hi, psi_hi, fine=fine)["max_abs_diff"] < 1.5 * own + 1e-3
+
+    layout = loading_layout(K, 1, [0])
+    x = cs._x_of(lam_hi[0] / psi_hi[0][:, None], layout)
+    assert cs.structure_logp(coarse, layout, 2.0, gradient=False)(x) == -np.inf
+    value, grad = cs.structure_logp(spaced, layout, 2.0)(x)
+    assert np.isfinite(value) and np.all(np.isfinite(grad))
+    # psi_reach: the box's corner where every |V_k| is largest (x free = asinh V, x diag = log asinh V)
+    xc = cs._x_of(lam / psi[:, None], layout)
+    sd = np.linspace(0.1, 0.3, K)
+    n_free = len(layout[0])
+    top = np.empty(K)
+    top[layout[0]] = np.abs(xc[:n_free]) + 2.0 * sd[:n_free]
+    top[layout[2]] = np.exp(xc[n_free:] + 2.0 * sd[n_free:])
+    np.testing.assert_allclose(cg.psi_reach(xc, sd, K, layout, reach=2.0), 1 / np.cosh(top), rtol=1e-12)
+
+
+def test_split_normal_proposal_fits_a_skewed_posterior():
+    """A posterior skewed along its axes (a tiny domain's loading: long right
+    tail, short left): ``split_scales`` recovers a split normal's scales and
+    finds a Gaussian's to be 1; the split proposal's density integrates to one
+    (the map's Jacobian), and IMH chains from it target a skewed posterior."""
+    from scipy.stats import norm
+
+    lo, hi = np.array([0.7, 1.0, 1.4]), np.array([1.6, 1.0, 0.8])
+    xc, T = np.array([0.3, -1.0, 2.0]), np.diag([0.5, 2.0, 1.0])
+
+    def logp(x):
+        u = np.linalg.solve(T, x - xc)
+        return float(-0.5 * (u**2 / np.where(u < 0, lo, hi) ** 2).sum())
+
+    split = mh.split_scales(logp, (xc, T, {}), cores=2)
+    np.testing.assert_allclose(split, np.stack([lo, hi]), rtol=1e-10)
+    gauss = mh.split_scales(lambda x: float(-0.5 * (np.linalg.solve(T, x - xc) ** 2).sum()), (xc, T, {}), cores=1)
+    np.testing.assert_allclose(gauss, 1.0, rtol=1e-10)
+
+    # the split proposal (0.6 below the mode, 1.8 above): a density, continuous at the mode, its mass
+    # split as the scales are
+    sp = np.array([[0.6], [1.8]])
+    u = np.linspace(-300, 500, 1_600_001)
+    back, logq = mh._split(np.where(u < 0, u / 0.6, u / 1.8)[:, None], np.where(u < 0, 1.0, 0.0)[:, None], sp)
+    np.testing.assert_allclose(back[:, 0], u, atol=1e-9)
+    assert np.trapezoid(np.exp(logq), u) == pytest.approx(1.0, abs=1e-6)
+    assert np.exp(logq[np.searchsorted(u, 0.0) - 1]) == pytest.approx(np.exp(logq[np.searchsorted(u, 0.0) + 1]),
+                                                                      rel=1e-5)
+    rng = np.random.default_rng(0)
+    v, logq = mh._proposed(rng, (200_000,), 1, sp)
+    assert np.mean(v < 0) == pytest.approx(0.25, abs=0.005)
+
+    # IMH chains from that proposal target a split normal (0.5 below the mode, 2 above)
+    C, S = 4, 20_000
+    (v0, q0), (vs, qs) = mh._proposed(rng, (C,), 1, sp, heavy=True), mh._proposed(rng, (C, S), 1, sp)
+
+    def log_target(v):
+        return norm.logpdf(v[..., 0] / np.where(v[..., 0] < 0, 0.5, 2.0)) + np.log(2 / 2.5)
+
+    state, acc = mh._imh_chains(log_target(v0) - q0, log_target(vs) - qs, rng.random((C, S)))
+    vv = np.concatenate([v0[:, None], vs], axis=1)[..., 0]
+    x = np.take_along_axis(vv, state[:, 1000:] + 1, axis=1)
+    assert acc.mean() > 0.7
+    assert np.mean(x < 0) == pytest.approx(0.2, abs=0.01)  # 0.5 / (0.5 + 2)
+    assert x.mean() == pytest.approx(0.8 * 2.0 * np.sqrt(2 / np.pi) - 0.2 * 0.5 * np.sqrt(2 / np.pi), abs=0.03)

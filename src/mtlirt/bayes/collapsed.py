@@ -40,7 +40,14 @@ import numpy as np
 
 from mtlirt.bayes._factor import factor_parts, loading_layout
 from mtlirt.bayes.collapsed_draws import draw_llm_side
-from mtlirt.bayes.collapsed_grid import build_grid, informative_llms, llm_subset, quadrature_check, regrid
+from mtlirt.bayes.collapsed_grid import (
+    build_grid,
+    informative_llms,
+    llm_subset,
+    psi_reach,
+    quadrature_check,
+    regrid,
+)
 from mtlirt.bayes.collapsed_kernel import CollapsedGrid, structure_from_v
 from mtlirt.bayes.collapsed_structure import (
     _laplace,
@@ -50,8 +57,18 @@ from mtlirt.bayes.collapsed_structure import (
     _v_of,
     _x_of,
     find_mode,
+    structure_logp,
 )
-from mtlirt.bayes.imh import IMH_PILOT_K_MAX, IMH_TUNE, KEEP_DRAWS, _imh_loadings, imh_pilot
+from mtlirt.bayes.diagnostics import PARETO_K_MAX
+from mtlirt.bayes.imh import (
+    IMH_PILOT_K_MAX,
+    IMH_SPLIT_PILOT,
+    IMH_TUNE,
+    KEEP_DRAWS,
+    _imh_loadings,
+    imh_pilot,
+    split_scales,
+)
 from mtlirt.bayes.marginal import quadrature_nodes
 from mtlirt.config import NUTS_DRAWS
 
@@ -138,22 +155,29 @@ def choose_thin(chains: int, draws: int, diag: dict) -> int:
 
 def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scale: float, V2: np.ndarray,
                         coords: dict, r: int, *, draws, tune, chains, cores, seed, target_accept, progress,
-                        nuts_kwargs, whiten, stages: dict) -> tuple:
+                        nuts_kwargs, whiten, stages: dict, laplace: tuple | None) -> tuple:
     """The loadings sampled as ``sampler`` asks (``"auto"``: IMH where the pilot finds the Laplace
-    approximation close and its chains converge, else NUTS); returns ``(posterior, sample_stats, sampler,
-    tune, diagnostics of all draws or None, info)``, the seconds of each step added to ``stages``."""
+    approximation ``laplace`` close and its chains converge, else NUTS); returns ``(posterior,
+    sample_stats, sampler, tune, diagnostics of all draws or None, info)``, the seconds of each step added
+    to ``stages``."""
     K = V2.shape[0]
     wi = {}
-    laplace = None
-    if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
-        laplace = _laplace(sgrid, layout, loading_scale, _x_of(V2, layout))
-        stages["laplace"] = laplace[2]["seconds"]
     auto, tune_given, diag_all = sampler == "auto", tune, None
+    split = None
     if sampler == "auto":
         t = time.perf_counter()
         pilot = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
+        if pilot["khat"] > IMH_PILOT_K_MAX and laplace[2]["kind"] == "full":
+            # a skewed posterior (tiny domains): the split normal, and the pilot again
+            split = split_scales(structure_logp(sgrid, layout, loading_scale, gradient=False), laplace,
+                                 cores=cores)
+            pilot = {**imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, split=split,
+                                 size=IMH_SPLIT_PILOT),
+                     "k_max": PARETO_K_MAX, "laplace_khat": pilot["khat"],
+                     "split_range": [round(float(split.min()), 4), round(float(split.max()), 4)]}
         stages["imh_pilot"] = time.perf_counter() - t
-        sampler = "imh" if pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
+        sampler = "imh" if pilot["khat"] <= pilot.get("k_max", IMH_PILOT_K_MAX) else "nutpie"
+        split = split if sampler == "imh" else None
         wi["imh_pilot"] = pilot
     if tune is None:
         tune = IMH_TUNE if sampler == "imh" else 1000
@@ -161,7 +185,7 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
     if sampler == "imh":
         post, ss, diag_all = _imh_loadings(sgrid, layout, loading_scale, laplace, draws=draws,
                                            tune=tune, chains=chains, cores=cores, seed=seed, progress=progress,
-                                           info=wi)
+                                           info=wi, split=split)
         stages["imh"] = time.perf_counter() - t2
         if auto:  # the pilot's 200 proposals can pass where IMH's chains then fail: NUTS instead
             if diag_all is None:
@@ -212,6 +236,22 @@ def _with_llm_side(post, eta: np.ndarray, theta: np.ndarray, coords: dict, r: in
     post = post.assign_coords(llm=list(coords["llm"]), domain=list(coords["domain"]),
                               factor=list(coords.get("factor", range(r))))
     return post
+
+
+def _spaced_for_reach(grid: CollapsedGrid, tables, laplace: tuple, V2: np.ndarray, layout, go: dict) -> tuple:
+    """The grid with its inner nodes spaced for the smallest residual sds within ``PSI_REACH``
+    posterior sds of the mode (the Laplace approximation ``laplace``), where its own are too far
+    apart: ``(grid, record or None)``."""
+    xc, T, _ = laplace
+    psi_low = psi_reach(xc, np.sqrt((T**2).sum(1)), V2.shape[0], layout)
+    if not np.any(np.quantile(grid.step, 0.99, axis=1) > psi_low):
+        return grid, None
+    t0 = time.perf_counter()
+    lam2, psi2 = structure_from_v(V2)
+    q0 = int(grid.logw.shape[1])
+    grid = regrid(grid, tables, lam2, psi2, psi_low=psi_low, **go)
+    return grid, {"inner_nodes_at_mode": q0, "inner_nodes": int(grid.logw.shape[1]),
+                  "smallest_psi": round(float(psi_low.min()), 4), "seconds": time.perf_counter() - t0}
 
 
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *,
@@ -303,10 +343,19 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     sgrid, stables = structure_part(grid)
     V2, mode2 = find_mode(sgrid, V1, layout, spec.priors.loading_scale, maxiter=50)
     stages["mode"] = time.perf_counter() - t1
+    laplace, spacing = None, None
+    if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
+        laplace = _laplace(sgrid, layout, spec.priors.loading_scale, _x_of(V2, layout))
+        stages["laplace"] = laplace[2]["seconds"]
+        grid, spacing = _spaced_for_reach(grid, tables, laplace, V2, layout, go)
+        if spacing is not None:
+            sgrid, stables = structure_part(grid)
+            stages["inner_spacing"] = spacing["seconds"]
     post, ss, sampler, tune, diag_all, wi = _sample_loadings_by(
         sampler, sgrid, layout, spec.priors.loading_scale, V2, coords, r, draws=draws, tune=tune, chains=chains,
         cores=cores, seed=seed, target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
-        whiten=whiten, stages=stages)
+        whiten=whiten, stages=stages, laplace=laplace)
+    wi["inner_spacing"] = spacing
     t3 = time.perf_counter()
     lam, psi = _structure_draws(post, K, layout)
     C, D = lam.shape[:2]

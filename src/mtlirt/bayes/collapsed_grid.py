@@ -1,7 +1,8 @@
 """The nodes of the collapsed likelihood's two integrals, placed before sampling.
 
 * inner, per cell: a trapezoid rule, ``Q`` equally spaced nodes ``t_ikq``
-  (at most ``INNER_STEP`` conditional sds apart) spanning the cell's
+  (at most ``INNER_STEP`` conditional sds apart, at the smallest residual sd
+  ``psi_k`` the structure's posterior reaches) spanning the cell's
   posterior of ``theta_ik`` (mean +- ``inner_half_width`` sds, widened by
   the reach of the outer nodes), weights ``w_ikq = exp(l_ik(t_ikq) - max_q
   l_ik)``;
@@ -18,6 +19,15 @@ one domain only has a likelihood that does not depend on the structure
 (``|Lambda_k|^2 + psi_k^2 = 1``) but a skewed posterior whose quadrature error
 would move with the loadings: such LLMs are left out of the structure's
 density (:func:`informative_llms`) and kept for the draws.
+The trapezoid rule integrates the conditional prior ``N(theta; m, psi_k^2)``
+to a relative error of about ``2 exp(-2 pi^2 psi_k^2 / h^2)`` (step ``h``):
+negligible at ``h <= psi_k``, but it grows fast below, and the density's
+quadrature then overstates the likelihood (by thousands of nats over
+thousands of LLMs where loadings near 1 leave ``psi_k`` a fraction of the
+step). So the nodes are spaced for the smallest ``psi_k`` within
+``PSI_REACH`` posterior sds of the mode (:func:`psi_reach`), and the
+structure's density is not evaluated where a ``psi_k`` falls below what the
+nodes resolve (:meth:`CollapsedGrid.resolvable_psi`).
 :func:`quadrature_check` measures what is left: the same integrals on a finer,
 wider grid at posterior draws of the structure.
 """
@@ -43,14 +53,18 @@ __all__ = [
     "llm_posteriors",
     "llm_subset",
     "posterior_moments",
+    "psi_reach",
     "quadrature_check",
     "regrid",
 ]
 
 N_INNER = 11
-MAX_INNER = 31
+MAX_INNER = 91
 INNER_HALF_WIDTH = 5.0
 INNER_STEP = 1.0
+# the nodes resolve the residual sds within this many posterior sds of the mode (in the sampling
+# coordinates; CollapsedGrid.resolvable_psi bounds the density's domain beyond)
+PSI_REACH = 4.0
 N_OUTER = {1: 4, 2: 4}
 N_OUTER_FEW = {1: 8, 2: 6}
 FEW_DOMAINS = 16
@@ -122,7 +136,7 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
                info: np.ndarray | None = None,
                n_inner: int = N_INNER, inner_half_width: float = INNER_HALF_WIDTH,
                n_outer: int | None = None, outer_half_width: float | None = None,
-               outer_rule: str = "hermite") -> CollapsedGrid:
+               outer_rule: str = "hermite", psi_low: np.ndarray | None = None) -> CollapsedGrid:
     """The nodes of the two integrals at the structure ``(lam, psi)``.
 
     Parameters
@@ -148,6 +162,10 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
         with few domains an LLM's posterior of its overall trait is further
         from Gaussian) or the equally spaced grid of the draws
         (``N_DRAW_OUTER`` per axis).
+    psi_low : ndarray (K,), optional
+        The smallest residual sds the grid will be evaluated at
+        (:func:`psi_reach`): the inner nodes are spaced for the conditional
+        sds there (default ``psi``).
 
     Returns
     -------
@@ -177,7 +195,8 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
     if theta_sd is not None:  # explicit spans (the fine grid of the check)
         half = inner_half_width * theta_sd
     else:
-        need = int(np.ceil(np.quantile(half / sd_c, 0.99) / INNER_STEP))  # steps per half span
+        sd_low = sd_c if psi_low is None else 1.0 / np.sqrt(info + 1.0 / np.minimum(psi, psi_low)[None, :] ** 2)
+        need = int(np.ceil(np.quantile(half / sd_low, 0.99) / INNER_STEP))  # steps per half span
         n_inner = int(min(max(n_inner, 2 * need + 1), MAX_INNER))
     start, step, logscale, logw = _inner(tables, theta_mean, half, n_inner)
     mu_t, chol, offsets, logomega, h = _outer(mu, cov, n_outer, outer_half_width, outer_rule)
@@ -249,6 +268,21 @@ def llm_subset(grid: CollapsedGrid, tables, idx: np.ndarray):
                             logomega=c(grid.logomega[:, idx]), info=None if grid.info is None else grid.info[idx])
     t = dataclasses.replace(tables, s=tables.s[idx], const=tables.const[idx], table=tables.table[idx])
     return g, t
+
+
+def psi_reach(xc: np.ndarray, sd: np.ndarray, K: int, layout, reach: float = PSI_REACH) -> np.ndarray:
+    """The smallest residual sd of each domain (K,) over the box ``xc +-
+    reach sd`` of the structure's sampling coordinates (the Laplace
+    approximation's centre and sds): ``psi_k = (1 + |V_k|^2)^(-1/2)`` is
+    smallest where every ``|V_kj|`` is largest, at a corner of the box."""
+    rows, cols, drows = layout
+    r = len(drows)
+    n_free = len(rows)
+    lo, hi = xc - reach * sd, xc + reach * sd
+    V = np.zeros((K, r))
+    V[rows, cols] = np.sinh(np.maximum(np.abs(lo[:n_free]), np.abs(hi[:n_free])))
+    V[drows, np.arange(r)] = np.sinh(np.exp(hi[n_free:]))
+    return 1.0 / np.sqrt(1.0 + (V**2).sum(-1))
 
 
 def regrid(grid: CollapsedGrid, tables, lam, psi, **kw) -> CollapsedGrid:

@@ -94,7 +94,13 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     sqrt(1 + V_k^2)``, ``atanh(lambda_k)``: the posterior is much closer to
     Gaussian there than in ``V`` itself, whose right tail is long where
     loadings approach 1, which the Laplace approximation
-    (NUTS's whitening, the IMH proposal) relies on."""
+    (NUTS's whitening, the IMH proposal) relies on.
+
+    Where a residual sd ``psi_k`` falls below what the grid's inner nodes
+    resolve (:meth:`~mtlirt.bayes.collapsed_kernel.CollapsedGrid.resolvable_psi`)
+    the density is ``-inf``: the quadrature would overstate it there. The
+    grid is spaced so that this lies beyond ``PSI_REACH`` posterior sds of
+    the mode (:func:`~mtlirt.bayes.collapsed_grid.psi_reach`)."""
     rows, cols, drows = layout
     N, K = grid.shape
     r = grid.rank
@@ -103,6 +109,7 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     e2 = _EMPTY2
     arrays = grid.arrays
     ar = np.arange(r)
+    floor = grid.resolvable_psi()
 
     def logp(x):
         x = np.asarray(x, dtype=np.float64)
@@ -113,6 +120,8 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
         V[rows, cols] = free
         V[drows, ar] = diag
         psi = 1.0 / np.sqrt(1.0 + (V**2).sum(-1))
+        if np.any(psi < floor):
+            return -math.inf if not gradient else (-math.inf, np.zeros(n_free + r))
         lam = V * psi[:, None]
         val, dl, dp = _kernel(*arrays, lam, psi, int(gradient), e2, e2, e2)
         val = (val - 0.5 * inv_s2 * ((free**2).sum() + (diag**2).sum())

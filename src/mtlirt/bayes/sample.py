@@ -429,6 +429,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                                "quadrature_check": fit.info.get("quadrature_check"),
                                "overall_spread": fit.info.get("overall_spread"),
                                "inner_nodes": fit.info["n_inner_nodes"],
+                               "inner_spacing": fit.info.get("inner_spacing"),
                                "outer_nodes": fit.info["n_outer_nodes"]})
 
 
