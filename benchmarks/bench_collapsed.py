@@ -786,7 +786,7 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
         "route": info.get("route"), "sampler": info.get("sampler"), "draws": info.get("draws"),
         "thin": info.get("thin"), "tune": info.get("tune"), "run_length": info.get("run_length"),
         "imh_pilot": info.get("imh_pilot"), "imh_fallback": info.get("imh_fallback"),
-        "converged": d.get("converged"),
+        "inner_spacing": info.get("inner_spacing"), "converged": d.get("converged"),
         "diagnostics": {k: d.get(k) for k in ("max_rhat", "worst_rhat", "min_ess_bulk", "min_ess_tail",
                                               "divergences", "min_bfmi", "pareto_khat") if k in d},
         "quadrature_check": {k: v for k, v in (info.get("quadrature_check") or {}).items() if k != "fine_grid"},

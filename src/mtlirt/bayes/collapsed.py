@@ -62,6 +62,7 @@ from mtlirt.bayes.collapsed_structure import (
 from mtlirt.bayes.diagnostics import PARETO_K_MAX
 from mtlirt.bayes.imh import (
     IMH_PILOT_K_MAX,
+    IMH_SPLIT_FROM,
     IMH_SPLIT_PILOT,
     IMH_TUNE,
     KEEP_DRAWS,
@@ -153,11 +154,29 @@ def choose_thin(chains: int, draws: int, diag: dict) -> int:
     return max(1, keep if ess >= KEEP_DRAWS else min(keep, int(n // ess)))
 
 
+def _pilots(sgrid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int,
+            cores: int) -> tuple[dict, np.ndarray | None]:
+    """The IMH pilots: the Laplace approximation's; where its k-hat exceeds ``IMH_SPLIT_FROM`` (a
+    skewed posterior: tiny domains, misspecified leaderboards), the split normal's on
+    ``IMH_SPLIT_PILOT`` proposals, kept where its k-hat passes the chains' bound ``PARETO_K_MAX``.
+    Returns the pilot's record and the split scales (None: the Laplace proposal)."""
+    pilot = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
+    if pilot["khat"] <= IMH_SPLIT_FROM or laplace[2]["kind"] != "full":
+        return pilot, None
+    split = split_scales(structure_logp(sgrid, layout, loading_scale, gradient=False), laplace, cores=cores)
+    sp = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, split=split, size=IMH_SPLIT_PILOT)
+    if sp["khat"] > PARETO_K_MAX:
+        return {**pilot, "split_khat": sp["khat"]}, None
+    return {**sp, "k_max": PARETO_K_MAX, "laplace_khat": pilot["khat"],
+            "split_range": [round(float(split.min()), 4), round(float(split.max()), 4)]}, split
+
+
 def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scale: float, V2: np.ndarray,
                         coords: dict, r: int, *, draws, tune, chains, cores, seed, target_accept, progress,
                         nuts_kwargs, whiten, stages: dict, laplace: tuple | None) -> tuple:
-    """The loadings sampled as ``sampler`` asks (``"auto"``: IMH where the pilot finds the Laplace
-    approximation ``laplace`` close and its chains converge, else NUTS); returns ``(posterior,
+    """The loadings sampled as ``sampler`` asks (``"auto"``: IMH where the pilots (:func:`_pilots`) find
+    the Laplace approximation ``laplace`` or its split normal close and its chains converge, else NUTS);
+    returns ``(posterior,
     sample_stats, sampler, tune, diagnostics of all draws or None, info)``, the seconds of each step added
     to ``stages``."""
     K = V2.shape[0]
@@ -166,18 +185,9 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
     split = None
     if sampler == "auto":
         t = time.perf_counter()
-        pilot = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
-        if pilot["khat"] > IMH_PILOT_K_MAX and laplace[2]["kind"] == "full":
-            # a skewed posterior (tiny domains): the split normal, and the pilot again
-            split = split_scales(structure_logp(sgrid, layout, loading_scale, gradient=False), laplace,
-                                 cores=cores)
-            pilot = {**imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, split=split,
-                                 size=IMH_SPLIT_PILOT),
-                     "k_max": PARETO_K_MAX, "laplace_khat": pilot["khat"],
-                     "split_range": [round(float(split.min()), 4), round(float(split.max()), 4)]}
+        pilot, split = _pilots(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
         stages["imh_pilot"] = time.perf_counter() - t
-        sampler = "imh" if pilot["khat"] <= pilot.get("k_max", IMH_PILOT_K_MAX) else "nutpie"
-        split = split if sampler == "imh" else None
+        sampler = "imh" if split is not None or pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
         wi["imh_pilot"] = pilot
     if tune is None:
         tune = IMH_TUNE if sampler == "imh" else 1000

@@ -10,13 +10,13 @@ is close enough (Pareto k-hat of their importance ratios at most
 ``IMH_PILOT_K_MAX``); the Pareto k-hat of all proposals is part of the
 convergence check (:mod:`mtlirt.bayes.diagnostics`).
 
-Where the pilot finds the posterior skewed (tiny domains: a loading's right
-tail is long where it nears 1, its left tail short), the proposal becomes a
-split normal (Geweke 1989): each whitened axis keeps its own scale on either
-side of the mode, set by the density's fall ``SPLIT_AT`` sds out
-(:func:`split_scales`), and the pilot runs again, on ``IMH_SPLIT_PILOT``
-proposals whose k-hat must pass the bound the chains' proposals must (k-hat
-from 200 draws is too rough to tell 0.5 from 0.6).
+Where the pilot finds the posterior skewed (its k-hat above ``IMH_SPLIT_FROM``;
+tiny domains: a loading's right tail is long where it nears 1, its left tail
+short), the proposal becomes a split normal (Geweke 1989): each whitened axis
+keeps its own scale on either side of the mode, set by the density's fall
+``SPLIT_AT`` sds out (:func:`split_scales`), and the pilot runs again, on
+``IMH_SPLIT_PILOT`` proposals whose k-hat must pass the bound the chains'
+proposals must (k-hat from 200 draws is too rough to tell 0.5 from 0.6).
 """
 
 from __future__ import annotations
@@ -58,7 +58,9 @@ KEEP_DRAWS = 1000
 # kept within SPLIT_RANGE
 SPLIT_AT = (2.0, 3.0)
 SPLIT_RANGE = (0.5, 2.0)
-# the split normal's pilot: this many proposals, passed at the chains' own k-hat bound (PARETO_K_MAX)
+# the split normal is piloted where the Laplace pilot's k-hat exceeds IMH_SPLIT_FROM, on this many
+# proposals, and passes at the chains' own k-hat bound (PARETO_K_MAX)
+IMH_SPLIT_FROM = 0.3
 IMH_SPLIT_PILOT = 600
 
 
