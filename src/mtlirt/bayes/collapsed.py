@@ -176,9 +176,8 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
                         nuts_kwargs, whiten, stages: dict, laplace: tuple | None) -> tuple:
     """The loadings sampled as ``sampler`` asks (``"auto"``: IMH where the pilots (:func:`_pilots`) find
     the Laplace approximation ``laplace`` or its split normal close and its chains converge, else NUTS);
-    returns ``(posterior,
-    sample_stats, sampler, tune, diagnostics of all draws or None, info)``, the seconds of each step added
-    to ``stages``."""
+    returns ``(posterior, sample_stats, sampler, tune, diagnostics of all draws or None, info)``, the
+    seconds of each step added to ``stages``."""
     K = V2.shape[0]
     wi = {}
     auto, tune_given, diag_all = sampler == "auto", tune, None
@@ -301,7 +300,8 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         ``"auto"``: IMH where a pilot of ``IMH_PILOT`` proposals finds the
         Laplace approximation good enough (Pareto k-hat of their importance
         ratios at most ``IMH_PILOT_K_MAX``: large designs, whose posterior
-        of the structure is close to Gaussian), else nutpie; and nutpie
+        of the structure is close to Gaussian) or its split normal does
+        (:func:`_pilots`: skewed posteriors, tiny domains), else nutpie; and nutpie
         too where IMH's chains then fail the convergence check (R-hat,
         ESS, k-hat of all proposals: ``info["imh_fallback"]``; a pilot can
         pass where IMH then fails, on small or real leaderboards). ``tune``
