@@ -746,3 +746,30 @@ def test_split_normal_proposal_fits_a_skewed_posterior():
     assert acc.mean() > 0.7
     assert np.mean(x < 0) == pytest.approx(0.2, abs=0.01)  # 0.5 / (0.5 + 2)
     assert x.mean() == pytest.approx(0.8 * 2.0 * np.sqrt(2 / np.pi) - 0.2 * 0.5 * np.sqrt(2 / np.pi), abs=0.03)
+
+
+def test_tiny_domains_sampled_by_the_split_normal():
+    """Twelve domains of one item each beside one of 40, 1,500 LLMs: the
+    loadings' posterior is skewed, the Laplace proposal's pilot fails, the
+    split normal's passes; the inner nodes are spaced for the residual sds
+    the posterior reaches; the IMH chains converge and the loadings' 90%
+    intervals hold the true loadings."""
+    from mtlirt.bayes._factor import loading_layout
+    from mtlirt.bayes.model import model_coords
+
+    sim, resp, tables, _, _ = _setup(1, n_llms=1500, sizes=(40,) + (1,) * 12, seed=5)
+    arr, spec, anchors, iv = _structure_inputs(resp)
+    fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), chains=2, cores=2, seed=1,
+                              draws=None, thin=None)
+    pilot = fit.info["imh_pilot"]
+    assert fit.info["sampler"] == "imh" and pilot["proposal"] == "split normal"
+    assert pilot["laplace_khat"] > mh.IMH_PILOT_K_MAX and pilot["khat"] <= pilot["k_max"]
+    spacing = fit.info["inner_spacing"]
+    assert spacing["inner_nodes"] > spacing["inner_nodes_at_mode"]
+    assert fit.info["run_length"]["converged"]
+    K = resp.n_domains
+    lam = cs._structure_draws(fit.posterior, K, loading_layout(K, 1, anchors))[0][..., 0].reshape(-1, K)
+    truth = np.abs(np.asarray(sim.loadings.loc[resp.domains].values, float)[:, 0])
+    lo, hi = np.quantile(np.abs(lam), [0.05, 0.95], axis=0)
+    # 13 intervals of 90%: 9 or fewer hold the truth with probability 0.03 where they are calibrated
+    assert ((lo <= truth) & (truth <= hi)).sum() >= 10
