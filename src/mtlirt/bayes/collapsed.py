@@ -253,7 +253,7 @@ def _spaced_for_reach(grid: CollapsedGrid, tables, laplace: tuple, V2: np.ndarra
     apart: ``(grid, record or None)``."""
     xc, T, _ = laplace
     psi_low = psi_reach(xc, np.sqrt((T**2).sum(1)), V2.shape[0], layout)
-    if not np.any(np.quantile(grid.step, 0.99, axis=1) > psi_low):
+    if not np.any(grid.domain_step() > psi_low):
         return grid, None
     t0 = time.perf_counter()
     lam2, psi2 = structure_from_v(V2)

@@ -90,15 +90,19 @@ class CollapsedGrid:
         return (self.start, self.step, self.logw, self.expw, self.logscale, self.mu, self.chol,
                 self.offsets, self.logomega)
 
+    def domain_step(self) -> np.ndarray:
+        """Each domain's inner step (K,): the 99th percentile over its cells, as the grid's spacing
+        rule counts them."""
+        return np.quantile(self.step, 0.99, axis=1)
+
     def resolvable_psi(self) -> np.ndarray:
         """The smallest residual sd of each domain (K,) whose conditional
         prior ``N(theta; m, psi_k^2)`` the inner nodes integrate accurately:
-        ``RESOLVE`` times the domain's step (the 99th percentile over its
-        cells, as the grid's spacing rule counts them). The trapezoid rule's
-        relative error is about ``2 exp(-2 pi^2 (psi / h)^2)``: 6e-6 at the
-        bound, but it grows fast below it, where the quadrature overstates
-        the likelihood."""
-        return RESOLVE * np.quantile(self.step, 0.99, axis=1)
+        ``RESOLVE`` times the domain's step (:meth:`domain_step`). The
+        trapezoid rule's relative error is about ``2 exp(-2 pi^2 (psi /
+        h)^2)``: 6e-6 at the bound, but it grows fast below it, where the
+        quadrature overstates the likelihood."""
+        return RESOLVE * self.domain_step()
 
     @property
     def rank(self) -> int:
