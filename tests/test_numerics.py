@@ -81,6 +81,24 @@ def test_tables_interpolate_the_likelihood(floor, missing, kind):
     np.testing.assert_allclose(llm_side.loglik_at(tb, t) + tb.const[..., None], exact, atol=1e-6)
 
 
+
+def test_cell_quadrature_is_the_interpolated_likelihood_at_its_nodes():
+    """The compiled cell quadrature gives the tables' interpolant at every node, beyond the table's range
+    too (continued linearly), less the cell's maximum, and the trapezoid rule's log scale."""
+    y, obs, slices, a, d, c = _data(n=9, missing=0.3, seed=5)
+    tb = llm_side.tabulate(y, obs, slices, a, d, c)
+    rng = np.random.default_rng(6)
+    start = rng.uniform(-11, 2, size=(9, len(slices)))
+    step = rng.uniform(0.05, 1.2, size=(9, len(slices)))
+    n = 13
+    nodes = start[..., None] + step[..., None] * np.arange(n)
+    assert nodes.min() < tb.lo and nodes.max() > tb.lo + tb.h * (tb.n_grid - 1)
+    ll = llm_side.loglik_at(tb, nodes)
+    logw, logscale = llm_side.cell_quadrature(tb, start, step, n)
+    np.testing.assert_allclose(logw, ll - ll.max(-1, keepdims=True), rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(logscale, ll.max(-1) + np.log(step) - 0.5 * np.log(2 * np.pi), rtol=1e-12)
+
+
 def test_integrals():
     rng = np.random.default_rng(4)
     L = rng.normal(0, 3, size=(5, 11))

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from mtlirt.bayes._vecmath import exp_nonpos
+from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 from mtlirt.bayes.collapsed_grid import draw_grid
 from mtlirt.bayes.collapsed_kernel import _BLOCK, _EMPTY2, CollapsedGrid, collapsed_kernel
 
@@ -69,16 +69,15 @@ def _sample_loglinear(lv, x0, h, u, wbuf):
         t = math.log1p(frac * math.expm1(dlt)) / dlt
     return x0 + (q + min(max(t, 0.0), 1.0)) * h
 
+
 @numba.njit(nogil=True, boundscheck=False, cache=True)
-def _draw_kernel(nodes, mu, chol, n_axis, h_out, start, step, logw, lam, psi, u_eta, u_theta,
-           eta_out, theta_out):
-    # nodes (G, N): log posterior at the outer nodes; u_eta (N, r), u_theta (N, K) uniforms
+def _draw_eta(nodes, mu, chol, n_axis, h_out, u_eta, eta_out):
+    # the overall traits: nodes (G, N), the log posterior at the outer nodes; u_eta (N, r) uniforms
     G, N = nodes.shape
     r = mu.shape[0]
-    K, Q, _ = logw.shape
     x0 = -0.5 * (n_axis - 1) * h_out
     for i in range(N):
-        wbuf = np.empty(max(Q, n_axis))
+        wbuf = np.empty(n_axis)
         lv = np.empty(n_axis)
         x = np.empty(r)
         if r == 1:
@@ -107,23 +106,35 @@ def _draw_kernel(nodes, mu, chol, n_axis, h_out, start, step, logw, lam, psi, u_
             for l in range(r):
                 s += chol[jj, l, i] * x[l]
             eta_out[i, jj] = s
-    # the domain scores by blocks of LLMs, the LLM index innermost (the
-    # tables are laid out (K, Q, N)) and the exponentials and segment masses
-    # of a block in loops the compiler vectorises (one LLM at a time, this
-    # loop took most of a structure draw's time)
+
+
+@numba.njit(nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _draw_theta(start, step, logw, lam, psi, eta, u_theta, theta):
+    # the domain scores given the overall traits eta (N, r): u_theta and
+    # theta laid out (K, N) like the tables (K, Q, N), a domain at a time in
+    # blocks of LLMs so that the tables are read as contiguous streams and
+    # every step of a block is a loop the compiler vectorises: the log
+    # density at the inner nodes, the segment masses, the segment each
+    # uniform falls in (by counting), and the inverse within it (with the
+    # vectorisable exp and log, on the side where the density falls)
+    N, r = eta.shape
+    K, Q, _ = logw.shape
     B = _BLOCK
     L = np.empty((Q, B))
     E = np.empty((Q, B))
     C = np.empty((Q, B))
     mb = np.empty(B)
-    for b0 in range(0, N, B):
-        nb = min(N, b0 + B) - b0
-        for k in range(K):
-            a = 0.5 / (psi[k] * psi[k])
+    qv = np.empty(B, np.int64)
+    fv = np.empty(B)
+    dv = np.empty(B)
+    for k in range(K):
+        a = 0.5 / (psi[k] * psi[k])
+        for b0 in range(0, N, B):
+            nb = min(N, b0 + B) - b0
             for ii in range(nb):
                 m = 0.0
                 for jj in range(r):
-                    m += lam[k, jj] * eta_out[b0 + ii, jj]
+                    m += lam[k, jj] * eta[b0 + ii, jj]
                 mb[ii] = m
             for q in range(Q):
                 for ii in range(nb):
@@ -132,8 +143,30 @@ def _draw_kernel(nodes, mu, chol, n_axis, h_out, start, step, logw, lam, psi, u_
                     L[q, ii] = logw[k, q, i] - a * d * d
             _loglinear_masses(L, E, C, mb, nb)
             for ii in range(nb):
+                fv[ii] = u_theta[k, b0 + ii] * C[Q - 2, ii]
+                qv[ii] = 0
+            for q in range(Q - 2):
+                for ii in range(nb):
+                    qv[ii] += C[q, ii] < fv[ii]
+            for ii in range(nb):
+                q = qv[ii]
+                prev = C[q - 1, ii] if q > 0 else 0.0
+                seg = C[q, ii] - prev
+                frac = (fv[ii] - prev) / seg if seg > 0 else 0.5
+                fv[ii] = min(max(frac, 0.0), 1.0)
+                dv[ii] = L[q + 1, ii] - L[q, ii]
+            for ii in range(nb):
+                # within the segment the density is exp(dlt s), s in [0, 1]: its CDF inverted at frac,
+                # on the mirrored segment where dlt > 0 so that the exponent is never positive
+                dlt = dv[ii]
+                down = dlt < 0.0
+                dn = dlt if down else -dlt
+                fn = fv[ii] if down else 1.0 - fv[ii]
+                w = max(1.0 + fn * (exp_nonpos(dn) - 1.0), 1e-300)
+                s = log_pos(w) / dn if dn < -1e-8 else fn
+                s = s if down else 1.0 - s
                 i = b0 + ii
-                theta_out[i, k] = _invert_masses(L, C, ii, start[k, i], step[k, i], u_theta[i, k])
+                theta[k, i] = start[k, i] + (qv[ii] + min(max(s, 0.0), 1.0)) * step[k, i]
 
 
 @numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
@@ -155,26 +188,6 @@ def _loglinear_masses(L, E, C, mx, nb):
             dlt = L[q + 1, ii] - L[q, ii]
             m = 0.5 * (E[q, ii] + E[q + 1, ii]) if abs(dlt) < 1e-4 else (E[q + 1, ii] - E[q, ii]) / dlt
             C[q, ii] = (C[q - 1, ii] if q > 0 else 0.0) + m
-
-
-@numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _invert_masses(L, C, ii, x0, h, u):
-    # the inverse CDF of column ii (see _loglinear_masses) at u
-    n = L.shape[0]
-    target = u * C[n - 2, ii]
-    q = 0
-    while q < n - 2 and C[q, ii] < target:
-        q += 1
-    prev = C[q - 1, ii] if q > 0 else 0.0
-    seg = C[q, ii] - prev
-    frac = (target - prev) / seg if seg > 0 else 0.5
-    frac = min(max(frac, 0.0), 1.0)
-    dlt = L[q + 1, ii] - L[q, ii]
-    if abs(dlt) < 1e-8:
-        t = frac
-    else:
-        t = math.log1p(frac * math.expm1(dlt)) / dlt
-    return x0 + (q + min(max(t, 0.0), 1.0)) * h
 
 
 def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed: int = 0,
@@ -204,7 +217,6 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
     eta = np.empty((C, D, N, r))
     theta = np.empty((C, D, N, K), dtype=dtype)
     seqs = np.random.SeedSequence([int(seed), 0xC011A95E]).spawn(C * D)
-    draw = _draw_kernel
     kern = collapsed_kernel()
     jobs = [(c, t) for c in range(C) for t in range(D)]
 
@@ -216,13 +228,13 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
         psi_t = np.ascontiguousarray(psi[c, t], dtype=np.float64)
         kern(*grid.arrays, lam_t, psi_t, 0, nodes, _EMPTY2, _EMPTY2)
         ue = rng.random((N, r))
-        ut = rng.random((N, K))
-        th = np.empty((N, K))
+        ut = np.ascontiguousarray(rng.random((N, K)).T)
+        th = np.empty((K, N))
         et = np.empty((N, r))
-        draw(nodes, grid.mu, grid.chol, grid.n_axis, grid.outer_step, grid.start, grid.step, grid.logw,
-             lam_t, psi_t, ue, ut, et, th)
+        _draw_eta(nodes, grid.mu, grid.chol, grid.n_axis, grid.outer_step, ue, et)
+        _draw_theta(grid.start, grid.step, grid.logw, lam_t, psi_t, et, ut, th)
         eta[c, t] = et
-        theta[c, t] = th
+        theta[c, t] = th.T
 
     done = 0
     with ThreadPoolExecutor(2) as pool:
