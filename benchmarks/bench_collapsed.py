@@ -12,7 +12,8 @@ Usage::
     .venv/bin/python benchmarks/bench_collapsed.py realistic [--seeds 0 1 2 --n-llms 500 --scale 0.1 --spec factor-2pl]
     .venv/bin/python benchmarks/bench_collapsed.py realdata [--data oll_v1|mmlu_pro|chembench --max-llms N]
     .venv/bin/python benchmarks/bench_collapsed.py default [--n-llms 4272 --scale 1 --missing 0.1 --rank 1
-                                                           --scenario realistic | --data NAME --max-llms N --cut]
+                                                           --scenario realistic | --data NAME --max-llms N --cut
+                                                           --target-accept 0.95]
 
 flagship: 4,272 LLMs x MMLU's 57 subjects (14,042 items), the MTL fit (as
 ``mtlirt fit --method bayes --items fixed`` runs it: MTL first, its item values
@@ -723,14 +724,16 @@ def _cut_per_domain(resp, seed: int, most: int = 3):
 
 def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float = 1.0, n_llms: int = 4272,
                   missing: float | None = None, scenario: str = "ideal", rank: int = 1, seed: int = 0,
-                  max_llms: int | None = None, cut: bool = False, shared: str | None = None) -> dict:
+                  max_llms: int | None = None, cut: bool = False, shared: str | None = None,
+                  target_accept: float | None = None) -> dict:
     """The default Bayesian fit (``mtlirt fit DATA --method bayes``: the route, run length and thinning
     chosen by the fit) against the default MTL fit (``--method mtl``) of the same data, one after the
     other in one process: wall and CPU seconds of each and their ratios, the route chosen and why, the
     convergence checks and, on a simulation, the 90% coverage of the true domain and overall scores.
     ``data``: a shared real leaderboard (``--max-llms`` a seeded subsample; ``--cut``: each domain cut to
     1-3 items; mmlu_pro by its ``subject`` column); else ``mtlirt.data.simulate`` with ``preset``, ``scale``,
-    ``missing``, ``scenario`` and ``rank``. Rank 2 fits the ``factor2-2pl`` spec."""
+    ``missing``, ``scenario`` and ``rank``. Rank 2 fits the ``factor2-2pl`` spec. ``target_accept``: NUTS's,
+    where the fit samples by NUTS (default: the fit's own)."""
     from mtlirt.data.responses import Responses
     from mtlirt.data.simulate import simulate
     from mtlirt.data.validate import DataWarning
@@ -774,7 +777,7 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
     spec = "factor-2pl" if rank == 1 else f"factor{rank}-2pl"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est = fit(resp, "bayes", seed=seed, spec=spec, progress=False)
+        est = fit(resp, "bayes", seed=seed, spec=spec, progress=False, target_accept=target_accept)
     wall_b, cpu_b = time.perf_counter() - t0, _cpu_now() - c0
     info = est.info
     d = info.get("diagnostics", {})
@@ -822,6 +825,7 @@ def main(argv=None) -> int:
                     help="realistic (default 0.1), default (default 1): multiplier of MMLU's domain sizes")
     ap.add_argument("--missing", type=float, default=None, help="default: share of missing responses")
     ap.add_argument("--cut", action="store_true", help="default --data: each domain cut to 1-3 items")
+    ap.add_argument("--target-accept", type=float, default=None, help="default: NUTS's target acceptance")
     ap.add_argument("--a-scale", type=float, default=1.0,
                     help="extremes: divide the fixed discriminations by this (spreads the LLMs wider)")
     ap.add_argument("--scenario", default="ideal", choices=["ideal", "realistic"],
@@ -855,7 +859,8 @@ def main(argv=None) -> int:
     elif args.which == "default":
         for s in args.seeds or [0]:
             bench_default(data=args.data, scale=args.scale or 1.0, n_llms=args.n_llms, missing=args.missing,
-                          scenario=args.scenario, rank=args.rank, seed=s, max_llms=args.max_llms, cut=args.cut)
+                          scenario=args.scenario, rank=args.rank, seed=s, max_llms=args.max_llms, cut=args.cut,
+                          target_accept=args.target_accept)
     elif args.which == "kernel":
         bench_kernel(rank=args.rank, baseline=args.baseline)
     elif args.which == "flagship":

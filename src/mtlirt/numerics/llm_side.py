@@ -506,8 +506,9 @@ def _cell_nodes(s, table, F, dF, lo, h, start, step, ll, mx):
 
 @cache
 def _cell_quadrature_kernel():
-    """:func:`_cell_nodes` compiled by numba, the LLMs in parallel (the numpy version of the same sums
-    took about 2 s at the flagship shape on a 37-node grid)."""
+    """:func:`_cell_nodes` compiled by numba, the LLMs in parallel: the grids of the integrated route (and
+    its quadrature check's finer grid) tabulate every cell at every node, too many points for numpy's
+    temporaries at leaderboard scale."""
     global numba, _hermite_weights, _hermite_combine
     import numba
 
