@@ -297,3 +297,23 @@ def test_fixed_items_fit_is_reproducible(setup):
         t2 = fit_bayes(arr, "factor-2pl", **kw)
     for v in ("theta", "overall", "loadings"):
         assert np.array_equal(t1["posterior"][v].values, t2["posterior"][v].values), v
+
+
+def test_expected_accuracy_from_the_tables_is_the_items_mean_probability():
+    """The compiled sums of the domains' tables give every draw's expected accuracy, the mean of P_ij over
+    all items, within the tables' interpolation error; beyond the tables' range P is flat."""
+    from mtlirt.bayes.derived import expected_accuracy_tables
+
+    arr, truth = toy(n=12, sizes=(5, 9, 4), guessing=0.2, seed=4)
+    tables = build_tables(arr, truth["a"], truth["d"], 0.2)
+    rng = np.random.default_rng(5)
+    theta = rng.normal(0, 2, size=(2, 3, arr.n_llms, arr.n_domains)).astype(np.float32)
+    theta[0, 0, 0] = [-30.0, 30.0, 0.5]
+    x = truth["a"] * theta[..., arr.item_domain].astype(np.float64) + truth["d"]
+    P = 0.2 + 0.8 / (1 + np.exp(-x))
+    got = expected_accuracy_tables(theta, tables)
+    assert got.shape == (2, 3, arr.n_llms)
+    np.testing.assert_allclose(got / arr.n_items, P.mean(-1), atol=1e-4)
+    # clamped at the grid's ends: all the domains' floors at -30, every item certain at 30
+    edge = expected_accuracy_tables(np.array([[[[-30.0, -30.0, -30.0]], [[30.0, 30.0, 30.0]]]]), tables)
+    np.testing.assert_allclose(edge[0, :, 0], [0.2 * arr.n_items, arr.n_items], atol=1e-3)

@@ -46,7 +46,7 @@ from functools import cache
 import numpy as np
 from scipy.special import expit, log_expit
 
-from .hermite import hermite_np
+from .hermite import hermite_np, numba_versions
 
 __all__ = [
     "EPS",
@@ -511,8 +511,6 @@ def _cell_quadrature_kernel():
     temporaries at leaderboard scale."""
     global numba, _hermite_weights, _hermite_combine
     import numba
-
-    from mtlirt.numerics.hermite import numba_versions
 
     _hermite_weights, _hermite_combine = numba_versions()
 
