@@ -212,6 +212,9 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
     """
     C, D, K, r = lam.shape
     grid = draw_grid(grid)
+    # the domain scores' step reads the tables once per draw: in single precision (their nodes' log
+    # weights to about 1e-6 nats, far below what moves a draw) it reads half the bytes
+    logw32 = grid.logw.astype(np.float32)
     N = grid.shape[0]
     G = grid.offsets.shape[0]
     eta = np.empty((C, D, N, r))
@@ -232,7 +235,7 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
         th = np.empty((K, N))
         et = np.empty((N, r))
         _draw_eta(nodes, grid.mu, grid.chol, grid.n_axis, grid.outer_step, ue, et)
-        _draw_theta(grid.start, grid.step, grid.logw, lam_t, psi_t, et, ut, th)
+        _draw_theta(grid.start, grid.step, logw32, lam_t, psi_t, et, ut, th)
         eta[c, t] = et
         theta[c, t] = th.T
 
