@@ -200,3 +200,16 @@ def test_factor_grid_posterior_matches_the_plain_sums(items, monkeypatch):
         got_g, got_t = fg.factor_grid_posterior(logL, answered, W, log_prior)
         np.testing.assert_allclose(got_g, pg, rtol=0, atol=1e-12)
         np.testing.assert_allclose(got_t, pt, rtol=0, atol=1e-12)
+
+
+def test_loglik_points_is_the_interpolated_likelihood():
+    """The compiled pointwise likelihood is :func:`loglik_at` plus each cell's constant, at any leading shape
+    and beyond the table's range."""
+    y, obs, slices, a, d, c = _data(n=9, missing=0.3, seed=7)
+    tb = llm_side.tabulate(y, obs, slices, a, d, c)
+    x = np.random.default_rng(8).normal(0, 6, size=(2, 3, 9, len(slices)))
+    assert np.abs(x).max() > -tb.lo
+    want = np.moveaxis(llm_side.loglik_at(tb, np.moveaxis(x, (2, 3), (0, 1))), (0, 1), (2, 3)) + tb.const
+    got = llm_side.loglik_points(tb, x)
+    assert got.shape == x.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)

@@ -39,8 +39,7 @@ import xarray as xr
 from scipy.special import expit
 
 from mtlirt.data.responses import as_responses
-from mtlirt.numerics.hermite import hermite_np
-from mtlirt.numerics.llm_side import bernoulli_loglik
+from mtlirt.numerics.llm_side import bernoulli_loglik, loglik_points
 from mtlirt.numerics.mcmc_stats import summary_stats
 
 __all__ = [
@@ -275,13 +274,10 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
     C, D, N, K = th.shape
     out = np.empty((C, D, N, K))
     if tables is not None:
-
         per = max(1, int(max_elems // max(N * K, 1)))
         for ch in range(C):
             for s in range(0, D, per):
-                t = th[ch, s:s + per]
-                out[ch, s:s + per] = (tables.s * t + tables.const
-                                      - hermite_np(tables.F, tables.dF, tables.table, t, tables.lo, tables.h))
+                out[ch, s:s + per] = loglik_points(tables, th[ch, s:s + per])
         return out
     y = arr.correct
     obs = arr.mask

@@ -26,7 +26,8 @@ The tables
     :func:`tabulate` tabulates ``l_ik`` and its derivative on a fine grid (one
     table per observation pattern without a floor, one per cell with one),
     :class:`LikelihoodTables`; :func:`loglik_at` interpolates them
-    (:mod:`mtlirt.numerics.hermite`).
+    (:mod:`mtlirt.numerics.hermite`), :func:`loglik_points` is the same
+    compiled, for a fit's draws.
 The integrals
     :func:`normal_log_weights` (equally spaced nodes) and :func:`gauss_hermite`
     for a ``N(0, 1)`` trait; :func:`posterior`, the posterior over the nodes
@@ -63,6 +64,7 @@ __all__ = [
     "logits",
     "log_domain",
     "loglik_at",
+    "loglik_points",
     "node_loglik",
     "normal_log_weights",
     "numba_log_domain",
@@ -467,20 +469,47 @@ def cell_quadrature(tables: LikelihoodTables, start: np.ndarray, step: np.ndarra
     N, K = start.shape
     ll = np.empty((N, K, int(n)))
     mx = np.empty((N, K))
-    _cell_quadrature_kernel()(np.ascontiguousarray(tables.s, dtype=np.float64), np.ascontiguousarray(tables.table),
-                              np.ascontiguousarray(tables.F, dtype=np.float64),
-                              np.ascontiguousarray(tables.dF, dtype=np.float64), float(tables.lo), float(tables.h),
-                              np.ascontiguousarray(start, dtype=np.float64),
-                              np.ascontiguousarray(step, dtype=np.float64), ll, mx)
+    _table_kernels()[0](np.ascontiguousarray(tables.s, dtype=np.float64), np.ascontiguousarray(tables.table),
+                        np.ascontiguousarray(tables.F, dtype=np.float64),
+                        np.ascontiguousarray(tables.dF, dtype=np.float64), float(tables.lo), float(tables.h),
+                        np.ascontiguousarray(start, dtype=np.float64), np.ascontiguousarray(step, dtype=np.float64),
+                        ll, mx)
     return ll, mx + np.log(step) - 0.5 * np.log(2 * np.pi)
 
 
-def _cell_nodes(s, table, F, dF, lo, h, start, step, ll, mx):
-    """Per cell (i, k): ``l_ik`` at the nodes ``start_ik + q step_ik`` as :func:`loglik_at` computes it (cubic
-    Hermite, continued linearly outside the table), less its maximum over the nodes, and that maximum."""
-    N, K, n = ll.shape
+def loglik_points(tables: LikelihoodTables, x: np.ndarray) -> np.ndarray:
+    """``l_ik(x) + const_ik`` at points ``x`` (..., N, K), every LLM and domain (compiled :func:`loglik_at`:
+    the pointwise log-likelihood of a fit's draws)."""
+    N, K = tables.s.shape
+    flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, N, K)
+    out = np.empty_like(flat)
+    _table_kernels()[1](np.ascontiguousarray(tables.s, dtype=np.float64),
+                        np.ascontiguousarray(tables.const, dtype=np.float64), np.ascontiguousarray(tables.table),
+                        np.ascontiguousarray(tables.F, dtype=np.float64),
+                        np.ascontiguousarray(tables.dF, dtype=np.float64), float(tables.lo), float(tables.h), flat, out)
+    return out.reshape(np.shape(x))
+
+
+def _table_value(F, dF, t, x, lo, h):
+    """``F[t]`` at ``x`` by cubic Hermite interpolation, continued linearly outside the table (as
+    :func:`mtlirt.numerics.hermite.hermite_np`)."""
     G = F.shape[1]
     hi = lo + h * (G - 1)
+    xc = min(max(x, lo), hi)
+    u = (xc - lo) / h
+    j = min(max(int(math.floor(u)), 0), G - 2)
+    v = _hermite_combine(_hermite_weights(u - j, h), F[t, j], F[t, j + 1], dF[t, j], dF[t, j + 1])
+    if x > hi:
+        v += (x - xc) * dF[t, G - 1]
+    elif x < lo:
+        v += (x - xc) * dF[t, 0]
+    return v
+
+
+def _cell_nodes(s, table, F, dF, lo, h, start, step, ll, mx):
+    """Per cell (i, k): ``l_ik`` at the nodes ``start_ik + q step_ik`` as :func:`loglik_at` computes it, less
+    its maximum over the nodes, and that maximum."""
+    N, K, n = ll.shape
     for i in numba.prange(N):
         for k in range(K):
             t = table[i, k]
@@ -488,15 +517,7 @@ def _cell_nodes(s, table, F, dF, lo, h, start, step, ll, mx):
             m = -np.inf
             for q in range(n):
                 x = start[i, k] + q * step[i, k]
-                xc = min(max(x, lo), hi)
-                u = (xc - lo) / h
-                j = min(max(int(math.floor(u)), 0), G - 2)
-                v = _hermite_combine(_hermite_weights(u - j, h), F[t, j], F[t, j + 1], dF[t, j], dF[t, j + 1])
-                if x > hi:
-                    v += (x - xc) * dF[t, G - 1]
-                elif x < lo:
-                    v += (x - xc) * dF[t, 0]
-                v = si * x - v
+                v = si * x - _table_value(F, dF, t, x, lo, h)
                 ll[i, k, q] = v
                 m = max(m, v)
             mx[i, k] = m
@@ -504,17 +525,28 @@ def _cell_nodes(s, table, F, dF, lo, h, start, step, ll, mx):
                 ll[i, k, q] -= m
 
 
+def _points(s, const, table, F, dF, lo, h, x, out):
+    """``out[m, i, k] = l_ik(x[m, i, k]) + const_ik``, the rows ``m`` in parallel."""
+    M, N, K = x.shape
+    for m in numba.prange(M):
+        for i in range(N):
+            for k in range(K):
+                v = x[m, i, k]
+                out[m, i, k] = s[i, k] * v + const[i, k] - _table_value(F, dF, table[i, k], v, lo, h)
+
+
 @cache
-def _cell_quadrature_kernel():
-    """:func:`_cell_nodes` compiled by numba, the LLMs in parallel: the grids of the integrated route (and
-    its quadrature check's finer grid) tabulate every cell at every node, too many points for numpy's
-    temporaries at leaderboard scale."""
-    global numba, _hermite_weights, _hermite_combine
+def _table_kernels():
+    """:func:`_cell_nodes` and :func:`_points` compiled by numba, in parallel: the integrated route's grids
+    (and its quadrature check's finer grid) and a fit's pointwise log-likelihood evaluate the tables at
+    every cell many times over, too many points for numpy's temporaries at leaderboard scale."""
+    global numba, _hermite_weights, _hermite_combine, _table_value
     import numba
 
     _hermite_weights, _hermite_combine = numba_versions()
-
-    return numba.njit(parallel=True, nogil=True, boundscheck=False, cache=True)(_cell_nodes)
+    _table_value = numba.njit(boundscheck=False, cache=True)(_table_value)
+    jit = numba.njit(parallel=True, nogil=True, boundscheck=False, cache=True)
+    return jit(_cell_nodes), jit(_points)
 
 
 def log_domain(logw_k, i, t0, h, m, a):
