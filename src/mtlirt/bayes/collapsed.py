@@ -355,7 +355,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     stages["mode"] = time.perf_counter() - t1
     laplace, spacing = None, None
     if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
-        laplace = _laplace(sgrid, layout, spec.priors.loading_scale, _x_of(V2, layout))
+        laplace = _laplace(sgrid, layout, spec.priors.loading_scale, _x_of(V2, layout), cores=cores)
         stages["laplace"] = laplace[2]["seconds"]
         grid, spacing = _spaced_for_reach(grid, tables, laplace, V2, layout, go)
         if spacing is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -156,21 +157,25 @@ def _x_of(V: np.ndarray, layout) -> np.ndarray:
     return np.concatenate([np.arcsinh(V[rows, cols]), np.log(np.arcsinh(np.maximum(V[drows, np.arange(r)], 1e-3)))])
 
 
-def laplace_whitening(logp, x0: np.ndarray, *, eps: float = 1e-4) -> tuple[np.ndarray, np.ndarray, dict]:
+def laplace_whitening(logp, x0: np.ndarray, *, eps: float = 1e-4,
+                      cores: int = 1) -> tuple[np.ndarray, np.ndarray, dict]:
     """The Laplace approximation of a log density at (near) its mode: centre
     ``xc`` (one Newton step from ``x0``) and a square root ``T`` of its
     covariance (``T T' = (-H)^-1``, ``H`` the Hessian by central differences
-    of the gradient, ``2 n`` evaluations). In ``z = T^-1 (x - xc)`` the
+    of the gradient, ``2 n`` evaluations, ``cores`` at a time). In ``z = T^-1 (x - xc)`` the
     posterior is close to ``N(0, I)``: NUTS starts with the right scales and
     correlations instead of learning them in the warm-up. Where ``-H`` is not
     positive definite, ``T`` is diagonal (or the identity)."""
     x0 = np.asarray(x0, dtype=np.float64)
     n = len(x0)
-    H = np.empty((n, n))
-    for j in range(n):
+
+    def column(j):
         e = np.zeros(n)
         e[j] = eps
-        H[:, j] = (logp(x0 + e)[1] - logp(x0 - e)[1]) / (2 * eps)
+        return (logp(x0 + e)[1] - logp(x0 - e)[1]) / (2 * eps)
+
+    with ThreadPoolExecutor(max(1, int(cores))) as pool:
+        H = np.column_stack(list(pool.map(column, range(n))))
     H = 0.5 * (H + H.T)
     f0, g0 = logp(x0)[:2]
     try:
@@ -286,10 +291,11 @@ def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.n
     ss = ss.assign_coords(chain=np.arange(ss.sizes["chain"]), draw=np.arange(ss.sizes["draw"]))
     return post, ss
 
-def _laplace(grid: CollapsedGrid, layout, loading_scale: float, x0: np.ndarray) -> tuple:
-    """:func:`laplace_whitening` of the structure at ``x0``, timed: ``(xc, T, info)``."""
+def _laplace(grid: CollapsedGrid, layout, loading_scale: float, x0: np.ndarray, cores: int = 1) -> tuple:
+    """:func:`laplace_whitening` of the structure at ``x0`` (the kernel releases the GIL: ``cores``
+    gradients at a time), timed: ``(xc, T, info)``."""
     t0 = time.perf_counter()
-    xc, T, winfo = laplace_whitening(structure_logp(grid, layout, loading_scale), x0)
+    xc, T, winfo = laplace_whitening(structure_logp(grid, layout, loading_scale), x0, cores=cores)
     winfo["seconds"] = time.perf_counter() - t0
     return xc, T, winfo
 
