@@ -386,6 +386,6 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     if check:
         C, D = psi.shape[:2]
         info["quadrature_check"] = quadrature_check(sgrid, stables, lam.reshape(C * D, K, r),
-                                                    psi.reshape(C * D, K))
+                                                    psi.reshape(C * D, K), cores=cores)
         stages["quadrature_check"] = info["quadrature_check"]["seconds"]
     return CollapsedFit(posterior=post, sample_stats=ss, grid=grid, info=info)
