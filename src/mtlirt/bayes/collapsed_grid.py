@@ -388,9 +388,8 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
 
     with ThreadPoolExecutor(max(1, int(cores))) as pool:
         got = list(pool.map(at, pick))
-    diffs = [g[0] for g in got]
+    diffs = np.asarray([g[0] for g in got])
     per = max(g[1] for g in got)
-    diffs = np.asarray(diffs)
     return {"max_abs_diff": float(np.abs(diffs).max()), "spread_diff": float(np.ptp(diffs)),
             "max_abs_diff_per_llm": per, "n_draws": len(pick), "fine_grid": fine,
             "seconds": time.perf_counter() - t0}

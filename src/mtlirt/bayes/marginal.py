@@ -70,8 +70,7 @@ import numba
 import numpy as np
 
 from mtlirt.bayes._factor import factor_parts
-from mtlirt.numerics.hermite import numba_versions
-from mtlirt.numerics.llm_side import cell_quadrature, conditional_moments, numba_log_domain
+from mtlirt.numerics.llm_side import cell_quadrature, conditional_moments, numba_log_domain, table_value_kernel
 from mtlirt.progress import progress_bar
 
 __all__ = [
@@ -370,7 +369,7 @@ def pin_standardisation(eta_raw, sd: float) -> None:
     pm.Potential("eta_raw_pin", -(n / (2.0 * sd**2)) * (pt.sqr(mean) + pt.sqr(rms - 1.0)).sum())
 
 
-_hermite_weights, _hermite_combine = numba_versions()
+_table_value = table_value_kernel()
 
 
 # Module level and cached on disk (numba's cache beside this file): it is called from Python only
@@ -378,13 +377,11 @@ _hermite_weights, _hermite_combine = numba_versions()
 # so a cached and a fresh compile give the same draws (benchmarks/bench_reproducible.py draws), and a
 # new process loads it instead of compiling it.
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _imh_kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, zs, es, out, acc):
+def _imh_kernel(m, psi, s, rows, F, dF, lo, h, info, that, kappa, zs, es, out, acc):
     # zs: standard normals (d, T + 1, N, K); es: standard exponentials
     # (d, T, N, K), so a step is accepted when -log(u) = e > lw - lw(y)
     d, N, K = m.shape
     T = es.shape[1]
-    hi = lo + h * (G - 1)
-    inv_h = 1.0 / h
     for i in numba.prange(N):
         n_acc = 0
         for t in range(d):
@@ -395,22 +392,13 @@ def _imh_kernel(m, psi, s, rows, Ff, dFf, lo, h, G, info, that, kappa, zs, es, o
                 sp = kappa / np.sqrt(prec)
                 mk = m[t, i, k]
                 sk = s[i, k]
-                row = rows[i, k] * G
+                row = rows[i, k]
                 x = 0.0
                 lw = 0.0
                 for step in range(T + 1):
                     z = zs[t, step, i, k]
                     y = mu + sp * z
-                    # l(y) by cubic Hermite interpolation, linear outside
-                    yc = min(max(y, lo), hi)
-                    u = (yc - lo) * inv_h
-                    i0 = min(max(int(np.floor(u)), 0), G - 2)
-                    b = row + i0
-                    g = _hermite_combine(_hermite_weights(u - i0, h), Ff[b], Ff[b + 1], dFf[b], dFf[b + 1])
-                    if y > hi:
-                        g += (y - hi) * dFf[row + G - 1]
-                    elif y < lo:
-                        g += (y - lo) * dFf[row]
+                    g = _table_value(F, dF, row, y, lo, h)  # l(y) by cubic Hermite interpolation, linear outside
                     # target over proposal density, log, up to a constant
                     lwy = sk * y - g - 0.5 * (y - mk) ** 2 * inv_ps2 + 0.5 * z * z
                     if step == 0:
@@ -461,8 +449,8 @@ def draw_domain_scores(tables, quad: dict, m, psi, *, seed: int = 0, steps: int 
     N = tables.s.shape[0]
     get_m = m if callable(m) else (lambda c, sl: m[c, sl])
     info, that = _likelihood_gaussian(quad)
-    Ff = np.ascontiguousarray(tables.F.reshape(-1))
-    dFf = np.ascontiguousarray(tables.dF.reshape(-1))
+    F = np.ascontiguousarray(tables.F, dtype=np.float64)
+    dF = np.ascontiguousarray(tables.dF, dtype=np.float64)
     rows = np.ascontiguousarray(tables.table, dtype=np.int64)
     s = np.ascontiguousarray(tables.s, dtype=np.float64)
     out = np.empty((C, D, N, K), dtype=dtype)
@@ -495,8 +483,8 @@ def draw_domain_scores(tables, quad: dict, m, psi, *, seed: int = 0, steps: int 
             if b + 1 < len(blocks):
                 pending = pool.submit(fill, b + 1)
             buf = bbuf[:d]
-            kernel(mm, np.ascontiguousarray(psi[c, sl], dtype=np.float64), s, rows, Ff, dFf,
-                   float(tables.lo), float(tables.h), int(tables.n_grid), info, that, float(kappa),
+            kernel(mm, np.ascontiguousarray(psi[c, sl], dtype=np.float64), s, rows, F, dF,
+                   float(tables.lo), float(tables.h), info, that, float(kappa),
                    zbuf[b % 2, :d], ebuf[b % 2, :d], buf, acc)
             out[c, sl] = buf
             if progress is not None:

@@ -9,7 +9,9 @@ with the weights of :func:`weights` (C1, error ``O(h^4)``), summed by
 :func:`combine`. :func:`hermite_np` and :func:`hermite_pt` continue the
 function linearly outside the nodes, with the slope of the nearest end;
 :func:`numba_versions` compiles the two for the numba kernels (the trait step
-of :mod:`mtlirt.estimators.irt`, the domain-score draws of
+of :mod:`mtlirt.estimators.irt`; :func:`mtlirt.numerics.llm_side.table_value_kernel`,
+the tables' value at a point, continued linearly, for the cell grids, the
+pointwise log-likelihood and the domain-score draws of
 :mod:`mtlirt.bayes.marginal`), which find the segment themselves.
 """
 

@@ -68,6 +68,7 @@ __all__ = [
     "node_loglik",
     "normal_log_weights",
     "numba_log_domain",
+    "table_value_kernel",
     "partition",
     "posterior",
     "softplus",
@@ -517,7 +518,7 @@ def _cell_nodes(s, table, F, dF, lo, h, start, step, ll, mx):
             m = -np.inf
             for q in range(n):
                 x = start[i, k] + q * step[i, k]
-                v = si * x - _table_value(F, dF, t, x, lo, h)
+                v = si * x - _table_value_jit(F, dF, t, x, lo, h)
                 ll[i, k, q] = v
                 m = max(m, v)
             mx[i, k] = m
@@ -532,7 +533,20 @@ def _points(s, const, table, F, dF, lo, h, x, out):
         for i in range(N):
             for k in range(K):
                 v = x[m, i, k]
-                out[m, i, k] = s[i, k] * v + const[i, k] - _table_value(F, dF, table[i, k], v, lo, h)
+                out[m, i, k] = s[i, k] * v + const[i, k] - _table_value_jit(F, dF, table[i, k], v, lo, h)
+
+
+@cache
+def table_value_kernel():
+    """:func:`_table_value` compiled by numba (without fast-math): one interpolant of the tables at a point
+    for every kernel that evaluates them (the cell grids, the pointwise log-likelihood, the domain scores'
+    draws of :mod:`mtlirt.bayes.marginal`)."""
+    global numba, _hermite_weights, _hermite_combine, _table_value_jit
+    import numba
+
+    _hermite_weights, _hermite_combine = numba_versions()
+    _table_value_jit = numba.njit(boundscheck=False, cache=True)(_table_value)
+    return _table_value_jit
 
 
 @cache
@@ -540,11 +554,7 @@ def _table_kernels():
     """:func:`_cell_nodes` and :func:`_points` compiled by numba, in parallel: the integrated route's grids
     (and its quadrature check's finer grid) and a fit's pointwise log-likelihood evaluate the tables at
     every cell many times over, too many points for numpy's temporaries at leaderboard scale."""
-    global numba, _hermite_weights, _hermite_combine, _table_value
-    import numba
-
-    _hermite_weights, _hermite_combine = numba_versions()
-    _table_value = numba.njit(boundscheck=False, cache=True)(_table_value)
+    table_value_kernel()
     jit = numba.njit(parallel=True, nogil=True, boundscheck=False, cache=True)
     return jit(_cell_nodes), jit(_points)
 
