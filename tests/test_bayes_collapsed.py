@@ -162,6 +162,39 @@ def test_draws_follow_the_grid_posterior(case):
     assert np.array_equal(eta2.reshape(S, *eta2.shape[2:]), eta)
 
 
+@pytest.mark.parametrize("psi_scale", [1.0, 0.1])
+def test_domain_score_draws_are_the_cells_inverse_cdf(case, psi_scale):
+    """The block-vectorised draw of the domain scores (recurrence weights, counted segments) is the
+    log-linear inverse CDF of each cell's exact log density at the same uniform; also where the
+    recurrence would leave the float range and the cell is drawn in the log domain: residual sds far
+    below the nodes' span (``psi_scale`` 0.1), prior means far beyond every node."""
+    tables, lam, psi, grid = case
+    g = cg.draw_grid(cg.regrid(grid, tables, lam, psi))
+    psi = psi * psi_scale
+    N, K = g.shape
+    rng = np.random.default_rng(7)
+    eta = rng.normal(size=(N, g.rank))
+    eta[:3] = 40.0
+    u = rng.random((K, N))
+    theta = np.empty((K, N))
+    cd._draw_theta(g.start, g.step, g.logw.astype(np.float32), g.expw.astype(np.float32),
+                   np.ascontiguousarray(lam), np.ascontiguousarray(psi), eta, u, theta)
+    Q = g.logw.shape[1]
+    ref = np.empty((K, N))
+    buf = np.empty(Q)
+    for k in range(K):
+        m = eta @ lam[k]
+        for i in range(N):
+            t = g.start[k, i] + g.step[k, i] * np.arange(Q)
+            lv = g.logw[k, :, i] - (t - m[i]) ** 2 / (2 * psi[k] ** 2)
+            ref[k, i] = cd._sample_loglinear(lv, g.start[k, i], g.step[k, i], u[k, i], buf)
+    assert np.abs(theta - ref).max() < 1e-5 * np.abs(g.step).max()
+    # the far cells sit in their end segment on the prior mean's side, as the exact density puts them
+    up = (lam @ eta[:3].T) > 0
+    seg = (theta[:, :3] - g.start[:, :3]) / g.step[:, :3]
+    assert np.all(np.where(up, seg >= Q - 2, seg <= 1))
+
+
 def test_structure_logp_gradient(case):
     from mtlirt.bayes.model import loading_layout
 

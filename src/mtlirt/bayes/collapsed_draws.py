@@ -20,7 +20,7 @@ import numpy as np
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 from mtlirt.bayes.collapsed_grid import draw_grid
-from mtlirt.bayes.collapsed_kernel import _BLOCK, _EMPTY2, CollapsedGrid, collapsed_kernel
+from mtlirt.bayes.collapsed_kernel import _BLOCK, _EMPTY2, _P_MIN, CollapsedGrid, _inner_weights, collapsed_kernel
 
 __all__ = [
     "draw_llm_side",
@@ -108,40 +108,65 @@ def _draw_eta(nodes, mu, chol, n_axis, h_out, u_eta, eta_out):
             eta_out[i, jj] = s
 
 
+# below this |difference| of a segment's end log densities its mass is the trapezoid with its end correction
+# (error below dlt^4 / 720 relative); above it the exact (e1 - e0) / dlt, whose rounding of the float32
+# weights is then below 1e-6 relative
+_TRAPEZOID_DLT = 0.1
+
+
 @numba.njit(nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _draw_theta(start, step, logw, lam, psi, eta, u_theta, theta):
+def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
     # the domain scores given the overall traits eta (N, r): u_theta and
     # theta laid out (K, N) like the tables (K, Q, N), a domain at a time in
     # blocks of LLMs so that the tables are read as contiguous streams and
-    # every step of a block is a loop the compiler vectorises: the log
-    # density at the inner nodes, the segment masses, the segment each
-    # uniform falls in (by counting), and the inverse within it (with the
-    # vectorisable exp and log, on the side where the density falls)
+    # every step of a block is a loop the compiler vectorises. The density
+    # at the inner nodes, w_q exp(-a d_q^2) up to a factor, comes from the
+    # kernel's recurrence (_inner_weights: three exponentials per cell, not
+    # Q); each segment's log slope from the log weights; then the segment
+    # masses, the segment each uniform falls in (by counting), and the
+    # inverse within it (with the vectorisable exp and log, on the side
+    # where the density falls). A cell whose recurrence could leave the
+    # float range, or whose mass underflows, is drawn in the log domain
+    # (_sample_loglinear, the same inverse CDF).
     N, r = eta.shape
     K, Q, _ = logw.shape
+    Qc = 0.5 * (Q - 1)
     B = _BLOCK
-    L = np.empty((Q, B))
-    E = np.empty((Q, B))
+    A = np.empty((Q, B))
     C = np.empty((Q, B))
-    mb = np.empty(B)
+    work = np.empty((8, B))
+    c, M, gq, rq, kq, fv, dv, tot = work[0], work[1], work[2], work[3], work[4], work[5], work[6], work[7]
+    bad = np.empty(B, dtype=np.bool_)
     qv = np.empty(B, np.int64)
-    fv = np.empty(B)
-    dv = np.empty(B)
+    lv = np.empty(Q)
+    wbuf = np.empty(Q)
     for k in range(K):
         a = 0.5 / (psi[k] * psi[k])
         for b0 in range(0, N, B):
             nb = min(N, b0 + B) - b0
+            hh = step[k, b0:b0 + nb]
             for ii in range(nb):
                 m = 0.0
                 for jj in range(r):
                     m += lam[k, jj] * eta[b0 + ii, jj]
-                mb[ii] = m
-            for q in range(Q):
+                c[ii] = start[k, b0 + ii] + Qc * hh[ii] - m  # the middle node's distance from the prior mean
+            _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, M, bad, gq, rq, kq, A)
+            for ii in range(nb):
+                tot[ii] = 0.0
+            for q in range(Q - 1):
+                lw0 = logw[k, q, b0:b0 + nb]
+                lw1 = logw[k, q + 1, b0:b0 + nb]
                 for ii in range(nb):
-                    i = b0 + ii
-                    d = start[k, i] + q * step[k, i] - mb[ii]
-                    L[q, ii] = logw[k, q, i] - a * d * d
-            _loglinear_masses(L, E, C, mb, nb)
+                    h = hh[ii]
+                    dlt = (lw1[ii] - lw0[ii]) - a * h * (2.0 * (c[ii] + (q - Qc) * h) + h)
+                    e0 = A[q, ii]
+                    e1 = A[q + 1, ii]
+                    if abs(dlt) < _TRAPEZOID_DLT:
+                        mm = 0.5 * (e0 + e1) - (e1 - e0) * dlt * (1.0 / 12.0)
+                    else:
+                        mm = (e1 - e0) / dlt
+                    tot[ii] += mm
+                    C[q, ii] = tot[ii]
             for ii in range(nb):
                 fv[ii] = u_theta[k, b0 + ii] * C[Q - 2, ii]
                 qv[ii] = 0
@@ -154,7 +179,8 @@ def _draw_theta(start, step, logw, lam, psi, eta, u_theta, theta):
                 seg = C[q, ii] - prev
                 frac = (fv[ii] - prev) / seg if seg > 0 else 0.5
                 fv[ii] = min(max(frac, 0.0), 1.0)
-                dv[ii] = L[q + 1, ii] - L[q, ii]
+                h = hh[ii]
+                dv[ii] = (logw[k, q + 1, b0 + ii] - logw[k, q, b0 + ii]) - a * h * (2.0 * (c[ii] + (q - Qc) * h) + h)
             for ii in range(nb):
                 # within the segment the density is exp(dlt s), s in [0, 1]: its CDF inverted at frac,
                 # on the mirrored segment where dlt > 0 so that the exponent is never positive
@@ -167,27 +193,14 @@ def _draw_theta(start, step, logw, lam, psi, eta, u_theta, theta):
                 s = s if down else 1.0 - s
                 i = b0 + ii
                 theta[k, i] = start[k, i] + (qv[ii] + min(max(s, 0.0), 1.0)) * step[k, i]
-
-
-@numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _loglinear_masses(L, E, C, mx, nb):
-    # column ii of L (Q, B): log density at Q equally spaced nodes; C[q, ii]:
-    # the cumulative mass up to the end of segment q of the density
-    # interpolated log-linearly (as _sample_loglinear, a block at a time)
-    Q = L.shape[0]
-    for ii in range(nb):
-        mx[ii] = L[0, ii]
-    for q in range(1, Q):
-        for ii in range(nb):
-            mx[ii] = max(mx[ii], L[q, ii])
-    for q in range(Q):
-        for ii in range(nb):
-            E[q, ii] = exp_nonpos(L[q, ii] - mx[ii])
-    for q in range(Q - 1):
-        for ii in range(nb):
-            dlt = L[q + 1, ii] - L[q, ii]
-            m = 0.5 * (E[q, ii] + E[q + 1, ii]) if abs(dlt) < 1e-4 else (E[q + 1, ii] - E[q, ii]) / dlt
-            C[q, ii] = (C[q - 1, ii] if q > 0 else 0.0) + m
+            for ii in range(nb):
+                if bad[ii] or not tot[ii] > _P_MIN:
+                    i = b0 + ii
+                    h = hh[ii]
+                    for q in range(Q):
+                        d = c[ii] + (q - Qc) * h
+                        lv[q] = logw[k, q, i] - a * d * d
+                    theta[k, i] = _sample_loglinear(lv, start[k, i], h, u_theta[k, i], wbuf)
 
 
 def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed: int = 0,
@@ -212,9 +225,10 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
     """
     C, D, K, r = lam.shape
     grid = draw_grid(grid)
-    # the domain scores' step reads the tables once per draw: in single precision (their nodes' log
-    # weights to about 1e-6 nats, far below what moves a draw) it reads half the bytes
+    # the domain scores' step reads the tables once per draw: in single precision (the nodes' weights
+    # and log weights to 6e-8 relative, far below what moves a draw) it reads half the bytes
     logw32 = grid.logw.astype(np.float32)
+    expw32 = grid.expw.astype(np.float32)
     N = grid.shape[0]
     G = grid.offsets.shape[0]
     eta = np.empty((C, D, N, r))
@@ -235,7 +249,7 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
         th = np.empty((K, N))
         et = np.empty((N, r))
         _draw_eta(nodes, grid.mu, grid.chol, grid.n_axis, grid.outer_step, ue, et)
-        _draw_theta(grid.start, grid.step, logw32, lam_t, psi_t, et, ut, th)
+        _draw_theta(grid.start, grid.step, logw32, expw32, lam_t, psi_t, et, ut, th)
         eta[c, t] = et
         theta[c, t] = th.T
 
