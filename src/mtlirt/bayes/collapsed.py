@@ -375,7 +375,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         wi["thin_rule"] = {"rule": f"keep about {KEEP_DRAWS} draws where the structure's ESS allows",
                            "structure_draws": int(C * D), "min_ess_bulk": diag_all["min_ess_bulk"], "thin": thin}
     post, ss, lam, psi = _thinned(post, ss, lam, psi, thin, diag_all, wi)
-    eta, theta = draw_llm_side(grid, lam, psi, seed=seed)
+    eta, theta = draw_llm_side(grid, lam, psi, seed=seed, cores=cores)
     post = _with_llm_side(post, eta, theta, coords, r)
     stages["llm_side_draws"] = time.perf_counter() - t3
     info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]),

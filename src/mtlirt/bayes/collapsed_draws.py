@@ -204,7 +204,7 @@ def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
 
 
 def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed: int = 0,
-                  dtype=np.float32, progress=None):
+                  dtype=np.float32, progress=None, cores: int = 2):
     """Draw every LLM's overall trait and domain scores from their conditional
     posteriors given each structure draw (see module docstring).
 
@@ -217,6 +217,9 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
     dtype : numpy dtype of the domain scores
     progress : callable, optional
         Called with the fraction done.
+    cores : int
+        Structure draws drawn at once, one per thread (the kernels release the GIL); the draws do not
+        depend on it.
 
     Returns
     -------
@@ -254,7 +257,7 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
         theta[c, t] = th.T
 
     done = 0
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(max(1, int(cores))) as pool:
         for _ in pool.map(one, range(len(jobs))):
             done += 1
             if progress is not None and done % max(1, len(jobs) // 100) == 0:
