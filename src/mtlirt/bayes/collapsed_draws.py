@@ -114,6 +114,59 @@ def _draw_eta(nodes, mu, chol, n_axis, h_out, u_eta, eta_out):
 _TRAPEZOID_DLT = 0.1
 
 
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, A, C, tot):
+    # C[q, ii]: the mass up to the end of segment q of the density A (Q, B) interpolated log-linearly,
+    # each segment's log slope from the log weights and the Gaussian's (no logarithm of A)
+    for ii in range(nb):
+        tot[ii] = 0.0
+    for q in range(Q - 1):
+        lw0 = logw[k, q, b0:b0 + nb]
+        lw1 = logw[k, q + 1, b0:b0 + nb]
+        for ii in range(nb):
+            h = hh[ii]
+            dlt = (lw1[ii] - lw0[ii]) - a * h * (2.0 * (c[ii] + (q - Qc) * h) + h)
+            e0 = A[q, ii]
+            e1 = A[q + 1, ii]
+            if abs(dlt) < _TRAPEZOID_DLT:
+                mm = 0.5 * (e0 + e1) - (e1 - e0) * dlt * (1.0 / 12.0)
+            else:
+                mm = (e1 - e0) / dlt
+            tot[ii] += mm
+            C[q, ii] = tot[ii]
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, C, u_theta, start, fv, dv, qv, theta):
+    # the segment each uniform falls in (by counting), then the inverse CDF within it (with the
+    # vectorisable exp and log, on the side where the density falls)
+    for ii in range(nb):
+        fv[ii] = u_theta[k, b0 + ii] * C[Q - 2, ii]
+        qv[ii] = 0
+    for q in range(Q - 2):
+        for ii in range(nb):
+            qv[ii] += C[q, ii] < fv[ii]
+    for ii in range(nb):
+        q = qv[ii]
+        prev = C[q - 1, ii] if q > 0 else 0.0
+        seg = C[q, ii] - prev
+        frac = (fv[ii] - prev) / seg if seg > 0 else 0.5
+        fv[ii] = min(max(frac, 0.0), 1.0)
+        h = hh[ii]
+        dv[ii] = (logw[k, q + 1, b0 + ii] - logw[k, q, b0 + ii]) - a * h * (2.0 * (c[ii] + (q - Qc) * h) + h)
+    for ii in range(nb):
+        # within the segment the density is exp(dlt s), s in [0, 1]: its CDF inverted at frac,
+        # on the mirrored segment where dlt > 0 so that the exponent is never positive
+        dlt = dv[ii]
+        down = dlt < 0.0
+        dn = dlt if down else -dlt
+        fn = fv[ii] if down else 1.0 - fv[ii]
+        w = max(1.0 + fn * (exp_nonpos(dn) - 1.0), 1e-300)
+        s = log_pos(w) / dn if dn < -1e-8 else fn
+        s = s if down else 1.0 - s
+        theta[k, b0 + ii] = start[k, b0 + ii] + (qv[ii] + min(max(s, 0.0), 1.0)) * hh[ii]
+
+
 @numba.njit(nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
 def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
     # the domain scores given the overall traits eta (N, r): u_theta and
@@ -122,12 +175,9 @@ def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
     # every step of a block is a loop the compiler vectorises. The density
     # at the inner nodes, w_q exp(-a d_q^2) up to a factor, comes from the
     # kernel's recurrence (_inner_weights: three exponentials per cell, not
-    # Q); each segment's log slope from the log weights; then the segment
-    # masses, the segment each uniform falls in (by counting), and the
-    # inverse within it (with the vectorisable exp and log, on the side
-    # where the density falls). A cell whose recurrence could leave the
-    # float range, or whose mass underflows, is drawn in the log domain
-    # (_sample_loglinear, the same inverse CDF).
+    # Q); then the segment masses and the inverse CDF. A cell whose
+    # recurrence could leave the float range, or whose mass underflows, is
+    # drawn in the log domain (_sample_loglinear, the same inverse CDF).
     N, r = eta.shape
     K, Q, _ = logw.shape
     Qc = 0.5 * (Q - 1)
@@ -151,48 +201,8 @@ def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
                     m += lam[k, jj] * eta[b0 + ii, jj]
                 c[ii] = start[k, b0 + ii] + Qc * hh[ii] - m  # the middle node's distance from the prior mean
             _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, M, bad, gq, rq, kq, A)
-            for ii in range(nb):
-                tot[ii] = 0.0
-            for q in range(Q - 1):
-                lw0 = logw[k, q, b0:b0 + nb]
-                lw1 = logw[k, q + 1, b0:b0 + nb]
-                for ii in range(nb):
-                    h = hh[ii]
-                    dlt = (lw1[ii] - lw0[ii]) - a * h * (2.0 * (c[ii] + (q - Qc) * h) + h)
-                    e0 = A[q, ii]
-                    e1 = A[q + 1, ii]
-                    if abs(dlt) < _TRAPEZOID_DLT:
-                        mm = 0.5 * (e0 + e1) - (e1 - e0) * dlt * (1.0 / 12.0)
-                    else:
-                        mm = (e1 - e0) / dlt
-                    tot[ii] += mm
-                    C[q, ii] = tot[ii]
-            for ii in range(nb):
-                fv[ii] = u_theta[k, b0 + ii] * C[Q - 2, ii]
-                qv[ii] = 0
-            for q in range(Q - 2):
-                for ii in range(nb):
-                    qv[ii] += C[q, ii] < fv[ii]
-            for ii in range(nb):
-                q = qv[ii]
-                prev = C[q - 1, ii] if q > 0 else 0.0
-                seg = C[q, ii] - prev
-                frac = (fv[ii] - prev) / seg if seg > 0 else 0.5
-                fv[ii] = min(max(frac, 0.0), 1.0)
-                h = hh[ii]
-                dv[ii] = (logw[k, q + 1, b0 + ii] - logw[k, q, b0 + ii]) - a * h * (2.0 * (c[ii] + (q - Qc) * h) + h)
-            for ii in range(nb):
-                # within the segment the density is exp(dlt s), s in [0, 1]: its CDF inverted at frac,
-                # on the mirrored segment where dlt > 0 so that the exponent is never positive
-                dlt = dv[ii]
-                down = dlt < 0.0
-                dn = dlt if down else -dlt
-                fn = fv[ii] if down else 1.0 - fv[ii]
-                w = max(1.0 + fn * (exp_nonpos(dn) - 1.0), 1e-300)
-                s = log_pos(w) / dn if dn < -1e-8 else fn
-                s = s if down else 1.0 - s
-                i = b0 + ii
-                theta[k, i] = start[k, i] + (qv[ii] + min(max(s, 0.0), 1.0)) * step[k, i]
+            _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, A, C, tot)
+            _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, C, u_theta, start, fv, dv, qv, theta)
             for ii in range(nb):
                 if bad[ii] or not tot[ii] > _P_MIN:
                     i = b0 + ii
