@@ -157,9 +157,10 @@ def test_draws_follow_the_grid_posterior(case):
     ratio = theta.std(0) / tsd
     assert abs(ratio.mean() - 1) < 0.02
     assert abs((eta.std(0) / sd_eta).mean() - 1) < 0.03
-    # same seed, same draws
-    eta2, _ = cd.draw_llm_side(grid, lam_d, psi_d, seed=5, dtype=np.float64)
+    # same seed, same draws, on any number of threads
+    eta2, theta2 = cd.draw_llm_side(grid, lam_d, psi_d, seed=5, dtype=np.float64, cores=3)
     assert np.array_equal(eta2.reshape(S, *eta2.shape[2:]), eta)
+    assert np.array_equal(theta2.reshape(S, *theta2.shape[2:]), theta)
 
 
 @pytest.mark.parametrize("psi_scale", [1.0, 0.1])
