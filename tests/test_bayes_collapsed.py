@@ -265,6 +265,41 @@ def test_imh_proposal_and_chains_are_exact():
     assert np.mean(x > 0.5 + 1.645 * 1.3) == pytest.approx(0.05, abs=0.006)
 
 
+def test_imh_burn_in_from_the_pilot():
+    """The burn-in grows with the pilot's largest importance ratio, within its bounds, and suffices:
+    chains started far out in the tail (the posterior N(0.5, 1.3^2) against the proposal of
+    test_imh_proposal_and_chains_are_exact) stand, after it, distributed as the posterior."""
+    from scipy.stats import kstest, norm
+
+    assert mh.imh_burn_in(None) == mh.IMH_TUNE
+    assert mh.imh_burn_in({"max_weight": 1.0}) == mh.IMH_TUNE_MIN
+    assert mh.imh_burn_in({"max_weight": 50.0}) == mh.IMH_TUNE
+    # W = 6: the distance (5/6)^n falls below 1% at n = 26
+    assert mh.imh_burn_in({"max_weight": 3.0}) == 26
+    assert mh.imh_burn_in({"max_weight": 2.0}) < mh.imh_burn_in({"max_weight": 3.0}) < mh.imh_burn_in(
+        {"max_weight": 6.0})
+
+    rng = np.random.default_rng(1)
+
+    def log_w(zz):
+        return norm.logpdf(zz[..., 0], 0.5, 1.3) - mh.imh_log_proposal(zz)
+
+    pilot = mh.imh_proposals(rng, (200,), 1)
+    lw = log_w(pilot)
+    n = mh.imh_burn_in({"max_weight": float(np.exp(lw - lw.max()).mean() ** -1)})
+    assert mh.IMH_TUNE_MIN <= n < mh.IMH_TUNE
+    C = 20_000
+    z0 = np.full((C, 1), 12.0)  # far in the posterior's tail
+    zs = mh.imh_proposals(rng, (C, n), 1)
+    state, _ = mh._imh_chains(log_w(z0), log_w(zs), rng.random((C, n)))
+    last = np.where(state[:, -1] < 0, z0[:, 0], zs[np.arange(C), np.maximum(state[:, -1], 0), 0])
+    assert kstest(last, norm(0.5, 1.3).cdf).statistic < 0.02
+    # after one step the chains stand where the proposal puts them, not yet as the posterior
+    state, _ = mh._imh_chains(log_w(z0), log_w(zs[:, :1]), rng.random((C, 1)))
+    first = np.where(state[:, -1] < 0, z0[:, 0], zs[:, 0, 0])
+    assert kstest(first, norm(0.5, 1.3).cdf).statistic > 0.05
+
+
 def test_pareto_khat_flags_a_poor_proposal():
     """IMH's convergence check: heavy-tailed importance ratios (a proposal
     that misses the posterior's tail) fail it, light-tailed ones pass."""
@@ -331,7 +366,8 @@ def test_sample_structure_end_to_end():
     fits = {"nuts": run(draws=300, tune=300, sampler="nutpie"), "imh": run(draws=1000)}
     assert int(fits["nuts"].sample_stats["diverging"].sum()) == 0
     imh = fits["imh"]
-    assert imh.info["sampler"] == "imh" and imh.info["tune"] == mh.IMH_TUNE
+    assert imh.info["sampler"] == "imh" and imh.info["tune"] == mh.imh_burn_in(imh.info["imh_pilot"])
+    assert imh.info["burn_in"]["tune"] == imh.info["tune"] < mh.IMH_TUNE
     assert imh.info["imh_pilot"]["khat"] <= mh.IMH_PILOT_K_MAX
     assert min(imh.info["imh"]["acceptance"]) > 0.6
     assert pareto_khat(imh.sample_stats["proposal_log_weight"].values) < 0.7
@@ -421,7 +457,10 @@ def test_fit_bayes_integrated_route():
     assert post["overall"].shape == (2, 250, 100)
     assert post.attrs["mtlirt_thin"] == 2 and post.attrs["mtlirt_draws"] == 500
     assert post.attrs["mtlirt_llm_side"] == "integrated"
-    assert post.attrs["mtlirt_sampler"] == "imh" and post.attrs["mtlirt_tune"] == 100
+    # the burn-in set by the pilot's importance ratios
+    burn = json.loads(tree.attrs["mtlirt_info"])["burn_in"]
+    assert post.attrs["mtlirt_sampler"] == "imh" and post.attrs["mtlirt_tune"] == burn["tune"] < mh.IMH_TUNE
+    assert burn["tune"] == mh.imh_burn_in({"max_weight": burn["max_weight"]})
     assert np.isnan(post.attrs["mtlirt_target_accept"])
     assert json.loads(post.attrs["mtlirt_sampled_vars"]) == ["loading_free", "loading_diag"]
     d = diagnostics(tree)
@@ -430,7 +469,7 @@ def test_fit_bayes_integrated_route():
     assert d["n_draws"] == 500 and "before thinning" in d["computed_on"]  # judged on all structure draws
     info = json.loads(tree.attrs["mtlirt_info"])
     assert info["llm_side"] == "integrated" and info["sampler"] == "imh"
-    assert info["imh_pilot"]["khat"] <= 0.5 and info["imh"]["evaluations"] == 2 * 600 + 2
+    assert info["imh_pilot"]["khat"] <= 0.5 and info["imh"]["evaluations"] == 2 * (500 + burn["tune"] + 1)
     assert info["quadrature_check"]["spread_diff"] < 0.05
     # the traits were drawn from N(0, 1): the draws' spread over the LLMs is 1 up to sampling
     sp = info["overall_spread"]
@@ -466,8 +505,9 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
     kw = dict(items="fixed", item_values={"a": items["discrimination"].values, "d": items["intercept"].values},
               chains=2, cores=1, seed=3, progress=False)
     auto = fit_bayes(resp, "factor-2pl", **kw)
-    short = fit_bayes(resp, "factor-2pl", draws=50, thin=1, sampler="imh", warn=False, **kw)  # no NUTS fallback
     info = json.loads(auto.attrs["mtlirt_info"])
+    # no NUTS fallback; the burn-in the pilot gave
+    short = fit_bayes(resp, "factor-2pl", draws=50, tune=info["tune"], thin=1, sampler="imh", warn=False, **kw)
     assert info["route"]["llm_side"] == "integrated" and info["sampler"] == "imh"
     rl, blocks = info["run_length"], info["run_length"]["blocks"]
     assert [b["draws"] for b in blocks] == [50 * (i + 1) for i in range(len(blocks))] and len(blocks) >= 3

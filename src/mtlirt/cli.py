@@ -289,7 +289,8 @@ def _fit_bayes_options(p: argparse.ArgumentParser) -> None:
                    help="bayes: draws per chain (default: with the LLM side integrated, draws in blocks until the "
                    "convergence checks pass; 1000 otherwise)")
     p.add_argument("--tune", type=int, default=None,
-                   help="bayes: tuning steps per chain (default 1000 for NUTS, 100 of burn-in for IMH)")
+                   help="bayes: tuning steps per chain (default 1000 for NUTS; for IMH a burn-in of 20-100 "
+                   "steps set by its pilot)")
     p.add_argument("--chains", type=int, default=None, help="bayes: chains (default 4)")
     p.add_argument("--thin", type=int, default=None, metavar="N",
                    help="bayes --llm-side integrated: keep every N-th of the structure draws and draw the LLM side "

@@ -64,9 +64,9 @@ from mtlirt.bayes.imh import (
     IMH_PILOT_K_MAX,
     IMH_SPLIT_FROM,
     IMH_SPLIT_PILOT,
-    IMH_TUNE,
     KEEP_DRAWS,
     _imh_loadings,
+    imh_burn_in,
     imh_pilot,
     split_scales,
 )
@@ -189,7 +189,11 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
         sampler = "imh" if split is not None or pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
         wi["imh_pilot"] = pilot
     if tune is None:
-        tune = IMH_TUNE if sampler == "imh" else 1000
+        tune = 1000
+        if sampler == "imh":
+            tune = imh_burn_in(wi.get("imh_pilot"))
+            wi["burn_in"] = {"rule": "Mengersen-Tweedie bound at twice the pilot's largest importance ratio",
+                             "max_weight": (wi.get("imh_pilot") or {}).get("max_weight"), "tune": int(tune)}
     t2 = time.perf_counter()
     if sampler == "imh":
         post, ss, diag_all = _imh_loadings(sgrid, layout, loading_scale, laplace, draws=draws,
@@ -205,6 +209,7 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
                                       "imh": wi.pop("imh", None), "seconds": stages.pop("imh")}
                 sampler, tune, diag_all = "nutpie", 1000 if tune_given is None else tune_given, None
                 wi.pop("run_length", None)
+                wi.pop("burn_in", None)
     if sampler != "imh":
         t2 = time.perf_counter()
         if draws is None:
@@ -305,7 +310,8 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         too where IMH's chains then fail the convergence check (R-hat,
         ESS, k-hat of all proposals: ``info["imh_fallback"]``; a pilot can
         pass where IMH then fails, on small or real leaderboards). ``tune``
-        defaults to ``IMH_TUNE`` for IMH and 1,000 for NUTS.
+        defaults to the burn-in the pilot's importance ratios call for
+        (:func:`~mtlirt.bayes.imh.imh_burn_in`) for IMH and 1,000 for NUTS.
     whiten : bool
         nutpie samples the loadings whitened by the Laplace approximation
         at the mode (:func:`~mtlirt.bayes.collapsed_structure.laplace_whitening`).

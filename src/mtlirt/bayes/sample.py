@@ -175,8 +175,9 @@ def fit_bayes(
         (default): on the integrated route the convergence checks choose
         the run length (IMH in blocks until they pass,
         :func:`mtlirt.bayes.collapsed.sample_structure`), 1,000 elsewhere.
-        ``tune`` defaults to 1,000 for NUTS and to 100 for IMH, which adapts
-        nothing (its tuning steps are only the burn-in each chain discards).
+        ``tune`` defaults to 1,000 for NUTS; IMH adapts nothing, its tuning
+        steps are only the burn-in each chain discards, 20-100 as its pilot
+        calls for (:func:`mtlirt.bayes.imh.imh_burn_in`).
     seed : int
         Random seed: the same seed gives the same numbers.
     init : dict, optional
@@ -424,6 +425,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                                "thin_rule": fit.info.get("thin_rule"),
                                "imh": fit.info.get("imh"),
                                "imh_pilot": fit.info.get("imh_pilot"),
+                               "burn_in": fit.info.get("burn_in"),
                                "imh_fallback": fit.info.get("imh_fallback"),
                                "whitening": fit.info.get("whitening"),
                                "quadrature_check": fit.info.get("quadrature_check"),
