@@ -191,9 +191,10 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
     if tune is None:
         tune = 1000
         if sampler == "imh":
-            tune = imh_burn_in(wi.get("imh_pilot"))
+            pilot = wi.get("imh_pilot") or {}
+            tune = imh_burn_in(pilot)
             wi["burn_in"] = {"rule": "Mengersen-Tweedie bound at twice the pilot's largest importance ratio",
-                             "max_weight": (wi.get("imh_pilot") or {}).get("max_weight"), "tune": int(tune)}
+                             "max_weight": pilot.get("max_weight"), "tune": int(tune)}
     t2 = time.perf_counter()
     if sampler == "imh":
         post, ss, diag_all = _imh_loadings(sgrid, layout, loading_scale, laplace, draws=draws,

@@ -115,6 +115,13 @@ _TRAPEZOID_DLT = 0.1
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _segment_slope(lw0, lw1, a, h, d0):
+    # the difference of the log density between a segment's ends: the log weights' and the
+    # Gaussian's -a d^2, with d0 the segment's start's distance from the prior mean
+    return (lw1 - lw0) - a * h * (2.0 * d0 + h)
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
 def _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, A, C, tot):
     # C[q, ii]: the mass up to the end of segment q of the density A (Q, B) interpolated log-linearly,
     # each segment's log slope from the log weights and the Gaussian's (no logarithm of A)
@@ -125,7 +132,7 @@ def _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, A, C, tot):
         lw1 = logw[k, q + 1, b0:b0 + nb]
         for ii in range(nb):
             h = hh[ii]
-            dlt = (lw1[ii] - lw0[ii]) - a * h * (2.0 * (c[ii] + (q - Qc) * h) + h)
+            dlt = _segment_slope(lw0[ii], lw1[ii], a, h, c[ii] + (q - Qc) * h)
             e0 = A[q, ii]
             e1 = A[q + 1, ii]
             if abs(dlt) < _TRAPEZOID_DLT:
@@ -153,7 +160,7 @@ def _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, C, u_theta, start, fv, dv
         frac = (fv[ii] - prev) / seg if seg > 0 else 0.5
         fv[ii] = min(max(frac, 0.0), 1.0)
         h = hh[ii]
-        dv[ii] = (logw[k, q + 1, b0 + ii] - logw[k, q, b0 + ii]) - a * h * (2.0 * (c[ii] + (q - Qc) * h) + h)
+        dv[ii] = _segment_slope(logw[k, q, b0 + ii], logw[k, q + 1, b0 + ii], a, h, c[ii] + (q - Qc) * h)
     for ii in range(nb):
         # within the segment the density is exp(dlt s), s in [0, 1]: its CDF inverted at frac,
         # on the mirrored segment where dlt > 0 so that the exponent is never positive
