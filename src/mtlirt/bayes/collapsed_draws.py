@@ -1,10 +1,14 @@
 """Exact draws of the LLM side given each draw of the structure.
 
-Per structure draw and LLM: the exact log posterior at the nodes of the
-equally spaced grid (:func:`mtlirt.bayes.collapsed_grid.draw_grid`; the
-kernel's per-node totals) defines a density that is log-linear between
-neighbouring nodes; ``eta_i`` is drawn from it by inverse CDF (rank 2: the
-first axis from its marginal, the second from its conditional). Then each
+Per structure draw and LLM: the kernel's log posterior at the grid's own
+outer nodes (Gauss-Hermite: the nodes the structure's density sums over)
+divided by the standard normal of the whitened coordinates is a smooth
+function, which the polynomial through the nodes interpolates (exact for a
+Gaussian posterior of any mean and sd, and for its skew); ``eta_i`` is drawn
+by inverse CDF from that polynomial times the normal, evaluated every
+``ETA_STEP`` whitened sds over +- the grid's outer span and log-linear in
+between (rank 2: the first axis from its marginal, the second integrated
+by the grid's rule, then the second from its conditional). Then each
 ``theta_ik`` is drawn the same way from ``exp(l_ik(t) - (t - Lambda_k .
 eta_i)^2 / (2 psi_k^2))`` on the cell's inner nodes. For a Gaussian the
 log-linear interpolant has the exact variance.
@@ -19,12 +23,16 @@ import numba
 import numpy as np
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
-from mtlirt.bayes.collapsed_grid import draw_grid
+from mtlirt.bayes.collapsed_grid import outer_axis
 from mtlirt.bayes.collapsed_kernel import _BLOCK, _EMPTY2, _P_MIN, CollapsedGrid, _inner_weights, collapsed_kernel
 
 __all__ = [
+    "ETA_STEP",
     "draw_llm_side",
 ]
+
+# the spacing, in whitened sds, of the points at which the overall trait's interpolated density is read
+ETA_STEP = 0.25
 
 # ---------------------------------------------------------------------------
 # exact draws of the LLM side
@@ -41,12 +49,14 @@ def _sample_loglinear(lv, x0, h, u, wbuf):
         mx = max(mx, lv[q])
     # segment masses (e_{q+1} - e_q) / (lv_{q+1} - lv_q): one exponential per
     # node (relative error below 1e-11 at |dlt| >= 1e-4; the trapezoid's
-    # below that, dlt^2 / 12)
+    # below that, dlt^2 / 12); the exponentials first, in a loop the compiler vectorises
+    for q in range(n):
+        wbuf[q] = exp_nonpos(lv[q] - mx)
     tot = 0.0
-    eb = exp_nonpos(lv[0] - mx)
+    eb = wbuf[0]
     for q in range(n - 1):
         ea = eb
-        eb = exp_nonpos(lv[q + 1] - mx)
+        eb = wbuf[q + 1]
         dlt = lv[q + 1] - lv[q]
         if abs(dlt) < 1e-4:
             m = 0.5 * (ea + eb)
@@ -70,37 +80,112 @@ def _sample_loglinear(lv, x0, h, u, wbuf):
     return x0 + (q + min(max(t, 0.0), 1.0)) * h
 
 
+@numba.njit(inline="always", boundscheck=False, cache=True)
+def _lagrange(x, t, out):
+    # the Lagrange basis of the nodes x at t: out[j] = prod_{m != j} (t - x_m) / (x_j - x_m)
+    n = x.shape[0]
+    for j in range(n):
+        p = 1.0
+        for m in range(n):
+            if m != j:
+                p *= (t - x[m]) / (x[j] - x[m])
+        out[j] = p
+
+
+@numba.njit(inline="always", boundscheck=False, cache=True)
+def _fine_log_density(BT, vals, half_sq, lv):
+    # the interpolating polynomial of vals (log r at the nodes) at the fine points (BT (n, M): the
+    # Lagrange basis there), times the standard normal (half_sq: the points' u^2 / 2)
+    n, M = BT.shape
+    for m in range(M):
+        lv[m] = -half_sq[m]
+    for j in range(n):
+        v = vals[j]
+        for m in range(M):
+            lv[m] += BT[j, m] * v
+
+
+@numba.njit(inline="always", boundscheck=False, cache=True)
+def _falling_tails(lv, m_lo, m_hi):
+    # lv non-increasing outwards below fine point m_lo and above m_hi
+    for m in range(m_lo - 1, -1, -1):
+        lv[m] = min(lv[m], lv[m + 1])
+    for m in range(m_hi + 1, lv.shape[0]):
+        lv[m] = min(lv[m], lv[m - 1])
+
+
 @numba.njit(nogil=True, boundscheck=False, cache=True)
-def _draw_eta(nodes, mu, chol, n_axis, h_out, u_eta, eta_out):
-    # the overall traits: nodes (G, N), the log posterior at the outer nodes; u_eta (N, r) uniforms
+def _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, mu, chol, u_eta, eta_out):
+    # the overall traits: nodes (G, N), each LLM's log posterior at the grid's outer nodes (the
+    # kernel's node totals, the rule's weights included); xq, lwq (n,): one axis's nodes and log
+    # weights against N(0, 1); BT (n, M): their Lagrange basis at the M points x0 + m h; u_eta (N, r)
     G, N = nodes.shape
+    n, M = BT.shape
     r = mu.shape[0]
-    x0 = -0.5 * (n_axis - 1) * h_out
+    half_sq = np.empty(M)
+    for m in range(M):
+        f = x0 + m * h
+        half_sq[m] = 0.5 * f * f
+    lv = np.empty(M)
+    wbuf = np.empty(M)
+    lr = np.empty((n, n))
+    vals = np.empty(n)
+    ell = np.empty(n)
+    V = np.empty((n, M))
+    top = np.empty(M)
+    x = np.empty(r)
     for i in range(N):
-        wbuf = np.empty(n_axis)
-        lv = np.empty(n_axis)
-        x = np.empty(r)
         if r == 1:
-            for g in range(G):
-                lv[g] = nodes[g, i]
-            x[0] = _sample_loglinear(lv, x0, h_out, u_eta[i, 0], wbuf)
+            mx = -np.inf
+            for g in range(n):
+                vals[g] = nodes[g, i] - lwq[g]
+                mx = max(mx, vals[g])
+            for g in range(n):
+                vals[g] -= mx
+            _fine_log_density(BT, vals, half_sq, lv)
+            _falling_tails(lv, m_lo, m_hi)
+            x[0] = _sample_loglinear(lv, x0, h, u_eta[i, 0], wbuf)
         else:
-            # first axis from its marginal (trapezoid over the second)
-            for g1 in range(n_axis):
-                mx = -np.inf
-                for g2 in range(n_axis):
-                    mx = max(mx, nodes[g1 * n_axis + g2, i])
+            mx = -np.inf
+            for g1 in range(n):
+                for g2 in range(n):
+                    lr[g1, g2] = nodes[g1 * n + g2, i] - lwq[g1] - lwq[g2]
+                    mx = max(mx, lr[g1, g2])
+            for g1 in range(n):
+                for g2 in range(n):
+                    lr[g1, g2] -= mx
+            # the first axis from its marginal: the second integrated by the grid's own rule at each point
+            for g2 in range(n):
+                for m in range(M):
+                    V[g2, m] = lwq[g2]
+                for g1 in range(n):
+                    v = lr[g1, g2]
+                    for m in range(M):
+                        V[g2, m] += BT[g1, m] * v
+            for m in range(M):
+                top[m] = V[0, m]
+            for g2 in range(1, n):
+                for m in range(M):
+                    top[m] = max(top[m], V[g2, m])
+            for m in range(M):
+                wbuf[m] = 0.0
+            for g2 in range(n):
+                for m in range(M):
+                    wbuf[m] += exp_nonpos(V[g2, m] - top[m])
+            for m in range(M):
+                lv[m] = top[m] + log_pos(wbuf[m]) - half_sq[m]
+            _falling_tails(lv, m_lo, m_hi)
+            x[0] = _sample_loglinear(lv, x0, h, u_eta[i, 0], wbuf)
+            # the second from its conditional: the polynomial at x[0] along the first axis
+            _lagrange(xq, x[0], ell)
+            for g2 in range(n):
                 s = 0.0
-                for g2 in range(n_axis):
-                    s += math.exp(nodes[g1 * n_axis + g2, i] - mx)
-                lv[g1] = mx + math.log(s)
-            x[0] = _sample_loglinear(lv, x0, h_out, u_eta[i, 0], wbuf)
-            pos = (x[0] - x0) / h_out
-            j = min(max(int(math.floor(pos)), 0), n_axis - 2)
-            t = pos - j
-            for g2 in range(n_axis):
-                lv[g2] = (1.0 - t) * nodes[j * n_axis + g2, i] + t * nodes[(j + 1) * n_axis + g2, i]
-            x[1] = _sample_loglinear(lv, x0, h_out, u_eta[i, 1], wbuf)
+                for g1 in range(n):
+                    s += ell[g1] * lr[g1, g2]
+                vals[g2] = s
+            _fine_log_density(BT, vals, half_sq, lv)
+            _falling_tails(lv, m_lo, m_hi)
+            x[1] = _sample_loglinear(lv, x0, h, u_eta[i, 1], wbuf)
         for jj in range(r):
             s = mu[jj, i]
             for l in range(r):
@@ -220,6 +305,22 @@ def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
                     theta[k, i] = _sample_loglinear(lv, start[k, i], h, u_theta[k, i], wbuf)
 
 
+def _eta_points(grid: CollapsedGrid) -> tuple:
+    """The outer rule's nodes and log weights on one axis, the Lagrange basis at the points every
+    ``ETA_STEP`` over +- the grid's outer span, the first and last of those points within the nodes,
+    the first point and the spacing."""
+    xq, lwq = outer_axis(grid)
+    half = float(grid.outer_half_width)
+    fine = np.linspace(-half, half, 2 * int(math.ceil(half / ETA_STEP)) + 1)
+    B = np.empty((fine.size, xq.size))
+    for m in range(fine.size):
+        _lagrange(xq, fine[m], B[m])
+    BT = np.ascontiguousarray(B.T)
+    inside = np.flatnonzero((fine >= xq.min() - 1e-12) & (fine <= xq.max() + 1e-12))
+    return (np.ascontiguousarray(xq), np.ascontiguousarray(lwq), BT, int(inside[0]), int(inside[-1]),
+            float(fine[0]), float(fine[1] - fine[0]))
+
+
 def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed: int = 0,
                   dtype=np.float32, progress=None, cores: int = 2):
     """Draw every LLM's overall trait and domain scores from their conditional
@@ -244,7 +345,7 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
     theta : ndarray (C, D, N, K) ``dtype``
     """
     C, D, K, r = lam.shape
-    grid = draw_grid(grid)
+    xq, lwq, BT, m_lo, m_hi, x0, h = _eta_points(grid)
     # the domain scores' step reads the tables once per draw: in single precision (the nodes' weights
     # and log weights to 6e-8 relative, far below what moves a draw) it reads half the bytes
     logw32 = grid.logw.astype(np.float32)
@@ -265,10 +366,10 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
         psi_t = np.ascontiguousarray(psi[c, t], dtype=np.float64)
         kern(*grid.arrays, lam_t, psi_t, 0, nodes, _EMPTY2, _EMPTY2)
         ue = rng.random((N, r))
-        ut = np.ascontiguousarray(rng.random((N, K)).T)
+        ut = rng.random((K, N))
         th = np.empty((K, N))
         et = np.empty((N, r))
-        _draw_eta(nodes, grid.mu, grid.chol, grid.n_axis, grid.outer_step, ue, et)
+        _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, grid.mu, grid.chol, ue, et)
         _draw_theta(grid.start, grid.step, logw32, expw32, lam_t, psi_t, et, ut, th)
         eta[c, t] = et
         theta[c, t] = th.T

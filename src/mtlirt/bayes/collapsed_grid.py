@@ -48,11 +48,11 @@ __all__ = [
     "N_INNER",
     "N_OUTER",
     "build_grid",
-    "draw_grid",
     "informative_llms",
     "llm_logliks",
     "llm_posteriors",
     "llm_subset",
+    "outer_axis",
     "posterior_moments",
     "psi_reach",
     "quadrature_check",
@@ -69,7 +69,7 @@ PSI_REACH = 4.0
 N_OUTER = {1: 4, 2: 4}
 N_OUTER_FEW = {1: 8, 2: 6}
 FEW_DOMAINS = 16
-N_DRAW_OUTER = {1: 9, 2: 7}
+N_TRAPEZOID_OUTER = {1: 9, 2: 7}
 OUTER_HALF_WIDTH = {1: 4.8, 2: 4.2}
 
 
@@ -155,14 +155,14 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
     n_inner, inner_half_width, n_outer, outer_half_width
         Nodes per cell (at least: the cell's nodes are at most
         ``INNER_STEP`` conditional sds apart) and per axis, and the spans in
-        sds (the outer span sets the inner nodes' reach either way: the
-        draws' equally spaced grid, :func:`draw_grid`, shares them).
+        sds (the outer span sets the inner nodes' reach and bounds the
+        draws of the overall traits).
     outer_rule : {"hermite", "trapezoid"}
         Gauss-Hermite nodes (the likelihood: by default 4 per axis with
         ``FEW_DOMAINS`` domains or more, else 8 at rank 1 and 6 at rank 2:
         with few domains an LLM's posterior of its overall trait is further
-        from Gaussian) or the equally spaced grid of the draws
-        (``N_DRAW_OUTER`` per axis).
+        from Gaussian) or equally spaced nodes (``N_TRAPEZOID_OUTER`` per
+        axis: the quadrature check's fine grid).
     psi_low : ndarray (K,), optional
         The smallest residual sds the grid will be evaluated at
         (:func:`psi_reach`): the inner nodes are spaced for the conditional
@@ -174,7 +174,7 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
     """
     r = lam.shape[1]
     K = lam.shape[0]
-    table = (N_OUTER if K >= FEW_DOMAINS else N_OUTER_FEW) if outer_rule == "hermite" else N_DRAW_OUTER
+    table = (N_OUTER if K >= FEW_DOMAINS else N_OUTER_FEW) if outer_rule == "hermite" else N_TRAPEZOID_OUTER
     n_outer = table.get(r, 7) if n_outer is None else int(n_outer)
     outer_half_width = OUTER_HALF_WIDTH.get(r, 4.2) if outer_half_width is None else float(outer_half_width)
     if info is None or mu is None or cov is None or theta_mean is None:
@@ -206,19 +206,12 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
                          rule=outer_rule, outer_half_width=float(outer_half_width))
 
 
-def draw_grid(grid: CollapsedGrid, n_outer: int | None = None) -> CollapsedGrid:
-    """The equally spaced outer grid the exact draws need (``N_DRAW_OUTER``
-    nodes per axis over +- ``grid.outer_half_width``), around the same centres
-    and with the same inner nodes; ``grid`` itself if it is one already."""
-    r = grid.rank
-    n = N_DRAW_OUTER.get(r, 7) if n_outer is None else int(n_outer)
-    if grid.rule == "trapezoid" and (n_outer is None or n == grid.n_axis):
-        return grid
-    mu = grid.mu.T
-    Lc = grid.chol.transpose(2, 0, 1)
-    mu_t, chol, offsets, logomega, h = _outer(mu, Lc @ Lc.transpose(0, 2, 1), n, grid.outer_half_width)
-    return dataclasses.replace(grid, mu=mu_t, chol=chol, offsets=offsets, logomega=logomega, n_axis=n,
-                               outer_step=h, rule="trapezoid")
+def outer_axis(grid: CollapsedGrid) -> tuple[np.ndarray, np.ndarray]:
+    """One axis of the grid's outer rule: its whitened nodes ``x`` (n,) and log
+    weights ``lw`` against ``N(0, 1)`` (``int f(u) phi(u) du ~ sum exp(lw) f(x)``)."""
+    offsets, lw1, _ = _offsets(1, grid.n_axis, grid.outer_half_width, grid.rule)
+    x = offsets[:, 0]
+    return x, lw1 - 0.5 * x**2 - 0.5 * np.log(2 * np.pi)
 
 
 def posterior_moments(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray):
@@ -343,7 +336,7 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
     n_draws : int
     fine : dict, optional
         Settings of the fine grid (default: equally spaced outer nodes, three
-        times as many per unit as the draws' grid and half as wide again;
+        times as many per unit as ``N_TRAPEZOID_OUTER`` and half as wide again;
         inner nodes three times as dense and half as wide again).
     cores : int
         Draws checked at a time (the kernel releases the GIL).
@@ -360,7 +353,7 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
     S = lam.shape[0]
     pick = np.unique(np.linspace(0, S - 1, min(n_draws, S)).round().astype(int))
     Q = grid.logw.shape[1]
-    n_out = N_DRAW_OUTER.get(grid.rank, 7)
+    n_out = N_TRAPEZOID_OUTER.get(grid.rank, 7)
     fine = fine or {"n_inner": 3 * (Q - 1) + 1, "inner_half_width": 1.5, "outer_rule": "trapezoid",
                     "n_outer": 3 * (n_out - 1) + 1, "outer_half_width": 1.5 * grid.outer_half_width}
     # the fine grid around the same centres, wider, with steps half as long or less

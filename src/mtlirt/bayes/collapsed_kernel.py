@@ -63,7 +63,7 @@ class CollapsedGrid:
     weights; ``n_axis`` nodes per axis (the offsets are the full product
     grid, first axis slowest); ``rule`` ``"hermite"`` (Gauss-Hermite nodes
     and weights) or ``"trapezoid"`` (equally spaced, ``outer_step`` apart
-    over +- ``outer_half_width``: the layout the exact draws need)."""
+    over +- ``outer_half_width``)."""
 
     start: np.ndarray
     step: np.ndarray
