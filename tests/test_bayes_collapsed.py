@@ -56,6 +56,21 @@ def _structure_inputs(resp):
     return arr, spec, anchors, iv
 
 
+def _assert_draws_reuse_the_sampler_totals(fit, spec, anchors, seed):
+    """The fit's LLM-side draws, which read the node totals IMH stored for its states, are the draws the
+    kernel's own totals give at the same seed (up to the totals' single precision)."""
+    from mtlirt.bayes._factor import loading_layout
+
+    post = fit.posterior
+    K = post.sizes["domain"]
+    lam, psi = cs._structure_draws(post, K, loading_layout(K, spec.rank, anchors))
+    assert fit.info["imh"]["stored_node_totals"] > 0
+    eta, theta = cd.draw_llm_side(fit.grid, lam, psi, seed=seed, cores=1)
+    assert np.abs(eta - post["eta_raw"].values).max() < 1e-4
+    assert np.abs(theta - post["theta_raw"].values).max() < 1e-4
+    assert np.abs(eta - post["eta_raw"].values).max() > 0  # the totals were read, not recomputed
+
+
 def test_kernel_matches_numpy(case):
     tables, lam, psi, grid = case
     v = ck._call(grid, lam, psi, mode=1)[0]
@@ -452,6 +467,7 @@ def test_sample_structure_end_to_end():
     again = run(draws=1000, check=False)
     np.testing.assert_array_equal(again.posterior["loading_free"].values, imh.posterior["loading_free"].values)
     np.testing.assert_array_equal(again.posterior["theta_raw"].values, imh.posterior["theta_raw"].values)
+    _assert_draws_reuse_the_sampler_totals(imh, spec, anchors, 4)
 
 
 def test_jax_likelihood_matches_the_kernel(case):
@@ -546,16 +562,17 @@ def test_fit_bayes_integrated_route():
 
 def test_run_length_chosen_by_the_checks(monkeypatch):
     """The default route without draws or thin: IMH's chains run in blocks until the convergence checks
-    pass, each block continuing the same chains (the first block's draws are those of draws=block), the
-    run stops at the first block that passes, and with a structure ESS under 1,000 every draw is kept for
-    the LLM side. Blocks of 50 here (250 by default), so that the first ones cannot pass (2 x 100 draws
-    hold no ESS of 200)."""
+    pass, each block continuing the same chains (the first block's draws are those of draws=block) and as
+    long as the last block's figures call for, the run stops at the first block that passes, and with a
+    structure ESS under 1,000 every draw is kept for the LLM side. A first block of 50 here (250 by
+    default), so that it cannot pass (2 x 50 draws hold no ESS of 200), and further ones of 10-50."""
     import json
 
     from mtlirt.bayes import fit_bayes
     from mtlirt.bayes.collapsed import choose_thin
 
     monkeypatch.setattr(mh, "IMH_BLOCK", 50)
+    monkeypatch.setattr(mh, "IMH_MIN_MORE", 10)
     sim, resp, *_ = _setup(1, n_llms=100, sizes=(10, 20, 30), seed=2)
     items = sim.items.set_index("item").loc[resp.items]
     kw = dict(items="fixed", item_values={"a": items["discrimination"].values, "d": items["intercept"].values},
@@ -566,7 +583,9 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
     short = fit_bayes(resp, "factor-2pl", draws=50, tune=info["tune"], thin=1, sampler="imh", warn=False, **kw)
     assert info["route"]["llm_side"] == "integrated" and info["sampler"] == "imh"
     rl, blocks = info["run_length"], info["run_length"]["blocks"]
-    assert [b["draws"] for b in blocks] == [50 * (i + 1) for i in range(len(blocks))] and len(blocks) >= 3
+    assert blocks[0]["draws"] == 50 and len(blocks) >= 2
+    for prev, nxt in zip(blocks[:-1], blocks[1:]):
+        assert 10 <= nxt["draws"] - prev["draws"] == mh._more_draws(prev["draws"], 2, prev) <= 50
     assert rl["converged"] and info["draws"] == rl["draws"] == blocks[-1]["draws"] and info["diagnostics"]["converged"]
 
     def passes(b):
@@ -576,11 +595,22 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
     assert info["thin"] == 1 and info["thin_rule"]["min_ess_bulk"] < 1000
     a, b = auto["posterior"]["loading_diag"].values, short["posterior"]["loading_diag"].values
     assert a.shape[1] == rl["draws"] and np.array_equal(a[:, :50], b)
-    assert choose_thin(4, 500, {"min_ess_bulk": 1500.0}) == 2 and choose_thin(4, 4000, {"min_ess_bulk": 2e3}) == 16
-    assert choose_thin(4, 500, {"min_ess_bulk": 900.0}) == 2 and choose_thin(2, 400, {"min_ess_bulk": 1e3}) == 1
-    # below KEEP_DRAWS of ESS: thinned at the autocorrelation time at most, about KEEP_DRAWS kept at least
-    assert choose_thin(4, 2000, {"min_ess_bulk": 600.0}) == 8 and choose_thin(4, 4000, {"min_ess_bulk": 2000 / 3}) == 16
-    assert choose_thin(4, 500, {"min_ess_bulk": 1100.0}) == 2 and choose_thin(4, 250, {"min_ess_bulk": 300.0}) == 1
+    # every round(n / KEEP_DRAWS)-th draw: 667-1,500 of them kept, all where there are fewer
+    assert choose_thin(4, 500) == 2 and choose_thin(4, 4000) == 16 and choose_thin(4, 2000) == 8
+    assert choose_thin(4, 388) == 2 and choose_thin(4, 350) == 1 and choose_thin(4, 250) == 1
+    assert choose_thin(2, 400) == 1 and choose_thin(2, 100) == 1
+
+
+def test_imh_run_grows_by_what_the_checks_call_for():
+    """The ESS grows and R-hat - 1 shrinks in proportion to the draws: a run that fails the checks grows
+    to the length its worst figure calls for, 10% beyond, within IMH_MIN_MORE and IMH_BLOCK."""
+    fig = {"max_rhat": 1.0116, "min_ess_bulk": 517.0, "min_ess_tail": 325.0}
+    assert mh._more_draws(250, 4, fig) == 89  # ceil(1.1 x 250 x 400 / 325) - 250
+    assert mh._more_draws(250, 4, {**fig, "min_ess_tail": 500.0, "max_rhat": 1.0115}) == 67  # ceil(1.1 x 287.5) - 250
+    assert mh._more_draws(250, 4, {**fig, "max_rhat": 1.03}) == mh.IMH_BLOCK == 250  # 3 x the draws: one block
+    assert mh._more_draws(250, 4, {**fig, "min_ess_tail": 399.0, "max_rhat": 1.005}) == mh.IMH_MIN_MORE == 50
+    assert mh._more_draws(250, 4, {**fig, "min_ess_bulk": float("nan")}) == 250
+    assert mh._more_draws(100, 2, {**fig, "min_ess_tail": 100.0}) == 120  # 200 for two chains: ceil(1.1 x 200) - 100
 
 
 def test_routes_agree_at_the_extremes():
@@ -709,6 +739,14 @@ def test_llms_answered_in_one_domain_leave_the_structure():
     g, t = cg.llm_subset(cg.build_grid(tables, lam, psi), tables, np.arange(4, 40))
     assert g.shape == (36, K) and t.s.shape == (36, K)
     assert ck._call(g, lam, psi)[0] == pytest.approx(ck.collapsed_loglik_np(g, lam, psi).sum(), rel=1e-10)
+    # IMH's stored node totals cover the 36; the draws compute the other four's
+    from mtlirt.bayes.model import model_coords
+
+    arr, spec, anchors, iv = _structure_inputs(resp)
+    fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), draws=200, chains=2, cores=1,
+                              seed=1, sampler="imh", check=False)
+    assert fit.info["n_llms_structure"] == 36 and fit.posterior["eta_raw"].shape[2] == 40
+    _assert_draws_reuse_the_sampler_totals(fit, spec, anchors, 1)
 
 
 def test_auto_falls_back_to_nuts_when_imh_fails():

@@ -33,13 +33,14 @@ and the quadrature check.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from mtlirt.bayes._factor import factor_parts, loading_layout
-from mtlirt.bayes.collapsed_draws import draw_llm_side
+from mtlirt.bayes.collapsed_draws import StoredNodes, draw_llm_side
 from mtlirt.bayes.collapsed_grid import (
     build_grid,
     informative_llms,
@@ -136,22 +137,14 @@ def spread_off_prior(spread: dict | None) -> list[int]:
     return [j for j, sd in enumerate(spread["median_sd"]) if abs(sd - 1) > tol]
 
 
-def choose_thin(chains: int, draws: int, diag: dict) -> int:
-    """The thinning of the structure draws before the LLM side is drawn (``thin=None``).
-
-    The LLM side drawn for a kept structure draw is exact given it, so the kept draws' effective sample
-    size is about the smaller of their number and the structure's ESS. Every ``floor(chains x draws /
-    KEEP_DRAWS)``-th draw is kept (about ``KEEP_DRAWS`` in all: 90% intervals from them cover as from
-    more, docs/results.md) where the structure's bulk ESS over all draws reaches ``KEEP_DRAWS``; below
-    it, every ``floor(chains x draws / ESS)``-th at most (the chains' autocorrelation time: a chain
-    thinned at it keeps most of its ESS, an AR(1) chain 75-85%), so that the LLM side is not drawn
-    for draws that add little."""
-    ess = diag.get("min_ess_bulk", float("nan"))
-    n = int(chains * draws)
-    if not np.isfinite(ess) or ess <= 0:
-        return 1
-    keep = n // KEEP_DRAWS
-    return max(1, keep if ess >= KEEP_DRAWS else min(keep, int(n // ess)))
+def choose_thin(chains: int, draws: int) -> int:
+    """The thinning of the structure draws before the LLM side is drawn (``thin=None``): every
+    ``round(chains x draws / KEEP_DRAWS)``-th draw, so that about ``KEEP_DRAWS`` are kept (two thirds
+    to one and a half times it; all where there are fewer). The LLM side drawn for a kept structure
+    draw is exact given it, so the kept draws' effective sample size is about the smaller of their
+    number and the structure's ESS; 90% intervals from ``KEEP_DRAWS`` draws cover as from more
+    (docs/results.md)."""
+    return max(1, math.floor(chains * draws / KEEP_DRAWS + 0.5))
 
 
 def _pilots(sgrid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int,
@@ -176,10 +169,12 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
                         nuts_kwargs, whiten, stages: dict, laplace: tuple | None) -> tuple:
     """The loadings sampled as ``sampler`` asks (``"auto"``: IMH where the pilots (:func:`_pilots`) find
     the Laplace approximation ``laplace`` or its split normal close and its chains converge, else NUTS);
-    returns ``(posterior, sample_stats, sampler, tune, diagnostics of all draws or None, info)``, the
-    seconds of each step added to ``stages``."""
+    returns ``(posterior, sample_stats, sampler, tune, diagnostics of all draws or None, info, node totals
+    of the draws or None)`` (IMH's, :func:`~mtlirt.bayes.imh._imh_loadings`), the seconds of each step added
+    to ``stages``."""
     K = V2.shape[0]
     wi = {}
+    stored = None
     auto, tune_given, diag_all = sampler == "auto", tune, None
     split = None
     if sampler == "auto":
@@ -197,7 +192,7 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
                              "max_weight": pilot.get("max_weight"), "tune": int(tune)}
     t2 = time.perf_counter()
     if sampler == "imh":
-        post, ss, diag_all = _imh_loadings(sgrid, layout, loading_scale, laplace, draws=draws,
+        post, ss, diag_all, stored = _imh_loadings(sgrid, layout, loading_scale, laplace, draws=draws,
                                            tune=tune, chains=chains, cores=cores, seed=seed, progress=progress,
                                            info=wi, split=split)
         stages["imh"] = time.perf_counter() - t2
@@ -208,7 +203,7 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
                 wi["imh_fallback"] = {**{k: diag_all[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
                                                                   "pareto_khat") if k in diag_all},
                                       "imh": wi.pop("imh", None), "seconds": stages.pop("imh")}
-                sampler, tune, diag_all = "nutpie", 1000 if tune_given is None else tune_given, None
+                sampler, tune, diag_all, stored = "nutpie", 1000 if tune_given is None else tune_given, None, None
                 wi.pop("run_length", None)
                 wi.pop("burn_in", None)
     if sampler != "imh":
@@ -221,12 +216,13 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
                                     target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
                                     whiten=whiten, stages=stages, whitening_info=wi, laplace=laplace)
         stages["nuts"] = time.perf_counter() - t2
-    return post, ss, sampler, tune, diag_all, wi
+    return post, ss, sampler, tune, diag_all, wi, stored
 
 
-def _thinned(post, ss, lam: np.ndarray, psi: np.ndarray, thin: int, diag_all: dict | None, wi: dict) -> tuple:
-    """Every ``thin``-th draw of the structure kept (the last of each run of ``thin``), the diagnostics of all
-    draws recorded in ``wi`` first."""
+def _thinned(post, ss, lam: np.ndarray, psi: np.ndarray, thin: int, diag_all: dict | None, wi: dict,
+             stored: StoredNodes | None) -> tuple:
+    """Every ``thin``-th draw of the structure kept (the last of each run of ``thin``), and of their node
+    totals, the diagnostics of all draws recorded in ``wi`` first."""
     if thin > 1 or diag_all is not None:
         wi["structure_diagnostics_all_draws"] = diag_all or _structure_diagnostics(post, ss, lam)
     if thin > 1:
@@ -235,7 +231,8 @@ def _thinned(post, ss, lam: np.ndarray, psi: np.ndarray, thin: int, diag_all: di
         post = post.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
         ss = ss.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
         lam, psi = lam[:, keep], psi[:, keep]
-    return post, ss, lam, psi
+        stored = None if stored is None else stored.thinned(keep)
+    return post, ss, lam, psi, stored
 
 
 def _with_llm_side(post, eta: np.ndarray, theta: np.ndarray, coords: dict, r: int):
@@ -368,7 +365,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         if spacing is not None:
             sgrid, stables = structure_part(grid)
             stages["inner_spacing"] = spacing["seconds"]
-    post, ss, sampler, tune, diag_all, wi = _sample_loadings_by(
+    post, ss, sampler, tune, diag_all, wi, stored = _sample_loadings_by(
         sampler, sgrid, layout, spec.priors.loading_scale, V2, coords, r, draws=draws, tune=tune, chains=chains,
         cores=cores, seed=seed, target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
         whiten=whiten, stages=stages, laplace=laplace)
@@ -378,11 +375,13 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     C, D = lam.shape[:2]
     if thin is None:
         diag_all = diag_all or _structure_diagnostics(post, ss, lam)
-        thin = choose_thin(C, D, diag_all)
-        wi["thin_rule"] = {"rule": f"keep about {KEEP_DRAWS} draws where the structure's ESS allows",
+        thin = choose_thin(C, D)
+        wi["thin_rule"] = {"rule": f"every round(structure draws / {KEEP_DRAWS})-th draw kept",
                            "structure_draws": int(C * D), "min_ess_bulk": diag_all["min_ess_bulk"], "thin": thin}
-    post, ss, lam, psi = _thinned(post, ss, lam, psi, thin, diag_all, wi)
-    eta, theta = draw_llm_side(grid, lam, psi, seed=seed, cores=cores)
+    post, ss, lam, psi, stored = _thinned(post, ss, lam, psi, thin, diag_all, wi, stored)
+    if stored is not None:
+        stored.llms = informative
+    eta, theta = draw_llm_side(grid, lam, psi, seed=seed, cores=cores, stored=stored)
     post = _with_llm_side(post, eta, theta, coords, r)
     stages["llm_side_draws"] = time.perf_counter() - t3
     info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]),

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
-from mtlirt.bayes.collapsed_grid import outer_axis
+from mtlirt.bayes.collapsed_grid import grid_subset, outer_axis
 from mtlirt.bayes.collapsed_kernel import _BLOCK, _EMPTY2, _P_MIN, CollapsedGrid, _inner_weights, collapsed_kernel
 
 __all__ = [
     "ETA_STEP",
+    "StoredNodes",
     "draw_llm_side",
 ]
 
@@ -305,6 +307,23 @@ def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
                     theta[k, i] = _sample_loglinear(lv, start[k, i], h, u_theta[k, i], wbuf)
 
 
+@dataclass
+class StoredNodes:
+    """The kernel's node totals of structure draws already evaluated by the sampler (IMH evaluates
+    every state it visits), so that the draws need not pass the kernel again: ``totals`` (U, G, n)
+    float32, each LLM's log posterior at the outer nodes less its largest; ``index`` (C, D) the row
+    of each structure draw (-1: not stored, the kernel runs); ``llms`` (n,) the LLMs they cover
+    (None: all; the others' totals are computed)."""
+
+    totals: list
+    index: np.ndarray
+    llms: np.ndarray | None = None
+
+    def thinned(self, keep: slice) -> StoredNodes:
+        """The same totals for every ``keep``-th draw."""
+        return StoredNodes(self.totals, self.index[:, keep], self.llms)
+
+
 def _eta_points(grid: CollapsedGrid) -> tuple:
     """The outer rule's nodes and log weights on one axis, the Lagrange basis at the points every
     ``ETA_STEP`` over +- the grid's outer span, the first and last of those points within the nodes,
@@ -322,7 +341,7 @@ def _eta_points(grid: CollapsedGrid) -> tuple:
 
 
 def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed: int = 0,
-                  dtype=np.float32, progress=None, cores: int = 2):
+                  dtype=np.float32, progress=None, cores: int = 2, stored: StoredNodes | None = None):
     """Draw every LLM's overall trait and domain scores from their conditional
     posteriors given each structure draw (see module docstring).
 
@@ -338,6 +357,8 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
     cores : int
         Structure draws drawn at once, one per thread (the kernels release the GIL); the draws do not
         depend on it.
+    stored : StoredNodes, optional
+        The node totals of the draws the sampler evaluated (the kernel runs for the rest only).
 
     Returns
     -------
@@ -357,14 +378,33 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
     seqs = np.random.SeedSequence([int(seed), 0xC011A95E]).spawn(C * D)
     kern = collapsed_kernel()
     jobs = [(c, t) for c in range(C) for t in range(D)]
+    rest = rest_grid = None
+    if stored is not None and stored.llms is not None:
+        rest = np.setdiff1d(np.arange(N), stored.llms)
+        rest_grid = grid_subset(grid, rest) if rest.size else None
+
+    def node_totals(c, t, lam_t, psi_t):
+        """Every LLM's log posterior at its outer nodes (G, N), up to a constant per LLM."""
+        nodes = np.empty((G, N))
+        row = -1 if stored is None else int(stored.index[c, t])
+        if row < 0:
+            kern(*grid.arrays, lam_t, psi_t, 0, nodes, _EMPTY2, _EMPTY2)
+        elif stored.llms is None:
+            nodes[:] = stored.totals[row]
+        else:
+            nodes[:, stored.llms] = stored.totals[row]
+            if rest_grid is not None:
+                part = np.empty((G, rest.size))
+                kern(*rest_grid.arrays, lam_t, psi_t, 0, part, _EMPTY2, _EMPTY2)
+                nodes[:, rest] = part
+        return nodes
 
     def one(job_index):
         c, t = jobs[job_index]
         rng = np.random.default_rng(seqs[job_index])
-        nodes = np.empty((G, N))
         lam_t = np.ascontiguousarray(lam[c, t], dtype=np.float64)
         psi_t = np.ascontiguousarray(psi[c, t], dtype=np.float64)
-        kern(*grid.arrays, lam_t, psi_t, 0, nodes, _EMPTY2, _EMPTY2)
+        nodes = node_totals(c, t, lam_t, psi_t)
         ue = rng.random((N, r))
         ut = rng.random((K, N))
         th = np.empty((K, N))

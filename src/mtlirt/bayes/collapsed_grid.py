@@ -48,6 +48,7 @@ __all__ = [
     "N_INNER",
     "N_OUTER",
     "build_grid",
+    "grid_subset",
     "informative_llms",
     "llm_logliks",
     "llm_posteriors",
@@ -253,15 +254,19 @@ def informative_llms(tables) -> np.ndarray:
     return np.flatnonzero(answered.sum(1) >= 2)
 
 
+def grid_subset(grid: CollapsedGrid, idx: np.ndarray) -> CollapsedGrid:
+    """The grid of the LLMs ``idx`` only."""
+    c = np.ascontiguousarray
+    return dataclasses.replace(grid, start=c(grid.start[:, idx]), step=c(grid.step[:, idx]),
+                               logscale=c(grid.logscale[:, idx]), logw=c(grid.logw[:, :, idx]),
+                               expw=c(grid.expw[:, :, idx]), mu=c(grid.mu[:, idx]), chol=c(grid.chol[:, :, idx]),
+                               logomega=c(grid.logomega[:, idx]), info=None if grid.info is None else grid.info[idx])
+
+
 def llm_subset(grid: CollapsedGrid, tables, idx: np.ndarray):
     """The grid and tables of the LLMs ``idx`` only: ``(grid, tables)``."""
-    c = np.ascontiguousarray
-    g = dataclasses.replace(grid, start=c(grid.start[:, idx]), step=c(grid.step[:, idx]),
-                            logscale=c(grid.logscale[:, idx]), logw=c(grid.logw[:, :, idx]),
-                            expw=c(grid.expw[:, :, idx]), mu=c(grid.mu[:, idx]), chol=c(grid.chol[:, :, idx]),
-                            logomega=c(grid.logomega[:, idx]), info=None if grid.info is None else grid.info[idx])
     t = dataclasses.replace(tables, s=tables.s[idx], const=tables.const[idx], table=tables.table[idx])
-    return g, t
+    return grid_subset(grid, idx), t
 
 
 def psi_reach(xc: np.ndarray, sd: np.ndarray, K: int, layout, reach: float = PSI_REACH) -> np.ndarray:

@@ -89,7 +89,9 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     ``loading_free ~ N(0, s)``, ``loading_diag ~ HalfNormal(s)`` (as the
     sampled route's priors) and the transform's Jacobian. With
     ``gradient=False`` the function returns the value only (the kernel's
-    cheaper pass; both timed by ``benchmarks/bench_collapsed.py kernel``).
+    cheaper pass; both timed by ``benchmarks/bench_collapsed.py kernel``);
+    its optional second argument, a (G, N) array, then receives every LLM's
+    log posterior at its outer nodes (the kernel's ``node_out``).
 
     At rank 1 ``asinh(V_k)`` is Fisher's z of the loading ``lambda_k = V_k /
     sqrt(1 + V_k^2)``, ``atanh(lambda_k)``: the posterior is much closer to
@@ -112,7 +114,7 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     ar = np.arange(r)
     floor = grid.resolvable_psi()
 
-    def logp(x):
+    def logp(x, nodes=None):
         x = np.asarray(x, dtype=np.float64)
         u, w = x[:n_free], x[n_free:]
         free, diag = structure_of_x(x, n_free)
@@ -124,7 +126,7 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
         if np.any(psi < floor):
             return -math.inf if not gradient else (-math.inf, np.zeros(n_free + r))
         lam = V * psi[:, None]
-        val, dl, dp = _kernel(*arrays, lam, psi, int(gradient), e2, e2, e2)
+        val, dl, dp = _kernel(*arrays, lam, psi, int(gradient), e2 if nodes is None else nodes, e2, e2)
         val = (val - 0.5 * inv_s2 * ((free**2).sum() + (diag**2).sum())
                + _log_cosh(u).sum() + (_log_cosh(ea) + w).sum())
         if not gradient:
@@ -161,23 +163,26 @@ def laplace_whitening(logp, x0: np.ndarray, *, eps: float = 1e-4,
                       cores: int = 1) -> tuple[np.ndarray, np.ndarray, dict]:
     """The Laplace approximation of a log density at (near) its mode: centre
     ``xc`` (one Newton step from ``x0``) and a square root ``T`` of its
-    covariance (``T T' = (-H)^-1``, ``H`` the Hessian by central differences
-    of the gradient, ``2 n`` evaluations, ``cores`` at a time). In ``z = T^-1 (x - xc)`` the
+    covariance (``T T' = (-H)^-1``, ``H`` the Hessian by forward differences
+    of the gradient, symmetrised: ``n + 1`` evaluations, ``cores`` at a time; its
+    relative error, of the order of ``eps``, moves a proposal or a mass matrix
+    by nothing that matters). In ``z = T^-1 (x - xc)`` the
     posterior is close to ``N(0, I)``: NUTS starts with the right scales and
     correlations instead of learning them in the warm-up. Where ``-H`` is not
     positive definite, ``T`` is diagonal (or the identity)."""
     x0 = np.asarray(x0, dtype=np.float64)
     n = len(x0)
 
+    f0, g0 = logp(x0)[:2]
+
     def column(j):
         e = np.zeros(n)
         e[j] = eps
-        return (logp(x0 + e)[1] - logp(x0 - e)[1]) / (2 * eps)
+        return (logp(x0 + e)[1] - g0) / eps
 
     with ThreadPoolExecutor(max(1, int(cores))) as pool:
         H = np.column_stack(list(pool.map(column, range(n))))
     H = 0.5 * (H + H.T)
-    f0, g0 = logp(x0)[:2]
     try:
         L = np.linalg.cholesky(-H)
         T = np.linalg.solve(L, np.eye(n)).T

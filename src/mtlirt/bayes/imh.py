@@ -32,9 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from mtlirt.bayes.collapsed_draws import StoredNodes
 from mtlirt.bayes.collapsed_kernel import CollapsedGrid
 from mtlirt.bayes.collapsed_structure import _structure_diagnostics, _structure_draws, structure_logp, structure_of_x
-from mtlirt.bayes.diagnostics import pareto_khat
+from mtlirt.bayes.diagnostics import ESS_MIN, ESS_MIN_PER_CHAIN, RHAT_MAX, pareto_khat
 from mtlirt.progress import progress_bar
 
 __all__ = [
@@ -64,6 +65,11 @@ IMH_PILOT_K_MAX = 0.5
 # IMH_MAX_DRAWS per chain; then the LLM side is drawn for about KEEP_DRAWS of them (thin=None)
 IMH_BLOCK = 250
 IMH_MAX_DRAWS = 4000
+# a run that fails the checks grows by what their figures call for, within IMH_MIN_MORE and IMH_BLOCK
+IMH_MIN_MORE = 50
+# the node totals of the visited states kept for the LLM side's draws up to this many bytes (the rest
+# are computed again by the draws)
+NODE_STORE_BYTES = 1e9
 KEEP_DRAWS = 1000
 # the split-normal proposal: each axis's two scales from the density at +- SPLIT_AT whitened sds,
 # kept within SPLIT_RANGE
@@ -125,16 +131,23 @@ def _imh_chains(log_w_start: np.ndarray, log_w: np.ndarray, u: np.ndarray) -> tu
 
 
 def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, progress: bool,
-                   desc: str) -> np.ndarray:
+                   desc: str, totals: np.ndarray | None = None) -> np.ndarray:
     """``f(xc + T z_j)`` for every row of ``z``, in ``cores`` threads (the
-    kernel releases the GIL)."""
+    kernel releases the GIL); with ``totals`` (len(z), G, N), each
+    evaluation's node totals (``f``'s second argument) less each LLM's
+    largest go to its row."""
     lp = np.empty(len(z))
     chunk = max(1, len(z) // (50 * max(1, cores)))
 
     def run(a):
         b = min(len(z), a + chunk)
+        buf = None if totals is None else np.empty(totals.shape[1:])
         for j in range(a, b):
-            lp[j] = f(xc + T @ z[j])
+            if buf is None:
+                lp[j] = f(xc + T @ z[j])
+            else:
+                lp[j] = f(xc + T @ z[j], buf)
+                totals[j] = buf - buf.max(axis=0)
         return b - a
 
     with ThreadPoolExecutor(max(1, int(cores))) as pool:
@@ -174,11 +187,14 @@ def _proposed(rng: np.random.Generator, size: tuple, n: int, split: np.ndarray |
 
 
 def _log_ratios(grid: CollapsedGrid, layout, loading_scale: float, xc: np.ndarray, T: np.ndarray, u: np.ndarray,
-                logq: np.ndarray, cores: int, progress: bool = False, desc: str = "") -> tuple[np.ndarray, np.ndarray]:
+                logq: np.ndarray, cores: int, progress: bool = False, desc: str = "",
+                totals: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The structure's log density at the proposals ``xc + T u`` (value
-    only) and their log importance ratios against the proposal's log
-    densities ``logq`` (``-inf`` where the density is not finite)."""
-    lp = _log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, u, cores, progress, desc)
+    only; with ``totals``, the node totals too: :func:`_log_densities`) and
+    their log importance ratios against the proposal's log densities
+    ``logq`` (``-inf`` where the density is not finite)."""
+    lp = _log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, u, cores, progress, desc,
+                        totals)
     return lp, np.where(np.isfinite(lp), lp - logq, -np.inf)
 
 
@@ -241,6 +257,85 @@ def imh_burn_in(pilot: dict | None) -> int:
     return int(min(max(n, IMH_TUNE_MIN), IMH_TUNE))
 
 
+def _more_draws(D: int, chains: int, checked: dict) -> int:
+    """Draws per chain to add to a run of ``D`` that failed the checks ``checked``: the ESS grows and
+    R-hat - 1 shrinks in proportion to the draws of chains that mix, so the run the worst figure calls
+    for, 10% beyond, within ``IMH_MIN_MORE`` and ``IMH_BLOCK``."""
+    need = float(D)
+    floor = min(ESS_MIN, ESS_MIN_PER_CHAIN * chains)
+    for key in ("min_ess_bulk", "min_ess_tail"):
+        e = checked.get(key)
+        if e is None or not np.isfinite(e) or e <= 0:
+            return IMH_BLOCK
+        need = max(need, D * floor / e)
+    rhat = checked.get("max_rhat")
+    if rhat is None or not np.isfinite(rhat):
+        return IMH_BLOCK
+    need = max(need, D * (rhat - 1.0) / (RHAT_MAX - 1.0))
+    return int(min(max(math.ceil(1.1 * need - 1e-9) - D, IMH_MIN_MORE), IMH_BLOCK))
+
+
+class _NodeStore:
+    """The node totals of the states the chains visit after their burn-in, kept for the LLM side's
+    draws (:class:`~mtlirt.bayes.collapsed_draws.StoredNodes`) within ``NODE_STORE_BYTES``: each batch
+    of proposals is evaluated with its totals, then only the visited states' are kept."""
+
+    def __init__(self, grid: CollapsedGrid, budget: float = NODE_STORE_BYTES):
+        self.shape = (grid.offsets.shape[0], grid.shape[0])
+        self.row_bytes = 4 * self.shape[0] * self.shape[1]
+        self.budget = budget
+        self.rows: dict[tuple[int, int], np.ndarray] = {}
+
+    def batch(self, n: int) -> np.ndarray | None:
+        """An array for ``n`` evaluations' totals, or None past the budget."""
+        if (len(self.rows) + n) * self.row_bytes > self.budget:
+            return None
+        return np.empty((n, *self.shape), dtype=np.float32)
+
+    def keep(self, totals: np.ndarray | None, keys: list, lp: np.ndarray, state: np.ndarray, tune: int):
+        """The rows of ``totals`` (keys ``(chain, step)``, step -1: the start) that are states after the
+        burn-in, of finite density."""
+        if totals is None:
+            return
+        visited = {(c, int(t)) for c in range(state.shape[0]) for t in np.unique(state[c, tune:])}
+        for row, key in enumerate(keys):
+            if key in visited and np.isfinite(lp[row]):
+                self.rows[key] = totals[row].copy()
+
+    def stored(self, state: np.ndarray, tune: int) -> StoredNodes | None:
+        """The kept totals and each draw's row in them."""
+        if not self.rows:
+            return None
+        keys = list(self.rows)
+        where = {k: i for i, k in enumerate(keys)}
+        index = np.array([[where.get((c, int(t)), -1) for t in state[c, tune:]] for c in range(state.shape[0])])
+        return StoredNodes([self.rows[k] for k in keys], index)
+
+
+def _imh_datasets(xc: np.ndarray, T: np.ndarray, z: np.ndarray, lp: np.ndarray, lw: np.ndarray, state: np.ndarray,
+                  acc: np.ndarray, tune: int, n_free: int) -> tuple:
+    """The chains' draws after the burn-in as the posterior and sample-stats datasets: ``z`` (C, 1 + S,
+    n) the start and every proposal in whitened coordinates (``xc + T z``), ``lp`` (C, 1 + S) their log
+    densities,
+    ``lw`` (C, S) the proposals' log importance ratios, ``state`` and ``acc`` (C, S) from
+    :func:`_imh_chains`."""
+    import xarray as xr
+
+    C = state.shape[0]
+    pick = state[:, tune:] + 1  # index 0: the start
+    free, diag = structure_of_x(xc + np.take_along_axis(z, pick[..., None], axis=1) @ T.T, n_free)
+    data = {"loading_free": (("chain", "draw", "loading_free_dim_0"), free)} if n_free else {}
+    data["loading_diag"] = (("chain", "draw", "loading_diag_dim_0"), diag)
+    coords = {"chain": np.arange(C), "draw": np.arange(pick.shape[1])}
+    post = xr.Dataset(data, coords=coords)
+    ss = xr.Dataset({
+        "accepted": (("chain", "draw"), acc[:, tune:]),
+        "proposal_log_weight": (("chain", "draw"), lw[:, tune:]),
+        "lp": (("chain", "draw"), np.take_along_axis(lp, pick, axis=1)),
+    }, coords=coords)
+    return post, ss
+
+
 def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, draws, tune, chains, cores,
                   seed, progress, info: dict, split: np.ndarray | None = None):
     """Independence Metropolis-Hastings on the structure: proposals from the
@@ -250,18 +345,20 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     draws of that t. The proposals do not depend on the chains' states, so
     every log density is evaluated first, in parallel (value only, no
     gradient); the accept steps then cost nothing. Returns ``(posterior,
-    sample_stats, diagnostics or None)``, the first two as :func:`~mtlirt.bayes.collapsed_structure._sample_loadings`;
+    sample_stats, diagnostics or None, stored node totals or None)``, the first two as
+    :func:`~mtlirt.bayes.collapsed_structure._sample_loadings`, the last the visited states' node totals
+    (:class:`_NodeStore`) for the LLM side's draws;
     the sample stats hold each step's acceptance, the log importance ratio of its proposal
     (``proposal_log_weight``: their Pareto k-hat checks that the proposal
     covers the posterior, :func:`mtlirt.bayes.diagnostics.diagnostics`) and
     the state's log density (``lp``).
 
     ``draws=None``: the run length is chosen by the convergence checks. The
-    chains draw ``IMH_BLOCK`` steps each at a time, continued from their last
+    chains draw ``IMH_BLOCK`` steps each, then as many more as the checks'
+    figures call for (:func:`_more_draws`), continued from their last
     state with new proposals of the same random stream, until the loadings
     pass :func:`~mtlirt.bayes.collapsed_structure._structure_diagnostics` (R-hat, bulk and tail ESS, Pareto k-hat)
     or reach ``IMH_MAX_DRAWS`` (``info["run_length"]`` records each block)."""
-    import xarray as xr
 
     n_free = len(layout[0])
     t0 = time.perf_counter()
@@ -278,8 +375,12 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     z, q = _proposed(rng, (chains, S), n, split)
     u = rng.random((chains, S))
     flat = np.concatenate([z_start, z.reshape(chains * S, n)])
+    store = _NodeStore(grid)
+    totals = store.batch(len(flat))
+    keys = [(c, -1) for c in range(chains)] + [(c, t) for c in range(chains) for t in range(S)]
     lp, lw = _log_ratios(grid, layout, loading_scale, xc, T, flat, np.concatenate([q_start, q.reshape(-1)]), cores,
-                         progress, "IMH: log densities of the proposals")
+                         progress, "IMH: log densities of the proposals", totals)
+    lp_batch = lp
     lp_start, lw_start = lp[:chains], lw[:chains]
     lp, lw = lp[chains:].reshape(chains, S), lw[chains:].reshape(chains, S)
     blocks = []
@@ -287,20 +388,10 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
         S = z.shape[1]
         D = S - int(tune)
         state, acc = _imh_chains(lw_start, lw, u)
-        zz = np.concatenate([z_start[:, None, :], z], axis=1)  # index 0: the start
-        lpp = np.concatenate([lp_start[:, None], lp], axis=1)
-        pick = state[:, tune:] + 1
-        zs = np.take_along_axis(zz, pick[..., None], axis=1)
-        x = xc + zs @ T.T
-        free, diag = structure_of_x(x, n_free)
-        data = {"loading_free": (("chain", "draw", "loading_free_dim_0"), free)} if n_free else {}
-        data["loading_diag"] = (("chain", "draw", "loading_diag_dim_0"), diag)
-        post = xr.Dataset(data, coords={"chain": np.arange(chains), "draw": np.arange(D)})
-        ss = xr.Dataset({
-            "accepted": (("chain", "draw"), acc[:, tune:]),
-            "proposal_log_weight": (("chain", "draw"), lw[:, tune:]),
-            "lp": (("chain", "draw"), np.take_along_axis(lpp, pick, axis=1)),
-        }, coords={"chain": np.arange(chains), "draw": np.arange(D)})
+        store.keep(totals, keys, lp_batch, state, tune)
+        totals = None
+        post, ss = _imh_datasets(xc, T, np.concatenate([z_start[:, None, :], z], axis=1),
+                                 np.concatenate([lp_start[:, None], lp], axis=1), lw, state, acc, tune, n_free)
         if not adaptive:
             checked = None
             break
@@ -311,22 +402,28 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
                                                                      "pareto_khat") if k in checked}})
         if checked["converged"] or D >= IMH_MAX_DRAWS:
             break
-        more = min(IMH_BLOCK, IMH_MAX_DRAWS - D)
+        more = min(_more_draws(D, chains, checked), IMH_MAX_DRAWS - D)
         z2, q2 = _proposed(rng, (chains, more), n, split)
         u2 = rng.random((chains, more))
+        totals = store.batch(chains * more)
+        keys = [(c, S + t) for c in range(chains) for t in range(more)]
         lp2, lw2 = _log_ratios(grid, layout, loading_scale, xc, T, z2.reshape(chains * more, n), q2.reshape(-1),
-                               cores, progress, "IMH: log densities of more proposals")
+                               cores, progress, "IMH: log densities of more proposals", totals)
+        lp_batch = lp2
         z, u = np.concatenate([z, z2], axis=1), np.concatenate([u, u2], axis=1)
         lp = np.concatenate([lp, lp2.reshape(chains, more)], axis=1)
         lw = np.concatenate([lw, lw2.reshape(chains, more)], axis=1)
     if not (np.isfinite(lp).all() and np.isfinite(lp_start).all()):
         info["imh_nonfinite_proposals"] = int((~np.isfinite(lp)).sum() + (~np.isfinite(lp_start)).sum())
     if adaptive:
-        info["run_length"] = {"rule": f"blocks of {IMH_BLOCK} draws per chain until the convergence checks pass, "
-                                      f"at most {IMH_MAX_DRAWS}", "blocks": blocks, "draws": int(D),
+        info["run_length"] = {"rule": f"{IMH_BLOCK} draws per chain, then as many more as the checks call for "
+                                      f"({IMH_MIN_MORE}-{IMH_BLOCK} at a time) until they pass, at most "
+                                      f"{IMH_MAX_DRAWS}", "blocks": blocks, "draws": int(D),
                               "converged": bool(checked["converged"])}
     info["imh"] = {"acceptance": [round(float(a), 4) for a in acc[:, tune:].mean(1)],
                    "evaluations": int(chains * (S + 1)), "tune": int(tune), "seconds": time.perf_counter() - t0}
-    return post, ss, checked
+    stored = store.stored(state, tune)
+    info["imh"]["stored_node_totals"] = 0 if stored is None else len(stored.totals)
+    return post, ss, checked, stored
 
 

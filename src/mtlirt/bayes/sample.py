@@ -243,7 +243,7 @@ def fit_bayes(
         chain, keep every ``thin``-th and draw the LLM side for those (its
         cost dominates at leaderboard scale). Convergence is judged on all
         ``draws`` structure draws (recorded with ``computed_on``). Default
-        (``None``): about 1,000 kept where the structure's ESS allows
+        (``None``): about 1,000 kept
         (:func:`mtlirt.bayes.collapsed.choose_thin`).
 
     Returns
