@@ -11,6 +11,7 @@ Usage::
     .venv/bin/python benchmarks/bench_collapsed.py kernel [--baseline COMMIT]
     .venv/bin/python benchmarks/bench_collapsed.py realistic [--seeds 0 1 2 --n-llms 500 --scale 0.1 --spec factor-2pl]
     .venv/bin/python benchmarks/bench_collapsed.py realdata [--data oll_v1|mmlu_pro|chembench --max-llms N]
+    .venv/bin/python benchmarks/bench_collapsed.py eta-draws [--data NAME --max-llms N | --n-llms 4000 --scale 0.007]
     .venv/bin/python benchmarks/bench_collapsed.py default [--n-llms 4272 --scale 1 --missing 0.1 --rank 1
                                                            --scenario realistic | --data NAME --max-llms N --cut
                                                            --target-accept 0.95]
@@ -22,7 +23,8 @@ whole to the MTL fit's wall, R-hat and ESS of the sampled loadings, the
 quadrature check, and the 90% coverage of the true domain and overall scores.
 
 kernel: at the flagship shape, one log density + gradient, its value alone, and the exact
-draws of one structure draw timed alone (CPU ms), and the quadrature check
+draws of one structure draw timed alone (CPU ms; with the kernel's pass, and from node
+totals kept as IMH keeps them), and the quadrature check
 at 8 structures 3% from the mode; ``--baseline`` adds the module as it was at
 a commit (its own default grid, same centres).
 
@@ -57,6 +59,9 @@ default: the default Bayesian fit (route, run length and thinning chosen by the 
 default MTL fit of the same data in one process: wall and CPU ratios, the route and why, convergence,
 coverage of the truth on a simulation; a real leaderboard with ``--data`` (``--cut``: 1-3 items per domain).
 
+eta-draws: the overall traits' draws of the default fit (rank 1) against a fine grid: the quantiles its
+inverse CDF gives at three structure draws, against those of the kernel on 97 equally spaced nodes.
+
 compare: the calibration design (150 LLMs, domains of 10-60 items) fitted by
 the collapsed route and by the sampled route (overall traits sampled, domain
 traits integrated out: ``fit_bayes(items="fixed")``), both from the same MTL
@@ -66,6 +71,7 @@ fit and items; posterior means and 90% interval endpoints compared.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -319,9 +325,10 @@ def _module_at(commit: str):
 
 
 def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | None = None,
-                 n_draws: int = 8) -> dict:
+                 n_draws: int = 16) -> dict:
     """The log density + gradient and the exact draws at the flagship shape,
-    timed alone (no sampling), and the quadrature against a fine grid at 8
+    timed alone (no sampling; the draws also from stored node totals, as a fit
+    with IMH draws them), and the quadrature against a fine grid at 8
     structures 3% from the mode; with ``baseline`` the same for the module
     at that commit, on its own default grid around the same centres."""
     from mtlirt.bayes import collapsed_grid as cg
@@ -341,11 +348,20 @@ def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | 
                "logp_value_only": _cpu_ms(lambda: mod._call(g, lam, psi, mode=0), repeat)}
         L = np.broadcast_to(lam, (1, n_draws) + lam.shape).copy()
         P = np.broadcast_to(psi, (1, n_draws) + psi.shape).copy()
-        t, c = time.perf_counter(), time.process_time()
-        mod.draw_llm_side(g, L, P)
-        out["llm_side_draws_per_structure_draw"] = {
-            "cpu_ms": round(1e3 * (time.process_time() - c) / n_draws, 1),
-            "wall_ms": round(1e3 * (time.perf_counter() - t) / n_draws, 1)}
+
+        def per_draw(**kw):
+            mod.draw_llm_side(g, L[:, :1], P[:, :1], **kw)  # compiled and warm before the timing
+            t, c = time.perf_counter(), time.process_time()
+            mod.draw_llm_side(g, L, P, **kw)
+            return {"cpu_ms": round(1e3 * (time.process_time() - c) / n_draws, 1),
+                    "wall_ms": round(1e3 * (time.perf_counter() - t) / n_draws, 1)}
+
+        out["llm_side_draws_per_structure_draw"] = per_draw()
+        if hasattr(mod, "StoredNodes"):  # as the fit draws them: from the node totals IMH kept
+            nodes = np.empty((g.offsets.shape[0], N))
+            mod._call(g, lam, psi, node_out=nodes)
+            kept = mod.StoredNodes([(nodes - nodes.max(0)).astype(np.float32)], np.zeros((1, n_draws), int))
+            out["llm_side_draws_per_structure_draw"]["from_imh_node_totals"] = per_draw(stored=kept)
         q = mod.quadrature_check(g, tables, lams, psis)
         out["quadrature_check"] = {k: v for k, v in q.items() if k not in ("fine_grid", "seconds")}
         return out
@@ -722,24 +738,14 @@ def _cut_per_domain(resp, seed: int, most: int = 3):
     return resp.subset(items=keep)
 
 
-def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float = 1.0, n_llms: int = 4272,
-                  missing: float | None = None, scenario: str = "ideal", rank: int = 1, seed: int = 0,
-                  max_llms: int | None = None, cut: bool = False, shared: str | None = None,
-                  target_accept: float | None = None) -> dict:
-    """The default Bayesian fit (``mtlirt fit DATA --method bayes``: the route, run length and thinning
-    chosen by the fit) against the default MTL fit (``--method mtl``) of the same data, one after the
-    other in one process: wall and CPU seconds of each and their ratios, the route chosen and why, the
-    convergence checks and, on a simulation, the 90% coverage of the true domain and overall scores.
-    ``data``: a shared real leaderboard (``--max-llms`` a seeded subsample; ``--cut``: each domain cut to
-    1-3 items; mmlu_pro by its ``subject`` column); else ``mtlirt.data.simulate`` with ``preset``, ``scale``,
-    ``missing``, ``scenario`` and ``rank``. Rank 2 fits the ``factor2-2pl`` spec. ``target_accept``: NUTS's,
-    where the fit samples by NUTS (default: the fit's own)."""
+def _default_data(*, data: str | None, preset: str, scale: float, n_llms: int, missing: float | None,
+                  scenario: str, rank: int, seed: int, max_llms: int | None, cut: bool, shared: str | None) -> tuple:
+    """The leaderboard of ``default``: ``(responses, name, true domain scores or None, true overall or None)``."""
     from mtlirt.data.responses import Responses
     from mtlirt.data.simulate import simulate
     from mtlirt.data.validate import DataWarning
-    from mtlirt.fitting import fit
 
-    truth = None
+    truth = truth_ov = None
     if data is not None:
         root = shared or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
         path, kw = REAL_SETS[data]
@@ -763,6 +769,95 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
         ov = sim.overall.loc[resp.llms].values[:, 0]
         truth_ov = (ov - ov.mean()) / ov.std()
         name = f"simulate(preset={preset}, scale={scale}, missing={missing}, scenario={scenario}, rank={rank})"
+    return resp, name, truth, truth_ov
+
+
+def bench_eta_draws(*, data: str | None = None, preset: str = "mmlu", scale: float = 1.0, n_llms: int = 4272,
+                    missing: float | None = None, scenario: str = "ideal", seed: int = 0,
+                    max_llms: int | None = None, n_fine: int = 97) -> dict:
+    """The overall traits' draws against a fine grid (rank 1): the default Bayesian fit of the leaderboard
+    (as ``default`` reads it), its grid and structure draws recorded as it draws the LLM side; at three
+    structure draws, every LLM's overall trait drawn by the fit's own inverse CDF (the polynomial through
+    the grid's Gauss-Hermite nodes) at the uniforms 0.05, 0.5 and 0.95, against the same quantiles of the
+    kernel on ``n_fine`` equally spaced nodes over the same span (log-linear between them), in posterior
+    sds: the largest error and its 99th percentile over the LLMs."""
+    from mtlirt.bayes import collapsed as cl
+    from mtlirt.bayes import collapsed_draws as cd
+    from mtlirt.bayes import collapsed_grid as cg
+    from mtlirt.bayes import collapsed_kernel as ck
+    from mtlirt.fitting import fit
+
+    resp, name, _, _ = _default_data(data=data, preset=preset, scale=scale, n_llms=n_llms, missing=missing,
+                                     scenario=scenario, rank=1, seed=seed, max_llms=max_llms, cut=False,
+                                     shared=None)
+    seen = {}
+    real = cl.draw_llm_side
+
+    def recording(grid, lam, psi, **kw):
+        seen.update(grid=grid, lam=lam, psi=psi)
+        return real(grid, lam, psi, **kw)
+
+    cl.draw_llm_side = recording
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit(resp, "bayes", seed=seed, progress=False)
+    finally:
+        cl.draw_llm_side = real
+    grid, lam, psi = seen["grid"], seen["lam"], seen["psi"]
+    N = grid.shape[0]
+    hw = grid.outer_half_width
+    mu, sd_g = grid.mu[0], grid.chol[0, 0]
+    mu_f, chol_f, off_f, lo_f, h_f = cg._outer(mu[:, None], sd_g[:, None, None] ** 2, n_fine, hw, "trapezoid")
+    fine_grid = dataclasses.replace(grid, mu=mu_f, chol=chol_f, offsets=off_f, logomega=lo_f, n_axis=n_fine,
+                                    outer_step=h_f, rule="trapezoid")
+    x = np.linspace(-hw, hw, n_fine)
+    xx = np.linspace(-hw, hw, 10 * (n_fine - 1) + 1)
+    pts = cd._eta_points(grid)
+    C, D = lam.shape[:2]
+    errors = []
+    for c, t in ((0, 0), (C // 2, D // 2), (C - 1, D - 1)):
+        nodes = np.empty((grid.offsets.shape[0], N))
+        ck._call(grid, lam[c, t], psi[c, t], node_out=nodes)
+        fine = np.empty((n_fine, N))
+        ck._call(fine_grid, lam[c, t], psi[c, t], node_out=fine)
+        lp = np.stack([np.interp(xx, x, fine[:, i]) for i in range(N)], axis=1)
+        p = np.exp(lp - lp.max(0))
+        cdf = np.concatenate([np.zeros((1, N)), np.cumsum(0.5 * (p[1:] + p[:-1]), axis=0)])
+        cdf /= cdf[-1]
+        w = p / p.sum(0)
+        sd = np.sqrt((xx[:, None] ** 2 * w).sum(0) - ((xx[:, None] * w).sum(0)) ** 2)
+        for q in (0.05, 0.5, 0.95):
+            eta = np.empty((N, 1))
+            cd._draw_eta(nodes, *pts, grid.mu, grid.chol, np.full((N, 1), q), eta)
+            z = (eta[:, 0] - mu) / sd_g
+            ref = np.array([np.interp(q, cdf[:, i], xx) for i in range(N)])
+            errors.append(np.abs(z - ref) / sd)
+    err = np.concatenate(errors)
+    out = {"benchmark": f"overall-trait draws against {n_fine} equally spaced nodes: {name}, seed {seed}",
+           "llms": N, "gauss_hermite_nodes": int(grid.n_axis), "structure_draws": 3,
+           "max_error_sd": round(float(err.max()), 5), "p99_error_sd": round(float(np.quantile(err, 0.99)), 5)}
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
+def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float = 1.0, n_llms: int = 4272,
+                  missing: float | None = None, scenario: str = "ideal", rank: int = 1, seed: int = 0,
+                  max_llms: int | None = None, cut: bool = False, shared: str | None = None,
+                  target_accept: float | None = None) -> dict:
+    """The default Bayesian fit (``mtlirt fit DATA --method bayes``: the route, run length and thinning
+    chosen by the fit) against the default MTL fit (``--method mtl``) of the same data, one after the
+    other in one process: wall and CPU seconds of each and their ratios, the route chosen and why, the
+    convergence checks and, on a simulation, the 90% coverage of the true domain and overall scores.
+    ``data``: a shared real leaderboard (``--max-llms`` a seeded subsample; ``--cut``: each domain cut to
+    1-3 items; mmlu_pro by its ``subject`` column); else ``mtlirt.data.simulate`` with ``preset``, ``scale``,
+    ``missing``, ``scenario`` and ``rank``. Rank 2 fits the ``factor2-2pl`` spec. ``target_accept``: NUTS's,
+    where the fit samples by NUTS (default: the fit's own)."""
+    from mtlirt.fitting import fit
+
+    resp, name, truth, truth_ov = _default_data(data=data, preset=preset, scale=scale, n_llms=n_llms,
+                                                missing=missing, scenario=scenario, rank=rank, seed=seed,
+                                                max_llms=max_llms, cut=cut, shared=shared)
     print(f"{name}: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     out = {"benchmark": f"default fits of {name}, seed {seed}", "llms": resp.n_llms, "items": resp.n_items,
@@ -808,7 +903,7 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["flagship", "flagship-routes", "compare", "samplers", "kernel", "realistic",
-                                      "realdata", "extremes", "default"])
+                                      "realdata", "extremes", "default", "eta-draws"])
     ap.add_argument("--sampler", default="auto", choices=["auto", "imh", "nutpie"],
                     help="the structure's sampler on the integrated route (default: chosen by the IMH pilot)")
     ap.add_argument("--baseline", default=None, help="kernel: also time the module at this commit")
@@ -861,6 +956,9 @@ def main(argv=None) -> int:
             bench_default(data=args.data, scale=args.scale or 1.0, n_llms=args.n_llms, missing=args.missing,
                           scenario=args.scenario, rank=args.rank, seed=s, max_llms=args.max_llms, cut=args.cut,
                           target_accept=args.target_accept)
+    elif args.which == "eta-draws":
+        bench_eta_draws(data=args.data, scale=args.scale or 1.0, n_llms=args.n_llms, missing=args.missing,
+                        scenario=args.scenario, max_llms=args.max_llms)
     elif args.which == "kernel":
         bench_kernel(rank=args.rank, baseline=args.baseline)
     elif args.which == "flagship":

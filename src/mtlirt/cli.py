@@ -294,8 +294,8 @@ def _fit_bayes_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chains", type=int, default=None, help="bayes: chains (default 4)")
     p.add_argument("--thin", type=int, default=None, metavar="N",
                    help="bayes --llm-side integrated: keep every N-th of the structure draws and draw the LLM side "
-                   "for those only; convergence is checked on all of them (default: about 1,000 kept where the "
-                   "structure's effective sample size allows)")
+                   "for those only; convergence is checked on all of them (default: about 1,000 kept, every "
+                   "round(draws x chains / 1000)-th)")
     p.add_argument("--log-likelihood", action=argparse.BooleanOptionalAction, default=None,
                    help="bayes: store the pointwise log-likelihood (per LLM and domain) in posterior.nc for "
                    "loo/compare; by default only when it holds at most 1e8 values (0.8 GB)")
