@@ -601,6 +601,28 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
     assert choose_thin(2, 400) == 1 and choose_thin(2, 100) == 1
 
 
+def test_node_store_keeps_the_visited_states_within_its_budget(case):
+    """IMH's store of node totals keeps, of a batch of evaluations, the states its chains visit after the
+    burn-in (of finite density), maps every draw to its row (-1: not kept, the draws compute it) and
+    hands out no batch past its budget."""
+    grid = case[3]
+    G, N = grid.offsets.shape[0], grid.shape[0]
+    store = mh._NodeStore(grid, budget=10 * 4 * G * N)
+    totals = store.batch(6)
+    assert totals.shape == (6, G, N) and totals.dtype == np.float32
+    totals[:] = np.arange(6)[:, None, None]
+    keys = [(0, -1), (1, -1), (0, 0), (0, 1), (1, 0), (1, 1)]
+    lp = np.array([0.0, 0.0, 1.0, -np.inf, 1.0, 1.0])
+    state = np.array([[-1, 0, 1], [-1, 0, 0]])  # chain 0: start, step 0, step 1; chain 1: start, step 0 twice
+    store.keep(totals, keys, lp, state, tune=1)
+    assert sorted(store.rows) == [(0, 0), (1, 0)]  # (0, 1) visited but of -inf density; the starts burnt
+    kept = store.stored(state, tune=1)
+    assert kept.index.tolist() == [[0, -1], [1, 1]]
+    assert kept.totals[0][0, 0] == 2.0 and kept.totals[1][0, 0] == 4.0
+    assert store.batch(9) is None and store.batch(8) is not None
+    assert mh._NodeStore(grid, budget=0).batch(1) is None
+
+
 def test_imh_run_grows_by_what_the_checks_call_for():
     """The ESS grows and R-hat - 1 shrinks in proportion to the draws: a run that fails the checks grows
     to the length its worst figure calls for, 10% beyond, within IMH_MIN_MORE and IMH_BLOCK."""

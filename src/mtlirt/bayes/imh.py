@@ -280,10 +280,10 @@ class _NodeStore:
     draws (:class:`~mtlirt.bayes.collapsed_draws.StoredNodes`) within ``NODE_STORE_BYTES``: each batch
     of proposals is evaluated with its totals, then only the visited states' are kept."""
 
-    def __init__(self, grid: CollapsedGrid, budget: float = NODE_STORE_BYTES):
+    def __init__(self, grid: CollapsedGrid, budget: float | None = None):
         self.shape = (grid.offsets.shape[0], grid.shape[0])
         self.row_bytes = 4 * self.shape[0] * self.shape[1]
-        self.budget = budget
+        self.budget = NODE_STORE_BYTES if budget is None else budget
         self.rows: dict[tuple[int, int], np.ndarray] = {}
 
     def batch(self, n: int) -> np.ndarray | None:
