@@ -193,8 +193,8 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
     t2 = time.perf_counter()
     if sampler == "imh":
         post, ss, diag_all, stored = _imh_loadings(sgrid, layout, loading_scale, laplace, draws=draws,
-                                           tune=tune, chains=chains, cores=cores, seed=seed, progress=progress,
-                                           info=wi, split=split)
+                                                   tune=tune, chains=chains, cores=cores, seed=seed,
+                                                   progress=progress, info=wi, split=split)
         stages["imh"] = time.perf_counter() - t2
         if auto:  # the pilot's 200 proposals can pass where IMH's chains then fail: NUTS instead
             if diag_all is None:

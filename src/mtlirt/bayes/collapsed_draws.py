@@ -3,8 +3,10 @@
 Per structure draw and LLM: the kernel's log posterior at the grid's own
 outer nodes (Gauss-Hermite: the nodes the structure's density sums over)
 divided by the standard normal of the whitened coordinates is a smooth
-function, which the polynomial through the nodes interpolates (exact for a
-Gaussian posterior of any mean and sd, and for its skew); ``eta_i`` is drawn
+function, which the polynomial through the nodes interpolates (exact where
+its logarithm is a polynomial of lower degree than the nodes' number: a
+Gaussian posterior of any mean and sd, with a cubic skew term from four
+nodes per axis on); ``eta_i`` is drawn
 by inverse CDF from that polynomial times the normal, evaluated every
 ``ETA_STEP`` whitened sds over +- the grid's outer span and log-linear in
 between (rank 2: the first axis from its marginal, the second integrated
