@@ -71,7 +71,6 @@ fit and items; posterior means and 90% interval endpoints compared.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import resource
@@ -808,9 +807,7 @@ def bench_eta_draws(*, data: str | None = None, preset: str = "mmlu", scale: flo
     N = grid.shape[0]
     hw = grid.outer_half_width
     mu, sd_g = grid.mu[0], grid.chol[0, 0]
-    mu_f, chol_f, off_f, lo_f, h_f = cg._outer(mu[:, None], sd_g[:, None, None] ** 2, n_fine, hw, "trapezoid")
-    fine_grid = dataclasses.replace(grid, mu=mu_f, chol=chol_f, offsets=off_f, logomega=lo_f, n_axis=n_fine,
-                                    outer_step=h_f, rule="trapezoid")
+    fine_grid = cg.trapezoid_outer(grid, n_fine)
     x = np.linspace(-hw, hw, n_fine)
     xx = np.linspace(-hw, hw, 10 * (n_fine - 1) + 1)
     pts = cd._eta_points(grid)

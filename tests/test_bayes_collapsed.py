@@ -191,17 +191,13 @@ def test_overall_trait_draws_are_the_interpolated_inverse_cdf(case):
     0.003 posterior sds at uniforms 0.05, 0.5 and 0.95; rank 2: the first axis's marginal quantile,
     then the second's conditional one at the first's draw. Also at a structure away from the grid's
     (loadings 0.8 x), where the posterior is no longer the grid's Gaussian."""
-    import dataclasses
-
     tables, lam, psi, grid = case
     grid = cg.regrid(grid, tables, lam, psi)
     r, hw = grid.rank, grid.outer_half_width
     N = grid.shape[0]
     mu = grid.mu.T
     Lc = grid.chol.transpose(2, 0, 1)
-    mu_t, chol, offsets, logomega, h = cg._outer(mu, Lc @ Lc.transpose(0, 2, 1), 181, hw, "trapezoid")
-    ref = dataclasses.replace(grid, mu=mu_t, chol=chol, offsets=offsets, logomega=logomega, n_axis=181,
-                              outer_step=h, rule="trapezoid")
+    ref = cg.trapezoid_outer(grid, 181)
     x = np.linspace(-hw, hw, 181)
     pts = cd._eta_points(grid)
     worst = 0.0

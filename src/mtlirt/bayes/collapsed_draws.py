@@ -97,16 +97,16 @@ def _lagrange(x, t, out):
 
 
 @numba.njit(inline="always", boundscheck=False, cache=True)
-def _fine_log_density(BT, vals, half_sq, lv):
-    # the interpolating polynomial of vals (log r at the nodes) at the fine points (BT (n, M): the
-    # Lagrange basis there), times the standard normal (half_sq: the points' u^2 / 2)
+def _interpolate(BT, vals, base, out):
+    # base plus the polynomial through vals at the nodes, at the fine points (BT (n, M): the
+    # Lagrange basis there)
     n, M = BT.shape
     for m in range(M):
-        lv[m] = -half_sq[m]
+        out[m] = base[m]
     for j in range(n):
         v = vals[j]
         for m in range(M):
-            lv[m] += BT[j, m] * v
+            out[m] += BT[j, m] * v
 
 
 @numba.njit(inline="always", boundscheck=False, cache=True)
@@ -126,16 +126,17 @@ def _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, mu, chol, u_eta, eta_out):
     G, N = nodes.shape
     n, M = BT.shape
     r = mu.shape[0]
-    half_sq = np.empty(M)
+    neg_half_sq = np.empty(M)  # the standard normal's log density at the fine points, up to a constant
     for m in range(M):
         f = x0 + m * h
-        half_sq[m] = 0.5 * f * f
+        neg_half_sq[m] = -0.5 * f * f
     lv = np.empty(M)
     wbuf = np.empty(M)
     lr = np.empty((n, n))
     vals = np.empty(n)
     ell = np.empty(n)
     V = np.empty((n, M))
+    zero = np.zeros(M)
     top = np.empty(M)
     x = np.empty(r)
     for i in range(N):
@@ -146,7 +147,7 @@ def _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, mu, chol, u_eta, eta_out):
                 mx = max(mx, vals[g])
             for g in range(n):
                 vals[g] -= mx
-            _fine_log_density(BT, vals, half_sq, lv)
+            _interpolate(BT, vals, neg_half_sq, lv)
             _falling_tails(lv, m_lo, m_hi)
             x[0] = _sample_loglinear(lv, x0, h, u_eta[i, 0], wbuf)
         else:
@@ -160,24 +161,19 @@ def _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, mu, chol, u_eta, eta_out):
                     lr[g1, g2] -= mx
             # the first axis from its marginal: the second integrated by the grid's own rule at each point
             for g2 in range(n):
-                for m in range(M):
-                    V[g2, m] = lwq[g2]
-                for g1 in range(n):
-                    v = lr[g1, g2]
-                    for m in range(M):
-                        V[g2, m] += BT[g1, m] * v
+                _interpolate(BT, lr[:, g2], zero, V[g2])
             for m in range(M):
-                top[m] = V[0, m]
+                top[m] = V[0, m] + lwq[0]
             for g2 in range(1, n):
                 for m in range(M):
-                    top[m] = max(top[m], V[g2, m])
+                    top[m] = max(top[m], V[g2, m] + lwq[g2])
             for m in range(M):
                 wbuf[m] = 0.0
             for g2 in range(n):
                 for m in range(M):
-                    wbuf[m] += exp_nonpos(V[g2, m] - top[m])
+                    wbuf[m] += exp_nonpos(V[g2, m] + lwq[g2] - top[m])
             for m in range(M):
-                lv[m] = top[m] + log_pos(wbuf[m]) - half_sq[m]
+                lv[m] = top[m] + log_pos(wbuf[m]) + neg_half_sq[m]
             _falling_tails(lv, m_lo, m_hi)
             x[0] = _sample_loglinear(lv, x0, h, u_eta[i, 0], wbuf)
             # the second from its conditional: the polynomial at x[0] along the first axis
@@ -187,7 +183,7 @@ def _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, mu, chol, u_eta, eta_out):
                 for g1 in range(n):
                     s += ell[g1] * lr[g1, g2]
                 vals[g2] = s
-            _fine_log_density(BT, vals, half_sq, lv)
+            _interpolate(BT, vals, neg_half_sq, lv)
             _falling_tails(lv, m_lo, m_hi)
             x[1] = _sample_loglinear(lv, x0, h, u_eta[i, 1], wbuf)
         for jj in range(r):
@@ -312,8 +308,8 @@ def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
 @dataclass
 class StoredNodes:
     """The kernel's node totals of structure draws already evaluated by the sampler (IMH evaluates
-    every state it visits), so that the draws need not pass the kernel again: ``totals`` (U, G, n)
-    float32, each LLM's log posterior at the outer nodes less its largest; ``index`` (C, D) the row
+    every state it visits), so that the draws need not pass the kernel again: ``totals`` U arrays
+    (G, n) float32, each LLM's log posterior at the outer nodes less its largest; ``index`` (C, D) the row
     of each structure draw (-1: not stored, the kernel runs); ``llms`` (n,) the LLMs they cover
     (None: all; the others' totals are computed)."""
 

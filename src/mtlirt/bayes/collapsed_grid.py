@@ -58,6 +58,7 @@ __all__ = [
     "psi_reach",
     "quadrature_check",
     "regrid",
+    "trapezoid_outer",
 ]
 
 N_INNER = 11
@@ -213,6 +214,17 @@ def outer_axis(grid: CollapsedGrid) -> tuple[np.ndarray, np.ndarray]:
     offsets, lw1, _ = _offsets(1, grid.n_axis, grid.outer_half_width, grid.rule)
     x = offsets[:, 0]
     return x, lw1 - 0.5 * x**2 - 0.5 * np.log(2 * np.pi)
+
+
+def trapezoid_outer(grid: CollapsedGrid, n_outer: int) -> CollapsedGrid:
+    """The grid with ``n_outer`` equally spaced outer nodes per axis over its own
+    span, around the same centres, with the same inner nodes: a fine
+    reference for the outer integral and the overall traits' draws."""
+    Lc = grid.chol.transpose(2, 0, 1)
+    mu, chol, offsets, logomega, h = _outer(grid.mu.T, Lc @ Lc.transpose(0, 2, 1), int(n_outer),
+                                            grid.outer_half_width)
+    return dataclasses.replace(grid, mu=mu, chol=chol, offsets=offsets, logomega=logomega, n_axis=int(n_outer),
+                               outer_step=h, rule="trapezoid")
 
 
 def posterior_moments(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray):

@@ -316,8 +316,7 @@ def _imh_datasets(xc: np.ndarray, T: np.ndarray, z: np.ndarray, lp: np.ndarray, 
                   acc: np.ndarray, tune: int, n_free: int) -> tuple:
     """The chains' draws after the burn-in as the posterior and sample-stats datasets: ``z`` (C, 1 + S,
     n) the start and every proposal in whitened coordinates (``xc + T z``), ``lp`` (C, 1 + S) their log
-    densities,
-    ``lw`` (C, S) the proposals' log importance ratios, ``state`` and ``acc`` (C, S) from
+    densities, ``lw`` (C, S) the proposals' log importance ratios, ``state`` and ``acc`` (C, S) from
     :func:`_imh_chains`."""
     import xarray as xr
 
