@@ -887,57 +887,73 @@ def test_inner_nodes_resolve_small_residual_sds():
     np.testing.assert_allclose(cg.psi_reach(xc, sd, K, layout, reach=2.0), 1 / np.cosh(top), rtol=1e-12)
 
 
-def test_split_normal_proposal_fits_a_skewed_posterior():
-    """A posterior skewed along its axes (a tiny domain's loading: long right
-    tail, short left): ``split_scales`` recovers a split normal's scales and
-    finds a Gaussian's to be 1; the split proposal's density integrates to one
-    (the map's Jacobian), and IMH chains from it target a skewed posterior."""
-    from scipy.stats import norm
+def test_axis_profiles_fit_a_skewed_posterior():
+    """A posterior skewed along its axes (a tiny domain's loading: a long,
+    exponentially falling right tail and a short left one): the axis
+    profiles pass through its log density at ``PROFILE_AT`` sds, are close
+    to ``N(0, 1)`` on a Gaussian axis, fall beyond as the outermost segment
+    does, are densities drawn from exactly, and IMH chains from them target
+    the skewed posterior."""
+    from scipy.stats import gumbel_r, kstest, norm
 
-    lo, hi = np.array([0.7, 1.0, 1.4]), np.array([1.6, 1.0, 0.8])
     xc, T = np.array([0.3, -1.0, 2.0]), np.diag([0.5, 2.0, 1.0])
 
-    def logp(x):
-        u = np.linalg.solve(T, x - xc)
-        return float(-0.5 * (u**2 / np.where(u < 0, lo, hi) ** 2).sum())
+    def log_target(u):  # whitened: a Gumbel (mode 0, curvature 1), a normal, a split normal (0.8 / 1.4)
+        # cut at 3 (as where the grid no longer resolves a residual sd)
+        split = np.where(u[..., 2] > 3.0, -np.inf, norm.logpdf(u[..., 2] / np.where(u[..., 2] < 0, 0.8, 1.4)))
+        return gumbel_r.logpdf(u[..., 0]) + norm.logpdf(u[..., 1]) + split
 
-    split = mh.split_scales(logp, (xc, T, {}), cores=2)
-    np.testing.assert_allclose(split, np.stack([lo, hi]), rtol=1e-10)
-    gauss = mh.split_scales(lambda x: float(-0.5 * (np.linalg.solve(T, x - xc) ** 2).sum()), (xc, T, {}), cores=1)
-    np.testing.assert_allclose(gauss, 1.0, rtol=1e-10)
-
-    # the split proposal (0.6 below the mode, 1.8 above): a density, continuous at the mode, its mass
-    # split as the scales are
-    sp = np.array([[0.6], [1.8]])
-    u = np.linspace(-300, 500, 1_600_001)
-    back, logq = mh._split(np.where(u < 0, u / 0.6, u / 1.8)[:, None], np.where(u < 0, 1.0, 0.0)[:, None], sp)
-    np.testing.assert_allclose(back[:, 0], u, atol=1e-9)
-    assert np.trapezoid(np.exp(logq), u) == pytest.approx(1.0, abs=1e-6)
-    assert np.exp(logq[np.searchsorted(u, 0.0) - 1]) == pytest.approx(np.exp(logq[np.searchsorted(u, 0.0) + 1]),
-                                                                      rel=1e-5)
+    prof = mh.axis_profiles(lambda x: float(log_target(np.linalg.solve(T, x - xc))), (xc, T, {}), cores=2)
+    at = np.concatenate([-np.asarray(mh.PROFILE_AT)[::-1], [0.0], mh.PROFILE_AT])
+    for j in range(3):
+        pts = np.zeros((len(at), 3))
+        pts[:, j] = at
+        lq = prof.log_density(pts)
+        finite = np.isfinite(log_target(pts))
+        np.testing.assert_allclose((lq - lq[len(at) // 2])[finite],
+                                   (log_target(pts) - log_target(pts[len(at) // 2]))[finite], atol=1e-9)
+    # the cut axis: on from its last finite point (2 sds) as it fell from 1 to 2
+    assert prof.slope[1, 2] == pytest.approx(0.5 * (4 - 1) / 1.4**2, rel=1e-12)
+    # the Gumbel's right tail falls beyond 4 sds as it does from 2 to 4; a Gaussian axis is N(0, 1)
+    # within the profile points, up to the tables' linear steps (h^2 / 8)
+    fall = (gumbel_r.logpdf(2.0) - gumbel_r.logpdf(4.0)) / 2.0
+    assert prof.slope[1, 0] == pytest.approx(fall, rel=1e-12)
+    z = np.linspace(-4, 4, 801)
+    g = np.zeros((len(z), 3))
+    g[:, 1] = z
+    off = prof.log_density(g) - prof.log_density(np.zeros((1, 3)))[0] - (norm.logpdf(z) - norm.logpdf(0))
+    assert np.abs(off).max() <= mh.PROFILE_STEP**2 / 8 + 1e-12
+    # each axis a density, drawn from exactly (inverse CDF)
+    x = np.linspace(-80, 120, 2_000_001)
     rng = np.random.default_rng(0)
-    v, logq = mh._proposed(rng, (200_000,), 1, sp)
-    assert np.mean(v < 0) == pytest.approx(0.25, abs=0.005)
+    draws = prof.sample(rng.random((100_000, 3)))
+    for j in range(3):
+        pts = np.zeros((len(x), 3))
+        pts[:, j] = x
+        others = prof.log_density(np.zeros((1, 3)))[0] - prof.lv[j][np.searchsorted(prof.x, 0.0)]
+        dens = np.exp(prof.log_density(pts) - others)
+        assert np.trapezoid(dens, x) == pytest.approx(1.0, abs=1e-6)
+        cdf = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(x))])
+        assert kstest(draws[:, j], lambda v, c=cdf: np.interp(v, x, c)).pvalue > 0.001
 
-    # IMH chains from that proposal target a split normal (0.5 below the mode, 2 above)
+    # IMH chains from the profiles target the skewed posterior
     C, S = 4, 20_000
-    (v0, q0), (vs, qs) = mh._proposed(rng, (C,), 1, sp, heavy=True), mh._proposed(rng, (C, S), 1, sp)
-
-    def log_target(v):
-        return norm.logpdf(v[..., 0] / np.where(v[..., 0] < 0, 0.5, 2.0)) + np.log(2 / 2.5)
-
+    (v0, q0), (vs, qs) = mh._proposed(rng, (C,), 3, prof, heavy=True), mh._proposed(rng, (C, S), 3, prof)
     state, acc = mh._imh_chains(log_target(v0) - q0, log_target(vs) - qs, rng.random((C, S)))
-    vv = np.concatenate([v0[:, None], vs], axis=1)[..., 0]
-    x = np.take_along_axis(vv, state[:, 1000:] + 1, axis=1)
-    assert acc.mean() > 0.7
-    assert np.mean(x < 0) == pytest.approx(0.2, abs=0.01)  # 0.5 / (0.5 + 2)
-    assert x.mean() == pytest.approx(0.8 * 2.0 * np.sqrt(2 / np.pi) - 0.2 * 0.5 * np.sqrt(2 / np.pi), abs=0.03)
+    vv = np.concatenate([v0[:, None], vs], axis=1)
+    s = np.take_along_axis(vv, state[:, 1000:, None] + 1, axis=1).reshape(-1, 3)
+    assert acc.mean() > 0.8
+    assert s[:, 0].mean() == pytest.approx(np.euler_gamma, abs=0.03)
+    assert s[:, 0].var() == pytest.approx(np.pi**2 / 6, rel=0.05)
+    assert np.mean(s[:, 2] < 0) == pytest.approx(0.4 / (0.4 + 1.4 * (norm.cdf(3 / 1.4) - 0.5)), abs=0.01)
+    assert s[:, 2].max() <= 3.0
+    assert s[:, 1].std() == pytest.approx(1.0, rel=0.03)
 
 
-def test_tiny_domains_sampled_by_the_split_normal():
+def test_tiny_domains_sampled_from_axis_profiles():
     """Twelve domains of one item each beside one of 40, 1,500 LLMs: the
     loadings' posterior is skewed, the Laplace proposal's pilot fails, the
-    split normal's passes; the inner nodes are spaced for the residual sds
+    axis profiles' passes; the inner nodes are spaced for the residual sds
     the posterior reaches; the IMH chains converge and the loadings' 90%
     intervals hold the true loadings."""
     from mtlirt.bayes._factor import loading_layout
@@ -948,7 +964,7 @@ def test_tiny_domains_sampled_by_the_split_normal():
     fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), chains=2, cores=2, seed=1,
                               draws=None, thin=None)
     pilot = fit.info["imh_pilot"]
-    assert fit.info["sampler"] == "imh" and pilot["proposal"] == "split normal"
+    assert fit.info["sampler"] == "imh" and pilot["proposal"] == "axis profiles"
     assert pilot["laplace_khat"] > mh.IMH_PILOT_K_MAX and pilot["khat"] <= pilot["k_max"]
     spacing = fit.info["inner_spacing"]
     assert spacing["inner_nodes"] > spacing["inner_nodes_at_mode"]

@@ -63,13 +63,14 @@ from mtlirt.bayes.collapsed_structure import (
 from mtlirt.bayes.diagnostics import PARETO_K_MAX
 from mtlirt.bayes.imh import (
     IMH_PILOT_K_MAX,
-    IMH_SPLIT_FROM,
-    IMH_SPLIT_PILOT,
+    IMH_PROFILE_FROM,
+    IMH_PROFILE_PILOT,
     KEEP_DRAWS,
+    AxisProfiles,
     _imh_loadings,
+    axis_profiles,
     imh_burn_in,
     imh_pilot,
-    split_scales,
 )
 from mtlirt.bayes.marginal import quadrature_nodes
 from mtlirt.config import NUTS_DRAWS
@@ -148,27 +149,28 @@ def choose_thin(chains: int, draws: int) -> int:
 
 
 def _pilots(sgrid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int,
-            cores: int) -> tuple[dict, np.ndarray | None]:
-    """The IMH pilots: the Laplace approximation's; where its k-hat exceeds ``IMH_SPLIT_FROM`` (a
-    skewed posterior: tiny domains, misspecified leaderboards), the split normal's on
-    ``IMH_SPLIT_PILOT`` proposals, kept where its k-hat passes the chains' bound ``PARETO_K_MAX``.
-    Returns the pilot's record and the split scales (None: the Laplace proposal)."""
+            cores: int) -> tuple[dict, AxisProfiles | None]:
+    """The IMH pilots: the Laplace approximation's; where its k-hat exceeds ``IMH_PROFILE_FROM`` (a
+    skewed posterior: tiny domains, misspecified leaderboards), the axis profiles' (:func:`axis_profiles`)
+    on ``IMH_PROFILE_PILOT`` proposals, kept where its k-hat passes the chains' bound ``PARETO_K_MAX``.
+    Returns the pilot's record and the profiles (None: the Laplace proposal)."""
     pilot = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
-    if pilot["khat"] <= IMH_SPLIT_FROM or laplace[2]["kind"] != "full":
+    if pilot["khat"] <= IMH_PROFILE_FROM or laplace[2]["kind"] != "full":
         return pilot, None
-    split = split_scales(structure_logp(sgrid, layout, loading_scale, gradient=False), laplace, cores=cores)
-    sp = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, split=split, size=IMH_SPLIT_PILOT)
+    profile = axis_profiles(structure_logp(sgrid, layout, loading_scale, gradient=False), laplace, cores=cores)
+    sp = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, profile=profile,
+                   size=IMH_PROFILE_PILOT)
     if sp["khat"] > PARETO_K_MAX:
-        return {**pilot, "split_khat": sp["khat"]}, None
+        return {**pilot, "profile_khat": sp["khat"]}, None
     return {**sp, "k_max": PARETO_K_MAX, "laplace_khat": pilot["khat"],
-            "split_range": [round(float(split.min()), 4), round(float(split.max()), 4)]}, split
+            "tail_slopes": [round(float(profile.slope.min()), 4), round(float(profile.slope.max()), 4)]}, profile
 
 
 def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scale: float, V2: np.ndarray,
                         coords: dict, r: int, *, draws, tune, chains, cores, seed, target_accept, progress,
                         nuts_kwargs, whiten, stages: dict, laplace: tuple | None) -> tuple:
     """The loadings sampled as ``sampler`` asks (``"auto"``: IMH where the pilots (:func:`_pilots`) find
-    the Laplace approximation ``laplace`` or its split normal close and its chains converge, else NUTS);
+    the Laplace approximation ``laplace`` or its axis profiles close and its chains converge, else NUTS);
     returns ``(posterior, sample_stats, sampler, tune, diagnostics of all draws or None, info, node totals
     of the draws or None)`` (IMH's, :func:`~mtlirt.bayes.imh._imh_loadings`), the seconds of each step added
     to ``stages``."""
@@ -176,12 +178,12 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
     wi = {}
     stored = None
     auto, tune_given, diag_all = sampler == "auto", tune, None
-    split = None
+    profile = None
     if sampler == "auto":
         t = time.perf_counter()
-        pilot, split = _pilots(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
+        pilot, profile = _pilots(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
         stages["imh_pilot"] = time.perf_counter() - t
-        sampler = "imh" if split is not None or pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
+        sampler = "imh" if profile is not None or pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
         wi["imh_pilot"] = pilot
     if tune is None:
         tune = 1000
@@ -194,7 +196,7 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
     if sampler == "imh":
         post, ss, diag_all, stored = _imh_loadings(sgrid, layout, loading_scale, laplace, draws=draws,
                                                    tune=tune, chains=chains, cores=cores, seed=seed,
-                                                   progress=progress, info=wi, split=split)
+                                                   progress=progress, info=wi, profile=profile)
         stages["imh"] = time.perf_counter() - t2
         if auto:  # the pilot's 200 proposals can pass where IMH's chains then fail: NUTS instead
             if diag_all is None:
@@ -303,7 +305,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         ``"auto"``: IMH where a pilot of ``IMH_PILOT`` proposals finds the
         Laplace approximation good enough (Pareto k-hat of their importance
         ratios at most ``IMH_PILOT_K_MAX``: large designs, whose posterior
-        of the structure is close to Gaussian) or its split normal does
+        of the structure is close to Gaussian) or its axis profiles do
         (:func:`_pilots`: skewed posteriors, tiny domains), else nutpie; and nutpie
         too where IMH's chains then fail the convergence check (R-hat,
         ESS, k-hat of all proposals: ``info["imh_fallback"]``; a pilot can

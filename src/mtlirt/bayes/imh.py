@@ -10,13 +10,14 @@ is close enough (Pareto k-hat of their importance ratios at most
 ``IMH_PILOT_K_MAX``); the Pareto k-hat of all proposals is part of the
 convergence check (:mod:`mtlirt.bayes.diagnostics`).
 
-Where the pilot finds the posterior skewed (its k-hat above ``IMH_SPLIT_FROM``;
-tiny domains: a loading's right tail is long where it nears 1, its left tail
-short), the proposal becomes a split normal (Geweke 1989): each whitened axis
-keeps its own scale on either side of the mode, set by the density's fall
-``SPLIT_AT`` sds out (:func:`split_scales`), and the pilot runs again, on
-``IMH_SPLIT_PILOT`` proposals whose k-hat must pass the bound the chains'
-proposals must (k-hat from 200 draws is too rough to tell 0.5 from 0.6).
+Where the pilot finds the posterior skewed (its k-hat above ``IMH_PROFILE_FROM``;
+tiny domains: a loading's right tail is long where it nears 1, falling about
+exponentially out to many sds, its left tail short), the proposal's Gaussian
+becomes the product of each whitened axis's own profile (:class:`AxisProfiles`):
+the log density read at ``PROFILE_AT`` sds either side of the mode,
+interpolated between them and falling exponentially beyond. The pilot runs
+again, on ``IMH_PROFILE_PILOT`` proposals whose k-hat must pass the bound the
+chains' proposals must (k-hat from 200 draws is too rough to tell 0.5 from 0.6).
 
 The chains' burn-in follows from the pilot too (:func:`imh_burn_in`): where
 the importance ratios are at most ``W`` times their mean, an IMH chain is
@@ -39,11 +40,12 @@ from mtlirt.bayes.diagnostics import ESS_MIN, ESS_MIN_PER_CHAIN, RHAT_MAX, paret
 from mtlirt.progress import progress_bar
 
 __all__ = [
+    "AxisProfiles",
+    "axis_profiles",
     "imh_burn_in",
     "imh_log_proposal",
     "imh_pilot",
     "imh_proposals",
-    "split_scales",
 ]
 
 # ---------------------------------------------------------------------------
@@ -71,14 +73,27 @@ IMH_MIN_MORE = 50
 # are computed again by the draws)
 NODE_STORE_BYTES = 1e9
 KEEP_DRAWS = 1000
-# the split-normal proposal: each axis's two scales from the density at +- SPLIT_AT whitened sds,
-# kept within SPLIT_RANGE
-SPLIT_AT = (2.0, 3.0)
-SPLIT_RANGE = (0.5, 2.0)
-# the split normal is piloted where the Laplace pilot's k-hat exceeds IMH_SPLIT_FROM, on this many
-# proposals, and passes at the chains' own k-hat bound (PARETO_K_MAX)
-IMH_SPLIT_FROM = 0.3
-IMH_SPLIT_PILOT = 600
+# the axis profiles' proposal: each whitened axis's log density read at +- PROFILE_AT sds, tabulated
+# every PROFILE_STEP sds out to the outermost, and beyond it falling exponentially, at least
+# PROFILE_SLOPE_MIN per sd
+PROFILE_AT = (1.0, 2.0, 4.0)
+PROFILE_STEP = 0.05
+PROFILE_SLOPE_MIN = 0.5
+# the axis profiles are piloted where the Laplace pilot's k-hat exceeds IMH_PROFILE_FROM, on this many
+# proposals, and pass at the chains' own k-hat bound (PARETO_K_MAX)
+IMH_PROFILE_FROM = 0.3
+IMH_PROFILE_PILOT = 600
+
+
+def _log_student(z: np.ndarray, *, df: float = IMH_DF, wide: float = IMH_WIDE) -> np.ndarray:
+    """Log density of the multivariate ``t_df(0, wide^2 I)`` at ``z`` (..., n)."""
+    from scipy.special import gammaln
+
+    z = np.asarray(z, dtype=np.float64)
+    n = z.shape[-1]
+    r2 = (z * z).sum(-1)
+    return (gammaln(0.5 * (df + n)) - gammaln(0.5 * df) - 0.5 * n * math.log(df * math.pi) - n * math.log(wide)
+            - 0.5 * (df + n) * np.log1p(r2 / (df * wide * wide)))
 
 
 def imh_log_proposal(z: np.ndarray, *, eps: float = IMH_DEFENSIVE, df: float = IMH_DF,
@@ -89,15 +104,10 @@ def imh_log_proposal(z: np.ndarray, *, eps: float = IMH_DEFENSIVE, df: float = I
     posterior's tails are lighter than a t with ``df`` degrees of freedom, so
     the chain is uniformly ergodic even where the Laplace approximation is
     too narrow."""
-    from scipy.special import gammaln
-
     z = np.asarray(z, dtype=np.float64)
     n = z.shape[-1]
-    r2 = (z * z).sum(-1)
-    lg = -0.5 * r2 - 0.5 * n * math.log(2 * math.pi)
-    lt = (gammaln(0.5 * (df + n)) - gammaln(0.5 * df) - 0.5 * n * math.log(df * math.pi) - n * math.log(wide)
-          - 0.5 * (df + n) * np.log1p(r2 / (df * wide * wide)))
-    return np.logaddexp(math.log1p(-eps) + lg, math.log(eps) + lt)
+    lg = -0.5 * (z * z).sum(-1) - 0.5 * n * math.log(2 * math.pi)
+    return np.logaddexp(math.log1p(-eps) + lg, math.log(eps) + _log_student(z, df=df, wide=wide))
 
 
 def imh_proposals(rng: np.random.Generator, size: tuple, n: int, *, eps: float = IMH_DEFENSIVE,
@@ -160,32 +170,6 @@ def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, 
     return lp
 
 
-def _split(z: np.ndarray, side: np.ndarray | None, split: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The proposal's whitened points and their log densities from the base
-    draws ``z`` (:func:`imh_proposals`). With ``split`` (2, n), the split
-    normal of Geweke (1989), continuous at the mode: each axis lies above it
-    with probability ``split[1] / (split[0] + split[1])`` (uniform ``side``
-    below that), at ``|z|`` times that side's scale; as the base density is
-    symmetric in each axis, the density is the base's at ``u / scale`` times
-    ``2 / (split[0] + split[1])`` per axis."""
-    if split is None:
-        return z, imh_log_proposal(z)
-    up = side < split[1] / (split[0] + split[1])
-    sc = np.where(up, split[1], split[0])
-    u = np.where(up, 1.0, -1.0) * np.abs(z) * sc
-    return u, imh_log_proposal(u / sc) + np.log(2.0 / (split[0] + split[1])).sum()
-
-
-def _proposed(rng: np.random.Generator, size: tuple, n: int, split: np.ndarray | None,
-              heavy: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """``size`` proposals in whitened coordinates and their log proposal
-    densities (:func:`_split`; ``heavy``: drawn from the Student-t part, the
-    chains' starting points)."""
-    z = imh_proposals(rng, size, n, heavy=heavy)
-    side = None if split is None else rng.random(tuple(size) + (n,))
-    return _split(z, side, split)
-
-
 def _log_ratios(grid: CollapsedGrid, layout, loading_scale: float, xc: np.ndarray, T: np.ndarray, u: np.ndarray,
                 logq: np.ndarray, cores: int, progress: bool = False, desc: str = "",
                 totals: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -198,29 +182,128 @@ def _log_ratios(grid: CollapsedGrid, layout, loading_scale: float, xc: np.ndarra
     return lp, np.where(np.isfinite(lp), lp - logq, -np.inf)
 
 
-def split_scales(logp, laplace: tuple, *, cores: int) -> np.ndarray:
-    """The split normal's scales (2, n): below and above the mode on each
-    whitened axis of the Laplace approximation ``laplace``, the widest of the
-    half normals that fall as the log density ``logp`` (value only) does from
-    the centre to each of ``SPLIT_AT`` sds out (``2 n`` evaluations per point,
-    in parallel), within ``SPLIT_RANGE``. They are 1 where the posterior is
-    Gaussian; the widest keeps the proposal's tails at least as heavy as the
-    posterior's where they grow heavier with the distance."""
+class AxisProfiles:
+    """The proposal's main part where the posterior is skewed: a product over the whitened axes of
+    densities whose logs are tabulated (``lv`` (n, m) on the points ``x`` (m,), equally spaced; linear
+    in between) and fall exponentially beyond, by ``slope`` (2, n) per sd below ``x[0]`` and above
+    ``x[-1]``. Each axis's density is normalised here; it is drawn from exactly (inverse CDF), so the
+    importance ratios need no approximation of it."""
+
+    def __init__(self, x: np.ndarray, lv: np.ndarray, slope: np.ndarray):
+        self.x = np.asarray(x, dtype=np.float64)
+        self.h = float(self.x[1] - self.x[0])
+        lv = np.asarray(lv, dtype=np.float64)
+        self.slope = np.asarray(slope, dtype=np.float64)
+        lv = lv - lv.max(axis=1, keepdims=True)
+        d = np.diff(lv, axis=1)
+        small = np.abs(d) < 1e-8
+        seg = self.h * np.exp(lv[:, :-1]) * np.where(small, 1.0, np.expm1(d) / np.where(small, 1.0, d))
+        # each axis's masses in order: the lower tail, the m - 1 segments, the upper tail
+        masses = np.concatenate([np.exp(lv[:, :1]) / self.slope[0][:, None], seg,
+                                 np.exp(lv[:, -1:]) / self.slope[1][:, None]], axis=1)
+        total = masses.sum(axis=1, keepdims=True)
+        self.lv = lv - np.log(total)
+        self.masses = masses / total
+        self.cum = np.cumsum(self.masses, axis=1)
+
+    def sample(self, u: np.ndarray) -> np.ndarray:
+        """The points (..., n) at the uniforms ``u`` (..., n), each axis by its inverse CDF."""
+        u = np.asarray(u, dtype=np.float64)
+        out = np.empty_like(u)
+        m = len(self.x)
+        for j in range(self.lv.shape[0]):
+            uj = u[..., j]
+            cum, mass, lv = self.cum[j], self.masses[j], self.lv[j]
+            k = np.minimum(np.searchsorted(cum, uj, side="right"), m)
+            prev = np.where(k > 0, cum[np.maximum(k - 1, 0)], 0.0)
+            frac = np.clip((uj - prev) / mass[k], 0.0, 1.0)
+            q = np.clip(k - 1, 0, m - 2)
+            d = lv[q + 1] - lv[q]
+            small = np.abs(d) < 1e-8
+            t = np.where(small, frac, np.log1p(frac * np.expm1(d)) / np.where(small, 1.0, d))
+            xj = self.x[q] + np.clip(t, 0.0, 1.0) * self.h
+            xj = np.where(k == 0, self.x[0] + np.log(np.maximum(frac, 1e-300)) / self.slope[0, j], xj)
+            out[..., j] = np.where(k == m, self.x[-1] - np.log1p(-np.minimum(frac, 1 - 1e-16)) / self.slope[1, j], xj)
+        return out
+
+    def log_density(self, z: np.ndarray) -> np.ndarray:
+        """The product's log density at ``z`` (..., n)."""
+        z = np.asarray(z, dtype=np.float64)
+        out = np.zeros(z.shape[:-1])
+        for j in range(self.lv.shape[0]):
+            zj, lv = z[..., j], self.lv[j]
+            v = np.interp(zj, self.x, lv)
+            v = np.where(zj < self.x[0], lv[0] - self.slope[0, j] * (self.x[0] - zj), v)
+            out += np.where(zj > self.x[-1], lv[-1] - self.slope[1, j] * (zj - self.x[-1]), v)
+        return out
+
+
+def _profile_axis(t: np.ndarray, v: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One axis's log density on the points ``x`` from its values ``v`` at the points ``t`` (0 at the
+    centre, ``-inf`` beyond what the grid resolves): over the finite run around the centre, the Laplace
+    approximation's ``-t^2 / 2`` plus a monotone cubic (PCHIP) through the departures from it (exact
+    where the posterior is Gaussian); beyond, linear on with each side's tail slope (the fall per sd of
+    its outermost segment, at least ``PROFILE_SLOPE_MIN``; steep where the density is not finite one
+    point out)."""
+    from scipy.interpolate import PchipInterpolator
+
+    c = int(np.flatnonzero(t == 0)[0])
+    lo, hi = c, c
+    while lo > 0 and np.isfinite(v[lo - 1]):
+        lo -= 1
+    while hi < len(t) - 1 and np.isfinite(v[hi + 1]):
+        hi += 1
+    steep = 1.0 / PROFILE_STEP
+    s_lo = max((v[lo + 1] - v[lo]) / (t[lo + 1] - t[lo]), PROFILE_SLOPE_MIN) if lo < c else steep
+    s_hi = max((v[hi - 1] - v[hi]) / (t[hi] - t[hi - 1]), PROFILE_SLOPE_MIN) if hi > c else steep
+    inside = -0.5 * x * x
+    if hi > lo:
+        run = t[lo:hi + 1]
+        inside = inside + PchipInterpolator(run, v[lo:hi + 1] + 0.5 * run**2)(np.clip(x, t[lo], t[hi]))
+    lv = np.where(x < t[lo], v[lo] - s_lo * (t[lo] - x), np.where(x > t[hi], v[hi] - s_hi * (x - t[hi]), inside))
+    return lv, np.array([s_lo, s_hi])
+
+
+def axis_profiles(logp, laplace: tuple, *, cores: int) -> AxisProfiles:
+    """The proposal of a skewed posterior: the log density ``logp`` (value only) along each whitened
+    axis of the Laplace approximation ``laplace``, at ``PROFILE_AT`` sds either side of the centre
+    (``2 len(PROFILE_AT) n + 1`` evaluations, in parallel), interpolated every ``PROFILE_STEP`` sds
+    (:func:`_profile_axis`). Where the posterior is Gaussian in those axes each is close to ``N(0,
+    1)``; where an axis's tail is long (a tiny domain's loading, falling about exponentially over many
+    sds), so is its profile's, which a Gaussian with one scale per side cannot follow."""
     xc, T, _ = laplace
     n = len(xc)
-    lo, hi = SPLIT_RANGE
-    at = np.repeat(np.asarray(SPLIT_AT, dtype=np.float64), 2 * n)
-    z = np.concatenate([np.concatenate([-t * np.eye(n), t * np.eye(n)]) for t in SPLIT_AT] + [np.zeros((1, n))])
+    at = np.asarray(PROFILE_AT, dtype=np.float64)
+    t = np.concatenate([-at[::-1], [0.0], at])
+    z = np.concatenate([s * np.eye(n) for s in t if s != 0] + [np.zeros((1, n))])
     lp = _log_densities(logp, xc, T, z, cores, False, "")
-    fall = np.nan_to_num(lp[-1] - lp[:-1], nan=np.inf, posinf=np.inf)
-    scale = at / np.sqrt(2.0 * np.clip(fall, 1e-12, np.inf))
-    return np.clip(scale.reshape(len(SPLIT_AT), 2, n).max(axis=0), lo, hi)
+    v = np.insert((lp[:-1] - lp[-1]).reshape(len(t) - 1, n), len(at), 0.0, axis=0)
+    v = np.nan_to_num(v, nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
+    x = np.linspace(-at[-1], at[-1], int(round(2 * at[-1] / PROFILE_STEP)) + 1)
+    parts = [_profile_axis(t, v[:, j], x) for j in range(n)]
+    return AxisProfiles(x, np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts], axis=1))
+
+
+def _proposed(rng: np.random.Generator, size: tuple, n: int, profile: AxisProfiles | None = None,
+              heavy: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` proposals in whitened coordinates and their log proposal densities: the mixture of
+    :func:`imh_log_proposal`, its normal part replaced by ``profile`` where given (``heavy``: drawn
+    from the Student-t part, the chains' starting points)."""
+    if profile is None:
+        z = imh_proposals(rng, size, n, heavy=heavy)
+        return z, imh_log_proposal(z)
+    z = imh_proposals(rng, size, n, heavy=True)
+    main = profile.sample(rng.random(tuple(size) + (n,)))
+    if not heavy:
+        z = np.where((rng.random(size) >= IMH_DEFENSIVE)[..., None], main, z)
+    return z, np.logaddexp(math.log1p(-IMH_DEFENSIVE) + profile.log_density(z),
+                           math.log(IMH_DEFENSIVE) + _log_student(z))
 
 
 def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int, cores: int,
-              size: int = IMH_PILOT, split: np.ndarray | None = None) -> dict:
-    """Whether the proposal (the Laplace approximation, split by ``split``
-    where given: :func:`split_scales`) fits the structure's posterior: the
+              size: int = IMH_PILOT, profile: AxisProfiles | None = None) -> dict:
+    """Whether the proposal (the Laplace approximation, or ``profile`` where
+    given: :func:`axis_profiles`) fits the structure's posterior: the
     Pareto k-hat of the importance ratios of ``size`` proposals (their own
     seed stream, not reused by the chains), their relative effective
     sample size and their largest importance ratio over the mean
@@ -229,12 +312,12 @@ def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple,
     if winfo["kind"] != "full":
         return {"khat": float("inf"), "relative_ess": 0.0, "size": 0, "reason": "no full Laplace approximation"}
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1A4C1]))
-    u, logq = _proposed(rng, (size,), len(xc), split)
+    u, logq = _proposed(rng, (size,), len(xc), profile)
     _, lw = _log_ratios(grid, layout, loading_scale, xc, T, u, logq, cores)
     w = np.exp(lw - lw.max())
     return {"khat": round(pareto_khat(lw), 4), "relative_ess": round(float(w.sum() ** 2 / (w**2).sum() / size), 4),
             "max_weight": round(float(1.0 / w.mean()), 4), "size": int(size),
-            "proposal": "laplace" if split is None else "split normal"}
+            "proposal": "laplace" if profile is None else "axis profiles"}
 
 
 def imh_burn_in(pilot: dict | None) -> int:
@@ -247,8 +330,8 @@ def imh_burn_in(pilot: dict | None) -> int:
     pilot's proposals (a sample's largest falls short of the bound); ``n``
     brings the distance to ``BURN_IN_TV``, within ``IMH_TUNE_MIN`` and
     ``IMH_TUNE`` (``IMH_TUNE`` without a pilot). A proposal close to the
-    posterior (ratios near 1) needs few steps; a skewed posterior's split
-    normal, whose ratios reach ten times their mean, the most."""
+    posterior (ratios near 1) needs few steps; a skewed posterior, whose
+    axis profiles leave ratios of several times their mean, more."""
     w = (pilot or {}).get("max_weight")
     if w is None or not np.isfinite(w) or w <= 0:
         return IMH_TUNE
@@ -336,10 +419,10 @@ def _imh_datasets(xc: np.ndarray, T: np.ndarray, z: np.ndarray, lp: np.ndarray, 
 
 
 def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, draws, tune, chains, cores,
-                  seed, progress, info: dict, split: np.ndarray | None = None):
+                  seed, progress, info: dict, profile: AxisProfiles | None = None):
     """Independence Metropolis-Hastings on the structure: proposals from the
     Laplace approximation at the mode (``laplace``: :func:`~mtlirt.bayes.collapsed_structure._laplace`;
-    split by ``split`` where given, :func:`split_scales`) with a
+    or the axis profiles ``profile`` where given, :func:`axis_profiles`) with a
     defensive Student-t part (:func:`imh_log_proposal`), chains started at
     draws of that t. The proposals do not depend on the chains' states, so
     every log density is evaluated first, in parallel (value only, no
@@ -370,8 +453,8 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     adaptive = draws is None
     S = int(tune) + (IMH_BLOCK if adaptive else int(draws))
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1A4C0]))
-    z_start, q_start = _proposed(rng, (chains,), n, split, heavy=True)
-    z, q = _proposed(rng, (chains, S), n, split)
+    z_start, q_start = _proposed(rng, (chains,), n, profile, heavy=True)
+    z, q = _proposed(rng, (chains, S), n, profile)
     u = rng.random((chains, S))
     flat = np.concatenate([z_start, z.reshape(chains * S, n)])
     store = _NodeStore(grid)
@@ -402,7 +485,7 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
         if checked["converged"] or D >= IMH_MAX_DRAWS:
             break
         more = min(_more_draws(D, chains, checked), IMH_MAX_DRAWS - D)
-        z2, q2 = _proposed(rng, (chains, more), n, split)
+        z2, q2 = _proposed(rng, (chains, more), n, profile)
         u2 = rng.random((chains, more))
         totals = store.batch(chains * more)
         keys = [(c, S + t) for c in range(chains) for t in range(more)]
