@@ -245,7 +245,7 @@ def test_domain_score_draws_are_the_cells_inverse_cdf(case, psi_scale):
     eta[:3] = 40.0
     u = rng.random((K, N))
     theta = np.empty((K, N))
-    cd._draw_theta(g.start, g.step, g.logw.astype(np.float32), g.expw.astype(np.float32),
+    cd._draw_theta(g.start, g.step, g.logw.astype(np.float32), g.expw.astype(np.float32), g.half_from,
                    np.ascontiguousarray(lam), np.ascontiguousarray(psi), eta, u, theta)
     Q = g.logw.shape[1]
     ref = np.empty((K, N))
@@ -885,6 +885,68 @@ def test_inner_nodes_resolve_small_residual_sds():
     top[layout[0]] = np.abs(xc[:n_free]) + 2.0 * sd[:n_free]
     top[layout[2]] = np.exp(xc[n_free:] + 2.0 * sd[n_free:])
     np.testing.assert_allclose(cg.psi_reach(xc, sd, K, layout, reach=2.0), 1 / np.cosh(top), rtol=1e-12)
+
+
+def test_every_second_inner_node_where_it_resolves_psi():
+    """A grid spaced for the smallest residual sds the posterior reaches sums
+    a domain's cells on every second inner node wherever its residual sd is
+    resolved by them: there the kernel (value, gradient, moments) and the
+    domain scores' draws are those of the grid made of every second node,
+    elsewhere those of all nodes; and it integrates as a far finer grid
+    does."""
+    import dataclasses
+
+    _, _, tables, _, _ = _setup(1, n_llms=300, sizes=(1, 2, 2, 1, 40), seed=5)
+    K = 5
+    lam = np.full((K, 1), 0.95)
+    psi = np.sqrt(1 - lam[:, 0] ** 2)
+    lam_hi = np.full((K, 1), 0.995)
+    psi_hi = np.sqrt(1 - lam_hi[:, 0] ** 2)
+    q0 = cg.build_grid(tables, lam, psi).logw.shape[1]
+    spaced = cg.build_grid(tables, lam, psi, psi_low=psi_hi)
+    Q = spaced.logw.shape[1]
+    assert spaced.with_half_nodes((Q - 1) // 2 + 2) is spaced  # too few nodes left: never halved
+    half = spaced.with_half_nodes(q0)
+    np.testing.assert_allclose(half.half_from, 2 * spaced.resolvable_psi())
+    assert np.all(psi >= half.half_from)
+    psi_b = 0.6 * half.half_from  # resolved by all nodes, not by every second
+    lam_b = np.sqrt(1 - psi_b**2)[:, None]
+    every2 = dataclasses.replace(spaced, logw=np.ascontiguousarray(spaced.logw[:, ::2]),
+                                 expw=np.ascontiguousarray(spaced.expw[:, ::2]), step=2 * spaced.step,
+                                 logscale=spaced.logscale + np.log(2.0), half_from=np.full(K, np.inf))
+    for mode in (0, 1):
+        a, b = ck._call(half, lam, psi, mode=mode), ck._call(every2, lam, psi, mode=mode)
+        assert a[0] == pytest.approx(b[0], rel=1e-13)
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-10)
+        np.testing.assert_allclose(a[2], b[2], rtol=1e-10)
+    for m_half, m_every2 in zip(ck._call(half, lam, psi, mode=2, moments=True)[1:],
+                                ck._call(every2, lam, psi, mode=2, moments=True)[1:], strict=True):
+        np.testing.assert_allclose(m_half, m_every2, rtol=1e-10)
+    assert ck._call(half, lam_b, psi_b)[0] == ck._call(spaced, lam_b, psi_b)[0]
+    # a domain halved, the others not: as accurate
+    mixed = psi_b.copy()
+    mixed[0] = psi[0]
+    lam_mixed = np.sqrt(1 - mixed**2)[:, None]
+    fine = {"n_inner": 601, "inner_half_width": 1.2, "outer_rule": "trapezoid", "n_outer": 41,
+            "outer_half_width": 7.0}
+    own = cg.quadrature_check(spaced, tables, lam[None], psi[None], fine=fine)["max_abs_diff"]
+    assert cg.quadrature_check(half, tables, lam[None], psi[None], fine=fine)["max_abs_diff"] < 1.5 * own + 1e-3
+    assert (cg.quadrature_check(half, tables, lam_mixed[None], mixed[None], fine=fine)["max_abs_diff"]
+            < 1.5 * own + 1e-3)
+    # the domain scores' draws: the every-second-node grid's where halved
+    rng = np.random.default_rng(3)
+    eta, u = rng.normal(size=(300, 1)), rng.random((K, 300))
+    out = {}
+    for name, g, ps in (("half", half, psi), ("every2", every2, psi), ("half_b", half, psi_b),
+                        ("spaced_b", spaced, psi_b)):
+        th = np.empty((K, 300))
+        lm = np.sqrt(1 - ps**2)[:, None]
+        cd._draw_theta(g.start, g.step, g.logw.astype(np.float32), g.expw.astype(np.float32), g.half_from,
+                       lm, np.ascontiguousarray(ps), eta, u, th)
+        out[name] = th
+    np.testing.assert_array_equal(out["half"], out["every2"])
+    np.testing.assert_array_equal(out["half_b"], out["spaced_b"])
+    assert not np.array_equal(out["half"], out["half_b"])
 
 
 def test_axis_profiles_fit_a_skewed_posterior():

@@ -64,7 +64,6 @@ from mtlirt.bayes.diagnostics import PARETO_K_MAX
 from mtlirt.bayes.imh import (
     IMH_PILOT_K_MAX,
     IMH_PROFILE_FROM,
-    IMH_PROFILE_PILOT,
     KEEP_DRAWS,
     AxisProfiles,
     _imh_loadings,
@@ -151,15 +150,14 @@ def choose_thin(chains: int, draws: int) -> int:
 def _pilots(sgrid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int,
             cores: int) -> tuple[dict, AxisProfiles | None]:
     """The IMH pilots: the Laplace approximation's; where its k-hat exceeds ``IMH_PROFILE_FROM`` (a
-    skewed posterior: tiny domains, misspecified leaderboards), the axis profiles' (:func:`axis_profiles`)
-    on ``IMH_PROFILE_PILOT`` proposals, kept where its k-hat passes the chains' bound ``PARETO_K_MAX``.
+    skewed posterior: tiny domains, misspecified leaderboards), the axis profiles' (:func:`axis_profiles`),
+    kept where its k-hat passes the chains' bound ``PARETO_K_MAX``.
     Returns the pilot's record and the profiles (None: the Laplace proposal)."""
     pilot = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
     if pilot["khat"] <= IMH_PROFILE_FROM or laplace[2]["kind"] != "full":
         return pilot, None
     profile = axis_profiles(structure_logp(sgrid, layout, loading_scale, gradient=False), laplace, cores=cores)
-    sp = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, profile=profile,
-                   size=IMH_PROFILE_PILOT)
+    sp = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, profile=profile)
     if sp["khat"] > PARETO_K_MAX:
         return {**pilot, "profile_khat": sp["khat"]}, None
     return {**sp, "k_max": PARETO_K_MAX, "laplace_khat": pilot["khat"],
@@ -255,7 +253,9 @@ def _with_llm_side(post, eta: np.ndarray, theta: np.ndarray, coords: dict, r: in
 def _spaced_for_reach(grid: CollapsedGrid, tables, laplace: tuple, V2: np.ndarray, layout, go: dict) -> tuple:
     """The grid with its inner nodes spaced for the smallest residual sds within ``PSI_REACH``
     posterior sds of the mode (the Laplace approximation ``laplace``), where its own are too far
-    apart: ``(grid, record or None)``."""
+    apart, summed on every second of them where that resolves the residual sd and keeps as many as
+    the grid at the mode had (:meth:`~mtlirt.bayes.collapsed_kernel.CollapsedGrid.with_half_nodes`):
+    ``(grid, record or None)``."""
     xc, T, _ = laplace
     psi_low = psi_reach(xc, np.sqrt((T**2).sum(1)), V2.shape[0], layout)
     if not np.any(grid.domain_step() > psi_low):
@@ -263,9 +263,12 @@ def _spaced_for_reach(grid: CollapsedGrid, tables, laplace: tuple, V2: np.ndarra
     t0 = time.perf_counter()
     lam2, psi2 = structure_from_v(V2)
     q0 = int(grid.logw.shape[1])
-    grid = regrid(grid, tables, lam2, psi2, psi_low=psi_low, **go)
+    grid = regrid(grid, tables, lam2, psi2, psi_low=psi_low, **go).with_half_nodes(q0)
+    half = grid.half_from
     return grid, {"inner_nodes_at_mode": q0, "inner_nodes": int(grid.logw.shape[1]),
-                  "smallest_psi": round(float(psi_low.min()), 4), "seconds": time.perf_counter() - t0}
+                  "smallest_psi": round(float(psi_low.min()), 4),
+                  "every_second_node_from_psi": [round(float(half.min()), 4), round(float(half.max()), 4)]
+                  if np.isfinite(half).all() else None, "seconds": time.perf_counter() - t0}
 
 
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *,

@@ -207,14 +207,15 @@ def _segment_slope(lw0, lw1, a, h, d0):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, A, C, tot):
+def _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, s, A, C, tot):
     # C[q, ii]: the mass up to the end of segment q of the density A (Q, B) interpolated log-linearly,
-    # each segment's log slope from the log weights and the Gaussian's (no logarithm of A)
+    # each segment's log slope from the log weights (every s-th of the table's) and the Gaussian's (no
+    # logarithm of A)
     for ii in range(nb):
         tot[ii] = 0.0
     for q in range(Q - 1):
-        lw0 = logw[k, q, b0:b0 + nb]
-        lw1 = logw[k, q + 1, b0:b0 + nb]
+        lw0 = logw[k, s * q, b0:b0 + nb]
+        lw1 = logw[k, s * (q + 1), b0:b0 + nb]
         for ii in range(nb):
             h = hh[ii]
             dlt = _segment_slope(lw0[ii], lw1[ii], a, h, c[ii] + (q - Qc) * h)
@@ -229,7 +230,7 @@ def _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, A, C, tot):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, C, u_theta, start, fv, dv, qv, theta):
+def _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, s, C, u_theta, start, fv, dv, qv, theta):
     # the segment each uniform falls in (by counting), then the inverse CDF within it (with the
     # vectorisable exp and log, on the side where the density falls)
     for ii in range(nb):
@@ -245,7 +246,7 @@ def _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, C, u_theta, start, fv, dv
         frac = (fv[ii] - prev) / seg if seg > 0 else 0.5
         fv[ii] = min(max(frac, 0.0), 1.0)
         h = hh[ii]
-        dv[ii] = _segment_slope(logw[k, q, b0 + ii], logw[k, q + 1, b0 + ii], a, h, c[ii] + (q - Qc) * h)
+        dv[ii] = _segment_slope(logw[k, s * q, b0 + ii], logw[k, s * (q + 1), b0 + ii], a, h, c[ii] + (q - Qc) * h)
     for ii in range(nb):
         # within the segment the density is exp(dlt s), s in [0, 1]: its CDF inverted at frac,
         # on the mirrored segment where dlt > 0 so that the exponent is never positive
@@ -260,7 +261,7 @@ def _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, C, u_theta, start, fv, dv
 
 
 @numba.njit(nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
+def _draw_theta(start, step, logw, expw, half_from, lam, psi, eta, u_theta, theta):
     # the domain scores given the overall traits eta (N, r): u_theta and
     # theta laid out (K, N) like the tables (K, Q, N), a domain at a time in
     # blocks of LLMs so that the tables are read as contiguous streams and
@@ -269,40 +270,45 @@ def _draw_theta(start, step, logw, expw, lam, psi, eta, u_theta, theta):
     # kernel's recurrence (_inner_weights: three exponentials per cell, not
     # Q); then the segment masses and the inverse CDF. A cell whose
     # recurrence could leave the float range, or whose mass underflows, is
-    # drawn in the log domain (_sample_loglinear, the same inverse CDF).
+    # drawn in the log domain (_sample_loglinear, the same inverse CDF). Every second node where the
+    # grid says they resolve psi_k (half_from, as the kernel).
     N, r = eta.shape
-    K, Q, _ = logw.shape
-    Qc = 0.5 * (Q - 1)
+    K, Qt, _ = logw.shape
     B = _BLOCK
-    A = np.empty((Q, B))
-    C = np.empty((Q, B))
-    work = np.empty((8, B))
-    c, M, gq, rq, kq, fv, dv, tot = work[0], work[1], work[2], work[3], work[4], work[5], work[6], work[7]
+    A = np.empty((Qt, B))
+    C = np.empty((Qt, B))
+    work = np.empty((9, B))
+    c, M, gq, rq, kq, fv, dv, tot, hh = (work[0], work[1], work[2], work[3], work[4], work[5], work[6], work[7],
+                                          work[8])
     bad = np.empty(B, dtype=np.bool_)
     qv = np.empty(B, np.int64)
-    lv = np.empty(Q)
-    wbuf = np.empty(Q)
+    lv = np.empty(Qt)
+    wbuf = np.empty(Qt)
     for k in range(K):
         a = 0.5 / (psi[k] * psi[k])
+        s = 2 if psi[k] >= half_from[k] else 1
+        Q = (Qt - 1) // s + 1
+        Qc = 0.5 * (Q - 1)
         for b0 in range(0, N, B):
             nb = min(N, b0 + B) - b0
-            hh = step[k, b0:b0 + nb]
+            for ii in range(nb):
+                hh[ii] = s * step[k, b0 + ii]
             for ii in range(nb):
                 m = 0.0
                 for jj in range(r):
                     m += lam[k, jj] * eta[b0 + ii, jj]
                 c[ii] = start[k, b0 + ii] + Qc * hh[ii] - m  # the middle node's distance from the prior mean
-            _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, M, bad, gq, rq, kq, A)
-            _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, A, C, tot)
-            _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, C, u_theta, start, fv, dv, qv, theta)
+            _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
+            _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, s, A, C, tot)
+            _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, s, C, u_theta, start, fv, dv, qv, theta)
             for ii in range(nb):
                 if bad[ii] or not tot[ii] > _P_MIN:
                     i = b0 + ii
                     h = hh[ii]
                     for q in range(Q):
                         d = c[ii] + (q - Qc) * h
-                        lv[q] = logw[k, q, i] - a * d * d
-                    theta[k, i] = _sample_loglinear(lv, start[k, i], h, u_theta[k, i], wbuf)
+                        lv[q] = logw[k, s * q, i] - a * d * d
+                    theta[k, i] = _sample_loglinear(lv[:Q], start[k, i], h, u_theta[k, i], wbuf)
 
 
 @dataclass
@@ -408,7 +414,7 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
         th = np.empty((K, N))
         et = np.empty((N, r))
         _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, grid.mu, grid.chol, ue, et)
-        _draw_theta(grid.start, grid.step, logw32, expw32, lam_t, psi_t, et, ut, th)
+        _draw_theta(grid.start, grid.step, logw32, expw32, grid.half_from, lam_t, psi_t, et, ut, th)
         eta[c, t] = et
         theta[c, t] = th.T
 

@@ -28,6 +28,7 @@ neighbouring nodes form a geometric sequence.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numba
@@ -63,7 +64,9 @@ class CollapsedGrid:
     weights; ``n_axis`` nodes per axis (the offsets are the full product
     grid, first axis slowest); ``rule`` ``"hermite"`` (Gauss-Hermite nodes
     and weights) or ``"trapezoid"`` (equally spaced, ``outer_step`` apart
-    over +- ``outer_half_width``)."""
+    over +- ``outer_half_width``). ``half_from`` (K,): the residual sd from
+    which a domain's cells are summed on every second inner node only
+    (:meth:`with_half_nodes`; inf: never)."""
 
     start: np.ndarray
     step: np.ndarray
@@ -79,16 +82,19 @@ class CollapsedGrid:
     rule: str = "trapezoid"
     outer_half_width: float = 4.8
     expw: np.ndarray | None = None
+    half_from: np.ndarray | None = None
 
     def __post_init__(self):
         if self.expw is None:
             self.expw = np.exp(self.logw)
+        if self.half_from is None:
+            self.half_from = np.full(self.start.shape[0], np.inf)
 
     @property
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The kernel's grid arguments."""
         return (self.start, self.step, self.logw, self.expw, self.logscale, self.mu, self.chol,
-                self.offsets, self.logomega)
+                self.offsets, self.logomega, self.half_from)
 
     def domain_step(self) -> np.ndarray:
         """Each domain's inner step (K,): the 99th percentile over its cells, as the grid's spacing
@@ -103,6 +109,19 @@ class CollapsedGrid:
         h)^2)``: 6e-6 at the bound, but it grows fast below it, where the
         quadrature overstates the likelihood."""
         return RESOLVE * self.domain_step()
+
+    def with_half_nodes(self, n_least: int) -> CollapsedGrid:
+        """The grid whose cells are summed on every second inner node wherever
+        a domain's residual sd is resolved by them (:meth:`resolvable_psi`
+        with twice the step), so long as that keeps at least ``n_least`` nodes
+        per cell: a grid spaced for the smallest residual sds a posterior
+        reaches (:func:`~mtlirt.bayes.collapsed_grid.psi_reach`) makes every
+        evaluation pay for them, though most are at larger ones. The same
+        accuracy rule decides the nodes, per evaluation instead of once."""
+        Q = self.logw.shape[1]
+        if (Q - 1) % 2 or (Q - 1) // 2 + 1 < n_least:
+            return self
+        return dataclasses.replace(self, half_from=2.0 * self.resolvable_psi())
 
     @property
     def rank(self) -> int:
@@ -154,10 +173,11 @@ def _centres(k, b0, nb, st, hh, Qc, lam, mu, chol, c, e):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, M, bad, gq, rq, kq, A):
+def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A):
     # A_q = w_q exp(-a (d_q^2 - D)), d_q = c + (q - Qc) h, D the least d^2
     # over the nodes' span (so A_q <= 1): three exponentials per cell,
-    # the rest by the recurrence of the Gaussian's ratios
+    # the rest by the recurrence of the Gaussian's ratios; every s-th of the
+    # table's nodes (hh: their step)
     for i in range(nb):
         h = hh[i]
         d0 = c[i] - Qc * h
@@ -172,7 +192,7 @@ def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, M, bad, gq, rq, kq, A):
         rq[i] = exp_nonpos(min(max(-r0, -_T_MAX), _T_MAX))
         kq[i] = exp_nonpos(-2.0 * a * h * h)
     for q in range(Q):
-        wq = expw[k, q, b0:b0 + nb]
+        wq = expw[k, s * q, b0:b0 + nb]
         for i in range(nb):
             x = wq[i] * gq[i]
             A[q, i] = x if x > _A_MIN else 0.0
@@ -181,7 +201,7 @@ def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, M, bad, gq, rq, kq, A):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw, A, M, bad,
+def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw_k, A, M, bad,
                  v, Y, P0, P1, P2, LF, D1, D2, acc):
     # domain k at every outer node g: the inner sum (Horner in the node ratio Y)
     # added to acc[g]; with store, E[d] and E[d^2] over the inner nodes in D1, D2
@@ -236,7 +256,7 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
             for i in range(nb):
                 if bad[i] | (abs(2.0 * a * hh[i] * v[i]) > zmax) | (P0[i] <= _P_MIN):
                     mc = st[i] + Qc * hh[i] - c[i]
-                    lsum, Ed, Ed2 = _direct(logw[k], b0 + i, st[i], hh[i], mc + v[i], a)
+                    lsum, Ed, Ed2 = _direct(logw_k, b0 + i, st[i], hh[i], mc + v[i], a)
                     LF[i] = ls[i] + lsum - lp
                     D1[k, g, i] = Ed
                     D2[k, g, i] = Ed2
@@ -326,12 +346,11 @@ def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, s1v, s2v, mom1
 
 
 @numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, nogil=True, cache=True)
-def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam, psi, mode,
+def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half_from, lam, psi, mode,
             node_out, mom1, mom2):
     K, Q, N = logw.shape
     r = mu.shape[0]
     G = offsets.shape[0]
-    Qc = 0.5 * (Q - 1)
     B = _BLOCK
     acc = np.empty((G, B))
     D1 = np.empty((K, G, B))
@@ -340,15 +359,14 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam,
     bad = np.empty(B, dtype=np.bool_)
     e = np.empty((r, B))
     so = np.empty((r, B))
-    work = np.empty((13, B))  # the block's per-LLM work vectors, one row each
+    work = np.empty((15, B))  # the block's per-LLM work vectors, one row each
     c, M, gq, rq, kq, v, Y = work[0], work[1], work[2], work[3], work[4], work[5], work[6]
-    P0, P1, P2, LF, s1v, s2v = work[7], work[8], work[9], work[10], work[11], work[12]
+    P0, P1, P2, LF, s1v, s2v, hs, ls = work[7], work[8], work[9], work[10], work[11], work[12], work[13], work[14]
     pi = np.empty((G, B))
     dlam = np.zeros((K, r))
     dpsi = np.zeros(K)
     total = 0.0
     store = mode != 0
-    zmax = _Z_MAX / max(Q - 1, 1)
     for b0 in range(0, N, B):
         b1 = min(N, b0 + B)
         nb = b1 - b0
@@ -360,12 +378,19 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, lam,
             a = 0.5 / (p * p)
             lp = np.log(p)
             st = start[k, b0:b1]
-            hh = step[k, b0:b1]
-            ls = logscale[k, b0:b1]
-            _centres(k, b0, nb, st, hh, Qc, lam, mu, chol, c, e)
-            _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, M, bad, gq, rq, kq, A)
-            _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw, A, M, bad,
-                         v, Y, P0, P1, P2, LF, D1, D2, acc)
+            # every second node where psi_k is resolved by them (CollapsedGrid.half_from)
+            s = 2 if p >= half_from[k] else 1
+            Qs = (Q - 1) // s + 1
+            Qcs = 0.5 * (Qs - 1)
+            hh = hs[:nb]
+            for i in range(nb):
+                hh[i] = s * step[k, b0 + i]
+                ls[i] = logscale[k, b0 + i] + np.log(s)
+            zmax = _Z_MAX / max(Qs - 1, 1)
+            _centres(k, b0, nb, st, hh, Qcs, lam, mu, chol, c, e)
+            _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
+            _outer_nodes(k, b0, nb, Qs, Qcs, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw[k, ::s], A, M,
+                         bad, v, Y, P0, P1, P2, LF, D1, D2, acc)
             if mode == 1:
                 for g in range(G):
                     for i in range(nb):

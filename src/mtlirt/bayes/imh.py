@@ -16,8 +16,9 @@ exponentially out to many sds, its left tail short), the proposal's Gaussian
 becomes the product of each whitened axis's own profile (:class:`AxisProfiles`):
 the log density read at ``PROFILE_AT`` sds either side of the mode,
 interpolated between them and falling exponentially beyond. The pilot runs
-again, on ``IMH_PROFILE_PILOT`` proposals whose k-hat must pass the bound the
-chains' proposals must (k-hat from 200 draws is too rough to tell 0.5 from 0.6).
+again, on as many proposals from the profiles, whose k-hat must pass the
+bound the chains' proposals must (``PARETO_K_MAX``); the chains' own k-hat over
+all their proposals is checked again with their convergence.
 
 The chains' burn-in follows from the pilot too (:func:`imh_burn_in`): where
 the importance ratios are at most ``W`` times their mean, an IMH chain is
@@ -79,10 +80,9 @@ KEEP_DRAWS = 1000
 PROFILE_AT = (1.0, 2.0, 4.0)
 PROFILE_STEP = 0.05
 PROFILE_SLOPE_MIN = 0.5
-# the axis profiles are piloted where the Laplace pilot's k-hat exceeds IMH_PROFILE_FROM, on this many
-# proposals, and pass at the chains' own k-hat bound (PARETO_K_MAX)
+# the axis profiles are piloted where the Laplace pilot's k-hat exceeds IMH_PROFILE_FROM, and pass at
+# the chains' own k-hat bound (PARETO_K_MAX)
 IMH_PROFILE_FROM = 0.3
-IMH_PROFILE_PILOT = 600
 
 
 def _log_student(z: np.ndarray, *, df: float = IMH_DF, wide: float = IMH_WIDE) -> np.ndarray:
