@@ -27,7 +27,15 @@ import numpy as np
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 from mtlirt.bayes.collapsed_grid import grid_subset, outer_axis
-from mtlirt.bayes.collapsed_kernel import _BLOCK, _EMPTY2, _P_MIN, CollapsedGrid, _inner_weights, collapsed_kernel
+from mtlirt.bayes.collapsed_kernel import (
+    _BLOCK,
+    _EMPTY2,
+    _P_MIN,
+    CollapsedGrid,
+    _inner_weights,
+    _node_stride,
+    collapsed_kernel,
+)
 
 __all__ = [
     "ETA_STEP",
@@ -286,9 +294,7 @@ def _draw_theta(start, step, logw, expw, half_from, lam, psi, eta, u_theta, thet
     wbuf = np.empty(Qt)
     for k in range(K):
         a = 0.5 / (psi[k] * psi[k])
-        s = 2 if psi[k] >= half_from[k] else 1
-        Q = (Qt - 1) // s + 1
-        Qc = 0.5 * (Q - 1)
+        s, Q, Qc = _node_stride(psi[k], half_from[k], Qt)
         for b0 in range(0, N, B):
             nb = min(N, b0 + B) - b0
             for ii in range(nb):

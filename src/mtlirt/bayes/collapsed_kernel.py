@@ -173,6 +173,15 @@ def _centres(k, b0, nb, st, hh, Qc, lam, mu, chol, c, e):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _node_stride(p, half_from_k, Q):
+    # the inner nodes a domain is summed (and drawn) on at residual sd p: every second of the table's Q
+    # where they resolve p (CollapsedGrid.half_from), else all: (stride, nodes used, their middle)
+    s = 2 if p >= half_from_k else 1
+    Qs = (Q - 1) // s + 1
+    return s, Qs, 0.5 * (Qs - 1)
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
 def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A):
     # A_q = w_q exp(-a (d_q^2 - D)), d_q = c + (q - Qc) h, D the least d^2
     # over the nodes' span (so A_q <= 1): three exponentials per cell,
@@ -378,14 +387,12 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half
             a = 0.5 / (p * p)
             lp = np.log(p)
             st = start[k, b0:b1]
-            # every second node where psi_k is resolved by them (CollapsedGrid.half_from)
-            s = 2 if p >= half_from[k] else 1
-            Qs = (Q - 1) // s + 1
-            Qcs = 0.5 * (Qs - 1)
+            s, Qs, Qcs = _node_stride(p, half_from[k], Q)
+            log_s = np.log(s)
             hh = hs[:nb]
             for i in range(nb):
                 hh[i] = s * step[k, b0 + i]
-                ls[i] = logscale[k, b0 + i] + np.log(s)
+                ls[i] = logscale[k, b0 + i] + log_s
             zmax = _Z_MAX / max(Qs - 1, 1)
             _centres(k, b0, nb, st, hh, Qcs, lam, mu, chol, c, e)
             _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
