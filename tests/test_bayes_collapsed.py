@@ -16,6 +16,7 @@ from mtlirt.bayes import collapsed_grid as cg
 from mtlirt.bayes import collapsed_kernel as ck
 from mtlirt.bayes import collapsed_structure as cs
 from mtlirt.bayes import imh as mh
+from mtlirt.bayes.diagnostics import draws_called_for
 from mtlirt.bayes.fixed_items import build_tables
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
@@ -581,7 +582,7 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
     rl, blocks = info["run_length"], info["run_length"]["blocks"]
     assert blocks[0]["draws"] == 50 and len(blocks) >= 2
     for prev, nxt in zip(blocks[:-1], blocks[1:]):
-        assert 10 <= nxt["draws"] - prev["draws"] == mh._more_draws(prev["draws"], 2, prev) <= 50
+        assert 10 <= nxt["draws"] - prev["draws"] == draws_called_for(prev["draws"], 2, prev, 10, 50) <= 50
     assert rl["converged"] and info["draws"] == rl["draws"] == blocks[-1]["draws"] and info["diagnostics"]["converged"]
 
     def passes(b):
@@ -623,12 +624,16 @@ def test_imh_run_grows_by_what_the_checks_call_for():
     """The ESS grows and R-hat - 1 shrinks in proportion to the draws: a run that fails the checks grows
     to the length its worst figure calls for, 10% beyond, within IMH_MIN_MORE and IMH_BLOCK."""
     fig = {"max_rhat": 1.0116, "min_ess_bulk": 517.0, "min_ess_tail": 325.0}
-    assert mh._more_draws(250, 4, fig) == 89  # ceil(1.1 x 250 x 400 / 325) - 250
-    assert mh._more_draws(250, 4, {**fig, "min_ess_tail": 500.0, "max_rhat": 1.0115}) == 67  # ceil(1.1 x 287.5) - 250
-    assert mh._more_draws(250, 4, {**fig, "max_rhat": 1.03}) == mh.IMH_BLOCK == 250  # 3 x the draws: one block
-    assert mh._more_draws(250, 4, {**fig, "min_ess_tail": 399.0, "max_rhat": 1.005}) == mh.IMH_MIN_MORE == 50
-    assert mh._more_draws(250, 4, {**fig, "min_ess_bulk": float("nan")}) == 250
-    assert mh._more_draws(100, 2, {**fig, "min_ess_tail": 100.0}) == 120  # 200 for two chains: ceil(1.1 x 200) - 100
+
+    def more(D, chains, checked):
+        return draws_called_for(D, chains, checked, mh.IMH_MIN_MORE, mh.IMH_BLOCK)
+
+    assert more(250, 4, fig) == 89  # ceil(1.1 x 250 x 400 / 325) - 250
+    assert more(250, 4, {**fig, "min_ess_tail": 500.0, "max_rhat": 1.0115}) == 67  # ceil(1.1 x 287.5) - 250
+    assert more(250, 4, {**fig, "max_rhat": 1.03}) == mh.IMH_BLOCK == 250  # 3 x the draws: one block
+    assert more(250, 4, {**fig, "min_ess_tail": 399.0, "max_rhat": 1.005}) == mh.IMH_MIN_MORE == 50
+    assert more(250, 4, {**fig, "min_ess_bulk": float("nan")}) == 250
+    assert more(100, 2, {**fig, "min_ess_tail": 100.0}) == 120  # 200 for two chains: ceil(1.1 x 200) - 100
 
 
 def test_routes_agree_at_the_extremes():

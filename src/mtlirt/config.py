@@ -38,8 +38,10 @@ JOINT_MAX_RESPONSES = 60_000
 #: Where a fit records its settings: the posterior's attribute (``posterior.nc``) and the info key (``fit.json``).
 CONFIG_ATTR = "mtlirt_sampler_config"
 CONFIG_KEY = "sampler_config"
-#: Draws per chain of the NUTS routes (nutpie cannot continue a run, so their length is fixed).
+#: Draws per chain of a NUTS run where the checks do not choose its length; the first checkpoint where they do.
 NUTS_DRAWS = 1000
+#: The most draws per chain a NUTS run whose length the checks choose may reach.
+NUTS_DRAWS_MAX = 4000
 
 
 def use_marginal(spec) -> bool:
@@ -165,8 +167,9 @@ class SamplerConfig:
           sampled route where the integrated route's quadrature check then fails.
         * ``sampler=None``: chosen by a pilot on the integrated route (IMH or nutpie), nutpie elsewhere.
         * ``draws=None``: on the integrated route, draws in blocks until the convergence checks pass
-          (:func:`mtlirt.bayes.collapsed.sample_structure`); ``NUTS_DRAWS`` per chain on the other NUTS
-          routes; 1,000 draws of the ADVI approximation.
+          (:func:`mtlirt.bayes.collapsed.sample_structure`); on the other nutpie routes, from ``NUTS_DRAWS``
+          to ``NUTS_DRAWS_MAX`` per chain until they pass (:mod:`mtlirt.bayes.nuts_length`); ``NUTS_DRAWS``
+          per chain with the other NUTS samplers; 1,000 draws of the ADVI approximation.
         * ``thin=None``: on the integrated route, chosen from the structure draws' autocorrelation; 1 elsewhere.
         """
         cfg = self.validate(spec)
@@ -211,6 +214,9 @@ class SamplerConfig:
             reasons["draws"] = f"{draws:,} draws per chain, as asked"
         elif integrated:
             reasons["draws"] = "run length chosen by the convergence checks"
+        elif cfg.algorithm == "nuts" and cfg.sampler in (None, "nutpie"):
+            reasons["draws"] = (f"run length chosen by the convergence checks ({NUTS_DRAWS:,}-{NUTS_DRAWS_MAX:,} "
+                                "draws per chain)")
         elif cfg.algorithm == "nuts":
             reasons["draws"] = f"{NUTS_DRAWS:,} draws per chain (the default)"
         else:

@@ -10,6 +10,9 @@ import numpy as np
 import xarray as xr
 
 from mtlirt.bayes._nutpie import compile_model, relabel
+from mtlirt.bayes.diagnostics import _UNIDENTIFIED
+from mtlirt.bayes.nuts_length import NUTS_DRAWS_MAX, sample_until_converged
+from mtlirt.config import NUTS_DRAWS
 from mtlirt.progress import stage
 
 DISK_TRACE_BYTES = 1e9
@@ -42,15 +45,23 @@ def _dataset_from_draws(model, values: dict) -> xr.Dataset:
     return ds.drop_vars([c for c in list(ds.coords) if c not in used and c not in ("chain", "draw")])
 
 
-def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progress, kw):
+def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progress, kw, until=None):
     """nutpie directly (numba backend): same compile as ``pm.sample(nuts_sampler=
-    "nutpie")``, but it also works with a zarr trace store."""
+    "nutpie")``, but it also works with a zarr trace store. ``until`` (a dict: the variables to check and
+    whether to raise the target acceptance): draws until the checks pass
+    (:func:`mtlirt.bayes.nuts_length.sample_until_converged`, whose record it fills in)."""
     import nutpie
 
     kw = dict(kw)
     if "max_treedepth" in kw:
         kw["maxdepth"] = kw.pop("max_treedepth")
     compiled = compile_model(model, initvals)
+    if until is not None:
+        trace, kw["target_accept"], record = sample_until_converged(
+            compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw, names=until["names"],
+            raise_target=until["raise_target"])
+        until.update(record=record, target_accept=kw["target_accept"])
+        return relabel(trace, model)
     trace = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains,
                           cores=cores, seed=int(seed), save_warmup=False,
                           progress_bar=bool(progress), **kw)
@@ -59,36 +70,44 @@ def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progres
 
 def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, cores, seed, progress, target_accept,
                    nuts_kwargs, trace_dir, advi_iterations, map_maxiter):
-    """NUTS, ADVI or MAP on the built model: ``(posterior, sample_stats or None, target_accept)``.
+    """NUTS, ADVI or MAP on the built model: ``(posterior, sample_stats or None, target_accept, run length
+    record or None)``.
 
     NUTS's default target acceptance: 0.8 with the domain traits integrated out
-    (``built.marginal``), else 0.9."""
+    (``built.marginal``), else 0.9; raised after divergences where the checks choose the run length."""
     if algorithm == "nuts":
+        given = target_accept is not None or "target_accept" in (nuts_kwargs or {})
         if target_accept is None:
             target_accept = 0.8 if built.marginal is not None else 0.9
         return _run_nuts(built.model, built.initvals, free, sampler=sampler, draws=draws, tune=tune, chains=chains,
                          cores=cores, seed=seed, progress=progress, target_accept=target_accept,
-                         nuts_kwargs=nuts_kwargs, trace_dir=trace_dir)
+                         nuts_kwargs=nuts_kwargs, trace_dir=trace_dir, raise_target=not given)
     if algorithm == "advi":
         post = _run_advi(built.model, built.initvals, free, draws=draws, seed=seed, progress=progress,
                          iterations=advi_iterations)
     else:
         post = _run_map(built.model, built.initvals, free, seed=seed, progress=progress, maxiter=map_maxiter)
-    return post, None, target_accept
+    return post, None, target_accept, None
 
 
 def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, seed, progress, target_accept,
-              nuts_kwargs, trace_dir):
+              nuts_kwargs, trace_dir, raise_target=False):
     """NUTS on a PyMC model: (posterior of the free variables, sample stats,
-    target acceptance used)."""
+    target acceptance used, run length record or None). ``draws=None``: nutpie draws until the
+    convergence checks pass (:mod:`mtlirt.bayes.nuts_length`) where its trace stays in memory and every
+    chain may run at once; ``NUTS_DRAWS`` per chain elsewhere."""
     import pymc as pm
 
-    cores = cores or max(1, min(chains, os.cpu_count() or 1))
     kw = dict(nuts_kwargs or {})
     kw.setdefault("target_accept", target_accept)
     target_accept = kw["target_accept"]
+    until, why = _until(model, free, sampler=sampler, draws=draws, chains=chains, cores=cores, kw=kw,
+                        trace_dir=trace_dir, raise_target=raise_target)
+    fixed_rule = None if why is None else {"rule": f"{NUTS_DRAWS:,} draws per chain: {why}", "draws": NUTS_DRAWS}
+    draws = NUTS_DRAWS_MAX if until is not None else (NUTS_DRAWS if draws is None else draws)
+    cores = cores or max(1, min(chains, os.cpu_count() or 1))
     trace_tmp = None
-    if sampler == "nutpie" and "zarr_store" not in kw:
+    if sampler == "nutpie" and "zarr_store" not in kw and until is None:
         n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
         est = 8.0 * chains * draws * n_stored
         if trace_dir is not None or est > DISK_TRACE_BYTES:
@@ -98,12 +117,14 @@ def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, see
 
             trace_tmp = tempfile.mkdtemp(prefix="mtlirt-trace-", dir=trace_dir)
             kw["zarr_store"] = nutpie.zarr_store.LocalStore(trace_tmp)
-    stage(f"sampling {chains} chains x {draws:,} draws after {tune:,} tuning steps ({sampler})")
+    stage(f"sampling {chains} chains x " + (f"{NUTS_DRAWS:,}-{draws:,} draws (until the checks pass)"
+                                             if until is not None else f"{draws:,} draws")
+          + f" after {tune:,} tuning steps ({sampler})")
     sample_stats = None
     try:
         if sampler == "nutpie":
             idata = _sample_nutpie(model, initvals, draws=draws, tune=tune, chains=chains,
-                                   cores=cores, seed=seed, progress=progress, kw=kw)
+                                   cores=cores, seed=seed, progress=progress, kw=kw, until=until)
         else:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*idata_kwargs.*")
@@ -125,7 +146,29 @@ def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, see
             import shutil
 
             shutil.rmtree(trace_tmp, ignore_errors=True)
-    return post, sample_stats, target_accept
+    if until is None:
+        return post, sample_stats, target_accept, fixed_rule
+    return post, sample_stats, until["target_accept"], until["record"]
+
+
+def _until(model, free, *, sampler, draws, chains, cores, kw, trace_dir, raise_target) -> tuple:
+    """Whether nutpie's run length is left to the checks (``draws=None``; a trace of ``NUTS_DRAWS_MAX``
+    draws per chain in memory; no trace store asked for; ``cores``, where given, runs every chain at
+    once): ``(the variables to check and whether to raise the target acceptance, None)`` (``eta_raw``'s
+    location and scale over the LLMs are not identified), or ``(None, why not)`` where ``draws`` is None,
+    ``(None, None)`` where it was given."""
+    if draws is not None:
+        return None, None
+    if sampler != "nutpie":
+        return None, f"the {sampler} sampler cannot be stopped when the checks pass"
+    if "zarr_store" in kw or trace_dir is not None:
+        return None, "a trace written to disk"
+    if cores is not None and cores < chains:
+        return None, f"{cores} cores for {chains} chains (the checks need every chain running)"
+    n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
+    if 8.0 * chains * NUTS_DRAWS_MAX * n_stored > DISK_TRACE_BYTES:
+        return None, f"{NUTS_DRAWS_MAX:,} draws per chain of the trace would exceed {DISK_TRACE_BYTES / 1e9:g} GB"
+    return {"names": [v for v in free if v not in _UNIDENTIFIED], "raise_target": raise_target}, None
 
 
 def _run_advi(model, initvals, free, *, draws, seed, progress, iterations):

@@ -208,7 +208,7 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
                 wi.pop("burn_in", None)
     if sampler != "imh":
         t2 = time.perf_counter()
-        if draws is None:
+        if draws is None and sampler != "nutpie":
             draws = NUTS_DRAWS
             wi["run_length"] = {"rule": f"{NUTS_DRAWS} draws per chain, the NUTS default", "draws": NUTS_DRAWS}
         post, ss = _sample_loadings(sgrid, layout, loading_scale, V2, coords, r, sampler=sampler,
@@ -274,7 +274,7 @@ def _spaced_for_reach(grid: CollapsedGrid, tables, laplace: tuple, V2: np.ndarra
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *,
                      draws: int | None = None,
                      tune: int | None = None, chains: int = 4, cores: int = 1, seed: int = 0,
-                     target_accept: float = 0.9, progress: bool = False, nuts_kwargs: dict | None = None,
+                     target_accept: float | None = None, progress: bool = False, nuts_kwargs: dict | None = None,
                      check: bool = True, grid_options: dict | None = None,
                      sampler: str = "auto", whiten: bool = True, thin: int | None = 1) -> CollapsedFit:
     """The fixed-items factor model with the LLM side integrated out: the

@@ -19,6 +19,7 @@ import numpy as np
 from mtlirt.bayes._jax import sample_structure_numpyro
 from mtlirt.bayes.collapsed_kernel import _EMPTY2, CollapsedGrid, _call, _kernel, structure_from_v
 from mtlirt.bayes.diagnostics import diagnostics
+from mtlirt.bayes.nuts_length import sample_until_converged
 
 __all__ = [
     "find_mode",
@@ -268,7 +269,10 @@ def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.n
     kw = dict(nuts_kwargs or {})
     if "max_treedepth" in kw:
         kw["maxdepth"] = kw.pop("max_treedepth")
-    kw.setdefault("target_accept", target_accept)
+    target_given = target_accept is not None or "target_accept" in kw
+    kw.setdefault("target_accept", 0.9 if target_accept is None else target_accept)
+    rows = layout[0]
+    free_names = ["loading_free", "loading_diag"] if len(rows) else ["loading_diag"]
     if sampler == "numpyro":
         stages["compile"] = 0.0
         pd, sd = sample_structure_numpyro(grid, layout, loading_scale, V2, draws=draws, tune=tune,
@@ -283,13 +287,17 @@ def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.n
         compiled = _nutpie_model(grid, layout, loading_scale, V2, coords, r, whiten=whiten, info=whitening_info,
                                  laplace=laplace)
         stages["compile"] = time.perf_counter() - t2
-        idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
-                              seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)
+        if draws is None:  # until the checks pass; the target acceptance raised after a divergence
+            idata, kw["target_accept"], whitening_info["run_length"] = sample_until_converged(
+                compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw, names=free_names,
+                raise_target=target_given)
+            whitening_info["target_accept"] = kw["target_accept"]
+        else:
+            idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
+                                  seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)
         post = idata["posterior"].to_dataset()
         ss = idata["sample_stats"].to_dataset()
         del idata
-    rows = layout[0]
-    free_names = ["loading_free", "loading_diag"] if len(rows) else ["loading_diag"]
     post = post[free_names].load()
     post = post.assign_coords(chain=np.arange(post.sizes["chain"]), draw=np.arange(post.sizes["draw"]))
     ss = ss[[v for v in ss.data_vars if set(ss[v].dims) <= {"chain", "draw"}]].load()

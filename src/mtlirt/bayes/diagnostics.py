@@ -32,6 +32,7 @@ unit diagonal of a correlation matrix, structural zeros) are left out.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,8 @@ from mtlirt.numerics.mcmc_stats import summary_stats
 
 __all__ = [
     "diagnostics",
+    "passes",
+    "draws_called_for",
     "RHAT_MAX",
     "ESS_MIN",
     "ESS_MIN_PER_CHAIN",
@@ -136,15 +139,39 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
         return out
     out.update(_rhat_and_ess(post, _checked_vars(post, attrs, var_names), C, D))
     out.update(_sampler_checks(tree))
-    ok = (
-        np.isfinite(out["max_rhat"]) and out["max_rhat"] <= RHAT_MAX
-        and out["min_ess_bulk"] >= thr and out["min_ess_tail"] >= thr
-        and out["divergences"] == 0
-        and (not np.isfinite(out["min_bfmi"]) or out["min_bfmi"] >= BFMI_MIN)
-        and out.get("pareto_khat", 0.0) <= PARETO_K_MAX
-    )
-    out["converged"] = bool(ok)
+    out["converged"] = passes(out)
     return out
+
+
+def passes(checked: dict) -> bool:
+    """Whether the figures ``checked`` (as :func:`diagnostics` returns them) pass every threshold."""
+    thr = checked.get("ess_threshold", min(ESS_MIN, ESS_MIN_PER_CHAIN * checked.get("n_chains", 4)))
+    bfmi = checked.get("min_bfmi", float("nan"))
+    return bool(
+        np.isfinite(checked["max_rhat"]) and checked["max_rhat"] <= RHAT_MAX
+        and checked["min_ess_bulk"] >= thr and checked["min_ess_tail"] >= thr
+        and checked.get("divergences", 0) == 0
+        and (not np.isfinite(bfmi) or bfmi >= BFMI_MIN)
+        and checked.get("pareto_khat", 0.0) <= PARETO_K_MAX
+    )
+
+
+def draws_called_for(D: int, chains: int, checked: dict, least: int, most: int) -> int:
+    """Draws per chain to add to a run of ``D`` that failed the checks ``checked``: the ESS grows and
+    R-hat - 1 shrinks in proportion to the draws of chains that mix, so the run the worst figure calls
+    for, 10% beyond, within ``least`` and ``most`` (``most`` where a figure is missing)."""
+    need = float(D)
+    floor = min(ESS_MIN, ESS_MIN_PER_CHAIN * chains)
+    for key in ("min_ess_bulk", "min_ess_tail"):
+        e = checked.get(key)
+        if e is None or not np.isfinite(e) or e <= 0:
+            return most
+        need = max(need, D * floor / e)
+    rhat = checked.get("max_rhat")
+    if rhat is None or not np.isfinite(rhat):
+        return most
+    need = max(need, D * (rhat - 1.0) / (RHAT_MAX - 1.0))
+    return int(min(max(math.ceil(1.1 * need - 1e-9) - D, least), most))
 
 
 def _checked_vars(post, attrs: dict, var_names: list[str] | None) -> list[str]:

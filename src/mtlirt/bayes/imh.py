@@ -37,7 +37,7 @@ import numpy as np
 from mtlirt.bayes.collapsed_draws import StoredNodes
 from mtlirt.bayes.collapsed_kernel import CollapsedGrid
 from mtlirt.bayes.collapsed_structure import _structure_diagnostics, _structure_draws, structure_logp, structure_of_x
-from mtlirt.bayes.diagnostics import ESS_MIN, ESS_MIN_PER_CHAIN, RHAT_MAX, pareto_khat
+from mtlirt.bayes.diagnostics import draws_called_for, pareto_khat
 from mtlirt.progress import progress_bar
 
 __all__ = [
@@ -340,24 +340,6 @@ def imh_burn_in(pilot: dict | None) -> int:
     return int(min(max(n, IMH_TUNE_MIN), IMH_TUNE))
 
 
-def _more_draws(D: int, chains: int, checked: dict) -> int:
-    """Draws per chain to add to a run of ``D`` that failed the checks ``checked``: the ESS grows and
-    R-hat - 1 shrinks in proportion to the draws of chains that mix, so the run the worst figure calls
-    for, 10% beyond, within ``IMH_MIN_MORE`` and ``IMH_BLOCK``."""
-    need = float(D)
-    floor = min(ESS_MIN, ESS_MIN_PER_CHAIN * chains)
-    for key in ("min_ess_bulk", "min_ess_tail"):
-        e = checked.get(key)
-        if e is None or not np.isfinite(e) or e <= 0:
-            return IMH_BLOCK
-        need = max(need, D * floor / e)
-    rhat = checked.get("max_rhat")
-    if rhat is None or not np.isfinite(rhat):
-        return IMH_BLOCK
-    need = max(need, D * (rhat - 1.0) / (RHAT_MAX - 1.0))
-    return int(min(max(math.ceil(1.1 * need - 1e-9) - D, IMH_MIN_MORE), IMH_BLOCK))
-
-
 class _NodeStore:
     """The node totals of the states the chains visit after their burn-in, kept for the LLM side's
     draws (:class:`~mtlirt.bayes.collapsed_draws.StoredNodes`) within ``NODE_STORE_BYTES``: each batch
@@ -437,7 +419,7 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
 
     ``draws=None``: the run length is chosen by the convergence checks. The
     chains draw ``IMH_BLOCK`` steps each, then as many more as the checks'
-    figures call for (:func:`_more_draws`), continued from their last
+    figures call for (:func:`~mtlirt.bayes.diagnostics.draws_called_for`), continued from their last
     state with new proposals of the same random stream, until the loadings
     pass :func:`~mtlirt.bayes.collapsed_structure._structure_diagnostics` (R-hat, bulk and tail ESS, Pareto k-hat)
     or reach ``IMH_MAX_DRAWS`` (``info["run_length"]`` records each block)."""
@@ -484,7 +466,7 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
                                                                      "pareto_khat") if k in checked}})
         if checked["converged"] or D >= IMH_MAX_DRAWS:
             break
-        more = min(_more_draws(D, chains, checked), IMH_MAX_DRAWS - D)
+        more = min(draws_called_for(D, chains, checked, IMH_MIN_MORE, IMH_BLOCK), IMH_MAX_DRAWS - D)
         z2, q2 = _proposed(rng, (chains, more), n, profile)
         u2 = rng.random((chains, more))
         totals = store.batch(chains * more)

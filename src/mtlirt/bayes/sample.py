@@ -28,6 +28,7 @@ from mtlirt.config import (
     JOINT_MAX_LLMS,
     JOINT_MAX_RESPONSES,
     NUTS_DRAWS,
+    NUTS_DRAWS_MAX,
     Route,
     SamplerConfig,
 )
@@ -292,7 +293,7 @@ def fit_bayes(
         except _QuadratureFallback as e:
             route = _sampled_after_fallback(route, e.check)
             sampler, tune, thin = route.sampler, route.tune, route.thin
-    if draws is None:
+    if draws is None and algorithm != "nuts":
         draws = NUTS_DRAWS
     t0 = time.perf_counter()
     # the fused likelihood Op has no JAX implementation
@@ -302,16 +303,20 @@ def fit_bayes(
     stages = {"build": time.perf_counter() - t0}
     free = _free_names(built.model)
     t1 = time.perf_counter()
-    post, sample_stats, target_accept = _run_algorithm(
+    post, sample_stats, target_accept, run_length = _run_algorithm(
         built, free, algorithm=algorithm, sampler=sampler, draws=draws, tune=tune, chains=chains, cores=cores,
         seed=seed, progress=progress, target_accept=target_accept, nuts_kwargs=nuts_kwargs, trace_dir=trace_dir,
         advi_iterations=advi_iterations, map_maxiter=map_maxiter)
     stages[algorithm] = time.perf_counter() - t1
+    if draws is None:  # chosen by the convergence checks
+        draws = int(post.sizes["draw"])
     anchors = list(built.anchors)
     if built.marginal is not None:  # domain traits integrated out: draw them back
         post = _draw_domain_scores(post, arr, built, anchors, seed=seed, point=algorithm == "map",
                                    progress=progress, stages=stages)
     extra = _sampled_route_record(post, arr, route, warn=warn and algorithm == "nuts")
+    if run_length is not None:
+        extra["run_length"] = run_length
     fixed = built.items if items == "fixed" else None
     tables = built.tables if items == "fixed" else None
     return _finish(post, sample_stats, arr, spec, anchors, t0=t0, t_sample=time.perf_counter() - t1,
@@ -330,7 +335,9 @@ def _sampled_after_fallback(route: Route, check: dict) -> Route:
     route = dataclasses.replace(route, integrated=False, llm_side="sampled", sampler="nutpie",
                                 tune=1000 if route.tune is None else route.tune, thin=1,
                                 reasons={**route.reasons, "llm_side": reason,
-                                         "draws": f"{route.draws or NUTS_DRAWS:,} draws per chain"})
+                                         "draws": (f"{route.draws:,} draws per chain, as asked" if route.draws
+                                                   else "run length chosen by the convergence checks "
+                                                        f"({NUTS_DRAWS:,}-{NUTS_DRAWS_MAX:,} draws per chain)")})
     stage(f"route: {reason}")
     return route
 
@@ -383,7 +390,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
     t1 = time.perf_counter()
     # NUTS samples the loadings only where IMH's Laplace proposal does not fit (small, skewed posteriors
     # near the loadings' bound): there 0.8 left divergences that 0.9 does not
-    target_accept = 0.9 if target_accept is None else float(target_accept)
+    target_accept = None if target_accept is None else float(target_accept)  # None: 0.9, raised if it diverges
     steps = "the default tuning steps" if tune is None else f"{tune:,} tuning steps"
     n_draws = "draws in blocks until the convergence checks pass" if draws is None else f"{draws:,} draws"
     stage(f"sampling the loadings: {chains} chains x {n_draws} after {steps} ({sampler}), "
@@ -394,8 +401,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                            sampler=sampler, thin=thin)
     stages.update({f"integrated.{k}": v for k, v in fit.info["stage_seconds"].items()})
     sampler, tune, draws, thin = fit.info["sampler"], fit.info["tune"], fit.info["draws"], fit.info["thin"]
-    if sampler == "imh":
-        target_accept = float("nan")
+    target_accept = float("nan") if sampler == "imh" else fit.info.get("target_accept", target_accept or 0.9)
     qc = fit.info.get("quadrature_check") or {}
     if fallback and qc.get("spread_diff", 0.0) > QUADRATURE_SPREAD_MAX:
         raise _QuadratureFallback(qc)

@@ -1,0 +1,71 @@
+"""NUTS runs whose length the convergence checks choose (nutpie in the background, stopped at a checkpoint)."""
+
+import numpy as np
+import pytest
+
+from mtlirt.bayes import nuts_length as nl
+from mtlirt.bayes.diagnostics import draws_called_for
+
+
+@pytest.fixture(scope="module")
+def normal():
+    import nutpie
+    import pymc as pm
+
+    with pm.Model() as m:
+        pm.Normal("x", 0.0, 1.0, shape=3)
+    return nutpie.compile_pymc_model(m, backend="numba")
+
+
+@pytest.fixture(scope="module")
+def funnel():
+    import nutpie
+    import pymc as pm
+
+    with pm.Model() as m:  # Neal's funnel, centred: divergences at 0.9 where the scale is small
+        s = pm.Normal("s", 0.0, 1.5)
+        pm.Normal("x", 0.0, pm.math.exp(s), shape=9)
+    return nutpie.compile_pymc_model(m, backend="numba")
+
+
+def test_run_stops_at_the_first_checkpoint_that_passes(normal, monkeypatch):
+    """From a first checkpoint too short for the ESS bound, the run grows by what the worst figure calls
+    for until the checks pass, and keeps exactly the draws checked: the prefix of a run of that length
+    with the same seed, whatever the chains ran beyond."""
+    import nutpie
+
+    monkeypatch.setattr(nl, "NUTS_DRAWS", 40)
+    kw = {"target_accept": 0.8}
+    trace, ta, rec = nl.sample_until_converged(normal, tune=200, chains=4, seed=3, progress=False, kw=kw,
+                                               names=["x"], raise_target=True)
+    (att,) = rec["attempts"]
+    cps = att["checkpoints"]
+    assert ta == 0.8 and len(cps) >= 2 and cps[0]["draws"] == 40
+    assert cps[-1]["passed"] and not any(c["passed"] for c in cps[:-1])
+    for prev, nxt in zip(cps[:-1], cps[1:]):
+        assert nxt["draws"] - prev["draws"] == draws_called_for(prev["draws"], 4, prev, nl.NUTS_MIN_MORE,
+                                                                nl.NUTS_DRAWS_MAX - prev["draws"])
+    D = rec["draws"]
+    assert D == cps[-1]["draws"] and trace["posterior"]["x"].shape == (4, D, 3) and rec["converged"]
+    assert min(cps[-1]["min_ess_bulk"], cps[-1]["min_ess_tail"]) >= 400 and cps[-1]["max_rhat"] <= 1.01
+    fixed = nutpie.sample(normal, draws=D, tune=200, chains=4, cores=4, seed=3, save_warmup=False,
+                          progress_bar=False, target_accept=0.8)
+    assert np.array_equal(trace["posterior"]["x"].values, fixed["posterior"]["x"].values)
+
+
+def test_a_divergence_starts_the_run_afresh_at_a_higher_target(funnel):
+    """A divergence within the draws to keep restarts the run at the target acceptance halfway to 1 (once);
+    a run that still diverges stops at the block holding its first divergence, not converged; a target
+    acceptance that was given is kept."""
+    trace, ta, rec = nl.sample_until_converged(funnel, tune=300, chains=4, seed=1, progress=False,
+                                               kw={"target_accept": 0.9}, names=["s", "x"], raise_target=True)
+    first, last = rec["attempts"][0], rec["attempts"][-1]
+    assert first["target_accept"] == 0.9 and 0 <= first["divergence_at_draw"] < nl.NUTS_DRAWS_MAX
+    assert len(rec["attempts"]) == 2 and last["target_accept"] == ta == 0.95
+    div = trace["sample_stats"]["diverging"].values
+    assert div.any() and not rec["converged"] and not last["checkpoints"][-1]["passed"]
+    t = int(np.flatnonzero(div.any(0))[0])
+    assert rec["draws"] == max(nl.NUTS_DRAWS, -(-(t + 1) // nl.NUTS_MIN_MORE) * nl.NUTS_MIN_MORE)
+    _, ta2, rec2 = nl.sample_until_converged(funnel, tune=300, chains=4, seed=1, progress=False,
+                                             kw={"target_accept": 0.9}, names=["s", "x"], raise_target=False)
+    assert ta2 == 0.9 and len(rec2["attempts"]) == 1 and not rec2["converged"]
