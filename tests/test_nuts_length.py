@@ -69,3 +69,37 @@ def test_a_divergence_starts_the_run_afresh_at_a_higher_target(funnel):
     _, ta2, rec2 = nl.sample_until_converged(funnel, tune=300, chains=4, seed=1, progress=False,
                                              kw={"target_accept": 0.9}, names=["s", "x"], raise_target=False)
     assert ta2 == 0.9 and len(rec2["attempts"]) == 1 and not rec2["converged"]
+
+
+def test_the_joint_route_runs_until_the_checks_pass(monkeypatch):
+    """``fit_bayes`` without ``draws``: the joint route's nutpie run is the checks' (its record in the fit's
+    info, its reason in the route), kept at the checkpoint that passed, and the same seed gives the same
+    draws; with ``draws`` given, that many and no record of checkpoints."""
+    import json
+
+    from mtlirt.bayes import fit_bayes
+    from mtlirt.data.responses import Responses
+
+    monkeypatch.setattr(nl, "NUTS_DRAWS", 60)  # a first checkpoint too short for the ESS bound
+    rng = np.random.default_rng(0)
+    n, sizes = 60, (6, 6, 6)
+    theta = rng.normal(size=(n, 1)) + 0.6 * rng.normal(size=(n, 3))
+    dom = np.repeat(np.arange(3), sizes)
+    y = (rng.random((n, sum(sizes))) < 1 / (1 + np.exp(-(theta[:, dom] + rng.normal(size=sum(sizes)))))).astype(np.int8)
+    slices = [slice(0, 6), slice(6, 12), slice(12, 18)]
+    arr = Responses.from_arrays(y, None, slices, llms=[f"m{i}" for i in range(n)],
+                                items=[f"q{j}" for j in range(18)], domains=["a", "b", "c"])
+    kw = dict(chains=4, seed=5, progress=False, tune=300, warn=False)
+    tree = fit_bayes(arr, "factor-2pl", **kw)
+    info = json.loads(tree.attrs["mtlirt_info"])
+    rl = info["run_length"]
+    cps = rl["attempts"][-1]["checkpoints"]
+    assert "convergence checks" in info["route"]["reasons"]["draws"] and cps[0]["draws"] == 60
+    assert info["draws"] == rl["draws"] == cps[-1]["draws"] == tree["posterior"].sizes["draw"]
+    assert len(rl["attempts"]) == 1 and len(cps) >= 2 and not cps[0]["passed"] and cps[-1]["passed"]
+    again = fit_bayes(arr, "factor-2pl", **kw)
+    assert np.array_equal(tree["posterior"]["overall"].values, again["posterior"]["overall"].values)
+    fixed = fit_bayes(arr, "factor-2pl", draws=rl["draws"], **kw)
+    finfo = json.loads(fixed.attrs["mtlirt_info"])
+    assert "run_length" not in finfo and "as asked" in finfo["route"]["reasons"]["draws"]
+    assert np.array_equal(tree["posterior"]["overall"].values, fixed["posterior"]["overall"].values)

@@ -188,7 +188,10 @@ def cmd_fit(args) -> int:
         print("model checks (in fit.json): " + "; ".join(parts))
     if diag and diag.get("converged") is False:  # None: no convergence check (map)
         bad = ", ".join(f"{k}={v}" for k, v in diag.items() if k != "converged")
-        advice = ("sample longer (--draws/--tune) or simplify the model" if args.method == "bayes" else
+        advice = ((f"{diag['divergences']} divergent transitions: a higher --target-accept (e.g. 0.99) or a "
+                   "simpler model" if diag.get("divergences") else
+                   f"sample longer than its {diag.get('n_draws')} draws per chain (--draws, --tune) or simplify "
+                   "the model") if args.method == "bayes" else
                   "its item calibration (EM) stopped at its sweep limit; look for degenerate items and "
                   "LLMs (mtlirt validate) or use --item-model 1pl")
         print(f"WARNING: THE FIT DID NOT CONVERGE ({bad}). Do not trust its numbers; {advice}.", file=sys.stderr)

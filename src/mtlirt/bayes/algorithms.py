@@ -11,8 +11,8 @@ import xarray as xr
 
 from mtlirt.bayes._nutpie import compile_model, relabel
 from mtlirt.bayes.diagnostics import _UNIDENTIFIED
-from mtlirt.bayes.nuts_length import NUTS_DRAWS_MAX, sample_until_converged
-from mtlirt.config import NUTS_DRAWS
+from mtlirt.bayes.nuts_length import sample_until_converged
+from mtlirt.config import NUTS_DRAWS, NUTS_DRAWS_MAX
 from mtlirt.progress import stage
 
 DISK_TRACE_BYTES = 1e9
@@ -59,7 +59,7 @@ def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progres
     if until is not None:
         trace, kw["target_accept"], record = sample_until_converged(
             compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw, names=until["names"],
-            raise_target=until["raise_target"])
+            raise_target=until["raise_target"], most=until["most"])
         until.update(record=record, target_accept=kw["target_accept"])
         return relabel(trace, model)
     trace = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains,
@@ -104,7 +104,7 @@ def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, see
     until, why = _until(model, free, sampler=sampler, draws=draws, chains=chains, cores=cores, kw=kw,
                         trace_dir=trace_dir, raise_target=raise_target)
     fixed_rule = None if why is None else {"rule": f"{NUTS_DRAWS:,} draws per chain: {why}", "draws": NUTS_DRAWS}
-    draws = NUTS_DRAWS_MAX if until is not None else (NUTS_DRAWS if draws is None else draws)
+    draws = until["most"] if until is not None else (NUTS_DRAWS if draws is None else draws)
     cores = cores or max(1, min(chains, os.cpu_count() or 1))
     trace_tmp = None
     if sampler == "nutpie" and "zarr_store" not in kw and until is None:
@@ -152,8 +152,9 @@ def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, see
 
 
 def _until(model, free, *, sampler, draws, chains, cores, kw, trace_dir, raise_target) -> tuple:
-    """Whether nutpie's run length is left to the checks (``draws=None``; a trace of ``NUTS_DRAWS_MAX``
-    draws per chain in memory; no trace store asked for; ``cores``, where given, runs every chain at
+    """Whether nutpie's run length is left to the checks (``draws=None``; a trace of more than
+    ``NUTS_DRAWS`` draws per chain within ``DISK_TRACE_BYTES`` in memory, at most ``NUTS_DRAWS_MAX``:
+    ``most``; no trace store asked for; ``cores``, where given, runs every chain at
     once): ``(the variables to check and whether to raise the target acceptance, None)`` (``eta_raw``'s
     location and scale over the LLMs are not identified), or ``(None, why not)`` where ``draws`` is None,
     ``(None, None)`` where it was given."""
@@ -166,9 +167,10 @@ def _until(model, free, *, sampler, draws, chains, cores, kw, trace_dir, raise_t
     if cores is not None and cores < chains:
         return None, f"{cores} cores for {chains} chains (the checks need every chain running)"
     n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
-    if 8.0 * chains * NUTS_DRAWS_MAX * n_stored > DISK_TRACE_BYTES:
-        return None, f"{NUTS_DRAWS_MAX:,} draws per chain of the trace would exceed {DISK_TRACE_BYTES / 1e9:g} GB"
-    return {"names": [v for v in free if v not in _UNIDENTIFIED], "raise_target": raise_target}, None
+    most = min(NUTS_DRAWS_MAX, int(DISK_TRACE_BYTES // (8 * chains * max(n_stored, 1))))
+    if most <= NUTS_DRAWS:
+        return None, f"a longer trace in memory would exceed {DISK_TRACE_BYTES / 1e9:g} GB"
+    return {"names": [v for v in free if v not in _UNIDENTIFIED], "raise_target": raise_target, "most": most}, None
 
 
 def _run_advi(model, initvals, free, *, draws, seed, progress, iterations):

@@ -2,7 +2,8 @@
 
 nutpie cannot continue a finished run, but it samples in the background and
 shows its trace so far. So a run asked for with ``draws=None`` is started for
-``NUTS_DRAWS_MAX`` draws per chain, every chain at once, and looked at when
+``NUTS_DRAWS_MAX`` draws per chain (fewer where that trace would not fit in
+memory), every chain at once, and looked at when
 every chain has ``NUTS_DRAWS`` draws: where R-hat, ESS and E-BFMI of their first
 ``D`` draws pass (:func:`mtlirt.bayes.diagnostics.passes`), it stops and keeps
 exactly those ``D``; else ``D`` grows to the length the worst figure calls for
@@ -84,13 +85,13 @@ def _checked(trace, names: list[str], D: int) -> dict:
 
 
 def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw: dict, names: list[str],
-             retry: bool) -> tuple:
+             retry: bool, most: int) -> tuple:
     """One run, stopped at the first checkpoint that passes (or at a divergence where ``retry``):
     ``(trace of the kept draws or None, record)``."""
     import nutpie
 
     watch = _Watch(chains)
-    sampler = nutpie.sample(compiled, draws=NUTS_DRAWS_MAX, tune=max(int(tune), 1), chains=chains, cores=chains,
+    sampler = nutpie.sample(compiled, draws=most, tune=max(int(tune), 1), chains=chains, cores=chains,
                             seed=int(seed), save_warmup=False, progress_bar=bool(progress), blocking=False,
                             progress_callback=watch, progress_rate=_POLL_MS, **kw)
     D, record = NUTS_DRAWS, {"target_accept": kw.get("target_accept"), "checkpoints": []}
@@ -118,7 +119,7 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
             stage(f"convergence checks at {D:,} draws per chain: R-hat {checked['max_rhat']}, ESS bulk "
                   f"{checked['min_ess_bulk']:.0f}, tail {checked['min_ess_tail']:.0f}, "
                   f"{checked['divergences']} divergences" + ("" if checked["passed"] else ": not yet"))
-            if checked["passed"] or D >= NUTS_DRAWS_MAX or checked["divergences"]:
+            if checked["passed"] or D >= most or checked["divergences"]:
                 # a divergence stays in the kept draws however long the run: afresh, or stop here
                 sampler.cancel()
                 if checked["divergences"] and retry:
@@ -126,7 +127,7 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
                     return None, record
                 record["draws"] = int(D)
                 return trace, record
-            D += draws_called_for(D, chains, checked, NUTS_MIN_MORE, NUTS_DRAWS_MAX - D)
+            D += draws_called_for(D, chains, checked, NUTS_MIN_MORE, most - D)
             del trace
     except BaseException:
         sampler.cancel()
@@ -134,8 +135,9 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
 
 
 def sample_until_converged(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw: dict,
-                           names: list[str], raise_target: bool) -> tuple:
-    """nutpie's NUTS on ``compiled`` until the checks on ``names`` pass (see the module docstring):
+                           names: list[str], raise_target: bool, most: int = NUTS_DRAWS_MAX) -> tuple:
+    """nutpie's NUTS on ``compiled`` until the checks on ``names`` pass, within ``most`` draws per chain
+    (see the module docstring):
     ``(trace cut to the kept draws, target acceptance of the kept run, record)``; ``kw`` holds
     ``target_accept``, raised after divergences where ``raise_target``."""
     kw = dict(kw)
@@ -144,7 +146,7 @@ def sample_until_converged(compiled, *, tune: int, chains: int, seed: int, progr
     for k in range(NUTS_RETRIES + 1):
         retry = raise_target and k < NUTS_RETRIES
         trace, rec = _attempt(compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw,
-                              names=names, retry=retry)
+                              names=names, retry=retry, most=most)
         attempts.append(rec)
         if trace is not None:
             break
@@ -155,7 +157,7 @@ def sample_until_converged(compiled, *, tune: int, chains: int, seed: int, progr
     D = attempts[-1]["draws"]
     trace = trace.isel(draw=slice(0, D))
     record = {"rule": "draws until R-hat, ESS and E-BFMI pass, afresh at a higher target acceptance after a "
-                      "divergence", "draws": int(D), "most": NUTS_DRAWS_MAX, "attempts": attempts,
+                      "divergence", "draws": int(D), "most": int(most), "attempts": attempts,
               "converged": bool(attempts[-1]["checkpoints"] and attempts[-1]["checkpoints"][-1]["passed"]),
               "seconds": round(time.perf_counter() - t0, 2)}
     return trace, kw["target_accept"], record
