@@ -180,13 +180,14 @@ def _report(name: str, tree, seconds: float, extra: dict | None = None) -> dict:
     return out
 
 
-def bench_calibration(seed: int = 3, draws: int = 1000, tune: int = 1000, chains: int = 4,
+def bench_calibration(seed: int = 3, draws: int | None = None, tune: int | None = None, chains: int = 4,
                       spec: str = "factor-2pl", target_accept: float | None = None) -> dict:
     """(a) 150 LLMs, domains of 10-60 items, joint NUTS, coverage of 90% intervals.
 
     Runs what ``mtlirt simulate --domain-sizes 10,15,20,30,40,60 --n-llms 150
     --seed S`` then ``mtlirt fit --method bayes`` run: ``mtlirt.fit`` with the
-    MTL initial values and the default sampler settings.
+    MTL initial values and the default sampler settings (the run length the
+    convergence checks choose, unless ``draws`` is given).
     """
     resp, truth, truth_overall = _simulated(150, [10, 15, 20, 30, 40, 60], seed=seed)
     opts = {} if target_accept is None else {"target_accept": target_accept}
@@ -198,7 +199,7 @@ def bench_calibration(seed: int = 3, draws: int = 1000, tune: int = 1000, chains
     cov = _coverage(tree, truth)
     ov = _coverage(tree, truth_overall, "overall")
     return _report(f"calibration seed={seed}", tree, sec, {
-        "draws": draws, "tune": tune, "chains": chains,
+        "draws": int(tree["posterior"].sizes["draw"]), "tune": est.info.get("tune"), "chains": chains,
         "theta_coverage90": round(cov["coverage"], 3),
         "theta_coverage90_by_domain": cov["coverage_by_domain"],
         "theta_rmse": round(cov["rmse"], 3),

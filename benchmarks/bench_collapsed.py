@@ -889,12 +889,28 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
         "warnings": sorted({f"{w.category.__name__}: {str(w.message)[:120]}" for w in caught}),
         "peak_rss_gb": round(_peak_rss_gb(), 2),
     })
+    out["at_divergences"] = _at_divergences(est)
     if truth is not None:
         post = est.posterior
         out["theta"] = _coverage(post, "theta", truth)
         out["overall"] = _coverage(post, "overall", truth_ov)
     print(json.dumps(out, indent=1, default=float), flush=True)
     return out
+
+
+def _at_divergences(est) -> dict | None:
+    """Where NUTS diverged: each scalar parameter's values at the divergent draws beside its 1st and 99th
+    percentiles over all draws (None without divergences)."""
+    tree = est.tree
+    if "sample_stats" not in tree.children or "diverging" not in tree["sample_stats"]:
+        return None
+    div = np.asarray(tree["sample_stats"]["diverging"].values, dtype=bool)
+    if not div.any():
+        return None
+    post = tree["posterior"].to_dataset()
+    return {v: {"at": [round(float(x), 3) for x in post[v].values[div]],
+                "q01_q99": [round(float(q), 3) for q in np.quantile(post[v].values, [0.01, 0.99])]}
+            for v in post.data_vars if set(post[v].dims) == {"chain", "draw"}}
 
 
 def main(argv=None) -> int:
