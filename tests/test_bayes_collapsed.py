@@ -5,6 +5,7 @@ tiny end-to-end fit."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -1051,3 +1052,45 @@ def test_tiny_domains_sampled_from_axis_profiles():
     lo, hi = np.quantile(np.abs(lam), [0.05, 0.95], axis=0)
     # 13 intervals of 90%: 9 or fewer hold the truth with probability 0.03 where they are calibrated
     assert ((lo <= truth) & (truth <= hi)).sum() >= 10
+
+
+def test_rank_two_takes_three_outer_nodes_where_they_integrate_as_four(monkeypatch):
+    """Rank 2 with 16 domains (four Gauss-Hermite nodes per axis): three per axis where, at the mode,
+    they give the structure's density of the four to within OUTER_FEWER_TOL over all LLMs, measured by
+    the kernel on both grids; the fit then samples and draws on nine nodes per LLM, and its domain and
+    overall scores are drawn from them; with a tolerance of zero, the four are kept. A grid of other than
+    the rank's N_OUTER (few domains) or of rank 1 keeps its own."""
+    from mtlirt.bayes.model import model_coords
+
+    sim, resp, tables, lam, psi = _setup(2, n_llms=200, sizes=(12,) * 16, seed=3)
+    grid = cg.regrid(cg.build_grid(tables, lam, psi), tables, lam, psi)
+    assert grid.rank == 2 and grid.n_axis == cg.N_OUTER[2] == 4 and grid.rule == "hermite"
+    V = lam / psi[:, None]
+    rec = cl._fewer_outer_nodes(grid, grid, V, {})
+    own = cg.llm_logliks(grid, lam, psi).sum()
+    few = cg.llm_logliks(cg.trapezoid_outer(grid, 3, rule="hermite"), lam, psi).sum()
+    assert rec["difference_at_mode"] == pytest.approx(few - own, abs=1e-6)
+    assert rec["used"] and rec["n_outer"] == 3 and abs(few - own) <= cl.OUTER_FEWER_TOL
+    fine = cg.llm_logliks(cg.trapezoid_outer(grid, 25), lam, psi).sum()
+    assert abs(few - fine) < cl.OUTER_FEWER_TOL  # the nine nodes against a fine reference too
+    monkeypatch.setattr(cl, "OUTER_FEWER_TOL", 0.0)
+    assert not cl._fewer_outer_nodes(grid, grid, V, {})["used"]
+    monkeypatch.undo()
+    _, _, t4, lam4, psi4 = _setup(2, n_llms=60, sizes=(8, 8, 8, 8), seed=3)
+    g4 = cg.build_grid(t4, lam4, psi4)
+    assert g4.n_axis == cg.N_OUTER_FEW[2] and cl._fewer_outer_nodes(g4, g4, lam4 / psi4[:, None], {}) is None
+    _, _, t1, lam1, psi1 = _setup(1, n_llms=60, sizes=(8,) * 16, seed=3)
+    g1 = cg.build_grid(t1, lam1, psi1)
+    assert g1.n_axis == cg.N_OUTER[1] and cl._fewer_outer_nodes(g1, g1, lam1 / psi1[:, None], {}) is None
+    from mtlirt.bayes.init import initial_values
+    from mtlirt.bayes.model import anchor_domains
+
+    arr, spec, _, _ = _structure_inputs(resp)
+    spec2 = dataclasses.replace(spec, rank=2)
+    anchors = anchor_domains(arr, 2)
+    iv = initial_values(arr, spec2, anchors, None, include_items=False,
+                        trait_centered=np.ones(arr.n_domains, dtype=bool))
+    fit = cl.sample_structure(tables, spec2, anchors, iv, model_coords(arr, spec2), chains=2, cores=2, seed=1,
+                              draws=60, thin=1, sampler="imh", check=False)
+    assert fit.info["fewer_outer_nodes"]["used"] and fit.grid.n_axis == 3 and fit.info["n_outer_nodes"] == 9
+    assert fit.posterior["eta_raw"].shape[-2:] == (200, 2) and np.isfinite(fit.posterior["theta_raw"].values).all()

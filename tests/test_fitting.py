@@ -157,6 +157,17 @@ def test_cli_convergence_advice_fits_the_method(tmp_path, sim, capsys, monkeypat
     assert est.info["diagnostics"]["converged"] is False
 
 
+def test_cli_advice_for_a_bayesian_fit_names_what_failed():
+    """Divergences call for a higher target acceptance (a longer run repeats them); a run that failed on
+    R-hat or ESS, for a run longer than the draws it reached."""
+    from mtlirt.cli_commands import _not_converged_advice
+
+    assert "--target-accept" in _not_converged_advice("bayes", {"divergences": 3, "n_draws": 3250})
+    short = _not_converged_advice("bayes", {"divergences": 0, "n_draws": 4000})
+    assert "longer than its 4000 draws" in short and "--target-accept" not in short
+    assert "item calibration" in _not_converged_advice("mtl", {"divergences": 0})
+
+
 @pytest.mark.parametrize(("settings", "message"), [
     (dict(bootstrap=1), "at least 2 replicates"),
     (dict(bootstrap=-3), "at least 2 replicates"),

@@ -117,6 +117,17 @@ def cmd_convert(args) -> int:
     return 0
 
 
+def _not_converged_advice(method: str, diag: dict) -> str:
+    """What to do about a fit that did not converge: a Bayesian fit's divergences or short run, or a
+    frequentist fit's item calibration."""
+    if method != "bayes":
+        return ("its item calibration (EM) stopped at its sweep limit; look for degenerate items and "
+                "LLMs (mtlirt validate) or use --item-model 1pl")
+    if diag.get("divergences"):
+        return f"{diag['divergences']} divergent transitions: a higher --target-accept (e.g. 0.99) or a simpler model"
+    return f"sample longer than its {diag.get('n_draws')} draws per chain (--draws, --tune) or simplify the model"
+
+
 def cmd_fit(args) -> int:
     from .data.outputs import check_folder
     from .estimators.heldout import heldout_loglik
@@ -188,12 +199,7 @@ def cmd_fit(args) -> int:
         print("model checks (in fit.json): " + "; ".join(parts))
     if diag and diag.get("converged") is False:  # None: no convergence check (map)
         bad = ", ".join(f"{k}={v}" for k, v in diag.items() if k != "converged")
-        advice = ((f"{diag['divergences']} divergent transitions: a higher --target-accept (e.g. 0.99) or a "
-                   "simpler model" if diag.get("divergences") else
-                   f"sample longer than its {diag.get('n_draws')} draws per chain (--draws, --tune) or simplify "
-                   "the model") if args.method == "bayes" else
-                  "its item calibration (EM) stopped at its sweep limit; look for degenerate items and "
-                  "LLMs (mtlirt validate) or use --item-model 1pl")
+        advice = _not_converged_advice(args.method, diag)
         print(f"WARNING: THE FIT DID NOT CONVERGE ({bad}). Do not trust its numbers; {advice}.", file=sys.stderr)
         if args.strict:
             return 3

@@ -42,12 +42,15 @@ import numpy as np
 from mtlirt.bayes._factor import factor_parts, loading_layout
 from mtlirt.bayes.collapsed_draws import StoredNodes, draw_llm_side
 from mtlirt.bayes.collapsed_grid import (
+    N_OUTER,
     build_grid,
     informative_llms,
+    llm_logliks,
     llm_subset,
     psi_reach,
     quadrature_check,
     regrid,
+    trapezoid_outer,
 )
 from mtlirt.bayes.collapsed_kernel import CollapsedGrid, structure_from_v
 from mtlirt.bayes.collapsed_structure import (
@@ -121,6 +124,12 @@ def overall_spread(eta: np.ndarray, llms: np.ndarray | None = None) -> dict:
             "sd_q95": [round(float(v), 4) for v in np.quantile(sd, 0.95, axis=0)],
             "n_llms": int(n), "sd_expected": round(float(1 / np.sqrt(2 * max(n, 1))), 4)}
 
+
+# Rank 2: Gauss-Hermite nodes per axis of the outer integral where, at the structure's mode, they give the
+# density of the grid's own N_OUTER to within OUTER_FEWER_TOL nats over all LLMs (a fifth of the
+# quadrature check's QUADRATURE_SPREAD_MAX): nine nodes per LLM instead of sixteen.
+OUTER_FEWER = 3
+OUTER_FEWER_TOL = 0.1
 
 # How far the overall traits' spread (overall_spread's median sd) may lie from the prior's 1 before the
 # fit says so: 10%, plus 4 of the sds such a median has over samples from the prior. Simulated
@@ -250,6 +259,35 @@ def _with_llm_side(post, eta: np.ndarray, theta: np.ndarray, coords: dict, r: in
     return post
 
 
+def _fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray, go: dict) -> dict | None:
+    """Rank 2: whether ``OUTER_FEWER`` Gauss-Hermite nodes per axis integrate the structure's density at
+    its mode ``V2`` as the grid's own do, within ``OUTER_FEWER_TOL`` nats over every LLM (the LLMs'
+    posteriors of their overall traits close enough to Gaussian): a record, ``used`` where they do (the
+    density and the overall traits' draws then use them); None where the grid has other than the rank's
+    ``N_OUTER`` (few domains, or nodes asked for)."""
+    r = grid.rank
+    if r != 2 or grid.rule != "hermite" or grid.n_axis != N_OUTER[r]:
+        return None
+    t0 = time.perf_counter()
+    lam2, psi2 = structure_from_v(V2)
+    own = float(llm_logliks(sgrid, lam2, psi2).sum())
+    few = float(llm_logliks(trapezoid_outer(sgrid, OUTER_FEWER, rule="hermite"), lam2, psi2).sum())
+    used = abs(few - own) <= OUTER_FEWER_TOL
+    return {"n_outer": OUTER_FEWER if used else int(grid.n_axis), "used": bool(used),
+            "difference_at_mode": round(few - own, 6), "tolerance": OUTER_FEWER_TOL,
+            "seconds": time.perf_counter() - t0}
+
+
+def _with_fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray, go: dict) -> tuple:
+    """``(grid, record or None)``: the grid on ``OUTER_FEWER`` nodes per axis where
+    :func:`_fewer_outer_nodes` finds them enough (``go`` then asks every later grid for as many)."""
+    fewer = _fewer_outer_nodes(grid, sgrid, V2, go) if "n_outer" not in go else None
+    if fewer is None or not fewer["used"]:
+        return grid, fewer
+    go["n_outer"] = fewer["n_outer"]
+    return trapezoid_outer(grid, fewer["n_outer"], rule="hermite"), fewer
+
+
 def _spaced_for_reach(grid: CollapsedGrid, tables, laplace: tuple, V2: np.ndarray, layout, go: dict) -> tuple:
     """The grid with its inner nodes spaced for the smallest residual sds within ``PSI_REACH``
     posterior sds of the mode (the Laplace approximation ``laplace``), where its own are too far
@@ -362,6 +400,8 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     sgrid, stables = structure_part(grid)
     V2, mode2 = find_mode(sgrid, V1, layout, spec.priors.loading_scale, maxiter=50)
     stages["mode"] = time.perf_counter() - t1
+    grid, fewer = _with_fewer_outer_nodes(grid, sgrid, V2, go)
+    sgrid, stables = structure_part(grid)
     laplace, spacing = None, None
     if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
         laplace = _laplace(sgrid, layout, spec.priors.loading_scale, _x_of(V2, layout), cores=cores)
@@ -389,7 +429,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     eta, theta = draw_llm_side(grid, lam, psi, seed=seed, cores=cores, stored=stored)
     post = _with_llm_side(post, eta, theta, coords, r)
     stages["llm_side_draws"] = time.perf_counter() - t3
-    info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]),
+    info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]), "fewer_outer_nodes": fewer,
             "sampler": sampler, "tune": int(tune), "draws": int(D), "thin": int(thin), **wi,
             "n_inner_nodes": int(grid.logw.shape[1]), "stage_seconds": stages,
             "n_llms_structure": N if informative is None else len(informative),

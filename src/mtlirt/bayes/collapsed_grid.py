@@ -216,15 +216,15 @@ def outer_axis(grid: CollapsedGrid) -> tuple[np.ndarray, np.ndarray]:
     return x, lw1 - 0.5 * x**2 - 0.5 * np.log(2 * np.pi)
 
 
-def trapezoid_outer(grid: CollapsedGrid, n_outer: int) -> CollapsedGrid:
-    """The grid with ``n_outer`` equally spaced outer nodes per axis over its own
-    span, around the same centres, with the same inner nodes: a fine
-    reference for the outer integral and the overall traits' draws."""
+def trapezoid_outer(grid: CollapsedGrid, n_outer: int, rule: str = "trapezoid") -> CollapsedGrid:
+    """The grid with ``n_outer`` outer nodes per axis around the same centres, with the same inner
+    nodes: equally spaced over its own span (a fine reference for the outer integral and the overall
+    traits' draws), or ``rule="hermite"``: Gauss-Hermite."""
     Lc = grid.chol.transpose(2, 0, 1)
     mu, chol, offsets, logomega, h = _outer(grid.mu.T, Lc @ Lc.transpose(0, 2, 1), int(n_outer),
-                                            grid.outer_half_width)
+                                            grid.outer_half_width, rule)
     return dataclasses.replace(grid, mu=mu, chol=chol, offsets=offsets, logomega=logomega, n_axis=int(n_outer),
-                               outer_step=h, rule="trapezoid")
+                               outer_step=h, rule=rule)
 
 
 def posterior_moments(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray):

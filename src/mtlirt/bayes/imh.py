@@ -145,7 +145,8 @@ def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, 
     """``f(xc + T z_j)`` for every row of ``z``, in ``cores`` threads (the
     kernel releases the GIL); with ``totals`` (len(z), G, N), each
     evaluation's node totals (``f``'s second argument) less each LLM's
-    largest go to its row."""
+    largest go to its row (left unset where the density is -inf: beyond
+    what the nodes resolve, ``f`` does not evaluate them)."""
     lp = np.empty(len(z))
     chunk = max(1, len(z) // (50 * max(1, cores)))
 
@@ -157,7 +158,8 @@ def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, 
                 lp[j] = f(xc + T @ z[j])
             else:
                 lp[j] = f(xc + T @ z[j], buf)
-                totals[j] = buf - buf.max(axis=0)
+                if np.isfinite(lp[j]):  # else the density was not evaluated and buf holds no totals
+                    totals[j] = buf - buf.max(axis=0)
         return b - a
 
     with ThreadPoolExecutor(max(1, int(cores))) as pool:

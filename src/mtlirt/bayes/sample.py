@@ -438,7 +438,8 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                                "overall_spread": fit.info.get("overall_spread"),
                                "inner_nodes": fit.info["n_inner_nodes"],
                                "inner_spacing": fit.info.get("inner_spacing"),
-                               "outer_nodes": fit.info["n_outer_nodes"]})
+                               "outer_nodes": fit.info["n_outer_nodes"],
+                               "fewer_outer_nodes": fit.info.get("fewer_outer_nodes")})
 
 
 def _variance_spread(eta_var: np.ndarray, n_llms: int) -> dict:
