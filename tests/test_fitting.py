@@ -227,6 +227,11 @@ REFUSED = {
                          "thin must be an integer from 1 to draws; got 6"),
     "no chains": (["--method", "bayes", "--chains", "0"], dict(method="bayes", chains=0),
                   "chains must be an integer >= 1; got 0"),
+    "target acceptance without bayes": (["--target-accept", "0.95"], dict(target_accept=0.95),
+                                        "target_accept (--target-accept) applies to method 'bayes' only, not 'mtl'"),
+    "target acceptance out of range": (["--method", "bayes", "--target-accept", "1.5"],
+                                       dict(method="bayes", target_accept=1.5),
+                                       "target_accept must be a number in (0, 1) or None; got 1.5"),
 }
 
 

@@ -103,3 +103,8 @@ def test_the_joint_route_runs_until_the_checks_pass(monkeypatch):
     finfo = json.loads(fixed.attrs["mtlirt_info"])
     assert "run_length" not in finfo and "as asked" in finfo["route"]["reasons"]["draws"]
     assert np.array_equal(tree["posterior"]["overall"].values, fixed["posterior"]["overall"].values)
+    # fewer cores than chains: the later chains would wait for the first to finish, so 1,000 draws, and why
+    one = json.loads(fit_bayes(arr, "factor-2pl", **{**kw, "chains": 2, "cores": 1}).attrs["mtlirt_info"])
+    rule = one["run_length"]["rule"]
+    assert one["draws"] == 1000 and rule.startswith("1,000 draws per chain: 1 cores for 2 chains")
+    assert one["route"]["reasons"]["draws"] == rule and "attempts" not in one["run_length"]

@@ -286,12 +286,15 @@ def _fit_bayes_options(p: argparse.ArgumentParser) -> None:
                    "(independence Metropolis-Hastings, --llm-side integrated only); with --llm-side "
                    "integrated the default picks IMH where a pilot finds it fits, else nutpie")
     p.add_argument("--draws", type=int, default=None,
-                   help="bayes: draws per chain (default: with the LLM side integrated, draws in blocks until the "
-                   "convergence checks pass; 1000 otherwise)")
+                   help="bayes: draws per chain (default: until the convergence checks pass: IMH in blocks, "
+                   "nutpie from 1000 to 4000; 1000 with the other samplers)")
     p.add_argument("--tune", type=int, default=None,
                    help="bayes: tuning steps per chain (default 1000 for NUTS; for IMH a burn-in of 20-100 "
                    "steps set by its pilot)")
     p.add_argument("--chains", type=int, default=None, help="bayes: chains (default 4)")
+    p.add_argument("--target-accept", type=float, default=None, metavar="P",
+                   help="bayes, NUTS: target acceptance rate, kept as given (default 0.9, or 0.8 with the domain "
+                   "traits integrated out; raised halfway to 1 once where a run diverges)")
     p.add_argument("--thin", type=int, default=None, metavar="N",
                    help="bayes --llm-side integrated: keep every N-th of the structure draws and draw the LLM side "
                    "for those only; convergence is checked on all of them (default: about 1,000 kept, every "

@@ -140,7 +140,7 @@ def cmd_fit(args) -> int:
     options = dict(variant=args.variant, optimizer=args.optimizer, cv_seed=args.cv_seed, spec=args.model,
                    items=args.items, draws=args.draws, tune=args.tune, chains=args.chains, sampler=args.sampler,
                    algorithm=args.algorithm, log_likelihood=args.log_likelihood, llm_side=args.llm_side,
-                   thin=args.thin)
+                   thin=args.thin, target_accept=args.target_accept)
     check_options(args.method, rank=args.rank, model=args.item_model, guessing=args.guessing,
                   bootstrap=args.bootstrap, **options)
     check_interval(args.interval)

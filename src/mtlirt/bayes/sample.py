@@ -173,9 +173,12 @@ def fit_bayes(
         (``mtlirt_sampler``).
     draws, tune, chains : int
         Draws and tuning steps per chain, number of chains. ``draws=None``
-        (default): on the integrated route the convergence checks choose
-        the run length (IMH in blocks until they pass,
-        :func:`mtlirt.bayes.collapsed.sample_structure`), 1,000 elsewhere.
+        (default): the convergence checks choose the run length: IMH in
+        blocks until they pass (:func:`mtlirt.bayes.collapsed.sample_structure`),
+        nutpie's NUTS from 1,000 to 4,000 draws per chain until they pass
+        (:mod:`mtlirt.bayes.nuts_length`; 1,000 where its trace would not fit
+        in memory or ``cores`` is fewer than ``chains``); 1,000 with the other
+        NUTS samplers.
         ``tune`` defaults to 1,000 for NUTS; IMH adapts nothing, its tuning
         steps are only the burn-in each chain discards, 20-100 as its pilot
         calls for (:func:`mtlirt.bayes.imh.imh_burn_in`).
@@ -202,7 +205,8 @@ def fit_bayes(
         model with the domain traits integrated out (a smooth, nearly
         Gaussian posterior, where 0.9 costs about half again as many leapfrog
         steps per draw), 0.9 otherwise (funnels between the hierarchies' scales
-        and their members).
+        and their members); a default is raised halfway to 1 once where a run
+        whose length the checks choose diverges.
     log_likelihood : bool or None
         Add the ``log_likelihood`` group (per LLM x domain) for
         :func:`~mtlirt.bayes.loo` and :func:`~mtlirt.bayes.compare`. ``None``
@@ -310,6 +314,8 @@ def fit_bayes(
     stages[algorithm] = time.perf_counter() - t1
     if draws is None:  # chosen by the convergence checks
         draws = int(post.sizes["draw"])
+    if run_length is not None and "attempts" not in run_length:  # the checks could not set it: why
+        route = dataclasses.replace(route, reasons={**route.reasons, "draws": run_length["rule"]})
     anchors = list(built.anchors)
     if built.marginal is not None:  # domain traits integrated out: draw them back
         post = _draw_domain_scores(post, arr, built, anchors, seed=seed, point=algorithm == "map",
