@@ -312,10 +312,7 @@ def fit_bayes(
         seed=seed, progress=progress, target_accept=target_accept, nuts_kwargs=nuts_kwargs, trace_dir=trace_dir,
         advi_iterations=advi_iterations, map_maxiter=map_maxiter)
     stages[algorithm] = time.perf_counter() - t1
-    if draws is None:  # chosen by the convergence checks
-        draws = int(post.sizes["draw"])
-    if run_length is not None and "attempts" not in run_length:  # the checks could not set it: why
-        route = dataclasses.replace(route, reasons={**route.reasons, "draws": run_length["rule"]})
+    draws, route = _as_run(post, draws, route, run_length)
     anchors = list(built.anchors)
     if built.marginal is not None:  # domain traits integrated out: draw them back
         post = _draw_domain_scores(post, arr, built, anchors, seed=seed, point=algorithm == "map",
@@ -330,6 +327,17 @@ def fit_bayes(
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn, extra_info=extra,
                    config=route.config)
+
+
+def _as_run(post, draws: int | None, route: Route, run_length: dict | None) -> tuple:
+    """``(draws, route)`` as the sampled route ran: the draws per chain the convergence checks chose where
+    ``draws`` was None, and the route's reason for them where the checks could not choose (``run_length``'s
+    rule says why)."""
+    if draws is None:
+        draws = int(post.sizes["draw"])
+    if run_length is not None and "attempts" not in run_length:
+        route = dataclasses.replace(route, reasons={**route.reasons, "draws": run_length["rule"]})
+    return draws, route
 
 
 def _sampled_after_fallback(route: Route, check: dict) -> Route:
