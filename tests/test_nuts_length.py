@@ -108,3 +108,31 @@ def test_the_joint_route_runs_until_the_checks_pass(monkeypatch):
     rule = one["run_length"]["rule"]
     assert one["draws"] == 1000 and rule.startswith("1,000 draws per chain: 1 cores for 2 chains")
     assert one["route"]["reasons"]["draws"] == rule and "attempts" not in one["run_length"]
+
+
+def test_a_run_whose_chains_fail_raises_their_error():
+    """Chains that cannot start (no initial point of finite density) end nutpie's background run: the
+    error is raised, as a blocking run raises it, rather than waited on for ever."""
+    import threading
+
+    import nutpie
+    import pymc as pm
+
+    with pm.Model() as m:
+        x = pm.Normal("x", 0.0, 1.0, shape=2)
+        pm.Potential("nowhere", pm.math.switch(x[0] > 5.0, 0.0, -np.inf))
+    compiled = nutpie.compile_pymc_model(m, backend="numba")
+    got = {}
+
+    def run():
+        try:
+            nl.sample_until_converged(compiled, tune=100, chains=2, seed=0, progress=False,
+                                      kw={"target_accept": 0.9}, names=["x"], raise_target=True)
+        except Exception as e:  # noqa: BLE001 - the test asserts on what was raised
+            got["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), "the run was waited on for ever"
+    assert isinstance(got.get("error"), RuntimeError) and "initialization" in str(got["error"])

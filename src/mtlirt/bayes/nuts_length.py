@@ -54,10 +54,13 @@ class _Watch:
         self.finished = np.zeros(chains, dtype=np.int64)
         self.divergent: list[list[int]] = [[] for _ in range(chains)]
         self.event = threading.Event()
+        self.moved = time.monotonic()  # when a chain last finished a draw
 
     def __call__(self, progress) -> None:
         with self.lock:
             for c, p in enumerate(progress):
+                if int(p.finished_draws) != self.finished[c]:
+                    self.moved = time.monotonic()
                 self.finished[c] = int(p.finished_draws)
                 self.divergent[c] = [int(i) for i in p.divergent_draws]
         self.event.set()
@@ -67,6 +70,22 @@ class _Watch:
         with self.lock:
             first = [i - tune for d in self.divergent for i in d if i >= tune]
             return int(self.finished.min()) - tune, (min(first) if first else None)
+
+
+def _wait(watch: _Watch, sampler, done: int, D: int) -> None:
+    """Until nutpie's next report. Where no chain has moved for ten report intervals, whether the run
+    has ended before every chain reached ``D`` draws: nutpie's ``is_finished`` times out while it runs,
+    raises what stopped the chains once, and is true after; an error is raised either way."""
+    watch.event.wait(_POLL_MS / 1000.0)
+    watch.event.clear()
+    if time.monotonic() - watch.moved < 10 * _POLL_MS / 1000.0:
+        return
+    try:
+        ended = bool(sampler.is_finished)
+    except TimeoutError:
+        ended = False
+    if ended:
+        raise RuntimeError(f"nutpie stopped after {done} of {D} draws per chain")
 
 
 def _checked(trace, names: list[str], D: int) -> dict:
@@ -100,8 +119,7 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
             done, diverged = watch.state(tune)
             if diverged is not None and diverged < D:
                 if done <= diverged:  # until every chain is past it, an earlier one may follow
-                    watch.event.wait(_POLL_MS / 1000.0)
-                    watch.event.clear()
+                    _wait(watch, sampler, done, diverged + 1)
                     continue
                 if retry:
                     record["divergence_at_draw"] = int(diverged)
@@ -110,8 +128,7 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
                 # kept draws end at the block of the first divergence: the checks below fail and stop
                 D = min(D, max(NUTS_DRAWS, -(-(diverged + 1) // NUTS_MIN_MORE) * NUTS_MIN_MORE))
             if done < D:
-                watch.event.wait(_POLL_MS / 1000.0)
-                watch.event.clear()
+                _wait(watch, sampler, done, D)
                 continue
             trace = sampler.inspect()
             checked = _checked(trace, names, D)
