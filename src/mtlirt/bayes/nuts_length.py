@@ -16,8 +16,9 @@ repeats: where one appears within the draws that would be kept, the run is
 started afresh with the target acceptance halfway to 1 (0.9 to 0.95: the
 remedy of Stan's and PyMC's warnings), at most ``NUTS_RETRIES`` times, unless
 the target acceptance was given; a run that diverges after that stops at the
-block of ``NUTS_MIN_MORE`` draws holding its first divergence, not converged. The record (``info["run_length"]``) lists
-each attempt, its checkpoints and their figures.
+block of ``NUTS_MIN_MORE`` draws holding its first divergence, not converged.
+The record (``info["run_length"]``) lists each attempt, its checkpoints and
+their figures.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import numpy as np
 import xarray as xr
 
 from mtlirt.bayes.diagnostics import (
+    ESS_MIN,
+    ESS_MIN_PER_CHAIN,
     _rhat_and_ess,
     _sampler_checks,
     draws_called_for,
@@ -94,7 +97,7 @@ def _checked(trace, names: list[str], D: int) -> dict:
     ss = trace["sample_stats"].to_dataset()
     ss = ss[[v for v in ("diverging", "energy") if v in ss]].isel(draw=slice(0, D))
     C = post.sizes["chain"]
-    out = {"draws": int(D), "n_chains": int(C), "ess_threshold": min(400, 100 * C)}
+    out = {"draws": int(D), "n_chains": int(C), "ess_threshold": min(ESS_MIN, ESS_MIN_PER_CHAIN * C)}
     out.update(_rhat_and_ess(post, names, C, D))
     out.update(_sampler_checks(xr.DataTree.from_dict({"sample_stats": ss})))
     out.setdefault("divergences", 0)
