@@ -1094,3 +1094,27 @@ def test_rank_two_takes_three_outer_nodes_where_they_integrate_as_four(monkeypat
                               draws=60, thin=1, sampler="imh", check=False)
     assert fit.info["fewer_outer_nodes"]["used"] and fit.grid.n_axis == 3 and fit.info["n_outer_nodes"] == 9
     assert fit.posterior["eta_raw"].shape[-2:] == (200, 2) and np.isfinite(fit.posterior["theta_raw"].values).all()
+
+
+@pytest.mark.parametrize(("given", "raised"), [(None, True), (0.95, False)])
+def test_integrated_nuts_raises_only_a_default_target_acceptance(monkeypatch, given, raised):
+    """The integrated route's NUTS, its length left to the checks, may raise the target acceptance after a
+    divergence only where none was given; one given is kept (and passed to nutpie as given)."""
+    from mtlirt.bayes.model import model_coords
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def spy(compiled, **kw):
+        seen.update(raise_target=kw["raise_target"], target_accept=kw["kw"]["target_accept"])
+        raise Stop
+
+    monkeypatch.setattr(cs, "sample_until_converged", spy)
+    sim, resp, tables, _, _ = _setup(1, n_llms=60, seed=2)
+    arr, spec, anchors, iv = _structure_inputs(resp)
+    with pytest.raises(Stop):
+        cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), chains=2, cores=1, seed=1,
+                            sampler="nutpie", draws=None, target_accept=given)
+    assert seen == {"raise_target": raised, "target_accept": 0.9 if given is None else given}

@@ -290,7 +290,7 @@ def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.n
         if draws is None:  # until the checks pass; the target acceptance raised after a divergence
             idata, kw["target_accept"], whitening_info["run_length"] = sample_until_converged(
                 compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw, names=free_names,
-                raise_target=target_given)
+                raise_target=not target_given)
             whitening_info["target_accept"] = kw["target_accept"]
         else:
             idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
