@@ -807,7 +807,7 @@ def bench_eta_draws(*, data: str | None = None, preset: str = "mmlu", scale: flo
     N = grid.shape[0]
     hw = grid.outer_half_width
     mu, sd_g = grid.mu[0], grid.chol[0, 0]
-    fine_grid = cg.trapezoid_outer(grid, n_fine)
+    fine_grid = cg.with_outer(grid, n_fine)
     x = np.linspace(-hw, hw, n_fine)
     xx = np.linspace(-hw, hw, 10 * (n_fine - 1) + 1)
     pts = cd._eta_points(grid)

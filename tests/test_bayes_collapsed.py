@@ -208,7 +208,7 @@ def test_overall_trait_draws_are_the_interpolated_inverse_cdf(case):
     N = grid.shape[0]
     mu = grid.mu.T
     Lc = grid.chol.transpose(2, 0, 1)
-    ref = cg.trapezoid_outer(grid, 181)
+    ref = cg.with_outer(grid, 181)
     x = np.linspace(-hw, hw, 181)
     pts = cd._eta_points(grid)
     worst = 0.0
@@ -1066,22 +1066,22 @@ def test_rank_two_takes_three_outer_nodes_where_they_integrate_as_four(monkeypat
     grid = cg.regrid(cg.build_grid(tables, lam, psi), tables, lam, psi)
     assert grid.rank == 2 and grid.n_axis == cg.N_OUTER[2] == 4 and grid.rule == "hermite"
     V = lam / psi[:, None]
-    rec = cl._fewer_outer_nodes(grid, grid, V, {})
+    rec = cl._fewer_outer_nodes(grid, grid, V)
     own = cg.llm_logliks(grid, lam, psi).sum()
-    few = cg.llm_logliks(cg.trapezoid_outer(grid, 3, rule="hermite"), lam, psi).sum()
+    few = cg.llm_logliks(cg.with_outer(grid, 3, rule="hermite"), lam, psi).sum()
     assert rec["difference_at_mode"] == pytest.approx(few - own, abs=1e-6)
     assert rec["used"] and rec["n_outer"] == 3 and abs(few - own) <= cl.OUTER_FEWER_TOL
-    fine = cg.llm_logliks(cg.trapezoid_outer(grid, 25), lam, psi).sum()
+    fine = cg.llm_logliks(cg.with_outer(grid, 25), lam, psi).sum()
     assert abs(few - fine) < cl.OUTER_FEWER_TOL  # the nine nodes against a fine reference too
     monkeypatch.setattr(cl, "OUTER_FEWER_TOL", 0.0)
-    assert not cl._fewer_outer_nodes(grid, grid, V, {})["used"]
+    assert not cl._fewer_outer_nodes(grid, grid, V)["used"]
     monkeypatch.undo()
     _, _, t4, lam4, psi4 = _setup(2, n_llms=60, sizes=(8, 8, 8, 8), seed=3)
     g4 = cg.build_grid(t4, lam4, psi4)
-    assert g4.n_axis == cg.N_OUTER_FEW[2] and cl._fewer_outer_nodes(g4, g4, lam4 / psi4[:, None], {}) is None
+    assert g4.n_axis == cg.N_OUTER_FEW[2] and cl._fewer_outer_nodes(g4, g4, lam4 / psi4[:, None]) is None
     _, _, t1, lam1, psi1 = _setup(1, n_llms=60, sizes=(8,) * 16, seed=3)
     g1 = cg.build_grid(t1, lam1, psi1)
-    assert g1.n_axis == cg.N_OUTER[1] and cl._fewer_outer_nodes(g1, g1, lam1 / psi1[:, None], {}) is None
+    assert g1.n_axis == cg.N_OUTER[1] and cl._fewer_outer_nodes(g1, g1, lam1 / psi1[:, None]) is None
     from mtlirt.bayes.init import initial_values
     from mtlirt.bayes.model import anchor_domains
 

@@ -170,7 +170,8 @@ class SamplerConfig:
           (:func:`mtlirt.bayes.collapsed.sample_structure`); on the other nutpie routes, from ``NUTS_DRAWS``
           to ``NUTS_DRAWS_MAX`` per chain until they pass (:mod:`mtlirt.bayes.nuts_length`); ``NUTS_DRAWS``
           per chain with the other NUTS samplers; 1,000 draws of the ADVI approximation.
-        * ``thin=None``: on the integrated route, chosen from the structure draws' autocorrelation; 1 elsewhere.
+        * ``thin=None``: on the integrated route, every ``round(structure draws / KEEP_DRAWS)``-th draw kept
+          (:func:`mtlirt.bayes.collapsed.choose_thin`); 1 elsewhere.
         """
         cfg = self.validate(spec)
         reasons = {}

@@ -101,14 +101,14 @@ def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, see
     kw = dict(nuts_kwargs or {})
     kw.setdefault("target_accept", target_accept)
     target_accept = kw["target_accept"]
-    until, why = _until(model, free, sampler=sampler, draws=draws, chains=chains, cores=cores, kw=kw,
+    n_stored = sum(int(np.size(v)) for v in model.initial_point().values()) if sampler == "nutpie" else 0
+    until, why = _until(free, n_stored, sampler=sampler, draws=draws, chains=chains, cores=cores, kw=kw,
                         trace_dir=trace_dir, raise_target=raise_target)
     fixed_rule = None if why is None else {"rule": f"{NUTS_DRAWS:,} draws per chain: {why}", "draws": NUTS_DRAWS}
     draws = until["most"] if until is not None else (NUTS_DRAWS if draws is None else draws)
     cores = cores or max(1, min(chains, os.cpu_count() or 1))
     trace_tmp = None
     if sampler == "nutpie" and "zarr_store" not in kw and until is None:
-        n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
         est = 8.0 * chains * draws * n_stored
         if trace_dir is not None or est > DISK_TRACE_BYTES:
             import tempfile
@@ -151,9 +151,10 @@ def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, see
     return post, sample_stats, until["target_accept"], until["record"]
 
 
-def _until(model, free, *, sampler, draws, chains, cores, kw, trace_dir, raise_target) -> tuple:
+def _until(free, n_stored: int, *, sampler, draws, chains, cores, kw, trace_dir, raise_target) -> tuple:
     """Whether nutpie's run length is left to the checks (``draws=None``; a trace of more than
-    ``NUTS_DRAWS`` draws per chain within ``DISK_TRACE_BYTES`` in memory, at most ``NUTS_DRAWS_MAX``:
+    ``NUTS_DRAWS`` draws per chain of ``n_stored`` values each within ``DISK_TRACE_BYTES`` in memory, at
+    most ``NUTS_DRAWS_MAX``:
     ``most``; no trace store asked for; ``cores``, where given, runs every chain at
     once): ``(the variables to check and whether to raise the target acceptance, None)`` (``eta_raw``'s
     location and scale over the LLMs are not identified), or ``(None, why not)`` where ``draws`` is None,
@@ -166,7 +167,6 @@ def _until(model, free, *, sampler, draws, chains, cores, kw, trace_dir, raise_t
         return None, "a trace written to disk"
     if cores is not None and cores < chains:
         return None, f"{cores} cores for {chains} chains (the checks need every chain running)"
-    n_stored = sum(int(np.size(v)) for v in model.initial_point().values())
     most = min(NUTS_DRAWS_MAX, int(DISK_TRACE_BYTES // (8 * chains * max(n_stored, 1))))
     if most <= NUTS_DRAWS:
         return None, f"a longer trace in memory would exceed {DISK_TRACE_BYTES / 1e9:g} GB"

@@ -50,7 +50,7 @@ from mtlirt.bayes.collapsed_grid import (
     psi_reach,
     quadrature_check,
     regrid,
-    trapezoid_outer,
+    with_outer,
 )
 from mtlirt.bayes.collapsed_kernel import CollapsedGrid, structure_from_v
 from mtlirt.bayes.collapsed_structure import (
@@ -259,7 +259,7 @@ def _with_llm_side(post, eta: np.ndarray, theta: np.ndarray, coords: dict, r: in
     return post
 
 
-def _fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray, go: dict) -> dict | None:
+def _fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray) -> dict | None:
     """Rank 2: whether ``OUTER_FEWER`` Gauss-Hermite nodes per axis integrate the structure's density at
     its mode ``V2`` as the grid's own do, within ``OUTER_FEWER_TOL`` nats over every LLM (the LLMs'
     posteriors of their overall traits close enough to Gaussian): a record, ``used`` where they do (the
@@ -271,7 +271,7 @@ def _fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray
     t0 = time.perf_counter()
     lam2, psi2 = structure_from_v(V2)
     own = float(llm_logliks(sgrid, lam2, psi2).sum())
-    few = float(llm_logliks(trapezoid_outer(sgrid, OUTER_FEWER, rule="hermite"), lam2, psi2).sum())
+    few = float(llm_logliks(with_outer(sgrid, OUTER_FEWER, rule="hermite"), lam2, psi2).sum())
     used = abs(few - own) <= OUTER_FEWER_TOL
     return {"n_outer": OUTER_FEWER if used else int(grid.n_axis), "used": bool(used),
             "difference_at_mode": round(few - own, 6), "tolerance": OUTER_FEWER_TOL,
@@ -281,11 +281,11 @@ def _fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray
 def _with_fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray, go: dict) -> tuple:
     """``(grid, record or None)``: the grid on ``OUTER_FEWER`` nodes per axis where
     :func:`_fewer_outer_nodes` finds them enough (``go`` then asks every later grid for as many)."""
-    fewer = _fewer_outer_nodes(grid, sgrid, V2, go) if "n_outer" not in go else None
+    fewer = _fewer_outer_nodes(grid, sgrid, V2) if "n_outer" not in go else None
     if fewer is None or not fewer["used"]:
         return grid, fewer
     go["n_outer"] = fewer["n_outer"]
-    return trapezoid_outer(grid, fewer["n_outer"], rule="hermite"), fewer
+    return with_outer(grid, fewer["n_outer"], rule="hermite"), fewer
 
 
 def _spaced_for_reach(grid: CollapsedGrid, tables, laplace: tuple, V2: np.ndarray, layout, go: dict) -> tuple:
@@ -401,7 +401,8 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     V2, mode2 = find_mode(sgrid, V1, layout, spec.priors.loading_scale, maxiter=50)
     stages["mode"] = time.perf_counter() - t1
     grid, fewer = _with_fewer_outer_nodes(grid, sgrid, V2, go)
-    sgrid, stables = structure_part(grid)
+    if fewer is not None and fewer["used"]:
+        sgrid, stables = structure_part(grid)
     laplace, spacing = None, None
     if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
         laplace = _laplace(sgrid, layout, spec.priors.loading_scale, _x_of(V2, layout), cores=cores)

@@ -58,7 +58,7 @@ __all__ = [
     "psi_reach",
     "quadrature_check",
     "regrid",
-    "trapezoid_outer",
+    "with_outer",
 ]
 
 N_INNER = 11
@@ -216,7 +216,7 @@ def outer_axis(grid: CollapsedGrid) -> tuple[np.ndarray, np.ndarray]:
     return x, lw1 - 0.5 * x**2 - 0.5 * np.log(2 * np.pi)
 
 
-def trapezoid_outer(grid: CollapsedGrid, n_outer: int, rule: str = "trapezoid") -> CollapsedGrid:
+def with_outer(grid: CollapsedGrid, n_outer: int, rule: str = "trapezoid") -> CollapsedGrid:
     """The grid with ``n_outer`` outer nodes per axis around the same centres, with the same inner
     nodes: equally spaced over its own span (a fine reference for the outer integral and the overall
     traits' draws), or ``rule="hermite"``: Gauss-Hermite."""

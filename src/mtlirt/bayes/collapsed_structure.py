@@ -291,13 +291,13 @@ def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.n
             idata, kw["target_accept"], whitening_info["run_length"] = sample_until_converged(
                 compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw, names=free_names,
                 raise_target=not target_given)
-            whitening_info["target_accept"] = kw["target_accept"]
         else:
             idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
                                   seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)
         post = idata["posterior"].to_dataset()
         ss = idata["sample_stats"].to_dataset()
         del idata
+    whitening_info["target_accept"] = kw["target_accept"]
     post = post[free_names].load()
     post = post.assign_coords(chain=np.arange(post.sizes["chain"]), draw=np.arange(post.sizes["draw"]))
     ss = ss[[v for v in ss.data_vars if set(ss[v].dims) <= {"chain", "draw"}]].load()

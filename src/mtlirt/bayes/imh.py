@@ -105,9 +105,15 @@ def imh_log_proposal(z: np.ndarray, *, eps: float = IMH_DEFENSIVE, df: float = I
     the chain is uniformly ergodic even where the Laplace approximation is
     too narrow."""
     z = np.asarray(z, dtype=np.float64)
-    n = z.shape[-1]
-    lg = -0.5 * (z * z).sum(-1) - 0.5 * n * math.log(2 * math.pi)
-    return np.logaddexp(math.log1p(-eps) + lg, math.log(eps) + _log_student(z, df=df, wide=wide))
+    lg = -0.5 * (z * z).sum(-1) - 0.5 * z.shape[-1] * math.log(2 * math.pi)
+    return _log_mixture(lg, z, eps=eps, df=df, wide=wide)
+
+
+def _log_mixture(log_main: np.ndarray, z: np.ndarray, *, eps: float = IMH_DEFENSIVE, df: float = IMH_DF,
+                 wide: float = IMH_WIDE) -> np.ndarray:
+    """Log density at ``z`` of the proposal: its main part (log density ``log_main``) with weight ``1 -
+    eps``, the defensive Student-t with ``eps``."""
+    return np.logaddexp(math.log1p(-eps) + log_main, math.log(eps) + _log_student(z, df=df, wide=wide))
 
 
 def imh_proposals(rng: np.random.Generator, size: tuple, n: int, *, eps: float = IMH_DEFENSIVE,
@@ -298,8 +304,7 @@ def _proposed(rng: np.random.Generator, size: tuple, n: int, profile: AxisProfil
     main = profile.sample(rng.random(tuple(size) + (n,)))
     if not heavy:
         z = np.where((rng.random(size) >= IMH_DEFENSIVE)[..., None], main, z)
-    return z, np.logaddexp(math.log1p(-IMH_DEFENSIVE) + profile.log_density(z),
-                           math.log(IMH_DEFENSIVE) + _log_student(z))
+    return z, _log_mixture(profile.log_density(z), z)
 
 
 def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int, cores: int,

@@ -5,7 +5,7 @@ shows its trace so far. So a run asked for with ``draws=None`` is started for
 ``NUTS_DRAWS_MAX`` draws per chain (fewer where that trace would not fit in
 memory), every chain at once, and looked at when
 every chain has ``NUTS_DRAWS`` draws: where R-hat, ESS and E-BFMI of their first
-``D`` draws pass (:func:`mtlirt.bayes.diagnostics.passes`), it stops and keeps
+``D`` draws pass (:func:`mtlirt.bayes.diagnostics.diagnostics`), it stops and keeps
 exactly those ``D``; else ``D`` grows to the length the worst figure calls for
 (:func:`mtlirt.bayes.diagnostics.draws_called_for`) and it looks again. The
 chains' first ``D`` draws do not depend on how far they ran, so the same seed
@@ -29,14 +29,7 @@ import time
 import numpy as np
 import xarray as xr
 
-from mtlirt.bayes.diagnostics import (
-    ESS_MIN,
-    ESS_MIN_PER_CHAIN,
-    _rhat_and_ess,
-    _sampler_checks,
-    draws_called_for,
-    passes,
-)
+from mtlirt.bayes.diagnostics import diagnostics, draws_called_for
 from mtlirt.config import NUTS_DRAWS, NUTS_DRAWS_MAX
 from mtlirt.progress import stage
 
@@ -92,17 +85,14 @@ def _wait(watch: _Watch, sampler, done: int, D: int) -> None:
 
 
 def _checked(trace, names: list[str], D: int) -> dict:
-    """The convergence figures of the first ``D`` draws of every chain of nutpie's trace."""
+    """The convergence figures of the first ``D`` draws of every chain of nutpie's trace
+    (:func:`mtlirt.bayes.diagnostics.diagnostics` of ``names``), ``passed`` where they pass."""
     post = trace["posterior"].to_dataset()[names].isel(draw=slice(0, D))
     ss = trace["sample_stats"].to_dataset()
     ss = ss[[v for v in ("diverging", "energy") if v in ss]].isel(draw=slice(0, D))
-    C = post.sizes["chain"]
-    out = {"draws": int(D), "n_chains": int(C), "ess_threshold": min(ESS_MIN, ESS_MIN_PER_CHAIN * C)}
-    out.update(_rhat_and_ess(post, names, C, D))
-    out.update(_sampler_checks(xr.DataTree.from_dict({"sample_stats": ss})))
-    out.setdefault("divergences", 0)
-    out.setdefault("min_bfmi", float("nan"))
-    out["passed"] = passes(out)
+    out = diagnostics(xr.DataTree.from_dict({"posterior": post, "sample_stats": ss}), var_names=names,
+                      recompute=True)
+    out = {"draws": int(D), **out, "passed": out.pop("converged")}
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
 
 

@@ -415,7 +415,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                            sampler=sampler, thin=thin)
     stages.update({f"integrated.{k}": v for k, v in fit.info["stage_seconds"].items()})
     sampler, tune, draws, thin = fit.info["sampler"], fit.info["tune"], fit.info["draws"], fit.info["thin"]
-    target_accept = float("nan") if sampler == "imh" else fit.info.get("target_accept", target_accept or 0.9)
+    target_accept = float("nan") if sampler == "imh" else fit.info["target_accept"]
     qc = fit.info.get("quadrature_check") or {}
     if fallback and qc.get("spread_diff", 0.0) > QUADRATURE_SPREAD_MAX:
         raise _QuadratureFallback(qc)
