@@ -548,7 +548,9 @@ def test_fit_bayes_integrated_route():
     assert d["n_draws"] == 500 and "before thinning" in d["computed_on"]  # judged on all structure draws
     info = json.loads(tree.attrs["mtlirt_info"])
     assert info["llm_side"] == "integrated" and info["sampler"] == "imh"
-    assert info["imh_pilot"]["khat"] <= 0.5 and info["imh"]["evaluations"] == 2 * (500 + burn["tune"] + 1)
+    # the chains' first 100 proposals each are the pilot's 200, evaluated once
+    assert info["imh_pilot"]["khat"] <= 0.5 and info["imh"]["pilot_proposals"] == info["imh_pilot"]["size"] == 200
+    assert info["imh"]["evaluations"] == 2 * (500 + burn["tune"] + 1) - 200
     assert info["quadrature_check"]["spread_diff"] < 0.05
     # the traits were drawn from N(0, 1): the draws' spread over the LLMs is 1 up to sampling
     sp = info["overall_spread"]
@@ -1043,9 +1045,14 @@ def test_tiny_domains_sampled_from_axis_profiles():
     pilot = fit.info["imh_pilot"]
     assert fit.info["sampler"] == "imh" and pilot["proposal"] == "axis profiles"
     assert pilot["laplace_khat"] > mh.IMH_PILOT_K_MAX and pilot["khat"] <= pilot["k_max"]
+    # the Laplace pilot's first half already failed the chains' bound: it stopped there
+    assert pilot["laplace_khat"] > pilot["k_max"] and pilot["laplace_stopped_at"] == mh.IMH_PILOT // 2
     spacing = fit.info["inner_spacing"]
     assert spacing["inner_nodes"] > spacing["inner_nodes_at_mode"]
     assert fit.info["run_length"]["converged"]
+    # the profiles' pilot proposals are the chains' first, their node totals read by the draws
+    assert fit.info["imh"]["pilot_proposals"] == pilot["size"] == mh.IMH_PILOT
+    _assert_draws_reuse_the_sampler_totals(fit, spec, anchors, 1)
     K = resp.n_domains
     lam = cs._structure_draws(fit.posterior, K, loading_layout(K, 1, anchors))[0][..., 0].reshape(-1, K)
     truth = np.abs(np.asarray(sim.loadings.loc[resp.domains].values, float)[:, 0])

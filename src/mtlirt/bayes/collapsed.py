@@ -69,6 +69,7 @@ from mtlirt.bayes.imh import (
     IMH_PROFILE_FROM,
     KEEP_DRAWS,
     AxisProfiles,
+    PilotProposals,
     _imh_loadings,
     axis_profiles,
     imh_burn_in,
@@ -157,27 +158,31 @@ def choose_thin(chains: int, draws: int) -> int:
 
 
 def _pilots(sgrid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int,
-            cores: int) -> tuple[dict, AxisProfiles | None]:
+            cores: int) -> tuple[dict, AxisProfiles | None, PilotProposals | None]:
     """The IMH pilots: the Laplace approximation's; where its k-hat exceeds ``IMH_PROFILE_FROM`` (a
     skewed posterior: tiny domains, misspecified leaderboards), the axis profiles' (:func:`axis_profiles`),
     kept where its k-hat passes the chains' bound ``PARETO_K_MAX``.
-    Returns the pilot's record and the profiles (None: the Laplace proposal)."""
-    pilot = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
+    Returns the pilot's record, the profiles (None: the Laplace proposal) and the chosen proposal's
+    evaluated pilot draws (:class:`~mtlirt.bayes.imh.PilotProposals`)."""
+    pilot, drawn = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
     if pilot["khat"] <= IMH_PROFILE_FROM or laplace[2]["kind"] != "full":
-        return pilot, None
+        return pilot, None, drawn
     profile = axis_profiles(structure_logp(sgrid, layout, loading_scale, gradient=False), laplace, cores=cores)
-    sp = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, profile=profile)
+    sp, drawn_sp = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, profile=profile)
     if sp["khat"] > PARETO_K_MAX:
-        return {**pilot, "profile_khat": sp["khat"]}, None
-    return {**sp, "k_max": PARETO_K_MAX, "laplace_khat": pilot["khat"],
-            "tail_slopes": [round(float(profile.slope.min()), 4), round(float(profile.slope.max()), 4)]}, profile
+        return {**pilot, "profile_khat": sp["khat"]}, None, drawn
+    laplace_record = {"laplace_khat": pilot["khat"]} | ({"laplace_stopped_at": pilot["stopped_at"]}
+                                                       if "stopped_at" in pilot else {})
+    slopes = [round(float(profile.slope.min()), 4), round(float(profile.slope.max()), 4)]
+    return {**sp, "k_max": PARETO_K_MAX, **laplace_record, "tail_slopes": slopes}, profile, drawn_sp
 
 
 def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scale: float, V2: np.ndarray,
                         coords: dict, r: int, *, draws, tune, chains, cores, seed, target_accept, progress,
                         nuts_kwargs, whiten, stages: dict, laplace: tuple | None) -> tuple:
     """The loadings sampled as ``sampler`` asks (``"auto"``: IMH where the pilots (:func:`_pilots`) find
-    the Laplace approximation ``laplace`` or its axis profiles close and its chains converge, else NUTS);
+    the Laplace approximation ``laplace`` or its axis profiles close and its chains converge, else NUTS;
+    ``"imh"``: IMH from the proposal the pilots chose);
     returns ``(posterior, sample_stats, sampler, tune, diagnostics of all draws or None, info, node totals
     of the draws or None)`` (IMH's, :func:`~mtlirt.bayes.imh._imh_loadings`), the seconds of each step added
     to ``stages``."""
@@ -185,12 +190,13 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
     wi = {}
     stored = None
     auto, tune_given, diag_all = sampler == "auto", tune, None
-    profile = None
-    if sampler == "auto":
+    profile = drawn = None
+    if sampler in ("auto", "imh"):  # the proposal, the burn-in and IMH's first draws
         t = time.perf_counter()
-        pilot, profile = _pilots(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
+        pilot, profile, drawn = _pilots(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
         stages["imh_pilot"] = time.perf_counter() - t
-        sampler = "imh" if profile is not None or pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
+        if auto:
+            sampler = "imh" if profile is not None or pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
         wi["imh_pilot"] = pilot
     if tune is None:
         tune = 1000
@@ -203,7 +209,7 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
     if sampler == "imh":
         post, ss, diag_all, stored = _imh_loadings(sgrid, layout, loading_scale, laplace, draws=draws,
                                                    tune=tune, chains=chains, cores=cores, seed=seed,
-                                                   progress=progress, info=wi, profile=profile)
+                                                   progress=progress, info=wi, profile=profile, pilot=drawn)
         stages["imh"] = time.perf_counter() - t2
         if auto:  # the pilot's 200 proposals can pass where IMH's chains then fail: NUTS instead
             if diag_all is None:

@@ -31,17 +31,19 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
 from mtlirt.bayes.collapsed_draws import StoredNodes
 from mtlirt.bayes.collapsed_kernel import CollapsedGrid
 from mtlirt.bayes.collapsed_structure import _structure_diagnostics, _structure_draws, structure_logp, structure_of_x
-from mtlirt.bayes.diagnostics import draws_called_for, pareto_khat
+from mtlirt.bayes.diagnostics import PARETO_K_MAX, draws_called_for, pareto_khat
 from mtlirt.progress import progress_bar
 
 __all__ = [
     "AxisProfiles",
+    "PilotProposals",
     "axis_profiles",
     "imh_burn_in",
     "imh_log_proposal",
@@ -307,24 +309,54 @@ def _proposed(rng: np.random.Generator, size: tuple, n: int, profile: AxisProfil
     return z, _log_mixture(profile.log_density(z), z)
 
 
+@dataclass
+class PilotProposals:
+    """A pilot's proposals in whitened coordinates ``z`` (P, n), their log proposal densities ``logq``,
+    log densities ``lp`` and log importance ratios ``lw`` (P,), and node totals (``totals`` (P, G, N), or
+    None past the node store's budget). They are draws of the proposal the chains then use, so the
+    chains take them as their first proposals (:func:`_imh_loadings`) instead of evaluating as many anew."""
+
+    z: np.ndarray
+    logq: np.ndarray
+    lp: np.ndarray
+    lw: np.ndarray
+    totals: np.ndarray | None
+
+
 def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int, cores: int,
-              size: int = IMH_PILOT, profile: AxisProfiles | None = None) -> dict:
+              size: int = IMH_PILOT, profile: AxisProfiles | None = None) -> tuple[dict, PilotProposals | None]:
     """Whether the proposal (the Laplace approximation, or ``profile`` where
     given: :func:`axis_profiles`) fits the structure's posterior: the
     Pareto k-hat of the importance ratios of ``size`` proposals (their own
-    seed stream, not reused by the chains), their relative effective
-    sample size and their largest importance ratio over the mean
-    (``max_weight``, for :func:`imh_burn_in`)."""
+    seed stream), their relative effective sample size and their largest
+    importance ratio over the mean (``max_weight``, for :func:`imh_burn_in`).
+    The first half is evaluated first; where its k-hat already exceeds the
+    chains' bound ``PARETO_K_MAX`` the pilot stops there (``stopped_at``).
+    Returns the record and the evaluated proposals (:class:`PilotProposals`)."""
     xc, T, winfo = laplace
     if winfo["kind"] != "full":
-        return {"khat": float("inf"), "relative_ess": 0.0, "size": 0, "reason": "no full Laplace approximation"}
+        return {"khat": float("inf"), "relative_ess": 0.0, "size": 0, "reason": "no full Laplace approximation"}, None
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1A4C1]))
     u, logq = _proposed(rng, (size,), len(xc), profile)
-    _, lw = _log_ratios(grid, layout, loading_scale, xc, T, u, logq, cores)
+    totals = _NodeStore(grid).batch(size)
+    half = size // 2
+    lp, lw = _log_ratios(grid, layout, loading_scale, xc, T, u[:half], logq[:half], cores,
+                         totals=None if totals is None else totals[:half])
+    stopped = pareto_khat(lw) > PARETO_K_MAX
+    if stopped:
+        size, u, logq = half, u[:half], logq[:half]
+        totals = None if totals is None else totals[:half]
+    else:
+        lp2, lw2 = _log_ratios(grid, layout, loading_scale, xc, T, u[half:], logq[half:], cores,
+                               totals=None if totals is None else totals[half:])
+        lp, lw = np.concatenate([lp, lp2]), np.concatenate([lw, lw2])
     w = np.exp(lw - lw.max())
-    return {"khat": round(pareto_khat(lw), 4), "relative_ess": round(float(w.sum() ** 2 / (w**2).sum() / size), 4),
-            "max_weight": round(float(1.0 / w.mean()), 4), "size": int(size),
-            "proposal": "laplace" if profile is None else "axis profiles"}
+    record = {"khat": round(pareto_khat(lw), 4), "relative_ess": round(float(w.sum() ** 2 / (w**2).sum() / size), 4),
+              "max_weight": round(float(1.0 / w.mean()), 4), "size": int(size),
+              "proposal": "laplace" if profile is None else "axis profiles"}
+    if stopped:
+        record["stopped_at"] = int(half)
+    return record, PilotProposals(u, logq, lp, lw, totals)
 
 
 def imh_burn_in(pilot: dict | None) -> int:
@@ -407,13 +439,29 @@ def _imh_datasets(xc: np.ndarray, T: np.ndarray, z: np.ndarray, lp: np.ndarray, 
     return post, ss
 
 
+def _shared_out(pilot: PilotProposals | None, chains: int, steps: int, n: int) -> tuple:
+    """The pilot's proposals shared out as each chain's first ``P`` (at most ``steps``): ``P``, their
+    whitened coordinates (C, P, n), log densities and log importance ratios (C, P), and their node totals,
+    store keys ``(chain, step)`` and log densities for :meth:`_NodeStore.keep`."""
+    if pilot is None:
+        return 0, (np.empty((chains, 0, n)), np.empty((chains, 0)), np.empty((chains, 0))), (None, [], None)
+    P = min(len(pilot.z) // chains, steps)
+    m = chains * P
+    arrays = (pilot.z[:m].reshape(chains, P, n), pilot.lp[:m].reshape(chains, P), pilot.lw[:m].reshape(chains, P))
+    keys = [(c, t) for c in range(chains) for t in range(P)]
+    return P, arrays, (None if pilot.totals is None else pilot.totals[:m], keys, pilot.lp[:m])
+
+
 def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, draws, tune, chains, cores,
-                  seed, progress, info: dict, profile: AxisProfiles | None = None):
+                  seed, progress, info: dict, profile: AxisProfiles | None = None,
+                  pilot: PilotProposals | None = None):
     """Independence Metropolis-Hastings on the structure: proposals from the
     Laplace approximation at the mode (``laplace``: :func:`~mtlirt.bayes.collapsed_structure._laplace`;
     or the axis profiles ``profile`` where given, :func:`axis_profiles`) with a
     defensive Student-t part (:func:`imh_log_proposal`), chains started at
-    draws of that t. The proposals do not depend on the chains' states, so
+    draws of that t. Each chain's first proposals are the pilot's (``pilot``:
+    draws of the same proposal, already evaluated), shared out among the
+    chains. The proposals do not depend on the chains' states, so
     every log density is evaluated first, in parallel (value only, no
     gradient); the accept steps then cost nothing. Returns ``(posterior,
     sample_stats, diagnostics or None, stored node totals or None)``, the first two as
@@ -441,26 +489,30 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
                            "independence Metropolis-Hastings needs it; sample with NUTS (sampler='nutpie')")
     adaptive = draws is None
     S = int(tune) + (IMH_BLOCK if adaptive else int(draws))
+    P, (z0, lp0, lw0), kept = _shared_out(pilot, chains, S, n)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1A4C0]))
     z_start, q_start = _proposed(rng, (chains,), n, profile, heavy=True)
-    z, q = _proposed(rng, (chains, S), n, profile)
+    z, q = _proposed(rng, (chains, S - P), n, profile)
     u = rng.random((chains, S))
-    flat = np.concatenate([z_start, z.reshape(chains * S, n)])
+    flat = np.concatenate([z_start, z.reshape(chains * (S - P), n)])
     store = _NodeStore(grid)
     totals = store.batch(len(flat))
-    keys = [(c, -1) for c in range(chains)] + [(c, t) for c in range(chains) for t in range(S)]
+    keys = [(c, -1) for c in range(chains)] + [(c, t) for c in range(chains) for t in range(P, S)]
     lp, lw = _log_ratios(grid, layout, loading_scale, xc, T, flat, np.concatenate([q_start, q.reshape(-1)]), cores,
                          progress, "IMH: log densities of the proposals", totals)
-    lp_batch = lp
+    pending = [kept, (totals, keys, lp)]  # (node totals, keys, log densities) the store keeps the visited of
     lp_start, lw_start = lp[:chains], lw[:chains]
-    lp, lw = lp[chains:].reshape(chains, S), lw[chains:].reshape(chains, S)
+    z = np.concatenate([z0, z], axis=1)
+    lp = np.concatenate([lp0, lp[chains:].reshape(chains, S - P)], axis=1)
+    lw = np.concatenate([lw0, lw[chains:].reshape(chains, S - P)], axis=1)
     blocks = []
     while True:
         S = z.shape[1]
         D = S - int(tune)
         state, acc = _imh_chains(lw_start, lw, u)
-        store.keep(totals, keys, lp_batch, state, tune)
-        totals = None
+        for batch in pending:
+            store.keep(*batch, state, tune)
+        pending = []
         post, ss = _imh_datasets(xc, T, np.concatenate([z_start[:, None, :], z], axis=1),
                                  np.concatenate([lp_start[:, None], lp], axis=1), lw, state, acc, tune, n_free)
         if not adaptive:
@@ -480,7 +532,7 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
         keys = [(c, S + t) for c in range(chains) for t in range(more)]
         lp2, lw2 = _log_ratios(grid, layout, loading_scale, xc, T, z2.reshape(chains * more, n), q2.reshape(-1),
                                cores, progress, "IMH: log densities of more proposals", totals)
-        lp_batch = lp2
+        pending.append((totals, keys, lp2))
         z, u = np.concatenate([z, z2], axis=1), np.concatenate([u, u2], axis=1)
         lp = np.concatenate([lp, lp2.reshape(chains, more)], axis=1)
         lw = np.concatenate([lw, lw2.reshape(chains, more)], axis=1)
@@ -492,7 +544,8 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
                                       f"{IMH_MAX_DRAWS}", "blocks": blocks, "draws": int(D),
                               "converged": bool(checked["converged"])}
     info["imh"] = {"acceptance": [round(float(a), 4) for a in acc[:, tune:].mean(1)],
-                   "evaluations": int(chains * (S + 1)), "tune": int(tune), "seconds": time.perf_counter() - t0}
+                   "evaluations": int(chains * (S + 1 - P)), "pilot_proposals": int(chains * P), "tune": int(tune),
+                   "seconds": time.perf_counter() - t0}
     stored = store.stored(state, tune)
     info["imh"]["stored_node_totals"] = 0 if stored is None else len(stored.totals)
     return post, ss, checked, stored
