@@ -42,8 +42,8 @@ Columns
     Wall time of the fit and its bootstrap.
 
 ``--methods bayes`` fits the Bayesian model with MTL's items fixed
-(``fit(..., "bayes", items="fixed")``: NUTS, default draws and chains unless
-``--bayes-draws``/``--bayes-chains``); its intervals are credible intervals.
+(``fit(..., "bayes", items="fixed")``: the route, sampler and run length the fit
+chooses, unless ``--bayes-draws``/``--bayes-chains``); its intervals are credible intervals.
 
 ``--decompose`` (no bootstrap, seconds per case) asks *why* an overall-score
 interval misses: for the ideal design, each departure of the realistic
@@ -104,7 +104,7 @@ def run(scenario, seed, *, n, scale, similarity, bootstrap, methods, n_jobs, gue
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            if method == "bayes":  # calibrate, then score: MTL's items fixed, NUTS on the LLM side
+            if method == "bayes":  # calibrate, then score: MTL's items fixed, the fit's own route
                 est = fit(resp, "bayes", items="fixed", seed=seed, progress=False, **(bayes_options or {}))
             else:
                 est = fit(resp, method, bootstrap=bootstrap, seed=seed, n_jobs=n_jobs, guessing=guessing)
@@ -205,8 +205,9 @@ def main(argv=None):
                    help="guessing of the fits: auto (default: a floor per domain where the data call for it), "
                    "estimate (one in every domain), none, or a fixed floor")
     p.add_argument("--out", default=None, help="also write the rows to this CSV")
-    p.add_argument("--bayes-draws", type=int, default=None, help="NUTS draws per chain of --methods bayes")
-    p.add_argument("--bayes-chains", type=int, default=None, help="NUTS chains of --methods bayes")
+    p.add_argument("--bayes-draws", type=int, default=None,
+                   help="draws per chain of --methods bayes (default: the fit's)")
+    p.add_argument("--bayes-chains", type=int, default=None, help="chains of --methods bayes (default: the fit's)")
     p.add_argument("--decompose", action="store_true",
                    help="point error of the overall score per departure of the realistic scenario (no bootstrap)")
     p.add_argument("--cases", default=None, help="with --decompose: comma-separated cases (default all)")
