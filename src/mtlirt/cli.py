@@ -283,8 +283,9 @@ def _fit_bayes_options(p: argparse.ArgumentParser) -> None:
                    "'sampled' samples the overall traits; 'auto' (default): integrated wherever it applies")
     p.add_argument("--sampler", default=None, choices=["nutpie", "pymc", "numpyro", "imh"],
                    help="bayes: NUTS implementation (default nutpie; numpyro needs the jax extra), or 'imh' "
-                   "(independence Metropolis-Hastings, --llm-side integrated only); with --llm-side "
-                   "integrated the default picks IMH where a pilot finds it fits, else nutpie")
+                   "(independence Metropolis-Hastings from the proposal its pilot chose, --llm-side integrated "
+                   "only); with --llm-side integrated the default picks IMH where a pilot finds it fits, else "
+                   "nutpie")
     p.add_argument("--draws", type=int, default=None,
                    help="bayes: draws per chain (default: until the convergence checks pass: IMH in blocks, "
                    "nutpie from 1000 to 4000; 1000 with the other samplers)")
