@@ -629,6 +629,7 @@ def test_node_store_keeps_the_visited_states_within_its_budget(case):
     assert kept.index.tolist() == [[0, -1], [1, 1]]
     assert kept.totals[0][0, 0] == 2.0 and kept.totals[1][0, 0] == 4.0
     assert store.batch(9) is None and store.batch(8) is not None
+    assert store.batch(8, held=1) is None  # the pilot's rows, which may be kept too, count
     assert mh._NodeStore(grid, budget=0).batch(1) is None
 
 

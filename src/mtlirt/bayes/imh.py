@@ -390,9 +390,10 @@ class _NodeStore:
         self.budget = NODE_STORE_BYTES if budget is None else budget
         self.rows: dict[tuple[int, int], np.ndarray] = {}
 
-    def batch(self, n: int) -> np.ndarray | None:
-        """An array for ``n`` evaluations' totals, or None past the budget."""
-        if (len(self.rows) + n) * self.row_bytes > self.budget:
+    def batch(self, n: int, held: int = 0) -> np.ndarray | None:
+        """An array for ``n`` evaluations' totals, or None past the budget (``held``: rows evaluated
+        elsewhere, the pilot's, that may be kept too)."""
+        if (len(self.rows) + held + n) * self.row_bytes > self.budget:
             return None
         return np.empty((n, *self.shape), dtype=np.float32)
 
@@ -496,7 +497,7 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     u = rng.random((chains, S))
     flat = np.concatenate([z_start, z.reshape(chains * (S - P), n)])
     store = _NodeStore(grid)
-    totals = store.batch(len(flat))
+    totals = store.batch(len(flat), held=0 if kept[0] is None else len(kept[1]))
     keys = [(c, -1) for c in range(chains)] + [(c, t) for c in range(chains) for t in range(P, S)]
     lp, lw = _log_ratios(grid, layout, loading_scale, xc, T, flat, np.concatenate([q_start, q.reshape(-1)]), cores,
                          progress, "IMH: log densities of the proposals", totals)
