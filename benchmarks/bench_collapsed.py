@@ -12,9 +12,9 @@ Usage::
     .venv/bin/python benchmarks/bench_collapsed.py realistic [--seeds 0 1 2 --n-llms 500 --scale 0.1 --spec factor-2pl]
     .venv/bin/python benchmarks/bench_collapsed.py realdata [--data oll_v1|mmlu_pro|chembench --max-llms N]
     .venv/bin/python benchmarks/bench_collapsed.py eta-draws [--data NAME --max-llms N | --n-llms 4000 --scale 0.007]
-    .venv/bin/python benchmarks/bench_collapsed.py default [--seeds 0 1 2 3 --n-llms 4272 --scale 1 --missing 0.1 --rank 1
+    .venv/bin/python benchmarks/bench_collapsed.py default [--n-llms 4272 --scale 1 --missing 0.1 --rank 1
                                                            --scenario realistic | --data NAME --max-llms N --cut
-                                                           --target-accept 0.95]
+                                                           --target-accept 0.95 --seeds 0 1 2 3]
 
 flagship: 4,272 LLMs x MMLU's 57 subjects (14,042 items), the MTL fit (as
 ``mtlirt fit --method bayes --items fixed`` runs it: MTL first, its item values
