@@ -7,7 +7,9 @@ draws, and as they do not depend on the chain their log densities are
 evaluated up front, in parallel and without gradients. A pilot of
 ``IMH_PILOT`` proposals (:func:`imh_pilot`) decides whether the approximation
 is close enough (Pareto k-hat of their importance ratios at most
-``IMH_PILOT_K_MAX``); the Pareto k-hat of all proposals is part of the
+``IMH_PILOT_K_MAX``; it stops at half where those already exceed the chains'
+bound), and its proposals, draws of the proposal the chains use, are their
+first; the Pareto k-hat of all proposals is part of the
 convergence check (:mod:`mtlirt.bayes.diagnostics`).
 
 Where the pilot finds the posterior skewed (its k-hat above ``IMH_PROFILE_FROM``;
