@@ -33,6 +33,7 @@ from mtlirt.bayes.algorithms import _dataset_from_draws
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import pointwise_loglik
 from mtlirt.bayes.model import overall_sd_guess_joint
+from mtlirt.bayes.spec import resolve_spread
 from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.estimators.heldout import heldout_loglik
@@ -195,7 +196,16 @@ def test_build_model_structure(data):
     bs = build_model(arr, load_spec("factor-2pl").with_changes(discrimination_spread="shared"))
     ms = bs.model
     assert ms["sigma_log_a"].eval().shape == () and "sigma_log_a_dev" not in ms.named_vars
-    for bb in (b, bd, bs):  # initial values exist for every free variable
+    # "auto" (the default): pooled where the domains have a median of 5+ items (here 8), else shared
+    small = arr.subset(items=[it for k, sl in enumerate(arr.domain_slices) for it in arr.items[sl][:1 + k]])
+    ba = build_model(small, "factor-2pl")  # 1, 2 and 3 items
+    assert load_spec("factor-2pl").discrimination_spread == "auto" and b.spec.discrimination_spread == "pooled"
+    assert ba.spec.discrimination_spread == "shared" and "sigma_log_a_dev" not in ba.model.named_vars
+    assert resolve_spread(load_spec("factor-2pl"), np.repeat(np.arange(4), [4, 5, 5, 9])).discrimination_spread \
+        == "pooled"
+    assert resolve_spread(load_spec("factor-2pl"), np.repeat(np.arange(4), [4, 4, 5, 9])).discrimination_spread \
+        == "shared"
+    for bb in (b, bd, bs, ba):  # initial values exist for every free variable
         assert set(bb.initvals) == {rv.name for rv in bb.model.free_RVs}
     m5 = build_model(arr, "factor-1pl").model
     assert "sigma_log_a" not in {rv.name for rv in m5.free_RVs}

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mtlirt.bayes._factor import loading_layout
-from mtlirt.bayes.spec import ModelSpec, load_spec
+from mtlirt.bayes.spec import ModelSpec, load_spec, resolve_spread
 from mtlirt.data.responses import Responses, as_responses
 from mtlirt.errors import InputError
 
@@ -238,6 +238,7 @@ def item_initial_values(arr: Responses, spec: ModelSpec, init: dict, *,
                         centered: bool | tuple[bool, bool] = False) -> dict:
     """Initial values of the item variables from ``a``, ``d`` (and ``c``);
     ``centered`` = (difficulties, log discriminations) or one bool for both."""
+    spec = resolve_spread(spec, arr.item_domain)
     b_c, a_c = (centered, centered) if isinstance(centered, bool) else centered
     J, K = arr.n_items, arr.n_domains
     a = _get(init, "a", (J,))

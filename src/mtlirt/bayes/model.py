@@ -66,7 +66,7 @@ from mtlirt.bayes._factor import anchor_domains, factor_parts, loading_layout, m
 from mtlirt.bayes._loglik import bernoulli_logit_cells, cell_layout
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import pin_standardisation
-from mtlirt.bayes.spec import ModelSpec, load_spec
+from mtlirt.bayes.spec import ModelSpec, load_spec, resolve_spread
 from mtlirt.data.responses import Responses, as_responses
 from mtlirt.errors import InputError
 
@@ -347,10 +347,12 @@ def add_coords_for_centering(coords: dict, domains: list, centered: np.ndarray) 
 def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bool] = (False, False)):
     """Add the item block; return tensors (a, intercept, c) of length J (c may be a float).
 
-    ``centered`` = (difficulties centred, log discriminations centred)."""
+    ``centered`` = (difficulties centred, log discriminations centred); ``discrimination_spread = "auto"``
+    resolved for ``item_domain`` (:func:`resolve_spread`)."""
     import pymc as pm
     import pytensor.tensor as pt
 
+    spec = resolve_spread(spec, item_domain)
     p = spec.priors
     dom = item_domain
     beta = pm.Normal("beta", 0.0, p.difficulty_mean_scale, dims="domain")
@@ -467,7 +469,7 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
     import pytensor.tensor as pt
 
     arr = as_responses(responses)
-    spec = load_spec(spec)
+    spec = resolve_spread(load_spec(spec), arr.item_domain)
     if likelihood not in LIKELIHOODS:
         raise InputError(f"likelihood must be one of {', '.join(LIKELIHOODS)}; got {likelihood!r}")
     if likelihood == "auto":

@@ -304,6 +304,7 @@ def fit_bayes(
     likelihood = "elementwise" if algorithm == "nuts" and sampler == "numpyro" else "auto"
     stage(f"building the {spec.name} model ({arr.n_llms:,} LLMs x {arr.n_items:,} items, items {items})")
     built = build(arr, spec, items=items, init=init, item_values=item_values, likelihood=likelihood)
+    spec = built.spec  # as the data resolved it (discrimination_spread "auto"), for the fit's record
     stages = {"build": time.perf_counter() - t0}
     free = _free_names(built.model)
     t1 = time.perf_counter()

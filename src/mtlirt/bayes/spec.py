@@ -11,9 +11,10 @@ name. Fields::
     rank = 1                      # factor only: number of overall traits
     item_parameterization = "auto"    # "noncentered" | "centered" | "auto"
     trait_parameterization = "auto"   # "noncentered" | "centered" | "auto" | "marginal"
-    discrimination_spread = "pooled"  # 2pl/3pl: sd s_k of log a_j around its domain level:
+    discrimination_spread = "auto"    # 2pl/3pl: sd s_k of log a_j around its domain level:
                                       # per domain, partially pooled ("pooled"), one for
-                                      # all domains ("shared") or per domain ("domain")
+                                      # all domains ("shared"), per domain ("domain"), or
+                                      # pooled where domains have 5+ items, else shared ("auto")
     eta_raw_pin = "auto"          # factor, items sampled: narrow the mean and scale of the raw
                                   # overall traits, which the model ignores ("auto"), or
                                   # leave them to their N(0, 1) prior ("none"); same posterior
@@ -50,7 +51,8 @@ from typing import Any
 
 from mtlirt.errors import InputError
 
-__all__ = ["ModelSpec", "load_spec", "list_specs", "models_dir", "DEFAULT_SPEC"]
+__all__ = ["ModelSpec", "load_spec", "list_specs", "models_dir", "resolve_spread", "DEFAULT_SPEC",
+           "POOLED_SPREAD_MIN_ITEMS"]
 
 DEFAULT_SPEC = "factor-2pl"
 
@@ -58,7 +60,7 @@ _ITEM_MODELS = ("1pl", "2pl", "3pl")
 _TRAITS = ("factor", "correlated")
 _PARAMS = ("auto", "noncentered", "centered")
 _TRAIT_PARAMS = _PARAMS + ("marginal",)
-_SPREADS = ("pooled", "shared", "domain")
+_SPREADS = ("auto", "pooled", "shared", "domain")
 _PINS = ("auto", "none")
 
 
@@ -118,14 +120,19 @@ class ModelSpec:
         the items fixed, ``"auto"`` factor models integrate the
         domain-specific parts out (``"marginal"``, see
         :mod:`mtlirt.bayes.marginal`); ``"marginal"`` needs fixed items.
-    discrimination_spread : {"pooled", "shared", "domain"}
+    discrimination_spread : {"auto", "pooled", "shared", "domain"}
         2PL/3PL: the standard deviation ``s_k`` of the log discriminations
-        around their domain's level ``alpha_k``. ``"pooled"`` (default): one
+        around their domain's level ``alpha_k``. ``"pooled"``: one
         per domain, partially pooled, ``s_k = s exp(w u_k)`` with ``s ~
         HalfNormal(log_discrimination_sd_scale)``, ``u_k ~ N(0, 1)`` and ``w =
         log_discrimination_sd_spread`` (0.25: the domains' spreads within
         about a factor 1.6 of each other); ``"domain"``: independent ``s_k ~
-        HalfNormal``; ``"shared"``: one ``s`` for all domains. An independent
+        HalfNormal``; ``"shared"``: one ``s`` for all domains; ``"auto"``
+        (default): ``"pooled"`` where the domains have a median of at least
+        5 items, else ``"shared"`` (:func:`resolve_spread`):
+        a domain of a few items says nothing of its own spread, and the
+        ``u_k`` then only bend the posterior (MMLU-Pro cut to 1-3 items per
+        subject diverged with them). An independent
         spread rests on a domain's own items only (10 in MMLU's smallest
         subjects) and mixes slowly: on the calibration design it had the
         model's largest R-hat (docs/results.md).
@@ -153,7 +160,7 @@ class ModelSpec:
     rank: int = 1
     item_parameterization: str = "auto"
     trait_parameterization: str = "auto"
-    discrimination_spread: str = "pooled"
+    discrimination_spread: str = "auto"
     eta_raw_pin: str = "auto"
     priors: Priors = field(default_factory=Priors)
     description: str = ""
@@ -300,7 +307,7 @@ def _validate(data: dict, *, name: str, source: str | None) -> ModelSpec:
     if tpar == "marginal" and traits != "factor":
         raise InputError(f"{where}: trait_parameterization = 'marginal' needs traits = 'factor'")
 
-    spread = choice("discrimination_spread", _SPREADS, "pooled")
+    spread = choice("discrimination_spread", _SPREADS, "auto")
     pin = choice("eta_raw_pin", _PINS, "auto")
 
     rank = data.get("rank", 1)
@@ -393,3 +400,23 @@ def _check_guessing(guessing, item_model: str, where: str):
                              f"{item_model!r}; use item_model = '3pl' for a lower asymptote")
         guessing = 0.0
     return guessing
+
+
+#: ``discrimination_spread = "auto"``: each domain's own spread ("pooled") where the domains have a median of at
+#: least this many items, else one spread for all ("shared").
+POOLED_SPREAD_MIN_ITEMS = 5
+
+
+def resolve_spread(spec: ModelSpec, item_domain) -> ModelSpec:
+    """The spec with ``discrimination_spread = "auto"`` resolved for the items' domains ``item_domain``:
+    ``"pooled"`` where the domains have a median of at least ``POOLED_SPREAD_MIN_ITEMS`` items, else
+    ``"shared"``. A domain's own spread ``s_k`` rests on its own items; with a few per domain the ``u_k``
+    are their prior alone and only add curvature to the posterior."""
+    if spec.discrimination_spread != "auto":
+        return spec
+    import numpy as np
+
+    counts = np.bincount(np.asarray(item_domain, dtype=np.int64))
+    counts = counts[counts > 0]
+    pooled = len(counts) > 0 and float(np.median(counts)) >= POOLED_SPREAD_MIN_ITEMS
+    return spec.with_changes(discrimination_spread="pooled" if pooled else "shared")
