@@ -841,7 +841,7 @@ def bench_eta_draws(*, data: str | None = None, preset: str = "mmlu", scale: flo
 def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float = 1.0, n_llms: int = 4272,
                   missing: float | None = None, scenario: str = "ideal", rank: int = 1, seed: int = 0,
                   max_llms: int | None = None, cut: bool = False, shared: str | None = None,
-                  target_accept: float | None = None) -> dict:
+                  target_accept: float | None = None, spread: str | None = None) -> dict:
     """The default Bayesian fit (``mtlirt fit DATA --method bayes``: the route, run length and thinning
     chosen by the fit) against the default MTL fit (``--method mtl``) of the same data, one after the
     other in one process: wall and CPU seconds of each and their ratios (and of a second MTL fit, without
@@ -850,7 +850,9 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
     ``data``: a shared real leaderboard (``--max-llms`` a seeded subsample; ``--cut``: each domain cut to
     1-3 items; mmlu_pro by its ``subject`` column); else ``mtlirt.data.simulate`` with ``preset``, ``scale``,
     ``missing``, ``scenario`` and ``rank``. Rank 2 fits the ``factor2-2pl`` spec. ``target_accept``: NUTS's,
-    where the fit samples by NUTS (default: the fit's own)."""
+    where the fit samples by NUTS (default: the fit's own); ``spread``: the spec's ``discrimination_spread``
+    (default: the spec's own)."""
+    from mtlirt.bayes.spec import load_spec
     from mtlirt.fitting import fit
 
     resp, name, truth, truth_ov = _default_data(data=data, preset=preset, scale=scale, n_llms=n_llms,
@@ -872,7 +874,9 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
         fit(resp, "mtl", seed=seed)  # the same fit again: without the process's first-call costs
     wall_mtl2, cpu_mtl2 = time.perf_counter() - t0, _cpu_now() - c0
     t0, c0 = time.perf_counter(), _cpu_now()
-    spec = "factor-2pl" if rank == 1 else f"factor{rank}-2pl"
+    spec = load_spec("factor-2pl" if rank == 1 else f"factor{rank}-2pl")
+    if spread is not None:
+        spec = spec.with_changes(discrimination_spread=spread)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = fit(resp, "bayes", seed=seed, spec=spec, progress=False, target_accept=target_accept)
@@ -943,6 +947,8 @@ def main(argv=None) -> int:
     ap.add_argument("--missing", type=float, default=None, help="default: share of missing responses")
     ap.add_argument("--cut", action="store_true", help="default --data: each domain cut to 1-3 items")
     ap.add_argument("--target-accept", type=float, default=None, help="default: NUTS's target acceptance")
+    ap.add_argument("--spread", default=None, choices=["auto", "pooled", "shared", "domain"],
+                    help="default: the spec's discrimination_spread (the spread of the log discriminations)")
     ap.add_argument("--a-scale", type=float, default=1.0,
                     help="extremes: divide the fixed discriminations by this (spreads the LLMs wider)")
     ap.add_argument("--scenario", default="ideal", choices=["ideal", "realistic"],
@@ -977,7 +983,7 @@ def main(argv=None) -> int:
         for s in args.seeds or [0]:
             bench_default(data=args.data, scale=args.scale or 1.0, n_llms=args.n_llms, missing=args.missing,
                           scenario=args.scenario, rank=args.rank, seed=s, max_llms=args.max_llms, cut=args.cut,
-                          target_accept=args.target_accept)
+                          target_accept=args.target_accept, spread=args.spread)
     elif args.which == "eta-draws":
         bench_eta_draws(data=args.data, scale=args.scale or 1.0, n_llms=args.n_llms, missing=args.missing,
                         scenario=args.scenario, max_llms=args.max_llms)
