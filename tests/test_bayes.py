@@ -735,6 +735,8 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch, tmp_path):
     assert "mtlirt_diagnostics" in post.attrs and post.attrs["mtlirt_algorithm"] == "nuts"
     info = json.loads(tree.attrs["mtlirt_info"])
     assert info["method"] == "bayes" and info["algorithm"] == "nuts" and info["spec"] == "factor-2pl"
+    # the spec recorded as the data resolved it: 8 items per domain, each domain's own spread
+    assert json.loads(post.attrs["mtlirt_spec_json"])["discrimination_spread"] == "pooled"
     # the settings it ran with, every default filled in, in the posterior and the info (fit.json)
     ran = {"algorithm": "nuts", "sampler": "nutpie", "items": "joint", "llm_side": "sampled", "draws": 7,
            "tune": 1000, "chains": 2, "thin": 1, "target_accept": 0.9, "log_likelihood": True,
