@@ -311,9 +311,9 @@ def fit_bayes(
     post, sample_stats, target_accept, run_length = _run_algorithm(
         built, free, algorithm=algorithm, sampler=sampler, draws=draws, tune=tune, chains=chains, cores=cores,
         seed=seed, progress=progress, target_accept=target_accept, nuts_kwargs=nuts_kwargs, trace_dir=trace_dir,
-        advi_iterations=advi_iterations, map_maxiter=map_maxiter)
+        advi_iterations=advi_iterations, map_maxiter=map_maxiter, tune_given=config.tune is not None)
     stages[algorithm] = time.perf_counter() - t1
-    draws, route = _as_run(post, draws, route, run_length)
+    draws, tune, route = _as_run(post, draws, tune, route, run_length)
     anchors = list(built.anchors)
     if built.marginal is not None:  # domain traits integrated out: draw them back
         post = _draw_domain_scores(post, arr, built, anchors, seed=seed, point=algorithm == "map",
@@ -330,15 +330,18 @@ def fit_bayes(
                    config=route.config)
 
 
-def _as_run(post, draws: int | None, route: Route, run_length: dict | None) -> tuple:
-    """``(draws, route)`` as the sampled route ran: the draws per chain the convergence checks chose where
-    ``draws`` was None, and the route's reason for them where the checks could not choose (``run_length``'s
-    rule says why)."""
+def _as_run(post, draws: int | None, tune: int, route: Route, run_length: dict | None) -> tuple:
+    """``(draws, tune, route)`` as the sampled route ran: the draws per chain the convergence checks chose
+    where ``draws`` was None, the tuning steps of the run kept (doubled after a divergence where not given),
+    and the route's reason for the draws where the checks could not choose (``run_length``'s rule says
+    why)."""
     if draws is None:
         draws = int(post.sizes["draw"])
     if run_length is not None and "attempts" not in run_length:
         route = dataclasses.replace(route, reasons={**route.reasons, "draws": run_length["rule"]})
-    return draws, route
+    if run_length is not None and run_length.get("attempts"):
+        tune = int(run_length["attempts"][-1].get("tune", tune))
+    return draws, tune, route
 
 
 def _sampled_after_fallback(route: Route, check: dict) -> Route:
