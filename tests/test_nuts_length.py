@@ -99,6 +99,11 @@ def test_the_joint_route_runs_until_the_checks_pass(monkeypatch):
     assert "convergence checks" in info["route"]["reasons"]["draws"] and cps[0]["draws"] == 60
     assert info["draws"] == rl["draws"] == cps[-1]["draws"] == tree["posterior"].sizes["draw"]
     assert len(rl["attempts"]) == 1 and len(cps) >= 2 and not cps[0]["passed"] and cps[-1]["passed"]
+    # the tuning steps given (300) stay in a fresh start after a divergence; not given, they double then
+    assert "tuning steps" not in rl["rule"] and rl["attempts"][0]["tune"] == 300
+    untuned = json.loads(fit_bayes(arr, "factor-2pl", **{k: v for k, v in kw.items() if k != "tune"})
+                         .attrs["mtlirt_info"])["run_length"]
+    assert "twice the tuning steps" in untuned["rule"] and untuned["attempts"][0]["tune"] == 1000
     again = fit_bayes(arr, "factor-2pl", **kw)
     assert np.array_equal(tree["posterior"]["overall"].values, again["posterior"]["overall"].values)
     fixed = fit_bayes(arr, "factor-2pl", draws=rl["draws"], **kw)

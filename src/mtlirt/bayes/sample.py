@@ -279,7 +279,7 @@ def fit_bayes(
                            log_likelihood=log_likelihood, advi_iterations=advi_iterations,
                            map_maxiter=map_maxiter).validate()  # before the data are read
     spec, arr = load_spec(spec), as_responses(responses)
-    route = config.resolve(arr, spec)
+    route, tune_given = config.resolve(arr, spec), tune is not None  # not given: doubled when NUTS starts afresh
     config = route.config
     chains, target_accept, advi_iterations, map_maxiter = (config.chains, config.target_accept,
                                                            config.advi_iterations, config.map_maxiter)
@@ -311,7 +311,7 @@ def fit_bayes(
     post, sample_stats, target_accept, run_length = _run_algorithm(
         built, free, algorithm=algorithm, sampler=sampler, draws=draws, tune=tune, chains=chains, cores=cores,
         seed=seed, progress=progress, target_accept=target_accept, nuts_kwargs=nuts_kwargs, trace_dir=trace_dir,
-        advi_iterations=advi_iterations, map_maxiter=map_maxiter, tune_given=config.tune is not None)
+        advi_iterations=advi_iterations, map_maxiter=map_maxiter, tune_given=tune_given)
     stages[algorithm] = time.perf_counter() - t1
     draws, tune, route = _as_run(post, draws, tune, route, run_length)
     anchors = list(built.anchors)
