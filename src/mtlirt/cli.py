@@ -290,8 +290,8 @@ def _fit_bayes_options(p: argparse.ArgumentParser) -> None:
                    help="bayes: draws per chain (default: until the convergence checks pass: IMH in blocks, "
                    "nutpie from 1000 to 4000; 1000 with the other samplers)")
     p.add_argument("--tune", type=int, default=None,
-                   help="bayes: tuning steps per chain (default 1000 for NUTS, doubled once where a run diverges; "
-                   "for IMH a burn-in of 20-100 steps set by its pilot)")
+                   help="bayes: tuning steps per chain (default 1000 for NUTS; for IMH a burn-in of 20-100 "
+                   "steps set by its pilot)")
     p.add_argument("--chains", type=int, default=None, help="bayes: chains (default 4)")
     p.add_argument("--target-accept", type=float, default=None, metavar="P",
                    help="bayes, NUTS: target acceptance rate, kept as given (default 0.9, or 0.8 with the domain "

@@ -59,7 +59,7 @@ def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progres
     if until is not None:
         trace, kw["target_accept"], record = sample_until_converged(
             compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw, names=until["names"],
-            raise_target=until["raise_target"], raise_tune=until["raise_tune"], most=until["most"])
+            raise_target=until["raise_target"], most=until["most"])
         until.update(record=record, target_accept=kw["target_accept"])
         return relabel(trace, model)
     trace = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains,
@@ -69,21 +69,19 @@ def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progres
 
 
 def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, cores, seed, progress, target_accept,
-                   nuts_kwargs, trace_dir, advi_iterations, map_maxiter, tune_given: bool = True):
+                   nuts_kwargs, trace_dir, advi_iterations, map_maxiter):
     """NUTS, ADVI or MAP on the built model: ``(posterior, sample_stats or None, target_accept, run length
     record or None)``.
 
     NUTS's default target acceptance: 0.8 with the domain traits integrated out
-    (``built.marginal``), else 0.9; raised after divergences where the checks choose the run length, and
-    the tuning steps doubled then unless given (``tune_given``)."""
+    (``built.marginal``), else 0.9; raised after divergences where the checks choose the run length."""
     if algorithm == "nuts":
         given = target_accept is not None or "target_accept" in (nuts_kwargs or {})
         if target_accept is None:
             target_accept = 0.8 if built.marginal is not None else 0.9
         return _run_nuts(built.model, built.initvals, free, sampler=sampler, draws=draws, tune=tune, chains=chains,
                          cores=cores, seed=seed, progress=progress, target_accept=target_accept,
-                         nuts_kwargs=nuts_kwargs, trace_dir=trace_dir, raise_target=not given,
-                         raise_tune=not tune_given)
+                         nuts_kwargs=nuts_kwargs, trace_dir=trace_dir, raise_target=not given)
     if algorithm == "advi":
         post = _run_advi(built.model, built.initvals, free, draws=draws, seed=seed, progress=progress,
                          iterations=advi_iterations)
@@ -93,7 +91,7 @@ def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, core
 
 
 def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, seed, progress, target_accept,
-              nuts_kwargs, trace_dir, raise_target=False, raise_tune=False):
+              nuts_kwargs, trace_dir, raise_target=False):
     """NUTS on a PyMC model: (posterior of the free variables, sample stats,
     target acceptance used, run length record or None). ``draws=None``: nutpie draws until the
     convergence checks pass (:mod:`mtlirt.bayes.nuts_length`) where its trace stays in memory and every
@@ -106,8 +104,6 @@ def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, see
     n_stored = sum(int(np.size(v)) for v in model.initial_point().values()) if sampler == "nutpie" else 0
     until, why = _until(free, n_stored, sampler=sampler, draws=draws, chains=chains, cores=cores, kw=kw,
                         trace_dir=trace_dir, raise_target=raise_target)
-    if until is not None:
-        until["raise_tune"] = raise_tune
     fixed_rule = None if why is None else {"rule": f"{NUTS_DRAWS:,} draws per chain: {why}", "draws": NUTS_DRAWS}
     draws = until["most"] if until is not None else (NUTS_DRAWS if draws is None else draws)
     cores = cores or max(1, min(chains, os.cpu_count() or 1))

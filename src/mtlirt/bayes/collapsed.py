@@ -229,10 +229,8 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
         post, ss = _sample_loadings(sgrid, layout, loading_scale, V2, coords, r, sampler=sampler,
                                     draws=draws, tune=tune, chains=chains, cores=cores, seed=seed,
                                     target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
-                                    whiten=whiten, stages=stages, whitening_info=wi, laplace=laplace,
-                                    tune_given=tune_given is not None)
+                                    whiten=whiten, stages=stages, whitening_info=wi, laplace=laplace)
         stages["nuts"] = time.perf_counter() - t2
-        tune = int(((wi.get("run_length") or {}).get("attempts") or [{}])[-1].get("tune", tune))  # the run kept
     return post, ss, sampler, tune, diag_all, wi, stored
 
 

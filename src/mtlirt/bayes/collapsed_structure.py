@@ -257,7 +257,7 @@ def _nutpie_model(grid: CollapsedGrid, layout, loading_scale: float, V0: np.ndar
 
 def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.ndarray, coords: dict, r: int, *,
                      sampler, draws, tune, chains, cores, seed, target_accept, progress, nuts_kwargs, whiten,
-                     stages: dict, whitening_info: dict, laplace: tuple | None = None, tune_given: bool = True):
+                     stages: dict, whitening_info: dict, laplace: tuple | None = None):
     """NUTS on the loadings from the mode ``V2``, by nutpie (whitened by the
     Laplace approximation when ``whiten``: its record in ``whitening_info``) or
     numpyro: ``(posterior, sample_stats)``, the free loadings and the per-draw
@@ -290,7 +290,7 @@ def _sample_loadings(grid: CollapsedGrid, layout, loading_scale: float, V2: np.n
         if draws is None:  # until the checks pass; the target acceptance raised after a divergence
             idata, kw["target_accept"], whitening_info["run_length"] = sample_until_converged(
                 compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw, names=free_names,
-                raise_target=not target_given, raise_tune=not tune_given)
+                raise_target=not target_given)
         else:
             idata = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains, cores=cores,
                                   seed=int(seed), save_warmup=False, progress_bar=bool(progress), **kw)

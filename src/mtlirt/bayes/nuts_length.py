@@ -14,9 +14,7 @@ gives the same draws however fast the machine is.
 A divergent transition is a flaw of the step size that a longer run only
 repeats: where one appears within the draws that would be kept, the run is
 started afresh with the target acceptance halfway to 1 (0.9 to 0.95: the
-remedy of Stan's and PyMC's warnings) and, where the tuning steps were not
-given, twice as many of them (a longer adaptation of the step size and mass
-matrix), at most ``NUTS_RETRIES`` times, unless
+remedy of Stan's and PyMC's warnings), at most ``NUTS_RETRIES`` times, unless
 the target acceptance was given; a run that diverges after that stops at the
 block of ``NUTS_MIN_MORE`` draws holding its first divergence, not converged.
 The record (``info["run_length"]``) lists each attempt, its checkpoints and
@@ -35,12 +33,10 @@ from mtlirt.bayes.diagnostics import diagnostics, draws_called_for
 from mtlirt.config import NUTS_DRAWS, NUTS_DRAWS_MAX
 from mtlirt.progress import stage
 
-__all__ = ["sample_until_converged", "NUTS_DRAWS_MAX", "NUTS_RETRIES", "NUTS_MIN_MORE", "NUTS_TUNE_AFRESH"]
+__all__ = ["sample_until_converged", "NUTS_DRAWS_MAX", "NUTS_RETRIES", "NUTS_MIN_MORE"]
 
 #: Fresh starts at a higher target acceptance after divergences.
 NUTS_RETRIES = 1
-#: A fresh start tunes this many times as long (where the tuning steps were not given).
-NUTS_TUNE_AFRESH = 2
 #: The least draws per chain a failed checkpoint adds.
 NUTS_MIN_MORE = 250
 _POLL_MS = 100
@@ -110,7 +106,7 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
     sampler = nutpie.sample(compiled, draws=most, tune=max(int(tune), 1), chains=chains, cores=chains,
                             seed=int(seed), save_warmup=False, progress_bar=bool(progress), blocking=False,
                             progress_callback=watch, progress_rate=_POLL_MS, **kw)
-    D, record = NUTS_DRAWS, {"target_accept": kw.get("target_accept"), "tune": int(tune), "checkpoints": []}
+    D, record = NUTS_DRAWS, {"target_accept": kw.get("target_accept"), "checkpoints": []}
     try:
         while True:
             done, diverged = watch.state(tune)
@@ -149,13 +145,11 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
 
 
 def sample_until_converged(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw: dict,
-                           names: list[str], raise_target: bool, raise_tune: bool = False,
-                           most: int = NUTS_DRAWS_MAX) -> tuple:
+                           names: list[str], raise_target: bool, most: int = NUTS_DRAWS_MAX) -> tuple:
     """nutpie's NUTS on ``compiled`` until the checks on ``names`` pass, within ``most`` draws per chain
     (see the module docstring):
     ``(trace cut to the kept draws, target acceptance of the kept run, record)``; ``kw`` holds
-    ``target_accept``, raised after divergences where ``raise_target``, and the tuning steps ``tune``
-    doubled then where ``raise_tune`` (they were not given)."""
+    ``target_accept``, raised after divergences where ``raise_target``."""
     kw = dict(kw)
     attempts = []
     t0 = time.perf_counter()
@@ -167,15 +161,13 @@ def sample_until_converged(compiled, *, tune: int, chains: int, seed: int, progr
         if trace is not None:
             break
         ta = round(1.0 - (1.0 - float(kw["target_accept"])) / 2.0, 6)
-        tune = NUTS_TUNE_AFRESH * int(tune) if raise_tune else int(tune)
         stage(f"a divergent transition at draw {rec['divergence_at_draw']:,}: sampling afresh with target "
-              f"acceptance {ta} after {tune:,} tuning steps")
+              f"acceptance {ta}")
         kw["target_accept"] = ta
     D = attempts[-1]["draws"]
     trace = trace.isel(draw=slice(0, D))
-    rule = ("draws until R-hat, ESS and E-BFMI pass, afresh at a higher target acceptance "
-            + ("and twice the tuning steps " if raise_tune else "") + "after a divergence")
-    record = {"rule": rule, "draws": int(D), "most": int(most), "attempts": attempts,
+    record = {"rule": "draws until R-hat, ESS and E-BFMI pass, afresh at a higher target acceptance after a "
+                      "divergence", "draws": int(D), "most": int(most), "attempts": attempts,
               "converged": bool(attempts[-1]["checkpoints"] and attempts[-1]["checkpoints"][-1]["passed"]),
               "seconds": round(time.perf_counter() - t0, 2)}
     return trace, kw["target_accept"], record

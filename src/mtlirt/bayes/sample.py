@@ -279,7 +279,7 @@ def fit_bayes(
                            log_likelihood=log_likelihood, advi_iterations=advi_iterations,
                            map_maxiter=map_maxiter).validate()  # before the data are read
     spec, arr = load_spec(spec), as_responses(responses)
-    route, tune_given = config.resolve(arr, spec), tune is not None  # not given: doubled when NUTS starts afresh
+    route = config.resolve(arr, spec)
     config = route.config
     chains, target_accept, advi_iterations, map_maxiter = (config.chains, config.target_accept,
                                                            config.advi_iterations, config.map_maxiter)
@@ -311,9 +311,9 @@ def fit_bayes(
     post, sample_stats, target_accept, run_length = _run_algorithm(
         built, free, algorithm=algorithm, sampler=sampler, draws=draws, tune=tune, chains=chains, cores=cores,
         seed=seed, progress=progress, target_accept=target_accept, nuts_kwargs=nuts_kwargs, trace_dir=trace_dir,
-        advi_iterations=advi_iterations, map_maxiter=map_maxiter, tune_given=tune_given)
+        advi_iterations=advi_iterations, map_maxiter=map_maxiter)
     stages[algorithm] = time.perf_counter() - t1
-    draws, tune, route = _as_run(post, draws, tune, route, run_length)
+    draws, route = _as_run(post, draws, route, run_length)
     anchors = list(built.anchors)
     if built.marginal is not None:  # domain traits integrated out: draw them back
         post = _draw_domain_scores(post, arr, built, anchors, seed=seed, point=algorithm == "map",
@@ -330,18 +330,15 @@ def fit_bayes(
                    config=route.config)
 
 
-def _as_run(post, draws: int | None, tune: int, route: Route, run_length: dict | None) -> tuple:
-    """``(draws, tune, route)`` as the sampled route ran: the draws per chain the convergence checks chose
-    where ``draws`` was None, the tuning steps of the run kept (doubled after a divergence where not given),
-    and the route's reason for the draws where the checks could not choose (``run_length``'s rule says
-    why)."""
+def _as_run(post, draws: int | None, route: Route, run_length: dict | None) -> tuple:
+    """``(draws, route)`` as the sampled route ran: the draws per chain the convergence checks chose where
+    ``draws`` was None, and the route's reason for them where the checks could not choose (``run_length``'s
+    rule says why)."""
     if draws is None:
         draws = int(post.sizes["draw"])
     if run_length is not None and "attempts" not in run_length:
         route = dataclasses.replace(route, reasons={**route.reasons, "draws": run_length["rule"]})
-    if run_length is not None and run_length.get("attempts"):
-        tune = int(run_length["attempts"][-1].get("tune", tune))
-    return draws, tune, route
+    return draws, route
 
 
 def _sampled_after_fallback(route: Route, check: dict) -> Route:
