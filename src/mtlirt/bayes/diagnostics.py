@@ -45,7 +45,6 @@ from mtlirt.numerics.mcmc_stats import summary_stats
 
 __all__ = [
     "diagnostics",
-    "passes",
     "draws_called_for",
     "RHAT_MAX",
     "ESS_MIN",
@@ -139,21 +138,14 @@ def diagnostics(tree, var_names: list[str] | None = None, *, recompute: bool = F
         return out
     out.update(_rhat_and_ess(post, _checked_vars(post, attrs, var_names), C, D))
     out.update(_sampler_checks(tree))
-    out["converged"] = passes(out)
-    return out
-
-
-def passes(checked: dict) -> bool:
-    """Whether the figures ``checked`` (as :func:`diagnostics` returns them) pass every threshold."""
-    thr = checked.get("ess_threshold", min(ESS_MIN, ESS_MIN_PER_CHAIN * checked.get("n_chains", 4)))
-    bfmi = checked.get("min_bfmi", float("nan"))
-    return bool(
-        np.isfinite(checked["max_rhat"]) and checked["max_rhat"] <= RHAT_MAX
-        and checked["min_ess_bulk"] >= thr and checked["min_ess_tail"] >= thr
-        and checked.get("divergences", 0) == 0
-        and (not np.isfinite(bfmi) or bfmi >= BFMI_MIN)
-        and checked.get("pareto_khat", 0.0) <= PARETO_K_MAX
+    out["converged"] = bool(
+        np.isfinite(out["max_rhat"]) and out["max_rhat"] <= RHAT_MAX
+        and out["min_ess_bulk"] >= thr and out["min_ess_tail"] >= thr
+        and out["divergences"] == 0
+        and (not np.isfinite(out["min_bfmi"]) or out["min_bfmi"] >= BFMI_MIN)
+        and out.get("pareto_khat", 0.0) <= PARETO_K_MAX
     )
+    return out
 
 
 def draws_called_for(D: int, chains: int, checked: dict, least: int, most: int) -> int:

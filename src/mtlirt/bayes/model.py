@@ -347,12 +347,11 @@ def add_coords_for_centering(coords: dict, domains: list, centered: np.ndarray) 
 def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bool] = (False, False)):
     """Add the item block; return tensors (a, intercept, c) of length J (c may be a float).
 
-    ``centered`` = (difficulties centred, log discriminations centred); ``discrimination_spread = "auto"``
-    resolved for ``item_domain`` (:func:`resolve_spread`)."""
+    ``centered`` = (difficulties centred, log discriminations centred); ``spec`` as :func:`build_model`
+    resolved it for the data (:func:`~mtlirt.bayes.spec.resolve_spread`)."""
     import pymc as pm
     import pytensor.tensor as pt
 
-    spec = resolve_spread(spec, item_domain)
     p = spec.priors
     dom = item_domain
     beta = pm.Normal("beta", 0.0, p.difficulty_mean_scale, dims="domain")
