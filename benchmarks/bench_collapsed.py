@@ -15,6 +15,8 @@ Usage::
     .venv/bin/python benchmarks/bench_collapsed.py default [--n-llms 4272 --scale 1 --missing 0.1 --rank 1
                                                            --scenario realistic | --data NAME --max-llms N --cut
                                                            --target-accept 0.95 --seeds 0 1 2 3]
+    .venv/bin/python benchmarks/bench_collapsed.py imh-share [--seeds 0 1 2 3 4 5 6 7 | --n-llms 4000 --scale 0.007
+                                                             --missing 0.1]
 
 flagship: 4,272 LLMs x MMLU's 57 subjects (14,042 items), the MTL fit (as
 ``mtlirt fit --method bayes --items fixed`` runs it: MTL first, its item values
@@ -58,6 +60,11 @@ subsample and the integrated route also on all the LLMs.
 default: the default Bayesian fit (route, run length and thinning chosen by the fit) against the
 default MTL fit of the same data in one process: wall and CPU ratios, the route and why, convergence,
 coverage of the truth on a simulation; a real leaderboard with ``--data`` (``--cut``: 1-3 items per domain).
+
+imh-share: the IMH chains' defensive Student-t share (``IMH_DEFENSIVE``) at 10% and at its default:
+the leaderboard of ``default`` (seed 0) fitted by MTL once, then by the default route with IMH at a
+fixed 250 draws per chain, once per fit seed and share: each run's largest R-hat, smallest bulk and
+tail ESS and acceptance, and their means over the seeds.
 
 eta-draws: the overall traits' draws of the default fit (rank 1) against a fine grid: the quantiles its
 inverse CDF gives at three structure draws, against those of the kernel on 97 equally spaced nodes.
@@ -893,6 +900,7 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
         "route": info.get("route"), "sampler": info.get("sampler"), "draws": info.get("draws"),
         "thin": info.get("thin"), "tune": info.get("tune"), "run_length": info.get("run_length"),
         "imh_pilot": info.get("imh_pilot"), "imh_fallback": info.get("imh_fallback"),
+        "imh_acceptance": (info.get("imh") or {}).get("acceptance"),
         "inner_spacing": info.get("inner_spacing"), "fewer_outer_nodes": info.get("fewer_outer_nodes"),
         "outer_nodes": info.get("outer_nodes"), "converged": d.get("converged"),
         "diagnostics": {k: d.get(k) for k in ("max_rhat", "worst_rhat", "min_ess_bulk", "min_ess_tail",
@@ -926,10 +934,50 @@ def _at_divergences(est) -> dict | None:
             for v in post.data_vars if set(post[v].dims) == {"chain", "draw"}}
 
 
+def bench_imh_share(*, seeds, preset: str = "mmlu", scale: float = 1.0, n_llms: int = 4272,
+                    missing: float | None = None, shares=(0.1, None)) -> dict:
+    """The IMH chains' convergence figures at fixed length against their defensive share (see module
+    docstring); ``None`` in ``shares``: the default, ``IMH_DEFENSIVE``."""
+    from mtlirt.bayes import imh as mh
+    from mtlirt.fitting import fit
+
+    resp, name, _, _ = _default_data(data=None, preset=preset, scale=scale, n_llms=n_llms, missing=missing,
+                                     scenario="ideal", rank=1, seed=0, max_llms=None, cut=False, shared=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mtl = fit(resp, "mtl", seed=0)
+    default = mh.IMH_DEFENSIVE
+    out = {"benchmark": f"IMH chains' defensive share at 250 draws per chain: {name}", "runs": {}, "mean": {}}
+    try:
+        for share in shares:
+            mh.IMH_DEFENSIVE = default if share is None else share
+            key = f"{mh.IMH_DEFENSIVE:g}"
+            rows = []
+            for s in seeds:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    est = fit(resp, "bayes", seed=s, init=mtl, draws=250, thin=1, sampler="imh", progress=False)
+                d = est.info["diagnostics"]
+                rows.append([d["max_rhat"], d["min_ess_bulk"], d["min_ess_tail"],
+                             float(np.mean(est.info["imh"]["acceptance"]))])
+                print(f"share {key}, seed {s}: R-hat {rows[-1][0]:.4f}, ESS bulk {rows[-1][1]:.0f}, tail "
+                      f"{rows[-1][2]:.0f}, acceptance {rows[-1][3]:.3f}", flush=True)
+            r = np.array(rows)
+            out["runs"][key] = np.round(r, 4).tolist()
+            out["mean"][key] = {"max_rhat_minus_1": round(float(r[:, 0].mean() - 1), 5),
+                                "min_ess_bulk": round(float(r[:, 1].mean())),
+                                "min_ess_tail": round(float(r[:, 2].mean())),
+                                "acceptance": round(float(r[:, 3].mean()), 3)}
+    finally:
+        mh.IMH_DEFENSIVE = default
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["flagship", "flagship-routes", "compare", "samplers", "kernel", "realistic",
-                                      "realdata", "extremes", "default", "eta-draws"])
+                                      "realdata", "extremes", "default", "eta-draws", "imh-share"])
     ap.add_argument("--sampler", default="auto", choices=["auto", "imh", "nutpie"],
                     help="the structure's sampler on the integrated route (default: chosen by the IMH pilot)")
     ap.add_argument("--baseline", default=None, help="kernel: also time the module at this commit")
@@ -984,6 +1032,9 @@ def main(argv=None) -> int:
             bench_default(data=args.data, scale=args.scale or 1.0, n_llms=args.n_llms, missing=args.missing,
                           scenario=args.scenario, rank=args.rank, seed=s, max_llms=args.max_llms, cut=args.cut,
                           target_accept=args.target_accept, spread=args.spread)
+    elif args.which == "imh-share":
+        bench_imh_share(seeds=args.seeds or list(range(8)), scale=args.scale or 1.0, n_llms=args.n_llms,
+                        missing=args.missing)
     elif args.which == "eta-draws":
         bench_eta_draws(data=args.data, scale=args.scale or 1.0, n_llms=args.n_llms, missing=args.missing,
                         scenario=args.scenario, max_llms=args.max_llms)

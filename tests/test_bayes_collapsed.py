@@ -343,6 +343,37 @@ def test_imh_proposal_and_chains_are_exact():
     assert np.mean(x > 0.5 + 1.645 * 1.3) == pytest.approx(0.05, abs=0.006)
 
 
+def test_imh_chains_whose_first_steps_propose_from_another_proposal():
+    """The chains' first steps propose the pilot's draws, of another proposal (more of the wide
+    Student-t): each step compares the ratios to its own proposal, so chains that stand as the posterior
+    stay so through those steps and the later ones. Here the first proposals come from N(2, 1), far off
+    the posterior N(0.5, 1.3^2): compared with the later proposal's ratios they would pull it up."""
+    from scipy.stats import kstest, norm
+
+    rng = np.random.default_rng(4)
+    C, P, S = 20_000, 5, 10
+
+    def log_p(zz):
+        return norm.logpdf(zz[..., 0], 0.5, 1.3)
+
+    z0 = rng.normal(0.5, 1.3, (C, 1))  # chains that stand as the posterior
+    zs = np.concatenate([rng.normal(2.0, 1.0, (C, P, 1)), mh.imh_proposals(rng, (C, S - P), 1)], axis=1)
+    late = log_p(zs) - mh.imh_log_proposal(zs)
+    def log_w_first(zz):  # the ratio to the first steps' proposal
+        return log_p(zz) - norm.logpdf(zz[..., 0], 2.0, 1.0)
+
+    early = np.column_stack([log_w_first(z0), log_w_first(zs[:, :P])])
+    state, acc = mh._imh_chains(log_p(z0) - mh.imh_log_proposal(z0), late, rng.random((C, S)), early)
+    zz = np.concatenate([z0[:, None], zs], axis=1)[..., 0]
+    for t in (P - 1, S - 1):
+        now = zz[np.arange(C), state[:, t] + 1]
+        assert kstest(now, norm(0.5, 1.3).cdf).statistic < 0.015
+    assert acc[:, :P].mean() > 0.3
+    # the later proposal's ratios for the first steps' draws: the chains drift off the posterior
+    wrong, _ = mh._imh_chains(log_p(z0) - mh.imh_log_proposal(z0), late, rng.random((C, S)))
+    assert zz[np.arange(C), wrong[:, P - 1] + 1].mean() > 0.65
+
+
 def test_imh_burn_in_from_the_pilot():
     """The burn-in grows with the pilot's largest importance ratio, within its bounds, and suffices:
     chains started far out in the tail (the posterior N(0.5, 1.3^2) against the proposal of

@@ -10,7 +10,10 @@ is close enough (Pareto k-hat of their importance ratios at most
 ``IMH_PILOT_K_MAX``; it stops at half where those already exceed the chains'
 bound), and its proposals, draws of the proposal the chains use, are their
 first; the Pareto k-hat of all proposals is part of the
-convergence check (:mod:`mtlirt.bayes.diagnostics`).
+convergence check (:mod:`mtlirt.bayes.diagnostics`). The pilot's proposals
+draw from the Student-t part five times as often as the chains' (10% against
+2%): those wide draws probe the tails, where a skewed posterior shows, but
+are almost never accepted, so the chains' own proposals keep few.
 
 Where the pilot finds the posterior skewed (its k-hat above ``IMH_PROFILE_FROM``;
 tiny domains: a loading's right tail is long where it nears 1, falling about
@@ -57,7 +60,13 @@ __all__ = [
 # independence Metropolis-Hastings from the Laplace approximation
 # ---------------------------------------------------------------------------
 
-IMH_DEFENSIVE = 0.1
+# the defensive Student-t's share of the chains' proposals: any share bounds the importance ratio (by
+# 1 / share times the ratio to the t), and in the loadings' dimension (tens to hundreds) a draw of the
+# wide t is almost never accepted, so each point of share costs a point of acceptance. The pilot's
+# proposals take the larger IMH_PILOT_DEFENSIVE: its t draws probe the tails, where a skewed posterior
+# shows in their importance ratios (its first steps then run on the pilot's proposal)
+IMH_DEFENSIVE = 0.02
+IMH_PILOT_DEFENSIVE = 0.1
 IMH_DF = 4.0
 IMH_WIDE = 1.5
 IMH_TUNE = 100
@@ -131,20 +140,29 @@ def imh_proposals(rng: np.random.Generator, size: tuple, n: int, *, eps: float =
     return z
 
 
-def _imh_chains(log_w_start: np.ndarray, log_w: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _imh_chains(log_w_start: np.ndarray, log_w: np.ndarray, u: np.ndarray,
+                early: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The IMH chains from the log importance ratios: each chain starts at its
     own state (``log_w_start`` (C,)); at step ``t`` proposal ``t`` (``log_w``
-    (C, S)) is accepted when ``log u < log_w[t] - log_w[state]``. Returns the
+    (C, S)) is accepted when ``log u < log_w[t] - log_w[state]``. Where the
+    first ``P`` steps draw from another proposal (the pilot's), ``early`` (C,
+    1 + P) holds the start's and their proposals' log ratios to it, which
+    those steps compare instead: each step is then an IMH step of its own
+    proposal, and every one leaves the posterior invariant. Returns the
     index of each step's state (-1: the start) and the acceptances."""
     C, S = log_w.shape
+    P = 0 if early is None else early.shape[1] - 1
     state = np.empty((C, S), dtype=np.int64)
     acc = np.empty((C, S), dtype=bool)
     for c in range(C):
-        cur, lw = -1, log_w_start[c]
+        cur = -1
         for t in range(S):
-            a = bool(np.log(u[c, t]) < log_w[c, t] - lw)
+            if t < P:
+                a = bool(np.log(u[c, t]) < early[c, t + 1] - early[c, cur + 1])
+            else:
+                a = bool(np.log(u[c, t]) < log_w[c, t] - (log_w_start[c] if cur < 0 else log_w[c, cur]))
             if a:
-                cur, lw = t, log_w[c, t]
+                cur = t
             state[c, t] = cur
             acc[c, t] = a
     return state, acc
@@ -297,26 +315,34 @@ def axis_profiles(logp, laplace: tuple, *, cores: int) -> AxisProfiles:
 
 
 def _proposed(rng: np.random.Generator, size: tuple, n: int, profile: AxisProfiles | None = None,
-              heavy: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """``size`` proposals in whitened coordinates and their log proposal densities: the mixture of
-    :func:`imh_log_proposal`, its normal part replaced by ``profile`` where given (``heavy``: drawn
-    from the Student-t part, the chains' starting points)."""
+              heavy: bool = False, eps: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` proposals in whitened coordinates and their log proposal densities (:func:`_log_q`): the
+    mixture of :func:`imh_log_proposal` with defensive share ``eps`` (default: the chains',
+    ``IMH_DEFENSIVE``), its normal part replaced by ``profile`` where given (``heavy``: drawn from the
+    Student-t part, the chains' starting points)."""
+    eps = IMH_DEFENSIVE if eps is None else eps
     if profile is None:
-        z = imh_proposals(rng, size, n, heavy=heavy)
-        return z, imh_log_proposal(z)
-    z = imh_proposals(rng, size, n, heavy=True)
-    main = profile.sample(rng.random(tuple(size) + (n,)))
-    if not heavy:
-        z = np.where((rng.random(size) >= IMH_DEFENSIVE)[..., None], main, z)
-    return z, _log_mixture(profile.log_density(z), z)
+        z = imh_proposals(rng, size, n, heavy=heavy, eps=eps)
+    else:
+        z = imh_proposals(rng, size, n, heavy=True)
+        main = profile.sample(rng.random(tuple(size) + (n,)))
+        if not heavy:
+            z = np.where((rng.random(size) >= eps)[..., None], main, z)
+    return z, _log_q(z, profile, eps)
+
+
+def _log_q(z: np.ndarray, profile: AxisProfiles | None, eps: float) -> np.ndarray:
+    """The log density at ``z`` of the proposal of :func:`_proposed`."""
+    return imh_log_proposal(z, eps=eps) if profile is None else _log_mixture(profile.log_density(z), z, eps=eps)
 
 
 @dataclass
 class PilotProposals:
     """A pilot's proposals in whitened coordinates ``z`` (P, n), their log proposal densities ``logq``,
     log densities ``lp`` and log importance ratios ``lw`` (P,), and node totals (``totals`` (P, G, N), or
-    None past the node store's budget). They are draws of the proposal the chains then use, so the
-    chains take them as their first proposals (:func:`_imh_loadings`) instead of evaluating as many anew."""
+    None past the node store's budget). They are draws of the proposal the chains then use (with the
+    pilot's larger defensive share), so the chains take them as their first proposals
+    (:func:`_imh_loadings`) instead of evaluating as many anew."""
 
     z: np.ndarray
     logq: np.ndarray
@@ -339,7 +365,7 @@ def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple,
     if winfo["kind"] != "full":
         return {"khat": float("inf"), "relative_ess": 0.0, "size": 0, "reason": "no full Laplace approximation"}, None
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1A4C1]))
-    u, logq = _proposed(rng, (size,), len(xc), profile)
+    u, logq = _proposed(rng, (size,), len(xc), profile, eps=IMH_PILOT_DEFENSIVE)
     totals = _NodeStore(grid).batch(size)
     half = size // 2
     lp, lw = _log_ratios(grid, layout, loading_scale, xc, T, u[:half], logq[:half], cores,
@@ -463,8 +489,8 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     or the axis profiles ``profile`` where given, :func:`axis_profiles`) with a
     defensive Student-t part (:func:`imh_log_proposal`), chains started at
     draws of that t. Each chain's first proposals are the pilot's (``pilot``:
-    draws of the same proposal, already evaluated), shared out among the
-    chains. The proposals do not depend on the chains' states, so
+    draws of the same proposal with the pilot's defensive share, already
+    evaluated), shared out among the chains. The proposals do not depend on the chains' states, so
     every log density is evaluated first, in parallel (value only, no
     gradient); the accept steps then cost nothing. Returns ``(posterior,
     sample_stats, diagnostics or None, stored node totals or None)``, the first two as
@@ -505,19 +531,22 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
                          progress, "IMH: log densities of the proposals", totals)
     pending = [kept, (totals, keys, lp)]  # (node totals, keys, log densities) the store keeps the visited of
     lp_start, lw_start = lp[:chains], lw[:chains]
+    # the first P steps propose the pilot's draws: their states compare ratios to the pilot's proposal
+    early = np.concatenate([(lp_start - _log_q(z_start, profile, IMH_PILOT_DEFENSIVE))[:, None], lw0], axis=1)
     z = np.concatenate([z0, z], axis=1)
     lp = np.concatenate([lp0, lp[chains:].reshape(chains, S - P)], axis=1)
-    lw = np.concatenate([lw0, lw[chains:].reshape(chains, S - P)], axis=1)
+    lw = np.concatenate([lp0 - _log_q(z0, profile, IMH_DEFENSIVE), lw[chains:].reshape(chains, S - P)], axis=1)
     blocks = []
     while True:
         S = z.shape[1]
         D = S - int(tune)
-        state, acc = _imh_chains(lw_start, lw, u)
+        state, acc = _imh_chains(lw_start, lw, u, early)
         for batch in pending:
             store.keep(*batch, state, tune)
         pending = []
+        own = np.concatenate([lw0, lw[:, P:]], axis=1)  # each proposal's ratio to its own proposal
         post, ss = _imh_datasets(xc, T, np.concatenate([z_start[:, None, :], z], axis=1),
-                                 np.concatenate([lp_start[:, None], lp], axis=1), lw, state, acc, tune, n_free)
+                                 np.concatenate([lp_start[:, None], lp], axis=1), own, state, acc, tune, n_free)
         if not adaptive:
             checked = None
             break
