@@ -598,6 +598,20 @@ def test_fit_bayes_integrated_route():
     assert np.allclose(ov, (eta[..., 0] - eta[..., 0].mean(-1, keepdims=True)) / eta[..., 0].std(-1, keepdims=True))
     truth = sim.overall.loc[resp.llms].values[:, 0]
     assert np.corrcoef(ov.mean((0, 1)), truth)[0, 1] > 0.8
+    # a thinning that is not whole keeps draws / thin of the same chains, evenly spaced: 400 of the 500
+    from mtlirt.config import thinned_positions
+
+    tree2 = fit_bayes(resp, "factor-2pl", items="fixed", item_values=iv, llm_side="integrated", draws=500,
+                      chains=2, cores=1, seed=3, progress=False, thin=1.25)
+    post2 = tree2["posterior"]
+    assert post2.attrs["mtlirt_thin"] == 1.25 and post2.sizes["draw"] == 400
+    assert json.loads(post2.attrs["mtlirt_sampler_config"])["thin"] == 1.25
+    at2, at125 = thinned_positions(500, 2), thinned_positions(500, 1.25)
+    assert np.array_equal(at2, np.arange(1, 500, 2)) and np.array_equal(at125[:5], [0, 1, 2, 4, 5])
+    both = np.intersect1d(at2, at125)  # the draws kept by both: the same structure draws
+    a2 = post["loading_diag"].values[:, np.searchsorted(at2, both)]
+    a125 = post2["loading_diag"].values[:, np.searchsorted(at125, both)]
+    assert len(both) == 200 and np.array_equal(a2, a125)
 
 
 def test_run_length_chosen_by_the_checks(monkeypatch):
@@ -610,6 +624,7 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
 
     from mtlirt.bayes import fit_bayes
     from mtlirt.bayes.collapsed import choose_thin
+    from mtlirt.config import thinned_positions
 
     monkeypatch.setattr(mh, "IMH_BLOCK", 50)
     monkeypatch.setattr(mh, "IMH_MIN_MORE", 10)
@@ -635,10 +650,17 @@ def test_run_length_chosen_by_the_checks(monkeypatch):
     assert info["thin"] == 1 and info["thin_rule"]["min_ess_bulk"] < 1000
     a, b = auto["posterior"]["loading_diag"].values, short["posterior"]["loading_diag"].values
     assert a.shape[1] == rl["draws"] and np.array_equal(a[:, :50], b)
-    # every round(n / KEEP_DRAWS)-th draw: 667-1,500 of them kept, all where there are fewer
-    assert choose_thin(4, 500) == 2 and choose_thin(4, 4000) == 16 and choose_thin(4, 2000) == 8
-    assert choose_thin(4, 388) == 2 and choose_thin(4, 350) == 1 and choose_thin(4, 250) == 1
-    assert choose_thin(2, 400) == 1 and choose_thin(2, 100) == 1
+    # KEEP_DRAWS kept, evenly spaced in each chain (a whole thin where it divides), all where there are fewer
+    assert choose_thin(4, 500) == 2 and choose_thin(4, 4000) == 16 and choose_thin(4, 250) == 1
+    assert choose_thin(4, 372) == 1.488 and choose_thin(3, 500) == 500 / 334 and choose_thin(2, 400) == 1
+    for chains, draws in [(4, 372), (4, 388), (4, 999), (3, 500), (2, 1234), (4, 100)]:
+        kept = thinned_positions(draws, choose_thin(chains, draws))
+        assert len(kept) == min(draws, -(-1000 // chains)) and kept[-1] == draws - 1
+        gaps = np.diff(kept)  # evenly spaced: gaps of one or two whole numbers next to each other
+        assert gaps.min() >= 1 and gaps.max() - gaps.min() <= 1
+    # a whole thin keeps what every thin-th draw did
+    assert np.array_equal(thinned_positions(500, 3), np.arange(500)[2::3])
+    assert np.array_equal(thinned_positions(7, 1), np.arange(7))
 
 
 def test_node_store_keeps_the_visited_states_within_its_budget(case):

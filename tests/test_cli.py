@@ -162,7 +162,7 @@ def test_fit_bayes_default_route(tmp_path, capsys):
         warnings.simplefilter("error")
         post = read_fit(out).posterior
     assert json.loads(post.attrs["mtlirt_sampler_config"]) == ran
-    assert post.sizes["draw"] == ran["draws"] // ran["thin"]
+    assert post.sizes["draw"] == min(ran["draws"], 500)  # 1,000 kept: 500 per chain at 2 chains
     scores = pd.read_csv(out / "overall.csv")
     assert len(scores) == 201 and (scores["upper"] > scores["lower"]).all()
 

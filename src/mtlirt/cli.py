@@ -296,10 +296,10 @@ def _fit_bayes_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-accept", type=float, default=None, metavar="P",
                    help="bayes, NUTS: target acceptance rate, kept as given (default 0.9, or 0.8 with the domain "
                    "traits integrated out; raised halfway to 1 once where a run diverges)")
-    p.add_argument("--thin", type=int, default=None, metavar="N",
-                   help="bayes --llm-side integrated: keep every N-th of the structure draws and draw the LLM side "
-                   "for those only; convergence is checked on all of them (default: about 1,000 kept, every "
-                   "round(draws x chains / 1000)-th)")
+    p.add_argument("--thin", type=float, default=None, metavar="N",
+                   help="bayes --llm-side integrated: keep every N-th of the structure draws (a number >= 1, evenly "
+                   "spaced where it is not whole) and draw the LLM side for those only; convergence is checked on "
+                   "all of them (default: 1,000 kept)")
     p.add_argument("--log-likelihood", action=argparse.BooleanOptionalAction, default=None,
                    help="bayes: store the pointwise log-likelihood (per LLM and domain) in posterior.nc for "
                    "loo/compare; by default only when it holds at most 1e8 values (0.8 GB)")

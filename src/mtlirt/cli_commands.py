@@ -208,10 +208,13 @@ def cmd_fit(args) -> int:
 
 def _route_line(info: dict) -> str:
     """The Bayesian fit's route in one line: items, LLM side, sampler, draws and why."""
+    from .config import thinned_positions
+
     route = info["route"]
     side = f", LLM side {route['llm_side']}" if route.get("llm_side") else ""
     thin = info.get("thin") or 1
-    kept = f", the LLM side drawn for every {thin}-th" if thin > 1 else ""
+    kept = (f", the LLM side drawn for {len(thinned_positions(info['draws'], thin)):,} per chain (every "
+            f"{thin:.4g}-th)" if thin > 1 else "")
     return (f"route: items {route['items']}{side}, {info.get('sampler')}, {info.get('chains')} chains x "
             f"{info.get('draws'):,} draws{kept} ({route['reasons'].get('draws', '')})")
 

@@ -13,6 +13,7 @@ options before reading a table.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["SamplerConfig", "Route", "check_recorded", "JOINT_MAX_LLMS", "JOINT_MAX_RESPONSES"]
+__all__ = ["SamplerConfig", "Route", "check_recorded", "thinned_positions", "JOINT_MAX_LLMS", "JOINT_MAX_RESPONSES"]
 
 ALGORITHMS = ("nuts", "advi", "map")
 SAMPLERS = ("nutpie", "pymc", "numpyro", "imh")
@@ -70,6 +71,24 @@ def _integer(name: str, v, lo: int, none: bool = False):
     return int(v)
 
 
+def _stride(name: str, v):
+    """A thinning: ``None``, or a number >= 1 (``int`` where it is whole)."""
+    if v is None:
+        return None
+    if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v)
+            or v < 1):
+        raise InputError(f"{name} must be a number >= 1 or None; got {v!r}")
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def thinned_positions(draws: int, thin: float) -> np.ndarray:
+    """The draws a chain of ``draws`` keeps at thinning ``thin`` (a number >= 1): the last of each run of
+    ``thin``, ``floor(draws / thin)`` of them; where ``thin`` is not whole they are as evenly spaced as
+    whole positions allow (``draws=372, thin=1.488``: 250 of the 372, one or two apart)."""
+    n = math.floor(draws / thin + 1e-9)
+    return np.floor(np.arange(1, n + 1) * thin + 1e-9).astype(np.int64) - 1
+
+
 def _choice(name: str, v, allowed: tuple, none: bool = False):
     if v is None and none:
         return None
@@ -84,8 +103,8 @@ class SamplerConfig:
 
     ``None`` and ``"auto"`` leave a setting to :meth:`resolve`. A fit records the settings it ran with,
     every default filled in (``sampler`` the one a pilot chose, ``draws`` the run length the convergence
-    checks chose, ``thin`` the thinning applied; ``sampler``, ``tune`` and ``target_accept`` ``None``
-    where the algorithm has none).
+    checks chose, ``thin`` the thinning applied, a number >= 1 (:func:`thinned_positions`); ``sampler``,
+    ``tune`` and ``target_accept`` ``None`` where the algorithm has none).
     """
 
     algorithm: str = "nuts"
@@ -95,7 +114,7 @@ class SamplerConfig:
     draws: int | None = None
     tune: int | None = None
     chains: int = 4
-    thin: int | None = None
+    thin: int | float | None = None
     target_accept: float | None = None
     log_likelihood: bool | None = None
     advi_iterations: int = 30000
@@ -120,7 +139,7 @@ class SamplerConfig:
             raise InputError(f"log_likelihood must be True, False or None; got {self.log_likelihood!r}")
         cfg = replace(self, draws=_integer("draws", self.draws, 1, none=True),
                       chains=_integer("chains", self.chains, 1), tune=_integer("tune", self.tune, 0, none=True),
-                      thin=_integer("thin", self.thin, 1, none=True),
+                      thin=_stride("thin", self.thin),
                       advi_iterations=_integer("advi_iterations", self.advi_iterations, 1),
                       map_maxiter=_integer("map_maxiter", self.map_maxiter, 1),
                       target_accept=None if ta is None else float(ta))
@@ -144,7 +163,7 @@ class SamplerConfig:
             raise InputError("thin applies to llm_side='integrated' only (the structure's draws are thinned there, "
                              "after the convergence check on all of them)")
         if cfg.thin is not None and cfg.draws is not None and cfg.thin > cfg.draws:
-            raise InputError(f"thin must be an integer from 1 to draws; got {cfg.thin!r}")
+            raise InputError(f"thin must be a number from 1 to draws; got {cfg.thin!r}")
         if (cfg.algorithm == "nuts" and cfg.sampler == "numpyro" and spec is not None and cfg.items == "fixed"
                 and cfg.llm_side == "sampled"):
             if use_marginal(spec):
@@ -170,7 +189,7 @@ class SamplerConfig:
           (:func:`mtlirt.bayes.collapsed.sample_structure`); on the other nutpie routes, from ``NUTS_DRAWS``
           to ``NUTS_DRAWS_MAX`` per chain until they pass (:mod:`mtlirt.bayes.nuts_length`); ``NUTS_DRAWS``
           per chain with the other NUTS samplers; 1,000 draws of the ADVI approximation.
-        * ``thin=None``: on the integrated route, every ``round(structure draws / KEEP_DRAWS)``-th draw kept
+        * ``thin=None``: on the integrated route, ``KEEP_DRAWS`` of the structure draws kept, evenly spaced
           (:func:`mtlirt.bayes.collapsed.choose_thin`); 1 elsewhere.
         """
         cfg = self.validate(spec)
@@ -267,7 +286,7 @@ class Route:
     sampler: str | None
     tune: int | None
     draws: int | None
-    thin: int | None
+    thin: int | float | None
     reasons: dict
     config: SamplerConfig = field(default_factory=SamplerConfig)
 
@@ -300,7 +319,7 @@ def check_recorded(tree, source: str) -> SamplerConfig | None:
     elif cfg.algorithm == "advi":
         want = (1, cfg.draws)
     else:
-        want = (cfg.chains, None if cfg.draws is None else cfg.draws // (cfg.thin or 1))
+        want = (cfg.chains, None if cfg.draws is None else len(thinned_positions(cfg.draws, cfg.thin or 1)))
     problems = []
     if (chains, draws) != want:
         problems.append(f"{chains} chains x {draws} draws where the settings give {want[0]} x {want[1]}")

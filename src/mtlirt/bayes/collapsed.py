@@ -76,7 +76,7 @@ from mtlirt.bayes.imh import (
     imh_pilot,
 )
 from mtlirt.bayes.marginal import quadrature_nodes
-from mtlirt.config import NUTS_DRAWS
+from mtlirt.config import NUTS_DRAWS, thinned_positions
 
 __all__ = [
     "CollapsedFit",
@@ -147,14 +147,17 @@ def spread_off_prior(spread: dict | None) -> list[int]:
     return [j for j, sd in enumerate(spread["median_sd"]) if abs(sd - 1) > tol]
 
 
-def choose_thin(chains: int, draws: int) -> int:
-    """The thinning of the structure draws before the LLM side is drawn (``thin=None``): every
-    ``round(chains x draws / KEEP_DRAWS)``-th draw, so that about ``KEEP_DRAWS`` are kept (two thirds
-    to one and a half times it; all where there are fewer). The LLM side drawn for a kept structure
-    draw is exact given it, so the kept draws' effective sample size is about the smaller of their
-    number and the structure's ESS; 90% intervals from ``KEEP_DRAWS`` draws cover as from more
-    (docs/results.md)."""
-    return max(1, math.floor(chains * draws / KEEP_DRAWS + 0.5))
+def choose_thin(chains: int, draws: int) -> int | float:
+    """The thinning of the structure draws before the LLM side is drawn (``thin=None``): ``KEEP_DRAWS``
+    of them kept, ``ceil(KEEP_DRAWS / chains)`` per chain evenly spaced (all where there are fewer), i.e.
+    ``thin = draws / kept`` (a whole number where it divides; :func:`~mtlirt.config.thinned_positions`).
+    The LLM side drawn for a kept structure draw is exact given it, so the kept draws' effective sample
+    size is about the smaller of their number and the structure's ESS; 90% intervals from
+    ``KEEP_DRAWS`` draws cover as from more (docs/results.md), and their cost is the LLM side's for
+    ``KEEP_DRAWS`` draws whatever the run's length."""
+    keep = min(int(draws), math.ceil(KEEP_DRAWS / chains))
+    thin = draws / keep
+    return int(thin) if thin.is_integer() else thin
 
 
 def _pilots(sgrid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int,
@@ -236,13 +239,13 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
 
 def _thinned(post, ss, lam: np.ndarray, psi: np.ndarray, thin: int, diag_all: dict | None, wi: dict,
              stored: StoredNodes | None) -> tuple:
-    """Every ``thin``-th draw of the structure kept (the last of each run of ``thin``), and of their node
-    totals, the diagnostics of all draws recorded in ``wi`` first."""
+    """Every ``thin``-th draw of the structure kept (:func:`~mtlirt.config.thinned_positions`), and of
+    their node totals, the diagnostics of all draws recorded in ``wi`` first."""
     if thin > 1 or diag_all is not None:
         wi["structure_diagnostics_all_draws"] = diag_all or _structure_diagnostics(post, ss, lam)
     if thin > 1:
-        keep = slice(thin - 1, None, thin)
-        n_keep = len(range(post.sizes["draw"])[keep])
+        keep = thinned_positions(post.sizes["draw"], thin)
+        n_keep = len(keep)
         post = post.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
         ss = ss.isel(draw=keep).assign_coords(draw=np.arange(n_keep))
         lam, psi = lam[:, keep], psi[:, keep]
@@ -362,8 +365,9 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     whiten : bool
         nutpie samples the loadings whitened by the Laplace approximation
         at the mode (:func:`~mtlirt.bayes.collapsed_structure.laplace_whitening`).
-    thin : int
-        Keep every ``thin``-th of the ``draws`` structure draws per chain
+    thin : int or float
+        Keep every ``thin``-th of the ``draws`` structure draws per chain (a number >= 1:
+        :func:`~mtlirt.config.thinned_positions`)
         and draw the LLM side for those only (the LLM-side draws are most of
         the cost at leaderboard scale, and an IMH chain's draws are nearly
         independent); the convergence diagnostics of all ``draws`` are in
@@ -428,7 +432,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     if thin is None:
         diag_all = diag_all or _structure_diagnostics(post, ss, lam)
         thin = choose_thin(C, D)
-        wi["thin_rule"] = {"rule": f"every round(structure draws / {KEEP_DRAWS})-th draw kept",
+        wi["thin_rule"] = {"rule": f"{KEEP_DRAWS} of the structure draws kept, evenly spaced",
                            "structure_draws": int(C * D), "min_ess_bulk": diag_all["min_ess_bulk"], "thin": thin}
     post, ss, lam, psi, stored = _thinned(post, ss, lam, psi, thin, diag_all, wi, stored)
     if stored is not None:
@@ -437,7 +441,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     post = _with_llm_side(post, eta, theta, coords, r)
     stages["llm_side_draws"] = time.perf_counter() - t3
     info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]), "fewer_outer_nodes": fewer,
-            "sampler": sampler, "tune": int(tune), "draws": int(D), "thin": int(thin), **wi,
+            "sampler": sampler, "tune": int(tune), "draws": int(D), "thin": thin, **wi,
             "n_inner_nodes": int(grid.logw.shape[1]), "stage_seconds": stages,
             "n_llms_structure": N if informative is None else len(informative),
             "overall_spread": overall_spread(eta, informative)}

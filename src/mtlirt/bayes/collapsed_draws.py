@@ -329,8 +329,8 @@ class StoredNodes:
     index: np.ndarray
     llms: np.ndarray | None = None
 
-    def thinned(self, keep: slice) -> StoredNodes:
-        """The same totals for every ``keep``-th draw."""
+    def thinned(self, keep: np.ndarray) -> StoredNodes:
+        """The same totals for the kept draws (their positions in each chain)."""
         return StoredNodes(self.totals, self.index[:, keep], self.llms)
 
 

@@ -40,7 +40,7 @@ def _used_config(config: SamplerConfig | None, *, algorithm, sampler, items, dra
         config or SamplerConfig(), algorithm=algorithm, sampler=sampler if nuts else None, items=items,
         llm_side="integrated" if integrated else "sampled", draws=1 if algorithm == "map" else int(draws),
         tune=int(tune) if nuts else None,
-        chains=int(chains), thin=int((extra_info or {}).get("thin", 1)),
+        chains=int(chains), thin=(extra_info or {}).get("thin", 1),
         target_accept=None if ta is None or np.isnan(ta) else ta, log_likelihood=bool(log_likelihood)).validate()
 
 
@@ -56,7 +56,7 @@ def _finish(post, sample_stats, arr, spec: ModelSpec, anchors, *, t0, t_sample, 
     stages["derived"] = time.perf_counter() - t2
     post.attrs.update(_fit_attrs(post, spec, anchors, free=free, algorithm=algorithm, sampler=sampler, items=items,
                                  seed=seed, draws=draws, tune=tune, target_accept=target_accept, stages=stages,
-                                 t_sample=t_sample, thin=int((extra_info or {}).get("thin", 1))))
+                                 t_sample=t_sample, thin=(extra_info or {}).get("thin", 1)))
     groups = {"posterior": post}
     if sample_stats is not None:
         groups["sample_stats"] = sample_stats

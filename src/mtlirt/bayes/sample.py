@@ -243,12 +243,13 @@ def fit_bayes(
         (few LLMs with few items per domain). The choice and its reason:
         ``info["route"]`` (:func:`resolve_route`).
 
-    thin : int, optional
+    thin : int or float, optional
         ``llm_side="integrated"`` only: sample ``draws`` structure draws per
-        chain, keep every ``thin``-th and draw the LLM side for those (its
-        cost dominates at leaderboard scale). Convergence is judged on all
-        ``draws`` structure draws (recorded with ``computed_on``). Default
-        (``None``): about 1,000 kept
+        chain, keep every ``thin``-th (a number >= 1, evenly spaced where it
+        is not whole: :func:`mtlirt.config.thinned_positions`) and draw the
+        LLM side for those (its cost dominates at leaderboard scale).
+        Convergence is judged on all ``draws`` structure draws (recorded with
+        ``computed_on``). Default (``None``): 1,000 kept
         (:func:`mtlirt.bayes.collapsed.choose_thin`).
 
     Returns
@@ -440,7 +441,7 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn,
                    check_vars=free + ["loadings"], diagnostics_override=fit.info.get("structure_diagnostics_all_draws"),
                    config=route.config if route is not None else None,
-                   extra_info={"llm_side": "integrated", "thin": int(thin),
+                   extra_info={"llm_side": "integrated", "thin": thin,
                                "route": route.record() if route is not None else None,
                                "run_length": fit.info.get("run_length"),
                                "thin_rule": fit.info.get("thin_rule"),
