@@ -224,7 +224,7 @@ REFUSED = {
     "thin of ADVI": (["--method", "bayes", "--algorithm", "advi", "--thin", "2"],
                      dict(method="bayes", algorithm="advi", thin=2), "thin applies to llm_side='integrated' only"),
     "thin above draws": (["--method", "bayes", "--draws", "5", "--thin", "6"], dict(method="bayes", draws=5, thin=6),
-                         "thin must be an integer from 1 to draws; got 6"),
+                         "thin must be a number from 1 to draws; got 6"),
     "no chains": (["--method", "bayes", "--chains", "0"], dict(method="bayes", chains=0),
                   "chains must be an integer >= 1; got 0"),
     "target acceptance without bayes": (["--target-accept", "0.95"], dict(target_accept=0.95),
