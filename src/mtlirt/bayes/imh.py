@@ -209,7 +209,12 @@ def _log_ratios(grid: CollapsedGrid, layout, loading_scale: float, xc: np.ndarra
     ``logq`` (``-inf`` where the density is not finite)."""
     lp = _log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, u, cores, progress, desc,
                         totals)
-    return lp, np.where(np.isfinite(lp), lp - logq, -np.inf)
+    return lp, _log_weights(lp, logq)
+
+
+def _log_weights(lp: np.ndarray, logq: np.ndarray) -> np.ndarray:
+    """Log importance ratios ``lp - logq``, ``-inf`` where the log density ``lp`` is not finite."""
+    return np.where(np.isfinite(lp), lp - logq, -np.inf)
 
 
 class AxisProfiles:
@@ -338,14 +343,13 @@ def _log_q(z: np.ndarray, profile: AxisProfiles | None, eps: float) -> np.ndarra
 
 @dataclass
 class PilotProposals:
-    """A pilot's proposals in whitened coordinates ``z`` (P, n), their log proposal densities ``logq``,
-    log densities ``lp`` and log importance ratios ``lw`` (P,), and node totals (``totals`` (P, G, N), or
+    """A pilot's proposals in whitened coordinates ``z`` (P, n), their log densities ``lp`` and log
+    importance ratios ``lw`` (P,), and node totals (``totals`` (P, G, N), or
     None past the node store's budget). They are draws of the proposal the chains then use (with the
     pilot's larger defensive share), so the chains take them as their first proposals
     (:func:`_imh_loadings`) instead of evaluating as many anew."""
 
     z: np.ndarray
-    logq: np.ndarray
     lp: np.ndarray
     lw: np.ndarray
     totals: np.ndarray | None
@@ -372,7 +376,7 @@ def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple,
                          totals=None if totals is None else totals[:half])
     stopped = pareto_khat(lw) > PARETO_K_MAX
     if stopped:
-        size, u, logq = half, u[:half], logq[:half]
+        size, u = half, u[:half]
         totals = None if totals is None else totals[:half]
     else:
         lp2, lw2 = _log_ratios(grid, layout, loading_scale, xc, T, u[half:], logq[half:], cores,
@@ -384,7 +388,7 @@ def imh_pilot(grid: CollapsedGrid, layout, loading_scale: float, laplace: tuple,
               "proposal": "laplace" if profile is None else "axis profiles"}
     if stopped:
         record["stopped_at"] = int(half)
-    return record, PilotProposals(u, logq, lp, lw, totals)
+    return record, PilotProposals(u, lp, lw, totals)
 
 
 def imh_burn_in(pilot: dict | None) -> int:
@@ -532,10 +536,12 @@ def _imh_loadings(grid: CollapsedGrid, layout, loading_scale: float, laplace: tu
     pending = [kept, (totals, keys, lp)]  # (node totals, keys, log densities) the store keeps the visited of
     lp_start, lw_start = lp[:chains], lw[:chains]
     # the first P steps propose the pilot's draws: their states compare ratios to the pilot's proposal
-    early = np.concatenate([(lp_start - _log_q(z_start, profile, IMH_PILOT_DEFENSIVE))[:, None], lw0], axis=1)
+    early = np.concatenate([_log_weights(lp_start, _log_q(z_start, profile, IMH_PILOT_DEFENSIVE))[:, None], lw0],
+                           axis=1)
     z = np.concatenate([z0, z], axis=1)
     lp = np.concatenate([lp0, lp[chains:].reshape(chains, S - P)], axis=1)
-    lw = np.concatenate([lp0 - _log_q(z0, profile, IMH_DEFENSIVE), lw[chains:].reshape(chains, S - P)], axis=1)
+    lw = np.concatenate([_log_weights(lp0, _log_q(z0, profile, IMH_DEFENSIVE)), lw[chains:].reshape(chains, S - P)],
+                        axis=1)
     blocks = []
     while True:
         S = z.shape[1]
