@@ -427,6 +427,14 @@ def test_pareto_khat_flags_a_poor_proposal():
     assert out["good"]["pareto_khat"] < 0.5 and out["good"]["converged"]
     assert out["poor"]["pareto_khat"] > 0.7 and not out["poor"]["converged"]
     assert 0.7 < out["good"]["min_acceptance"] < 0.9
+    # a proposal whose density is finite at too few draws for PSIS's tail (five of the largest fifth): it fails
+    from mtlirt.bayes.diagnostics import pareto_khat
+
+    few = np.full(200, -np.inf)
+    few[:24] = 0.3 * rng.normal(size=24)
+    assert pareto_khat(few) == np.inf
+    few[:100] = 0.3 * rng.normal(size=100)
+    assert pareto_khat(few) < 0.7
 
 
 def test_laplace_whitening_recovers_a_gaussian():
@@ -495,7 +503,8 @@ def test_sample_structure_end_to_end():
         for k in range(3):
             assert np.corrcoef(est[:, k], truth[:, k])[0, 1] > 0.75
         assert fit.info["quadrature_check"]["spread_diff"] < 0.05
-        assert fit.info["mode"]["converged"]
+        assert fit.info["mode"]["converged"] and fit.info["mode_refit"]["converged"]
+        assert fit.info["mode_refit"]["regrids"] == []  # the grid at the mode resolves it
     for v in ("loading_free", "loading_diag"):
         a = fits["imh"].posterior[v].values.reshape(2000, -1)
         b = fits["nuts"].posterior[v].values.reshape(600, -1)
@@ -838,12 +847,15 @@ def test_llms_answered_in_one_domain_leave_the_structure():
     _assert_draws_reuse_the_sampler_totals(fit, spec, anchors, 1)
 
 
-def test_auto_falls_back_to_nuts_when_imh_fails():
+def test_auto_falls_back_to_nuts_when_imh_fails(monkeypatch):
     """The pilot's proposals can pass where IMH's chains then fail (the
     realistic scenario at 300 LLMs, MMLU-Pro): here the pilot picks IMH,
     whose 2 x 200 draws fail the check, and NUTS samples the structure, the
-    failure recorded."""
+    failure recorded. (The Laplace proposal's importance ratios spread here, which
+    alone now calls for the axis profiles, whose chains converge: the spread is let pass.)"""
     from mtlirt.bayes.model import model_coords
+
+    monkeypatch.setattr(cl, "IMH_PROFILE_ESS", 0.0)
 
     _, resp, tables, _, _ = _setup(1, n_llms=60, sizes=(6, 8, 10), seed=5)
     arr, spec, anchors, iv = _structure_inputs(resp)
@@ -956,6 +968,37 @@ def test_inner_nodes_resolve_small_residual_sds():
     top[layout[0]] = np.abs(xc[:n_free]) + 2.0 * sd[:n_free]
     top[layout[2]] = np.exp(xc[n_free:] + 2.0 * sd[n_free:])
     np.testing.assert_allclose(cg.psi_reach(xc, sd, K, layout, reach=2.0), 1 / np.cosh(top), rtol=1e-12)
+
+
+def test_grid_resolves_every_domain_at_its_structure():
+    """One domain of one item among 120 of ten, its loading near 1: its cells are under 1% of the
+    leaderboard's, so the spacing's quantile over all cells leaves its residual sd unresolved (the
+    structure's density would be ``-inf`` at the very structure the grid is placed for); every domain's
+    must be resolved, with and without ``psi_low``. Where a mode found on a grid lies below what it
+    resolves, the grid is placed again there and the mode found again, until it resolves it."""
+    from mtlirt.bayes._factor import loading_layout
+
+    sizes = (1,) + (10,) * 120
+    _, _, tables, _, _ = _setup(1, n_llms=100, sizes=sizes, seed=5)
+    K = len(sizes)
+    lam = np.full((K, 1), 0.7)
+    lam[0] = 0.995
+    psi = np.sqrt(1 - lam[:, 0] ** 2)
+    grid = cg.build_grid(tables, lam, psi)
+    assert np.all(grid.resolvable_psi() <= psi)
+    psi_low = 0.8 * psi
+    assert np.all(cg.build_grid(tables, lam, psi, psi_low=psi_low).resolvable_psi() <= psi_low)
+
+    layout = loading_layout(K, 1, [0])
+    wide = np.full((K, 1), 0.7)
+    coarse = cg.build_grid(tables, wide, np.sqrt(1 - wide[:, 0] ** 2))
+    V = lam / psi[:, None]
+    assert cs.structure_logp(coarse, layout, 2.0, gradient=False)(cs._x_of(V, layout)) == -np.inf
+    out, V_out, record = cl._grid_resolving_mode(coarse, tables, V, layout, 2.0, {}, lambda g: (g, tables))
+    assert record and record[0]["psi_over_resolvable"] < 1
+    lam_out, psi_out = ck.structure_from_v(V_out)
+    assert len(record) == cl.MODE_REGRIDS or np.all(out.resolvable_psi() <= psi_out)
+    assert np.isfinite(cs.structure_logp(out, layout, 2.0, gradient=False)(cs._x_of(V_out, layout)))
 
 
 def test_every_second_inner_node_where_it_resolves_psi():
@@ -1113,6 +1156,40 @@ def test_tiny_domains_sampled_from_axis_profiles():
     lo, hi = np.quantile(np.abs(lam), [0.05, 0.95], axis=0)
     # 13 intervals of 90%: 9 or fewer hold the truth with probability 0.03 where they are calibrated
     assert ((lo <= truth) & (truth <= hi)).sum() >= 10
+
+
+@pytest.mark.parametrize("laplace, profiled, proposal", [
+    ((0.1, 0.90), None, "laplace"),               # close: the profiles are not piloted
+    ((0.1, 0.70), (0.20, 0.95), "axis profiles"),  # the ratios spread: profiles that spread less
+    ((0.1, 0.70), (0.20, 0.60), "laplace"),        # ... or the Laplace proposal, where they spread more
+    ((0.1, 0.70), (0.80, 0.95), "laplace"),        # ... and never past the chains' k-hat bound
+    ((0.5, 0.90), (0.40, 0.80), "axis profiles"),  # a heavy tail: profiles that pass the bound
+])
+def test_pilots_choose_the_proposal(monkeypatch, laplace, profiled, proposal):
+    """The axis profiles are piloted where the Laplace pilot's k-hat exceeds ``IMH_PROFILE_FROM`` or its
+    importance ratios' relative ESS falls below ``IMH_PROFILE_ESS`` (a tail its 200 draws may not show);
+    they are kept where their own pilot passes the chains' k-hat bound and, where the spread alone called
+    for them, spreads less; the record keeps what the other pilot found."""
+    calls = []
+
+    def pilot(*args, profile=None, **kw):
+        khat, ress = laplace if profile is None else profiled
+        calls.append("laplace" if profile is None else "axis profiles")
+        return {"khat": khat, "relative_ess": ress, "size": 200}, calls[-1]
+
+    class Profiles:
+        slope = np.array([0.5, 2.0])
+
+    monkeypatch.setattr(cl, "imh_pilot", pilot)
+    monkeypatch.setattr(cl, "axis_profiles", lambda *a, **k: Profiles())
+    monkeypatch.setattr(cl, "structure_logp", lambda *a, **k: None)
+    record, profile, drawn = cl._pilots(None, None, 1.0, (None, None, {"kind": "full"}), seed=0, cores=1)
+    assert calls == (["laplace"] if profiled is None else ["laplace", "axis profiles"])
+    assert drawn == proposal and (profile is not None) == (proposal == "axis profiles")
+    if proposal == "axis profiles":
+        assert record["khat"] == profiled[0] and record["laplace_relative_ess"] == laplace[1]
+    elif profiled is not None:
+        assert record["khat"] == laplace[0] and record["profile_relative_ess"] == profiled[1]
 
 
 def test_rank_two_takes_three_outer_nodes_where_they_integrate_as_four(monkeypatch):

@@ -66,6 +66,7 @@ from mtlirt.bayes.collapsed_structure import (
 from mtlirt.bayes.diagnostics import PARETO_K_MAX
 from mtlirt.bayes.imh import (
     IMH_PILOT_K_MAX,
+    IMH_PROFILE_ESS,
     IMH_PROFILE_FROM,
     KEEP_DRAWS,
     AxisProfiles,
@@ -137,6 +138,10 @@ OUTER_FEWER_TOL = 0.1
 # populations stay within it at every size; real leaderboards with outlying LLMs (oll_v1, ChemBench) do not.
 OVERALL_SPREAD_TOL = 0.10
 
+# Passes of placing the grid at the structure's mode and finding the mode again, at most, until the grid
+# resolves the mode's residual sds (:func:`_grid_resolving_mode`)
+MODE_REGRIDS = 3
+
 
 def spread_off_prior(spread: dict | None) -> list[int]:
     """The factors whose traits spread too far from the ``N(0, 1)`` prior
@@ -163,19 +168,25 @@ def choose_thin(chains: int, draws: int) -> int | float:
 def _pilots(sgrid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, *, seed: int,
             cores: int) -> tuple[dict, AxisProfiles | None, PilotProposals | None]:
     """The IMH pilots: the Laplace approximation's; where its k-hat exceeds ``IMH_PROFILE_FROM`` (a
-    skewed posterior: tiny domains, misspecified leaderboards), the axis profiles' (:func:`axis_profiles`),
-    kept where its k-hat passes the chains' bound ``PARETO_K_MAX``.
+    skewed posterior: tiny domains, misspecified leaderboards) or its importance ratios' relative ESS falls
+    below ``IMH_PROFILE_ESS`` (a tail its 200 draws may not show, but the chains' acceptance does: real
+    leaderboards of domains of a few items), the axis profiles'
+    (:func:`axis_profiles`), kept where its k-hat passes the chains' bound ``PARETO_K_MAX`` (and, where
+    the ratios' spread alone called for them, where they spread less than the Laplace pilot's).
     Returns the pilot's record, the profiles (None: the Laplace proposal) and the chosen proposal's
     evaluated pilot draws (:class:`~mtlirt.bayes.imh.PilotProposals`)."""
     pilot, drawn = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
-    if pilot["khat"] <= IMH_PROFILE_FROM or laplace[2]["kind"] != "full":
+    close = pilot["khat"] <= IMH_PROFILE_FROM and pilot.get("relative_ess", 0.0) >= IMH_PROFILE_ESS
+    if close or laplace[2]["kind"] != "full":
         return pilot, None, drawn
     profile = axis_profiles(structure_logp(sgrid, layout, loading_scale, gradient=False), laplace, cores=cores)
     sp, drawn_sp = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, profile=profile)
-    if sp["khat"] > PARETO_K_MAX:
-        return {**pilot, "profile_khat": sp["khat"]}, None, drawn
-    laplace_record = {"laplace_khat": pilot["khat"]} | ({"laplace_stopped_at": pilot["stopped_at"]}
-                                                       if "stopped_at" in pilot else {})
+    # where the Laplace pilot's k-hat passed, its ratios' spread alone called for the profiles: kept if they spread less
+    worse = pilot["khat"] <= IMH_PROFILE_FROM and sp.get("relative_ess", 0.0) <= pilot.get("relative_ess", 0.0)
+    if sp["khat"] > PARETO_K_MAX or worse:
+        return {**pilot, "profile_khat": sp["khat"], "profile_relative_ess": sp.get("relative_ess")}, None, drawn
+    laplace_record = {"laplace_khat": pilot["khat"], "laplace_relative_ess": pilot.get("relative_ess")} | (
+        {"laplace_stopped_at": pilot["stopped_at"]} if "stopped_at" in pilot else {})
     slopes = [round(float(profile.slope.min()), 4), round(float(profile.slope.max()), 4)]
     return {**sp, "k_max": PARETO_K_MAX, **laplace_record, "tail_slopes": slopes}, profile, drawn_sp
 
@@ -297,6 +308,42 @@ def _with_fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.nd
     return with_outer(grid, fewer["n_outer"], rule="hermite"), fewer
 
 
+def _structure_mode(grid: CollapsedGrid, tables, V0: np.ndarray, layout, loading_scale: float, go: dict,
+                    part) -> tuple:
+    """The structure's posterior mode from ``V0``: found on ``grid``, the grid placed again there from the
+    posterior moments, the mode found again, and both again until the grid resolves it
+    (:func:`_grid_resolving_mode`); ``part(grid)`` is the grid of the LLMs the density sums over.
+    Returns ``(grid, V, first search, second search with its regrids)``."""
+    V1, mode1 = find_mode(part(grid)[0], V0, layout, loading_scale)
+    lam1, psi1 = structure_from_v(V1)
+    grid = regrid(grid, tables, lam1, psi1, **go)
+    V2, mode2 = find_mode(part(grid)[0], V1, layout, loading_scale)
+    grid, V2, mode2["regrids"] = _grid_resolving_mode(grid, tables, V2, layout, loading_scale, go, part)
+    return grid, V2, mode1, mode2
+
+
+def _grid_resolving_mode(grid: CollapsedGrid, tables, V: np.ndarray, layout, loading_scale: float, go: dict,
+                         part) -> tuple:
+    """The grid placed again at the mode ``V``, and the mode found again on it, until the grid resolves the
+    mode's residual sds (:meth:`~mtlirt.bayes.collapsed_kernel.CollapsedGrid.resolvable_psi`; at most
+    ``MODE_REGRIDS`` times). The mode search follows the kernel, which overstates the density below them:
+    on a grid placed where the residual sds were larger, it can end where the structure's density is
+    ``-inf``, and the Laplace approximation there fails (domains of a few items with loadings near 1).
+    ``part(grid)`` is the grid of the LLMs the density sums over. Returns ``(grid, V, record)``, the record
+    of each pass (the smallest ratio of a residual sd to what the grid resolved, the mode search's
+    summary)."""
+    record = []
+    for _ in range(MODE_REGRIDS):
+        lam, psi = structure_from_v(V)
+        ratio = float(np.min(psi / part(grid)[0].resolvable_psi()))
+        if ratio >= 1.0:
+            break
+        grid = regrid(grid, tables, lam, psi, **go)
+        V, found = find_mode(part(grid)[0], V, layout, loading_scale)
+        record.append({"psi_over_resolvable": round(ratio, 4), **found})
+    return grid, V, record
+
+
 def _spaced_for_reach(grid: CollapsedGrid, tables, laplace: tuple, V2: np.ndarray, layout, go: dict) -> tuple:
     """The grid with its inner nodes spaced for the smallest residual sds within ``PSI_REACH``
     posterior sds of the mode (the Laplace approximation ``laplace``), where its own are too far
@@ -404,11 +451,8 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         """The grid and tables of the LLMs the structure's density sums over."""
         return (g, tables) if informative is None else llm_subset(g, tables, informative)
 
-    V1, mode1 = find_mode(structure_part(grid)[0], V0, layout, spec.priors.loading_scale)
-    lam1, psi1 = structure_from_v(V1)
-    grid = regrid(grid, tables, lam1, psi1, **go)
+    grid, V2, mode1, mode2 = _structure_mode(grid, tables, V0, layout, spec.priors.loading_scale, go, structure_part)
     sgrid, stables = structure_part(grid)
-    V2, mode2 = find_mode(sgrid, V1, layout, spec.priors.loading_scale, maxiter=50)
     stages["mode"] = time.perf_counter() - t1
     grid, fewer = _with_fewer_outer_nodes(grid, sgrid, V2, go)
     if fewer is not None and fewer["used"]:

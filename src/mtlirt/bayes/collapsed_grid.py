@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from mtlirt.bayes.collapsed_kernel import _EMPTY2, _LOGW_MIN, CollapsedGrid, _call, collapsed_kernel
+from mtlirt.bayes.collapsed_kernel import _EMPTY2, _LOGW_MIN, RESOLVE, CollapsedGrid, _call, collapsed_kernel
 from mtlirt.bayes.marginal import _likelihood_gaussian, quadrature_nodes
 from mtlirt.numerics.llm_side import cell_quadrature, gauss_hermite
 
@@ -198,8 +198,12 @@ def build_grid(tables, lam: np.ndarray, psi: np.ndarray, *, quad: dict | None = 
     if theta_sd is not None:  # explicit spans (the fine grid of the check)
         half = inner_half_width * theta_sd
     else:
-        sd_low = sd_c if psi_low is None else 1.0 / np.sqrt(info + 1.0 / np.minimum(psi, psi_low)[None, :] ** 2)
+        psi_use = psi if psi_low is None else np.minimum(psi, psi_low)
+        sd_low = sd_c if psi_low is None else 1.0 / np.sqrt(info + 1.0 / psi_use[None, :] ** 2)
         need = int(np.ceil(np.quantile(half / sd_low, 0.99) / INNER_STEP))  # steps per half span
+        # and every domain's residual sd resolved (CollapsedGrid.resolvable_psi), which the quantile over
+        # all cells misses where one domain's spans are the widest (few items, loadings near 1)
+        need = max(need, int(np.ceil(RESOLVE * np.max(np.quantile(half, 0.99, axis=0) / psi_use))))
         n_inner = int(min(max(n_inner, 2 * need + 1), MAX_INNER))
     start, step, logscale, logw = _inner(tables, theta_mean, half, n_inner)
     mu_t, chol, offsets, logomega, h = _outer(mu, cov, n_outer, outer_half_width, outer_rule)

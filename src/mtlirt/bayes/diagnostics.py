@@ -231,10 +231,11 @@ def pareto_khat(log_weights) -> float:
 
     lw = np.asarray(log_weights, dtype=float).ravel()
     lw = lw[np.isfinite(lw)]
-    if lw.size < 5:
+    if lw.size < 25:  # PSIS fits the largest fifth of the ratios, and needs five of them at least
         return float("inf")
     # psislw smooths the log weights -x (it is written for LOO's log-likelihoods)
-    return float(array_stats.psislw(lw.max() - lw, r_eff=1.0)[1])
+    k = float(array_stats.psislw(lw.max() - lw, r_eff=1.0)[1])
+    return k if not np.isnan(k) else float("inf")  # no tail fitted: nothing bounds the ratios
 
 
 def _sampler_checks(tree) -> dict:

@@ -15,7 +15,8 @@ draw from the Student-t part five times as often as the chains' (10% against
 2%): those wide draws probe the tails, where a skewed posterior shows, but
 are almost never accepted, so the chains' own proposals keep few.
 
-Where the pilot finds the posterior skewed (its k-hat above ``IMH_PROFILE_FROM``;
+Where the pilot finds the posterior skewed (its k-hat above ``IMH_PROFILE_FROM``, or
+its ratios' relative ESS below ``IMH_PROFILE_ESS``;
 tiny domains: a loading's right tail is long where it nears 1, falling about
 exponentially out to many sds, its left tail short), the proposal's Gaussian
 becomes the product of each whitened axis's own profile (:class:`AxisProfiles`):
@@ -93,9 +94,12 @@ KEEP_DRAWS = 1000
 PROFILE_AT = (1.0, 2.0, 4.0)
 PROFILE_STEP = 0.05
 PROFILE_SLOPE_MIN = 0.5
-# the axis profiles are piloted where the Laplace pilot's k-hat exceeds IMH_PROFILE_FROM, and pass at
-# the chains' own k-hat bound (PARETO_K_MAX)
+# the axis profiles are piloted where the Laplace pilot's k-hat exceeds IMH_PROFILE_FROM, or its
+# importance ratios' relative ESS falls below IMH_PROFILE_ESS (a k-hat of 200 draws can miss a tail the
+# chains then find: their acceptance follows the ratios' spread), and pass at the chains' own k-hat
+# bound (PARETO_K_MAX)
 IMH_PROFILE_FROM = 0.3
+IMH_PROFILE_ESS = 0.8
 
 
 def _log_student(z: np.ndarray, *, df: float = IMH_DF, wide: float = IMH_WIDE) -> np.ndarray:
