@@ -59,7 +59,8 @@ subsample and the integrated route also on all the LLMs.
 
 default: the default Bayesian fit (route, run length and thinning chosen by the fit) against the
 default MTL fit of the same data in one process: wall and CPU ratios, the route and why, convergence,
-coverage of the truth on a simulation; a real leaderboard with ``--data`` (``--cut``: 1-3 items per domain).
+coverage of the truth on a simulation; a real leaderboard with ``--data`` (``--cut``: 1-3 items per domain;
+oll_v1: ~100 items in pseudo-domains of 1-5 items).
 
 imh-share: the IMH chains' defensive Student-t share (``IMH_DEFENSIVE``) at 10% and at its default:
 the leaderboard of ``default`` (seed 0) fitted by MTL once, then by the default route with IMH at a
@@ -763,9 +764,16 @@ def _default_data(*, data: str | None, preset: str, scale: float, n_llms: int, m
         if max_llms is not None and max_llms < resp.n_llms:
             keep = np.sort(np.random.default_rng(seed).choice(resp.n_llms, max_llms, replace=False))
             resp = resp.subset(llms=[resp.llms[i] for i in keep])
-        if cut:
-            resp = _cut_per_domain(resp, seed)
-        name = f"{data}{' cut to 1-3 items per domain' if cut else ''}"
+        if cut and data == "oll_v1":  # four benchmarks of hundreds of items: bench_tiny's pseudo-domains
+            from pathlib import Path
+
+            from bench_tiny import oll_set
+
+            resp = oll_set(seed, Path(root))[0]
+            name = f"{data} cut to ~100 items in pseudo-domains of 1-5 items"
+        else:
+            resp = _cut_per_domain(resp, seed) if cut else resp
+            name = f"{data}{' cut to 1-3 items per domain' if cut else ''}"
     else:
         sim = simulate(n_llms, preset=preset, scale=scale, missing=missing, scenario=scenario, rank=rank, seed=seed)
         with warnings.catch_warnings():
@@ -848,17 +856,19 @@ def bench_eta_draws(*, data: str | None = None, preset: str = "mmlu", scale: flo
 def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float = 1.0, n_llms: int = 4272,
                   missing: float | None = None, scenario: str = "ideal", rank: int = 1, seed: int = 0,
                   max_llms: int | None = None, cut: bool = False, shared: str | None = None,
-                  target_accept: float | None = None, spread: str | None = None) -> dict:
+                  target_accept: float | None = None, spread: str | None = None,
+                  llm_side: str | None = None) -> dict:
     """The default Bayesian fit (``mtlirt fit DATA --method bayes``: the route, run length and thinning
     chosen by the fit) against the default MTL fit (``--method mtl``) of the same data, one after the
     other in one process: wall and CPU seconds of each and their ratios (and of a second MTL fit, without
     the process's first-call costs: imports, compiled code loaded from its cache), the route chosen and why, the
     convergence checks and, on a simulation, the 90% coverage of the true domain and overall scores.
     ``data``: a shared real leaderboard (``--max-llms`` a seeded subsample; ``--cut``: each domain cut to
-    1-3 items; mmlu_pro by its ``subject`` column); else ``mtlirt.data.simulate`` with ``preset``, ``scale``,
-    ``missing``, ``scenario`` and ``rank``. Rank 2 fits the ``factor2-2pl`` spec. ``target_accept``: NUTS's,
-    where the fit samples by NUTS (default: the fit's own); ``spread``: the spec's ``discrimination_spread``
-    (default: the spec's own)."""
+    1-3 items, mmlu_pro by its ``subject`` column, oll_v1 into bench_tiny.py's pseudo-domains of 1-5
+    items); else ``mtlirt.data.simulate`` with ``preset``, ``scale``, ``missing``, ``scenario`` and
+    ``rank``. Rank 2 fits the ``factor2-2pl`` spec. ``target_accept``: NUTS's, where the fit samples by
+    NUTS (default: the fit's own); ``spread``: the spec's ``discrimination_spread`` (default: the spec's
+    own); ``llm_side``: the fit's (default: its own choice)."""
     from mtlirt.bayes.spec import load_spec
     from mtlirt.fitting import fit
 
@@ -886,7 +896,8 @@ def bench_default(*, data: str | None = None, preset: str = "mmlu", scale: float
         spec = spec.with_changes(discrimination_spread=spread)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est = fit(resp, "bayes", seed=seed, spec=spec, progress=False, target_accept=target_accept)
+        est = fit(resp, "bayes", seed=seed, spec=spec, progress=False, target_accept=target_accept,
+                  **({} if llm_side is None else {"llm_side": llm_side}))
     wall_b, cpu_b = time.perf_counter() - t0, _cpu_now() - c0
     info = est.info
     d = info.get("diagnostics", {})
@@ -993,10 +1004,13 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, default=None,
                     help="realistic (default 0.1), default (default 1): multiplier of MMLU's domain sizes")
     ap.add_argument("--missing", type=float, default=None, help="default: share of missing responses")
-    ap.add_argument("--cut", action="store_true", help="default --data: each domain cut to 1-3 items")
+    ap.add_argument("--cut", action="store_true", help="default --data: each domain cut to 1-3 items "
+                    "(oll_v1: ~100 items in pseudo-domains of 1-5 items, as bench_tiny.py)")
     ap.add_argument("--target-accept", type=float, default=None, help="default: NUTS's target acceptance")
     ap.add_argument("--spread", default=None, choices=["auto", "pooled", "shared", "domain"],
                     help="default: the spec's discrimination_spread (the spread of the log discriminations)")
+    ap.add_argument("--llm-side", default=None, choices=["auto", "integrated", "sampled"],
+                    help="default: the fit's LLM side (CLI --llm-side; default: the fit's own choice)")
     ap.add_argument("--a-scale", type=float, default=1.0,
                     help="extremes: divide the fixed discriminations by this (spreads the LLMs wider)")
     ap.add_argument("--scenario", default="ideal", choices=["ideal", "realistic"],
@@ -1031,7 +1045,7 @@ def main(argv=None) -> int:
         for s in args.seeds or [0]:
             bench_default(data=args.data, scale=args.scale or 1.0, n_llms=args.n_llms, missing=args.missing,
                           scenario=args.scenario, rank=args.rank, seed=s, max_llms=args.max_llms, cut=args.cut,
-                          target_accept=args.target_accept, spread=args.spread)
+                          target_accept=args.target_accept, spread=args.spread, llm_side=args.llm_side)
     elif args.which == "imh-share":
         bench_imh_share(seeds=args.seeds or list(range(8)), scale=args.scale or 1.0, n_llms=args.n_llms,
                         missing=args.missing)
