@@ -758,13 +758,7 @@ def _default_data(*, data: str | None, preset: str, scale: float, n_llms: int, m
         path, kw = REAL_SETS[data]
         if data == "mmlu_pro" and cut:
             kw = dict(domain_column="subject", ignore_columns=["domain"], drop_unassigned=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DataWarning)
-            resp = Responses.read(os.path.join(root, "data", path), **kw)
-        if max_llms is not None and max_llms < resp.n_llms:
-            keep = np.sort(np.random.default_rng(seed).choice(resp.n_llms, max_llms, replace=False))
-            resp = resp.subset(llms=[resp.llms[i] for i in keep])
-        if cut and data == "oll_v1":  # four benchmarks of hundreds of items: bench_tiny's pseudo-domains
+        if data == "oll_v1" and cut:  # four benchmarks of hundreds of items: bench_tiny's pseudo-domains
             from pathlib import Path
 
             from bench_tiny import oll_set
@@ -772,8 +766,15 @@ def _default_data(*, data: str | None, preset: str, scale: float, n_llms: int, m
             resp = oll_set(seed, Path(root))[0]
             name = f"{data} cut to ~100 items in pseudo-domains of 1-5 items"
         else:
-            resp = _cut_per_domain(resp, seed) if cut else resp
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DataWarning)
+                resp = Responses.read(os.path.join(root, "data", path), **kw)
             name = f"{data}{' cut to 1-3 items per domain' if cut else ''}"
+        if max_llms is not None and max_llms < resp.n_llms:
+            keep = np.sort(np.random.default_rng(seed).choice(resp.n_llms, max_llms, replace=False))
+            resp = resp.subset(llms=[resp.llms[i] for i in keep])
+        if cut and data != "oll_v1":
+            resp = _cut_per_domain(resp, seed)
     else:
         sim = simulate(n_llms, preset=preset, scale=scale, missing=missing, scenario=scenario, rank=rank, seed=seed)
         with warnings.catch_warnings():

@@ -994,7 +994,8 @@ def test_grid_resolves_every_domain_at_its_structure():
     coarse = cg.build_grid(tables, wide, np.sqrt(1 - wide[:, 0] ** 2))
     V = lam / psi[:, None]
     assert cs.structure_logp(coarse, layout, 2.0, gradient=False)(cs._x_of(V, layout)) == -np.inf
-    out, V_out, record = cl._grid_resolving_mode(coarse, tables, V, layout, 2.0, {}, lambda g: (g, tables))
+    out, sub, V_out, record = cl._grid_resolving_mode(coarse, (coarse, tables), tables, V, layout, 2.0, {},
+                                                      lambda g: (g, tables))
     assert record and record[0]["psi_over_resolvable"] < 1
     lam_out, psi_out = ck.structure_from_v(V_out)
     assert len(record) == cl.MODE_REGRIDS or np.all(out.resolvable_psi() <= psi_out)

@@ -176,16 +176,16 @@ def _pilots(sgrid: CollapsedGrid, layout, loading_scale: float, laplace: tuple, 
     Returns the pilot's record, the profiles (None: the Laplace proposal) and the chosen proposal's
     evaluated pilot draws (:class:`~mtlirt.bayes.imh.PilotProposals`)."""
     pilot, drawn = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores)
-    close = pilot["khat"] <= IMH_PROFILE_FROM and pilot.get("relative_ess", 0.0) >= IMH_PROFILE_ESS
+    close = pilot["khat"] <= IMH_PROFILE_FROM and pilot["relative_ess"] >= IMH_PROFILE_ESS
     if close or laplace[2]["kind"] != "full":
         return pilot, None, drawn
     profile = axis_profiles(structure_logp(sgrid, layout, loading_scale, gradient=False), laplace, cores=cores)
     sp, drawn_sp = imh_pilot(sgrid, layout, loading_scale, laplace, seed=seed, cores=cores, profile=profile)
     # where the Laplace pilot's k-hat passed, its ratios' spread alone called for the profiles: kept if they spread less
-    worse = pilot["khat"] <= IMH_PROFILE_FROM and sp.get("relative_ess", 0.0) <= pilot.get("relative_ess", 0.0)
+    worse = pilot["khat"] <= IMH_PROFILE_FROM and sp["relative_ess"] <= pilot["relative_ess"]
     if sp["khat"] > PARETO_K_MAX or worse:
-        return {**pilot, "profile_khat": sp["khat"], "profile_relative_ess": sp.get("relative_ess")}, None, drawn
-    laplace_record = {"laplace_khat": pilot["khat"], "laplace_relative_ess": pilot.get("relative_ess")} | (
+        return {**pilot, "profile_khat": sp["khat"], "profile_relative_ess": sp["relative_ess"]}, None, drawn
+    laplace_record = {"laplace_khat": pilot["khat"], "laplace_relative_ess": pilot["relative_ess"]} | (
         {"laplace_stopped_at": pilot["stopped_at"]} if "stopped_at" in pilot else {})
     slopes = [round(float(profile.slope.min()), 4), round(float(profile.slope.max()), 4)]
     return {**sp, "k_max": PARETO_K_MAX, **laplace_record, "tail_slopes": slopes}, profile, drawn_sp
@@ -313,35 +313,37 @@ def _structure_mode(grid: CollapsedGrid, tables, V0: np.ndarray, layout, loading
     """The structure's posterior mode from ``V0``: found on ``grid``, the grid placed again there from the
     posterior moments, the mode found again, and both again until the grid resolves it
     (:func:`_grid_resolving_mode`); ``part(grid)`` is the grid of the LLMs the density sums over.
-    Returns ``(grid, V, first search, second search with its regrids)``."""
+    Returns ``(grid, part(grid), V, first search, second search with its regrids)``."""
     V1, mode1 = find_mode(part(grid)[0], V0, layout, loading_scale)
     lam1, psi1 = structure_from_v(V1)
     grid = regrid(grid, tables, lam1, psi1, **go)
-    V2, mode2 = find_mode(part(grid)[0], V1, layout, loading_scale)
-    grid, V2, mode2["regrids"] = _grid_resolving_mode(grid, tables, V2, layout, loading_scale, go, part)
-    return grid, V2, mode1, mode2
+    sub = part(grid)
+    V2, mode2 = find_mode(sub[0], V1, layout, loading_scale)
+    grid, sub, V2, mode2["regrids"] = _grid_resolving_mode(grid, sub, tables, V2, layout, loading_scale, go, part)
+    return grid, sub, V2, mode1, mode2
 
 
-def _grid_resolving_mode(grid: CollapsedGrid, tables, V: np.ndarray, layout, loading_scale: float, go: dict,
-                         part) -> tuple:
+def _grid_resolving_mode(grid: CollapsedGrid, sub: tuple, tables, V: np.ndarray, layout, loading_scale: float,
+                         go: dict, part) -> tuple:
     """The grid placed again at the mode ``V``, and the mode found again on it, until the grid resolves the
     mode's residual sds (:meth:`~mtlirt.bayes.collapsed_kernel.CollapsedGrid.resolvable_psi`; at most
     ``MODE_REGRIDS`` times). The mode search follows the kernel, which overstates the density below them:
     on a grid placed where the residual sds were larger, it can end where the structure's density is
     ``-inf``, and the Laplace approximation there fails (domains of a few items with loadings near 1).
-    ``part(grid)`` is the grid of the LLMs the density sums over. Returns ``(grid, V, record)``, the record
-    of each pass (the smallest ratio of a residual sd to what the grid resolved, the mode search's
-    summary)."""
+    ``part(grid)`` is the grid and tables of the LLMs the density sums over (``sub``: ``grid``'s). Returns
+    ``(grid, part(grid), V, record)``, the record of each pass (the smallest ratio of a residual sd to what
+    the grid resolved, the mode search's summary)."""
     record = []
     for _ in range(MODE_REGRIDS):
         lam, psi = structure_from_v(V)
-        ratio = float(np.min(psi / part(grid)[0].resolvable_psi()))
+        ratio = float(np.min(psi / sub[0].resolvable_psi()))
         if ratio >= 1.0:
             break
         grid = regrid(grid, tables, lam, psi, **go)
-        V, found = find_mode(part(grid)[0], V, layout, loading_scale)
+        sub = part(grid)
+        V, found = find_mode(sub[0], V, layout, loading_scale)
         record.append({"psi_over_resolvable": round(ratio, 4), **found})
-    return grid, V, record
+    return grid, sub, V, record
 
 
 def _spaced_for_reach(grid: CollapsedGrid, tables, laplace: tuple, V2: np.ndarray, layout, go: dict) -> tuple:
@@ -451,8 +453,8 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         """The grid and tables of the LLMs the structure's density sums over."""
         return (g, tables) if informative is None else llm_subset(g, tables, informative)
 
-    grid, V2, mode1, mode2 = _structure_mode(grid, tables, V0, layout, spec.priors.loading_scale, go, structure_part)
-    sgrid, stables = structure_part(grid)
+    grid, (sgrid, stables), V2, mode1, mode2 = _structure_mode(grid, tables, V0, layout, spec.priors.loading_scale,
+                                                               go, structure_part)
     stages["mode"] = time.perf_counter() - t1
     grid, fewer = _with_fewer_outer_nodes(grid, sgrid, V2, go)
     if fewer is not None and fewer["used"]:
