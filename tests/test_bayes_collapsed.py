@@ -808,6 +808,32 @@ def test_regrid_recovers_an_llm_its_grid_misses():
     assert fixed.chol[0, 0, 0] == pytest.approx(sd0, rel=0.01)
 
 
+def test_regrid_to_residual_sds_its_grid_does_not_resolve():
+    """Tiny domains whose loadings a mode search takes from 0.9 to 0.999: the grid placed at 0.9 does
+    not resolve the new residual sds (0.045 against 0.23), so its nodes' sum at them is spiky in the
+    overall trait; regrid reads the moments on the same placement spaced for them, and its grid
+    matches a brute-force one (read on the old grid, some LLMs' posterior sds collapsed to under 1% of
+    the truth, their likelihoods several nats short)."""
+    sizes = (1, 2, 1, 2, 1, 2, 1, 2, 40)
+    _, _, tables, _, _ = _setup(1, n_llms=300, sizes=sizes, seed=5)
+    K = len(sizes)
+    lam0 = np.full((K, 1), 0.9)
+    psi0 = np.sqrt(1 - lam0[:, 0] ** 2)
+    lam = np.full((K, 1), 0.999)
+    lam[-1] = 0.9
+    psi = np.sqrt(1 - lam[:, 0] ** 2)
+    grid = cg.regrid(cg.build_grid(tables, lam0, psi0), tables, lam0, psi0)
+    assert np.any(grid.resolvable_psi() > psi)
+    N = tables.s.shape[0]
+    ref = cg.build_grid(tables, lam, psi, mu=np.zeros((N, 1)), cov=np.ones((N, 1, 1)), theta_mean=np.zeros((N, K)),
+                        theta_sd=np.ones((N, K)), inner_half_width=8.0, n_inner=1201, outer_rule="trapezoid",
+                        n_outer=401, outer_half_width=8.0)
+    _, cov_ref, _, _ = cg.posterior_moments(ref, lam, psi)
+    new = cg.regrid(grid, tables, lam, psi)
+    np.testing.assert_allclose(cg.llm_logliks(new, lam, psi), cg.llm_logliks(ref, lam, psi), atol=1e-3)
+    np.testing.assert_allclose(new.chol[0, 0], np.sqrt(cov_ref[:, 0, 0]), rtol=1e-3)
+
+
 def test_llms_answered_in_one_domain_leave_the_structure():
     """An LLM answered in one domain has the same likelihood at every
     structure (``|Lambda_k|^2 + psi_k^2 = 1``, checked by brute force), so
