@@ -315,8 +315,8 @@ def _respaced(grid: CollapsedGrid, tables, lam, psi, **kw) -> CollapsedGrid:
     wherever an overall trait's node puts a cell's prior mean on an inner node: the LLM's posterior
     weights pile onto one outer node, and moments read there collapse (on a leaderboard of one-item
     pseudo-domains, a mode search from residual sds of 0.31 to 0.034 left a fifth of the LLMs with
-    posterior sds of their overall trait below 0.02 where brute force gives 0.28, and their
-    likelihoods 2-12 nats too small in every later grid)."""
+    posterior sds of their overall trait below 0.02 where brute force gives 0.28-0.48, and their
+    likelihoods up to 12 nats short in every later grid)."""
     if np.all(psi >= grid.resolvable_psi()):
         return grid
     mu, cov, centre, _ = _placement(grid)
