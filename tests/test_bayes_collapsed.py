@@ -808,6 +808,31 @@ def test_regrid_recovers_an_llm_its_grid_misses():
     assert fixed.chol[0, 0, 0] == pytest.approx(sd0, rel=0.01)
 
 
+def test_quadrature_check_sees_a_collapsed_placement():
+    """Five LLMs' outer nodes placed at their posterior means but a hundred times too narrow: their
+    likelihoods fall short by as much as a brute-force grid says, and the check finds it, though a
+    fine grid of the same placement would agree with the working one; a good grid is left as it was."""
+    _, _, tables, lam, psi = _setup(1, n_llms=40, sizes=(40, 30, 30), seed=2)
+    good = cg.regrid(cg.build_grid(tables, lam, psi), tables, lam, psi)
+    ok = cg.quadrature_check(good, tables, lam[None], psi[None])
+    assert ok["llms_placed_wider"] == 0 and ok["max_abs_diff_per_llm"] < 1e-4
+    mu, cov, tm, _ = cg.posterior_moments(good, lam, psi)
+    cov[:5] /= 1e4
+    bad = cg.build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=good.info)
+    N, K = tables.s.shape
+    ref = cg.build_grid(tables, lam, psi, mu=np.zeros((N, 1)), cov=np.ones((N, 1, 1)), theta_mean=np.zeros((N, K)),
+                        theta_sd=np.ones((N, K)), inner_half_width=8.0, n_inner=801, outer_rule="trapezoid",
+                        n_outer=401, outer_half_width=8.0)
+    short = cg.llm_logliks(ref, lam, psi) - cg.llm_logliks(bad, lam, psi)
+    assert short[:5].min() > 1.0
+    same = cg.build_grid(tables, lam, psi, mu=mu, cov=cov, theta_mean=tm, info=good.info, n_inner=41,
+                         outer_rule="trapezoid", n_outer=17)
+    assert np.abs(cg.llm_logliks(same, lam, psi) - cg.llm_logliks(bad, lam, psi)).max() < 0.05
+    seen = cg.quadrature_check(bad, tables, lam[None], psi[None])
+    assert seen["llms_placed_wider"] == 5
+    assert seen["max_abs_diff_per_llm"] == pytest.approx(short.max(), rel=0.01)
+
+
 def test_regrid_to_residual_sds_its_grid_does_not_resolve():
     """Tiny domains whose loadings a mode search takes from 0.9 to 0.999: the grid placed at 0.9 does
     not resolve the new residual sds (0.045 against 0.23), so its nodes' sum at them is spiky in the

@@ -119,16 +119,20 @@ def _outer(mu: np.ndarray, cov: np.ndarray, n_axis: int, half_width: float, rule
             np.ascontiguousarray(logomega.T), h)
 
 
+def _gaussian_cov(info: np.ndarray, lam: np.ndarray, psi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cells' weights (N, K) and each LLM's posterior covariance of ``eta_i`` (N, r, r) from the
+    cells' Gaussian likelihoods of information ``info``: ``that_ik ~ N(Lambda_k eta, psi_k^2 + 1 / I_ik)``."""
+    with np.errstate(divide="ignore"):
+        wgt = np.where(info > 1e-8, 1.0 / (psi[None, :] ** 2 + 1.0 / np.maximum(info, 1e-300)), 0.0)
+    prec = np.eye(lam.shape[1])[None] + np.einsum("nk,kj,kl->njl", wgt, lam, lam)
+    return wgt, np.linalg.inv(prec)
+
+
 def _gaussian_start(tables, quad: dict, lam: np.ndarray, psi: np.ndarray):
     """Gaussian approximation of each LLM's posterior of ``eta_i`` and of each
     cell's posterior of ``theta_ik`` from the cells' own Gaussian likelihoods."""
     info, that = _likelihood_gaussian(quad)
-    r = lam.shape[1]
-    # that_ik ~ N(Lambda_k eta, psi_k^2 + 1 / I_ik)
-    with np.errstate(divide="ignore"):
-        wgt = np.where(info > 1e-8, 1.0 / (psi[None, :] ** 2 + 1.0 / np.maximum(info, 1e-300)), 0.0)
-    prec = np.eye(r)[None] + np.einsum("nk,kj,kl->njl", wgt, lam, lam)
-    cov = np.linalg.inv(prec)
+    wgt, cov = _gaussian_cov(info, lam, psi)
     mu = np.einsum("njl,nl->nj", cov, np.einsum("nk,kj->nj", wgt * that, lam))
     return mu, cov
 
@@ -387,6 +391,9 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
         inner nodes twice as dense and half as wide again: steps of at most
         half a conditional sd, whose own error is negligible; three times as
         dense gave the same figures to 1e-4 nats at three times the cost).
+        Its outer nodes cover each LLM's overall trait where the working grid
+        placed it, or wider where the cells' Gaussian approximations spread it
+        more (:func:`_covering`): a placement that collapsed is checked too.
     cores : int
         Draws checked at a time (the kernel releases the GIL).
 
@@ -396,7 +403,7 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
         ``max_abs_diff`` (largest |fine - working| of the total
         log-likelihood over the draws), ``spread_diff`` (its max - min over
         the draws: what could move the posterior), ``max_abs_diff_per_llm``,
-        ``n_draws``, ``seconds``.
+        ``n_draws``, ``llms_placed_wider`` (by :func:`_covering`), ``seconds``.
     """
     t0 = time.perf_counter()
     S = lam.shape[0]
@@ -408,6 +415,7 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
     # the fine grid around the same centres, wider, with steps half as long or less
     N, K = grid.shape
     mu, cov, mean, half = _placement(grid)
+    cov, half, n_wider = _covering(grid, tables, lam[0], psi[0], cov, half, fine)
     fg = build_grid(tables, lam[0], psi[0], mu=mu, cov=cov, theta_mean=mean, theta_sd=half,
                     info=grid.info, **fine)
     kern = collapsed_kernel()
@@ -429,6 +437,31 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
     diffs = np.asarray([g[0] for g in got])
     per = max(g[1] for g in got)
     return {"max_abs_diff": float(np.abs(diffs).max()), "spread_diff": float(np.ptp(diffs)),
-            "max_abs_diff_per_llm": per, "n_draws": len(pick), "fine_grid": fine,
+            "max_abs_diff_per_llm": per, "n_draws": len(pick), "fine_grid": fine, "llms_placed_wider": n_wider,
             "seconds": time.perf_counter() - t0}
+
+
+def _covering(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarray, cov: np.ndarray, half: np.ndarray,
+              fine: dict) -> tuple:
+    """The fine grid's covariances of the overall traits and the cells' half spans (in units of
+    ``fine["inner_half_width"]``): the working grid's, or for an LLM whose overall trait the cells'
+    Gaussian approximations (the grid's information) spread more than twice as wide (an sd ratio),
+    the sum of both covariances and spans that cover the fine outer nodes' reach. A grid whose
+    placement collapsed (posterior weights piled onto one outer node) would otherwise be checked
+    against a fine grid of the same placement, and agree with it. Returns ``(cov, half, number of
+    LLMs placed wider)``."""
+    info = grid.info if grid.info is not None else _likelihood_gaussian(
+        quadrature_nodes(tables, np.einsum("nj,kj->nk", grid.mu.T, lam), psi))[0]
+    _, g_cov = _gaussian_cov(info, lam, psi)
+    var = np.diagonal(cov, axis1=1, axis2=2)
+    wider = np.any(np.diagonal(g_cov, axis1=1, axis2=2) > 4.0 * var, axis=1)
+    if not wider.any():
+        return cov, half, 0
+    cov, half = cov.copy(), half.copy()
+    cov[wider] += g_cov[wider]
+    sd_c = 1.0 / np.sqrt(info[wider] + 1.0 / psi[None, :] ** 2)
+    reach = np.sqrt(np.maximum(np.einsum("kj,njl,kl->nk", lam, cov[wider], lam), 0.0))
+    need = INNER_HALF_WIDTH * sd_c + fine.get("outer_half_width", grid.outer_half_width) * reach
+    half[wider] = np.maximum(half[wider], need / fine.get("inner_half_width", INNER_HALF_WIDTH))
+    return cov, half, int(wider.sum())
 
