@@ -415,7 +415,7 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
     # the fine grid around the same centres, wider, with steps half as long or less
     N, K = grid.shape
     mu, cov, mean, half = _placement(grid)
-    cov, half, n_wider = _covering(grid, tables, lam[0], psi[0], cov, half, fine)
+    cov, half, n_wider = _covering(grid, lam[0], psi[0], cov, half, fine)
     fg = build_grid(tables, lam[0], psi[0], mu=mu, cov=cov, theta_mean=mean, theta_sd=half,
                     info=grid.info, **fine)
     kern = collapsed_kernel()
@@ -441,7 +441,7 @@ def quadrature_check(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarr
             "seconds": time.perf_counter() - t0}
 
 
-def _covering(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarray, cov: np.ndarray, half: np.ndarray,
+def _covering(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, cov: np.ndarray, half: np.ndarray,
               fine: dict) -> tuple:
     """The fine grid's covariances of the overall traits and the cells' half spans (in units of
     ``fine["inner_half_width"]``): the working grid's, or for an LLM whose overall trait the cells'
@@ -450,8 +450,7 @@ def _covering(grid: CollapsedGrid, tables, lam: np.ndarray, psi: np.ndarray, cov
     placement collapsed (posterior weights piled onto one outer node) would otherwise be checked
     against a fine grid of the same placement, and agree with it. Returns ``(cov, half, number of
     LLMs placed wider)``."""
-    info = grid.info if grid.info is not None else _likelihood_gaussian(
-        quadrature_nodes(tables, np.einsum("nj,kj->nk", grid.mu.T, lam), psi))[0]
+    info = grid.info
     _, g_cov = _gaussian_cov(info, lam, psi)
     var = np.diagonal(cov, axis1=1, axis2=2)
     wider = np.any(np.diagonal(g_cov, axis1=1, axis2=2) > 4.0 * var, axis=1)
