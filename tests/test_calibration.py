@@ -61,6 +61,30 @@ def test_long_domain_matches_a_fine_grid_reference():
     assert np.abs(out["coarse"][0] - ref[0]).max() > 5e-3
 
 
+def test_estep_unobserved_cell_lists_match_the_dense_mask():
+    """The E-step of domains with a few unobserved cells (listed by LLM and by item) gives the numbers
+    of the dense float32 mask, with and without a floor, and with a block an LLM did not run."""
+    sim = simulate(300, domain_sizes=[30, 12, 25], missing=0.08, seed=3)
+    obs = sim.observed.copy()
+    obs[:20, 30:42] = False  # LLMs that ran none of the second domain
+    Y = np.where(obs, sim.correct, 0).astype(np.int8)
+    sl = [slice(0, 30), slice(30, 42), slice(42, 67)]
+    c = np.repeat([0.0, 0.0, 0.25], [30, 12, 25])
+    rng = np.random.default_rng(1)
+    a, d = np.exp(0.3 * rng.standard_normal(67)), rng.standard_normal(67)
+    x = np.linspace(-5, 5, 41)
+    logw = -0.5 * x**2
+    lists, dense = (irt.ResponseData(Y, obs, sl, guessing=c) for _ in range(2))
+    assert all(lists.mask_of(k)[0] == "sparse" for k in range(3))
+    dense._masks = {k: ("dense",) for k in range(3)}
+    s1, s2 = em_steps._estep(lists, a, d, x, logw), em_steps._estep(dense, a, d, x, logw)
+    for key in ("eap", "Nq", "nq", "t", "R", "moments", "ll_domain"):  # the dense products sum in float32
+        np.testing.assert_allclose(s1[key], s2[key], rtol=5e-5, atol=1e-6, err_msg=key)
+    # each item's expected responses over the nodes are its observed cells: the lists took the others out
+    np.testing.assert_allclose(s1["Nq"].sum(1), obs.sum(0), rtol=1e-6)
+    assert obs.sum(0).min() < 280
+
+
 def test_grids_are_refined_when_the_coarse_phase_stalls():
     """A 300-item domain whose fitted items need 97 nodes: on 49 nodes the EM's changes (of the item
     curves) stall at 0.6-1.3e-7 (float32 statistics), so with tol 3e-8 the coarse phase never

@@ -26,9 +26,9 @@ from ..numerics import hermite
 from ..numerics.vecmath import exp_nonpos, log1p_nonneg, log_pos
 
 __all__ = ["block_sums", "cell_sums", "correct_cells", "curve_change", "expected_correct", "floor_run",
-           "floor_terms",
+           "floor_terms", "gather_rows",
            "item_tables", "mstep_derivs", "mstep_objective", "posterior_linear", "posterior_rows", "tab_derivs",
-           "theta_newton"]
+           "theta_newton", "unobserved_cells"]
 
 _FAST = {"contract", "reassoc", "nsz"}
 _EPS = 1e-12
@@ -470,6 +470,53 @@ def correct_cells(correct, obs, floored_item, item_domain, K):
             ykptr[i, k0] = p
             k0 += 1
     return ykptr, yj
+
+
+@numba.njit(error_model="numpy", boundscheck=False, cache=True)
+def unobserved_cells(obs, start, stop, rows, col_block):
+    """The unobserved cells of the columns ``start:stop`` of ``obs`` in the blocks of rows that have
+    responses (``rows[i, col_block[j]]``: ``rows`` N x B bools, ``col_block`` the block of every column
+    of ``obs``), as row lists ``(ptr, cols)`` (row ``i``'s columns, from ``start``, at
+    ``cols[ptr[i]:ptr[i + 1]]``, ascending) and column lists ``(cptr, crows)`` (the same cells by column,
+    rows ascending): two passes over the block, no ``N x J`` array."""
+    N = obs.shape[0]
+    J = stop - start
+    ptr = np.zeros(N + 1, dtype=np.int64)
+    cptr = np.zeros(J + 1, dtype=np.int64)
+    for i in range(N):
+        n = 0
+        for j in range(J):
+            if not obs[i, start + j] and rows[i, col_block[start + j]]:
+                n += 1
+                cptr[j + 1] += 1
+        ptr[i + 1] = ptr[i] + n
+    for j in range(J):
+        cptr[j + 1] += cptr[j]
+    cols = np.empty(ptr[N], dtype=np.int32)
+    crows = np.empty(ptr[N], dtype=np.int32)
+    fill = cptr[:J].copy()
+    for i in range(N):
+        p = ptr[i]
+        for j in range(J):
+            if not obs[i, start + j] and rows[i, col_block[start + j]]:
+                cols[p] = j
+                p += 1
+                crows[fill[j]] = i
+                fill[j] += 1
+    return ptr, cols, cptr, crows
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def gather_rows(ptr, idx, V, sign, out):
+    """``out[i] += sign * sum(V[idx[p]] for p in ptr[i]:ptr[i + 1])``: a sparse 0/1 matrix given by its
+    lists times the dense ``V`` (the E-step's unobserved cells: their curves' terms per LLM, their
+    LLMs' posterior mass per item), one pass over the lists."""
+    Q = V.shape[1]
+    for i in range(ptr.shape[0] - 1):
+        for p in range(ptr[i], ptr[i + 1]):
+            j = idx[p]
+            for q in range(Q):
+                out[i, q] += sign * V[j, q]
 
 
 @numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)

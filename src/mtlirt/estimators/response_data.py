@@ -208,22 +208,23 @@ class ResponseData:
 
     def mask_of(self, k, max_share=0.25):
         """How the EM sees domain ``k``'s missing cells: None when every cell is observed; ``("sparse",
-        rows, cells)`` with ``rows`` (N, float) 1 where the LLM has responses in the domain and
-        ``cells`` the unobserved cells of those LLMs (a sparse N x J_k matrix of ones), while they are at
-        most ``max_share`` of those LLMs' cells; else ``("dense", O_k)``, the float32 mask (cached)."""
+        rows, by_llm, by_item)`` with ``rows`` (N, float) 1 where the LLM has responses in the domain and
+        the unobserved cells of those LLMs listed by LLM (``(ptr, item columns)``) and by item (``(ptr,
+        LLM rows)``), while they are at most ``max_share`` of those LLMs' cells; else ``("dense", O_k)``,
+        the float32 mask (cached)."""
         if self.obs is None:
             return None
         if k not in self._masks:
-            from scipy import sparse
+            from ._kernels import unobserved_cells  # numba: loaded on first use
 
             sl = self.slices[k]
             ro = self.obs[:, sl].any(axis=1)
-            miss = ~self.obs[:, sl] & ro[:, None]
-            n_miss = int(np.count_nonzero(miss))
-            if n_miss > max_share * max(int(ro.sum()) * (sl.stop - sl.start), 1):
+            ptr, cols, cptr, crows = unobserved_cells(self.obs, sl.start, sl.stop, ro[:, None],
+                                                      np.zeros(self.J, dtype=np.int64))
+            if len(cols) > max_share * max(int(ro.sum()) * (sl.stop - sl.start), 1):
                 self._masks[k] = ("dense",)
             else:
-                self._masks[k] = ("sparse", ro.astype(np.float64), sparse.csr_matrix(miss, dtype=np.float64))
+                self._masks[k] = ("sparse", ro.astype(np.float64), (ptr, cols), (cptr, crows))
         m = self._masks[k]
         return m if m[0] == "sparse" else ("dense", self.O[:, self.slices[k]])
 

@@ -60,12 +60,15 @@ class TabulatedThetaLik:
 
     kind = "tabulated"
 
-    def __init__(self, data: ResponseData, cells=None, *, grid_step=0.05, theta_max=6.0):
+    def __init__(self, data: ResponseData, cells=None, *, by_llm=None, grid_step=0.05, theta_max=6.0):
         self.data = data
         self.N, self.K, self.J = data.N, data.K, data.J
         self.item_domain = data.item_domain
         self.rw = None if data.row_obs is None else data.row_obs.astype(np.float64)
-        if cells is not None and len(cells[0]):
+        if by_llm is not None and len(by_llm[1]):  # the cells already listed by LLM: (pointers, columns)
+            self.uptr, self.uj = by_llm
+            self.n_cells = len(self.uj)
+        elif cells is not None and len(cells[0]):
             self.uptr, self.uj = _csr(np.asarray(cells[0], dtype=np.int64), np.asarray(cells[1]), self.N)
             self.n_cells = len(self.uj)
         else:
@@ -267,19 +270,15 @@ def _make_theta_lik(data: ResponseData, max_sparse_share=0.25):
         keep = np.ones(len(rows), dtype=bool) if data.row_obs is None else data.row_obs[rows, data.item_domain[cols]]
         order = np.argsort(rows[keep] * data.J + cols[keep], kind="stable")
         return TabulatedThetaLik(data, (rows[keep][order], cols[keep][order].astype(np.int32)))
-    ci_list, cj_list = [], []
-    n_cells = 0
-    for k, sl in enumerate(data.slices):
-        miss = ~data.obs[:, sl]
-        if data.row_obs is not None:
-            miss &= data.row_obs[:, k][:, None]
-        i, j = np.nonzero(miss)
-        n_cells += len(i)
-        if n_cells > max_sparse_share * data.N * data.J:
-            return DenseThetaLik(data)
-        ci_list.append(i.astype(np.int32))
-        cj_list.append((j + sl.start).astype(np.int32))
-    return TabulatedThetaLik(data, (np.concatenate(ci_list), np.concatenate(cj_list)))
+    from ._kernels import unobserved_cells  # numba: loaded on first use
+
+    rows = np.ones((data.N, data.K), dtype=bool) if data.row_obs is None else data.row_obs
+    sizes = np.array([sl.stop - sl.start for sl in data.slices], dtype=np.int64)
+    n_cells = int((rows @ sizes).sum()) - int(np.count_nonzero(data.obs))  # unobserved cells of observed blocks
+    if n_cells > max_sparse_share * data.N * data.J:
+        return DenseThetaLik(data)
+    ptr, cols, _, _ = unobserved_cells(data.obs, 0, data.J, rows, data.item_domain)
+    return TabulatedThetaLik(data, by_llm=(ptr, cols))
 
 
 # ---------------------------------------------------------------------------
