@@ -1308,3 +1308,31 @@ def test_integrated_nuts_raises_only_a_default_target_acceptance(monkeypatch, gi
         cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), chains=2, cores=1, seed=1,
                             sampler="nutpie", draws=None, target_accept=given)
     assert seen == {"raise_target": raised, "target_accept": 0.9 if given is None else given}
+
+
+def test_mode_searched_again_on_the_spaced_grid():
+    """After the grid is spaced for the Laplace approximation's reach the mode is searched again there:
+    where it stayed, the approximation is kept as it was; where it moved (here: the earlier mode two of
+    the approximation's sds off in one coordinate), the approximation is taken again at the new mode."""
+    from mtlirt.bayes._factor import loading_layout
+
+    _, _, tables, lam, psi = _setup(1)
+    grid = cg.build_grid(tables, lam, psi)
+    K = lam.shape[0]
+    layout = loading_layout(K, 1, [0])
+    V0 = lam / psi[:, None]
+    mode, _ = cs.find_mode(grid, V0, layout, 2.0)
+    lap = cs._laplace(grid, layout, 2.0, cs._x_of(mode, layout))
+    rec = {"seconds": 0.0}
+    V, kept = cl._mode_on_spaced(grid, mode, layout, 2.0, lap, rec, 1)
+    assert kept is lap and rec["mode_again"]["laplace_again"] is False and rec["mode_again"]["moved_sds"] < 0.05
+    x_off = lap[0].copy()
+    x_off[1] += 2.0 * np.sqrt((lap[1][1] ** 2).sum())
+    off = cs._v_of(*cs.structure_of_x(x_off, len(layout[0])), K, layout)
+    lap_off = cs._laplace(grid, layout, 2.0, x_off)
+    rec = {"seconds": 0.0}
+    V, again = cl._mode_on_spaced(grid, off, layout, 2.0, lap_off, rec, 1)
+    assert rec["mode_again"]["laplace_again"] and rec["mode_again"]["moved_sds"] > 1.0
+    sd = np.sqrt((lap[1] ** 2).sum(1))
+    assert np.abs(again[0] - lap[0]).max() < 0.05 * sd.min()  # the approximation at the mode again
+    np.testing.assert_allclose(V, mode, atol=1e-3)
