@@ -43,6 +43,7 @@ from mtlirt.bayes._factor import factor_parts, loading_layout
 from mtlirt.bayes.collapsed_draws import StoredNodes, draw_llm_side
 from mtlirt.bayes.collapsed_grid import (
     N_OUTER,
+    N_OUTER_FEW,
     build_grid,
     informative_llms,
     llm_logliks,
@@ -62,6 +63,7 @@ from mtlirt.bayes.collapsed_structure import (
     _x_of,
     find_mode,
     structure_logp,
+    structure_of_x,
 )
 from mtlirt.bayes.diagnostics import PARETO_K_MAX
 from mtlirt.bayes.imh import (
@@ -137,6 +139,13 @@ OUTER_FEWER_TOL = 0.1
 # fit says so: 10%, plus 4 of the sds such a median has over samples from the prior. Simulated
 # populations stay within it at every size; real leaderboards with outlying LLMs (oll_v1, ChemBench) do not.
 OVERALL_SPREAD_TOL = 0.10
+
+# more outer nodes (the few-domain grid's N_OUTER_FEW per axis) where N_OUTER integrate the structure's
+# density at the Laplace approximation's centre and OUTER_MORE_DRAWS of its draws differently from them,
+# the differences spreading by more than OUTER_MORE_TOL nats over those points (half the quadrature
+# check's bound: LLMs of few answers, whose posteriors of their overall traits are far from Gaussian)
+OUTER_MORE_DRAWS = 3
+OUTER_MORE_TOL = 0.25
 
 # Passes of placing the grid at the structure's mode and finding the mode again, at most, until the grid
 # resolves the mode's residual sds (:func:`_grid_resolving_mode`)
@@ -301,6 +310,36 @@ def _fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray
             "seconds": time.perf_counter() - t0}
 
 
+def _with_more_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, laplace: tuple, layout, go: dict,
+                           seed: int) -> tuple:
+    """``(grid, record or None)``: the grid on the few-domain grid's ``N_OUTER_FEW`` Gauss-Hermite nodes per
+    axis where its own ``N_OUTER`` integrate the structure's density differently from them, by amounts
+    that spread over the Laplace approximation's centre and ``OUTER_MORE_DRAWS`` of its draws by more
+    than ``OUTER_MORE_TOL`` nats (what would move the posterior; ``go`` then asks every later grid for as
+    many). None where the grid has other nodes (few domains, fewer nodes found enough, nodes asked
+    for)."""
+    r = grid.rank
+    if "n_outer" in go or grid.rule != "hermite" or grid.n_axis != N_OUTER[r]:
+        return grid, None
+    t0 = time.perf_counter()
+    xc, T, _ = laplace
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x0E7E5]))
+    xs = np.vstack([xc, xc + rng.standard_normal((OUTER_MORE_DRAWS, len(xc))) @ T.T])
+    more = with_outer(sgrid, N_OUTER_FEW[r], rule="hermite")
+    diff = []
+    for x in xs:
+        lam, psi = structure_from_v(_v_of(*structure_of_x(x, len(layout[0])), grid.shape[1], layout))
+        diff.append(float(llm_logliks(more, lam, psi).sum() - llm_logliks(sgrid, lam, psi).sum()))
+    used = float(np.ptp(diff)) > OUTER_MORE_TOL
+    record = {"n_outer": N_OUTER_FEW[r] if used else int(grid.n_axis), "used": used,
+              "differences": [round(d, 4) for d in diff], "tolerance": OUTER_MORE_TOL,
+              "seconds": time.perf_counter() - t0}
+    if not used:
+        return grid, record
+    go["n_outer"] = N_OUTER_FEW[r]
+    return with_outer(grid, N_OUTER_FEW[r], rule="hermite"), record
+
+
 def _with_fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray, go: dict) -> tuple:
     """``(grid, record or None)``: the grid on ``OUTER_FEWER`` nodes per axis where
     :func:`_fewer_outer_nodes` finds them enough (``go`` then asks every later grid for as many)."""
@@ -389,6 +428,26 @@ def _mode_on_spaced(sgrid: CollapsedGrid, V: np.ndarray, layout, loading_scale: 
                              "iterations": found["iterations"]}
     spacing["seconds"] += time.perf_counter() - t0
     return V, laplace
+
+
+def _laplace_and_its_grid(grid: CollapsedGrid, sub: tuple, tables, V: np.ndarray, layout, loading_scale: float,
+                          go: dict, part, stages: dict, cores: int, seed: int) -> tuple:
+    """The Laplace approximation at the mode ``V`` and the grid the loadings are then sampled on: spaced
+    for the approximation's reach (:func:`_spaced_for_reach`; the mode searched again there,
+    :func:`_mode_on_spaced`), on more outer nodes where they integrate differently
+    (:func:`_with_more_outer_nodes`). ``sub = part(grid)``: the grid and tables the density sums over.
+    Returns ``(grid, part(grid), V, laplace, spacing record, outer nodes' record)``."""
+    laplace = _laplace(sub[0], layout, loading_scale, _x_of(V, layout), cores=cores)
+    stages["laplace"] = laplace[2]["seconds"]
+    grid, spacing = _spaced_for_reach(grid, tables, laplace, V, layout, go)
+    if spacing is not None:
+        sub = part(grid)
+        V, laplace = _mode_on_spaced(sub[0], V, layout, loading_scale, laplace, spacing, cores)
+        stages["inner_spacing"] = spacing["seconds"]
+    grid, more = _with_more_outer_nodes(grid, sub[0], laplace, layout, go, seed)
+    if more is not None and more["used"]:
+        sub = part(grid)
+    return grid, sub, V, laplace, spacing, more
 
 
 def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: dict, *,
@@ -483,15 +542,11 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     grid, fewer = _with_fewer_outer_nodes(grid, sgrid, V2, go)
     if fewer is not None and fewer["used"]:
         sgrid, stables = structure_part(grid)
-    laplace, spacing = None, None
+    laplace, spacing, more = None, None, None
     if sampler in ("auto", "imh") or (sampler == "nutpie" and whiten):
-        laplace = _laplace(sgrid, layout, spec.priors.loading_scale, _x_of(V2, layout), cores=cores)
-        stages["laplace"] = laplace[2]["seconds"]
-        grid, spacing = _spaced_for_reach(grid, tables, laplace, V2, layout, go)
-        if spacing is not None:
-            sgrid, stables = structure_part(grid)
-            V2, laplace = _mode_on_spaced(sgrid, V2, layout, spec.priors.loading_scale, laplace, spacing, cores)
-            stages["inner_spacing"] = spacing["seconds"]
+        grid, (sgrid, stables), V2, laplace, spacing, more = _laplace_and_its_grid(
+            grid, (sgrid, stables), tables, V2, layout, spec.priors.loading_scale, go, structure_part, stages, cores,
+            seed)
     post, ss, sampler, tune, diag_all, wi, stored = _sample_loadings_by(
         sampler, sgrid, layout, spec.priors.loading_scale, V2, coords, r, draws=draws, tune=tune, chains=chains,
         cores=cores, seed=seed, target_accept=target_accept, progress=progress, nuts_kwargs=nuts_kwargs,
@@ -512,6 +567,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
     post = _with_llm_side(post, eta, theta, coords, r)
     stages["llm_side_draws"] = time.perf_counter() - t3
     info = {"mode": mode1, "mode_refit": mode2, "n_outer_nodes": int(grid.offsets.shape[0]), "fewer_outer_nodes": fewer,
+            "more_outer_nodes": more,
             "sampler": sampler, "tune": int(tune), "draws": int(D), "thin": thin, **wi,
             "n_inner_nodes": int(grid.logw.shape[1]), "stage_seconds": stages,
             "n_llms_structure": N if informative is None else len(informative),

@@ -455,7 +455,8 @@ def _fit_integrated(arr, spec: ModelSpec, *, sampler, draws, tune, chains, seed,
                                "inner_nodes": fit.info["n_inner_nodes"],
                                "inner_spacing": fit.info.get("inner_spacing"),
                                "outer_nodes": fit.info["n_outer_nodes"],
-                               "fewer_outer_nodes": fit.info.get("fewer_outer_nodes")})
+                               "fewer_outer_nodes": fit.info.get("fewer_outer_nodes"),
+                               "more_outer_nodes": fit.info.get("more_outer_nodes")})
 
 
 def _variance_spread(eta_var: np.ndarray, n_llms: int) -> dict:
