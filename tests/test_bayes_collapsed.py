@@ -1336,3 +1336,34 @@ def test_mode_searched_again_on_the_spaced_grid():
     sd = np.sqrt((lap[1] ** 2).sum(1))
     assert np.abs(again[0] - lap[0]).max() < 0.05 * sd.min()  # the approximation at the mode again
     np.testing.assert_allclose(V, mode, atol=1e-3)
+
+
+@pytest.mark.parametrize("sizes, missing, more", [((2,) * 16, 0.5, True), ((20,) * 16, None, False)])
+def test_more_outer_nodes_where_four_integrate_differently(sizes, missing, more):
+    """LLMs of a few answers (16 domains of 2 items, half the cells missing): four Gauss-Hermite nodes
+    integrate the structure's density differently from eight by amounts that spread over the Laplace
+    approximation's draws, so the grid takes eight, which are nearer a fine equally spaced reference
+    there; with 320 answers per LLM the four stay."""
+    from mtlirt.bayes._factor import loading_layout
+
+    _, _, tables, lam, psi = _setup(1, n_llms=300, sizes=sizes, seed=1, missing=missing)
+    K = lam.shape[0]
+    layout = loading_layout(K, 1, [0])
+    grid = cg.build_grid(tables, lam, psi)
+    mode, _ = cs.find_mode(grid, lam / psi[:, None], layout, 2.0)
+    grid = cg.regrid(grid, tables, *ck.structure_from_v(mode))
+    mode, _ = cs.find_mode(grid, mode, layout, 2.0)
+    lap = cs._laplace(grid, layout, 2.0, cs._x_of(mode, layout))
+    go = {}
+    new, rec = cl._with_more_outer_nodes(grid, grid, lap, layout, go, 0)
+    assert grid.n_axis == 4 and rec["used"] == more and bool(np.ptp(rec["differences"]) > 0.25) == more
+    if not more:
+        assert new is grid and go == {}
+        return
+    assert new.n_axis == 8 and go == {"n_outer": 8}
+    ref = cg.with_outer(grid, 41)
+    x = lap[0] + lap[1] @ np.full(len(lap[0]), 0.5)
+    lam_x, psi_x = ck.structure_from_v(cs._v_of(*cs.structure_of_x(x, len(layout[0])), K, layout))
+    truth = cg.llm_logliks(ref, lam_x, psi_x).sum()
+    err4, err8 = (abs(cg.llm_logliks(g, lam_x, psi_x).sum() - truth) for g in (grid, new))
+    assert err8 < 0.5 * err4
