@@ -58,80 +58,82 @@ def _ess(x: np.ndarray) -> np.ndarray:
     return out
 
 
-@cache
-def _ess_kernel():
-    import numba
+def _ess_loop(x, npairs, resolution, out):  # pragma: no cover - compiled by numba
+    M, m, n = x.shape
+    size = m * n
+    for p in range(M):
+        v = x[p]
+        lo = np.inf
+        hi = -np.inf
+        bad = False
+        for c in range(m):
+            for s in range(n):
+                a = v[c, s]
+                if a != a:
+                    bad = True
+                lo = min(lo, a)
+                hi = max(hi, a)
+        if bad:
+            out[p] = np.nan
+            continue
+        if hi - lo < resolution:
+            out[p] = float(size)
+            continue
+        xc = np.empty((m, n))
+        cm = np.empty(m)
+        for c in range(m):
+            t = 0.0
+            for s in range(n):
+                t += v[c, s]
+            cm[c] = t / n
+            for s in range(n):
+                xc[c, s] = v[c, s] - cm[c]
 
-    @numba.njit(nogil=True, cache=False)
-    def kernel(x, npairs, resolution, out):
-        M, m, n = x.shape
-        size = m * n
-        for p in range(M):
-            v = x[p]
-            lo = np.inf
-            hi = -np.inf
-            bad = False
-            for c in range(m):
-                for s in range(n):
-                    a = v[c, s]
-                    if a != a:
-                        bad = True
-                    lo = min(lo, a)
-                    hi = max(hi, a)
-            if bad:
-                out[p] = np.nan
-                continue
-            if hi - lo < resolution:
-                out[p] = float(size)
-                continue
-            xc = np.empty((m, n))
-            cm = np.empty(m)
+        def mean_acov(lag):
+            tot = 0.0
             for c in range(m):
                 t = 0.0
-                for s in range(n):
-                    t += v[c, s]
-                cm[c] = t / n
-                for s in range(n):
-                    xc[c, s] = v[c, s] - cm[c]
+                for s in range(n - lag):
+                    t += xc[c, s] * xc[c, s + lag]  # noqa: B023 (called in this iteration only)
+                tot += t / n
+            return tot / m
 
-            def mean_acov(lag):
-                tot = 0.0
-                for c in range(m):
-                    t = 0.0
-                    for s in range(n - lag):
-                        t += xc[c, s] * xc[c, s + lag]  # noqa: B023 (called in this iteration only)
-                    tot += t / n
-                return tot / m
+        a0 = mean_acov(0)
+        mean_var = a0 * n / (n - 1.0)
+        var_plus = mean_var * (n - 1.0) / n
+        if m > 1:
+            mu = 0.0
+            for c in range(m):
+                mu += cm[c]
+            mu /= m
+            vb = 0.0
+            for c in range(m):
+                vb += (cm[c] - mu) ** 2
+            var_plus += vb / (m - 1)
+        total = 0.0
+        mono = np.inf
+        extra = 0.0
+        for k in range(npairs):
+            ev = 1.0 if k == 0 else 1.0 - (mean_var - mean_acov(2 * k)) / var_plus
+            od = 1.0 - (mean_var - mean_acov(2 * k + 1)) / var_plus
+            pair = ev + od
+            mono = min(mono, pair)
+            if (k >= 1 and pair <= 0.0) or k == npairs - 1:
+                extra = ev if ev > 0.0 else 0.0
+                break
+            total += mono
+        tau = -1.0 + 2.0 * total + extra
+        tau = max(tau, 1.0 / np.log10(size))
+        out[p] = size / tau
 
-            a0 = mean_acov(0)
-            mean_var = a0 * n / (n - 1.0)
-            var_plus = mean_var * (n - 1.0) / n
-            if m > 1:
-                mu = 0.0
-                for c in range(m):
-                    mu += cm[c]
-                mu /= m
-                vb = 0.0
-                for c in range(m):
-                    vb += (cm[c] - mu) ** 2
-                var_plus += vb / (m - 1)
-            total = 0.0
-            mono = np.inf
-            extra = 0.0
-            for k in range(npairs):
-                ev = 1.0 if k == 0 else 1.0 - (mean_var - mean_acov(2 * k)) / var_plus
-                od = 1.0 - (mean_var - mean_acov(2 * k + 1)) / var_plus
-                pair = ev + od
-                mono = min(mono, pair)
-                if (k >= 1 and pair <= 0.0) or k == npairs - 1:
-                    extra = ev if ev > 0.0 else 0.0
-                    break
-                total += mono
-            tau = -1.0 + 2.0 * total + extra
-            tau = max(tau, 1.0 / np.log10(size))
-            out[p] = size / tau
 
-    return kernel
+@cache
+def _ess_kernel():
+    """:func:`_ess_loop` compiled by numba (imported on first use), kept in numba's on-disk cache: a later
+    process loads it instead of compiling it again (about half a second)."""
+    import numba
+
+    return numba.njit(nogil=True, cache=True)(_ess_loop)
 
 
 def _scatter(order: np.ndarray, values_sorted: np.ndarray) -> np.ndarray:
