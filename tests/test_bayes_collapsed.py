@@ -1355,7 +1355,8 @@ def test_more_outer_nodes_where_four_integrate_differently(sizes, missing, more)
     mode, _ = cs.find_mode(grid, mode, layout, 2.0)
     lap = cs._laplace(grid, layout, 2.0, cs._x_of(mode, layout))
     go = {}
-    new, rec = cl._with_more_outer_nodes(grid, grid, lap, layout, go, 0)
+    new, (new_sub, sub_tables), rec = cl._with_more_outer_nodes(grid, (grid, tables), lap, layout, go, 0)
+    assert new_sub is new and sub_tables is tables
     assert grid.n_axis == 4 and rec["used"] == more and bool(np.ptp(rec["differences"]) > 0.25) == more
     if not more:
         assert new is grid and go == {}

@@ -310,18 +310,19 @@ def _fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray
             "seconds": time.perf_counter() - t0}
 
 
-def _with_more_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, laplace: tuple, layout, go: dict,
+def _with_more_outer_nodes(grid: CollapsedGrid, sub: tuple, laplace: tuple, layout, go: dict,
                            seed: int) -> tuple:
-    """``(grid, record or None)``: the grid on the few-domain grid's ``N_OUTER_FEW`` Gauss-Hermite nodes per
-    axis where its own ``N_OUTER`` integrate the structure's density differently from them, by amounts
-    that spread over the Laplace approximation's centre and ``OUTER_MORE_DRAWS`` of its draws by more
-    than ``OUTER_MORE_TOL`` nats (what would move the posterior; ``go`` then asks every later grid for as
-    many). None where the grid has other nodes (few domains, fewer nodes found enough, nodes asked
-    for)."""
+    """``(grid, sub, record or None)``: the grid, and ``sub`` (the grid and tables the density sums over),
+    on the few-domain grid's ``N_OUTER_FEW`` Gauss-Hermite nodes per axis where their own ``N_OUTER``
+    integrate the structure's density differently from them, by amounts that spread over the Laplace
+    approximation's centre and ``OUTER_MORE_DRAWS`` of its draws by more than ``OUTER_MORE_TOL`` nats
+    (what would move the posterior; ``go`` then asks every later grid for as many). None where the grid
+    has other nodes (few domains, fewer nodes found enough, nodes asked for)."""
     r = grid.rank
     if "n_outer" in go or grid.rule != "hermite" or grid.n_axis != N_OUTER[r]:
-        return grid, None
+        return grid, sub, None
     t0 = time.perf_counter()
+    sgrid = sub[0]
     xc, T, _ = laplace
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x0E7E5]))
     xs = np.vstack([xc, xc + rng.standard_normal((OUTER_MORE_DRAWS, len(xc))) @ T.T])
@@ -335,9 +336,10 @@ def _with_more_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, laplace: t
               "differences": [round(d, 4) for d in diff], "tolerance": OUTER_MORE_TOL,
               "seconds": time.perf_counter() - t0}
     if not used:
-        return grid, record
+        return grid, sub, record
     go["n_outer"] = N_OUTER_FEW[r]
-    return with_outer(grid, N_OUTER_FEW[r], rule="hermite"), record
+    # the structure's part on more nodes is already built: the tables do not depend on the outer nodes
+    return (more if sgrid is grid else with_outer(grid, N_OUTER_FEW[r], rule="hermite")), (more, sub[1]), record
 
 
 def _with_fewer_outer_nodes(grid: CollapsedGrid, sgrid: CollapsedGrid, V2: np.ndarray, go: dict) -> tuple:
@@ -420,10 +422,10 @@ def _mode_on_spaced(sgrid: CollapsedGrid, V: np.ndarray, layout, loading_scale: 
     the move and its seconds in ``spacing``."""
     t0 = time.perf_counter()
     V_new, found = find_mode(sgrid, V, layout, loading_scale)
-    sd = np.sqrt((laplace[1] ** 2).sum(1))
-    moved = float(np.max(np.abs(_x_of(V_new, layout) - _x_of(V, layout)) / sd))
+    x_new = _x_of(V_new, layout)
+    moved = float(np.max(np.abs(x_new - _x_of(V, layout)) / np.sqrt((laplace[1] ** 2).sum(1))))
     if moved > MODE_MOVED_SDS:
-        V, laplace = V_new, _laplace(sgrid, layout, loading_scale, _x_of(V_new, layout), cores=cores)
+        V, laplace = V_new, _laplace(sgrid, layout, loading_scale, x_new, cores=cores)
     spacing["mode_again"] = {"moved_sds": round(moved, 4), "laplace_again": moved > MODE_MOVED_SDS,
                              "iterations": found["iterations"]}
     spacing["seconds"] += time.perf_counter() - t0
@@ -444,9 +446,7 @@ def _laplace_and_its_grid(grid: CollapsedGrid, sub: tuple, tables, V: np.ndarray
         sub = part(grid)
         V, laplace = _mode_on_spaced(sub[0], V, layout, loading_scale, laplace, spacing, cores)
         stages["inner_spacing"] = spacing["seconds"]
-    grid, more = _with_more_outer_nodes(grid, sub[0], laplace, layout, go, seed)
-    if more is not None and more["used"]:
-        sub = part(grid)
+    grid, sub, more = _with_more_outer_nodes(grid, sub, laplace, layout, go, seed)
     return grid, sub, V, laplace, spacing, more
 
 
