@@ -136,3 +136,28 @@ def test_a_run_whose_chains_fail_raises_their_error():
     t.join(120)
     assert not t.is_alive(), "the run was waited on for ever"
     assert isinstance(got.get("error"), RuntimeError) and "initialization" in str(got["error"])
+
+
+def test_checkpoints_check_the_standardised_overall_traits():
+    """The overall traits' location and scale over the LLMs are not identified (``eta_raw`` is not among the
+    checked names), but the fit's verdict checks them standardised: so does a checkpoint. Chains that agree
+    on a well-mixed parameter but order the LLMs differently fail it, and pass where they agree."""
+    import xarray as xr
+
+    rng = np.random.default_rng(0)
+    C, D, N = 4, 400, 6
+    x = rng.standard_normal((C, D))
+    level = np.where(np.arange(C)[:, None, None] % 2 == 0, np.arange(N), np.arange(N)[::-1])  # chains disagree
+    raw = 3.0 * rng.standard_normal((C, D, 1, 1)) + level[..., None] + 0.3 * rng.standard_normal((C, D, N, 1))
+
+    def trace(eta_raw):
+        post = xr.Dataset({"x": (("chain", "draw"), x), "eta_raw": (("chain", "draw", "llm", "factor"), eta_raw)})
+        ss = xr.Dataset({"diverging": (("chain", "draw"), np.zeros((C, D), bool))})
+        return xr.DataTree.from_dict({"posterior": post, "sample_stats": ss})
+
+    bad = nl._checked(trace(raw), ["x"], D)
+    assert not bad["passed"] and bad["worst_rhat"] == "eta" and bad["max_rhat"] > 1.5
+    agree = 3.0 * rng.standard_normal((C, D, 1, 1)) + np.arange(N)[None, None, :, None] \
+        + 0.3 * rng.standard_normal((C, D, N, 1))
+    good = nl._checked(trace(agree), ["x"], D)
+    assert good["passed"] and good["max_rhat"] < 1.01

@@ -29,6 +29,7 @@ import time
 import numpy as np
 import xarray as xr
 
+from mtlirt.bayes._factor import standardize_eta
 from mtlirt.bayes.diagnostics import diagnostics, draws_called_for
 from mtlirt.config import NUTS_DRAWS, NUTS_DRAWS_MAX
 from mtlirt.progress import stage
@@ -86,8 +87,16 @@ def _wait(watch: _Watch, sampler, done: int, D: int) -> None:
 
 def _checked(trace, names: list[str], D: int) -> dict:
     """The convergence figures of the first ``D`` draws of every chain of nutpie's trace
-    (:func:`mtlirt.bayes.diagnostics.diagnostics` of ``names``), ``passed`` where they pass."""
-    post = trace["posterior"].to_dataset()[names].isel(draw=slice(0, D))
+    (:func:`mtlirt.bayes.diagnostics.diagnostics` of ``names``), ``passed`` where they pass. Where the
+    trace holds the overall traits ``eta_raw``, their standardised version ``eta`` is checked too, as
+    the fit's verdict checks it (the reported overall traits and scores): a run does not stop where that
+    verdict would then fail."""
+    full = trace["posterior"].to_dataset()
+    post = full[names].isel(draw=slice(0, D))
+    if "eta_raw" in full and "eta_raw" not in names:
+        raw = full["eta_raw"].isel(draw=slice(0, D))
+        post["eta"] = raw.copy(data=standardize_eta(np.asarray(raw.values, dtype=np.float64), np, axis=-2))
+        names = [*names, "eta"]
     ss = trace["sample_stats"].to_dataset()
     ss = ss[[v for v in ("diverging", "energy") if v in ss]].isel(draw=slice(0, D))
     out = diagnostics(xr.DataTree.from_dict({"posterior": post, "sample_stats": ss}), var_names=names,
