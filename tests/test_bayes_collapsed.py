@@ -83,6 +83,38 @@ def test_kernel_matches_numpy(case):
     assert ck._call(grid, lam, psi, mode=2, moments=True)[0] == pytest.approx(v, rel=1e-13)
 
 
+def test_cells_beyond_single_precision_are_summed_in_the_log_domain():
+    """The tables are kept in single precision; a cell whose log weights fall below its range is summed
+    and drawn in the log domain. Here the prior sits on the last node, whose log weight (-120) single
+    precision's exponential cannot hold, and the first node (log weight 0, its Gaussian factor exp(-490))
+    is the only one it can: the kernel still equals the numpy reference, where the single-precision
+    exponentials alone would give about -490."""
+    _, resp, tables, lam, psi = _setup(1, n_llms=40)
+    g0 = cg.build_grid(tables, lam, psi)
+    K, Q, N = g0.logw.shape
+    k, i = 2, 5
+    logw = g0.logw.astype(np.float64)
+    logw[k, :, i] = -600.0
+    logw[k, 0, i], logw[k, -1, i] = 0.0, -120.0
+    start = g0.start.copy()
+    start[k, i] = float(lam[k] @ g0.mu[:, i]) - (Q - 1) * g0.step[k, i]  # the prior's mean on the last node
+    psi_k = psi.copy()
+    psi_k[k] = g0.step[k, i] * (Q - 1) / np.sqrt(2 * 490.0)  # the first node's Gaussian factor exp(-490)
+    grid = dataclasses.replace(g0, logw=logw, expw=None, deep=None, start=start)
+    assert grid.logw.dtype == np.float32 and grid.expw.dtype == np.float32
+    assert grid.deep[k, i] and grid.deep.sum() == 1
+    ref = ck.collapsed_loglik_np(grid, lam, psi_k).sum()
+    assert ck._call(grid, lam, psi_k)[0] == pytest.approx(ref, rel=1e-10)
+    shallow = dataclasses.replace(grid, deep=np.zeros_like(grid.deep))
+    assert ck._call(shallow, lam, psi_k)[0] < ref - 100.0  # what the log domain prevents
+    # the cell's draw at its LLM's centre: in the last segment, where its density lies
+    eta = np.ascontiguousarray(grid.mu.T)
+    theta = np.empty((K, N))
+    cd._draw_theta(grid.start, grid.step, grid.logw, grid.expw, grid.half_from, grid.deep, np.ascontiguousarray(lam),
+                   psi_k, eta, np.full((K, N), 0.5), theta)
+    assert theta[k, i] > start[k, i] + (Q - 2) * grid.step[k, i]
+
+
 def test_gradient_matches_finite_differences(case):
     tables, lam, psi, grid = case
     _, dl, dp = ck._call(grid, lam, psi, mode=1)
@@ -256,7 +288,7 @@ def test_domain_score_draws_are_the_cells_inverse_cdf(case, psi_scale):
     eta[:3] = 40.0
     u = rng.random((K, N))
     theta = np.empty((K, N))
-    cd._draw_theta(g.start, g.step, g.logw.astype(np.float32), g.expw.astype(np.float32), g.half_from,
+    cd._draw_theta(g.start, g.step, g.logw, g.expw, g.half_from, g.deep,
                    np.ascontiguousarray(lam), np.ascontiguousarray(psi), eta, u, theta)
     Q = g.logw.shape[1]
     ref = np.empty((K, N))
@@ -1107,7 +1139,7 @@ def test_every_second_inner_node_where_it_resolves_psi():
                         ("spaced_b", spaced, psi_b)):
         th = np.empty((K, 300))
         lm = np.sqrt(1 - ps**2)[:, None]
-        cd._draw_theta(g.start, g.step, g.logw.astype(np.float32), g.expw.astype(np.float32), g.half_from,
+        cd._draw_theta(g.start, g.step, g.logw, g.expw, g.half_from, g.deep,
                        lm, np.ascontiguousarray(ps), eta, u, th)
         out[name] = th
     np.testing.assert_array_equal(out["half"], out["every2"])

@@ -40,7 +40,7 @@ def _blocked(grid, block: int):
 
     mask = np.zeros(nb * block)
     mask[:N] = 1.0
-    arrays = [split(a) for a in (grid.start, grid.step, grid.logw, grid.logscale, grid.mu, grid.chol,
+    arrays = [split(a) for a in (grid.start, grid.step, grid.weights_read(), grid.logscale, grid.mu, grid.chol,
                                  grid.logomega)]
     return arrays, np.asarray(grid.offsets, dtype=np.float64), mask.reshape(nb, block)
 

@@ -269,7 +269,7 @@ def _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, s, C, u_theta, start, fv,
 
 
 @numba.njit(nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _draw_theta(start, step, logw, expw, half_from, lam, psi, eta, u_theta, theta):
+def _draw_theta(start, step, logw, expw, half_from, deep, lam, psi, eta, u_theta, theta):
     # the domain scores given the overall traits eta (N, r): u_theta and
     # theta laid out (K, N) like the tables (K, Q, N), a domain at a time in
     # blocks of LLMs so that the tables are read as contiguous streams and
@@ -304,7 +304,7 @@ def _draw_theta(start, step, logw, expw, half_from, lam, psi, eta, u_theta, thet
                 for jj in range(r):
                     m += lam[k, jj] * eta[b0 + ii, jj]
                 c[ii] = start[k, b0 + ii] + Qc * hh[ii] - m  # the middle node's distance from the prior mean
-            _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
+            _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, deep, s, M, bad, gq, rq, kq, A)
             _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, s, A, C, tot)
             _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, s, C, u_theta, start, fv, dv, qv, theta)
             for ii in range(nb):
@@ -377,10 +377,6 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
     """
     C, D, K, r = lam.shape
     xq, lwq, BT, m_lo, m_hi, x0, h = _eta_points(grid)
-    # the domain scores' step reads the tables once per draw: in single precision (the nodes' weights
-    # and log weights to 6e-8 relative, far below what moves a draw) it reads half the bytes
-    logw32 = grid.logw.astype(np.float32)
-    expw32 = grid.expw.astype(np.float32)
     N = grid.shape[0]
     G = grid.offsets.shape[0]
     eta = np.empty((C, D, N, r))
@@ -420,7 +416,7 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
         th = np.empty((K, N))
         et = np.empty((N, r))
         _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, grid.mu, grid.chol, ue, et)
-        _draw_theta(grid.start, grid.step, logw32, expw32, grid.half_from, lam_t, psi_t, et, ut, th)
+        _draw_theta(grid.start, grid.step, grid.logw, grid.expw, grid.half_from, grid.deep, lam_t, psi_t, et, ut, th)
         eta[c, t] = et
         theta[c, t] = th.T
 

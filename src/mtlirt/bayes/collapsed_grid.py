@@ -102,9 +102,9 @@ def _inner(tables, mean: np.ndarray, half: np.ndarray, n_inner: int):
     step = 2.0 * half / (int(n_inner) - 1)
     start = mean - half
     logw, logscale = cell_quadrature(tables, start, step, n_inner)
-    logw = np.maximum(logw, _LOGW_MIN)
+    np.maximum(logw, _LOGW_MIN, out=logw)
     return (np.ascontiguousarray(start.T), np.ascontiguousarray(step.T),
-            np.ascontiguousarray(logscale.T), np.ascontiguousarray(logw.transpose(1, 2, 0)))
+            np.ascontiguousarray(logscale.T), np.ascontiguousarray(logw.transpose(1, 2, 0), dtype=np.float32))
 
 
 def _outer(mu: np.ndarray, cov: np.ndarray, n_axis: int, half_width: float, rule: str = "trapezoid"):
@@ -279,7 +279,8 @@ def grid_subset(grid: CollapsedGrid, idx: np.ndarray) -> CollapsedGrid:
     c = np.ascontiguousarray
     return dataclasses.replace(grid, start=c(grid.start[:, idx]), step=c(grid.step[:, idx]),
                                logscale=c(grid.logscale[:, idx]), logw=c(grid.logw[:, :, idx]),
-                               expw=c(grid.expw[:, :, idx]), mu=c(grid.mu[:, idx]), chol=c(grid.chol[:, :, idx]),
+                               expw=c(grid.expw[:, :, idx]), deep=c(grid.deep[:, idx]), mu=c(grid.mu[:, idx]),
+                               chol=c(grid.chol[:, :, idx]),
                                logomega=c(grid.logomega[:, idx]), info=None if grid.info is None else grid.info[idx])
 
 

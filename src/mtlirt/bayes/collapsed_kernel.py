@@ -20,7 +20,8 @@ not depend on ``g``: one Horner scheme per (cell, outer node) instead of
 gradient. All terms are positive (no cancellation). A cell whose terms could
 overflow or underflow (``|2 a h v| (Q - 1) > 650``, a Gaussian factor
 beyond ``exp(-600)`` across the nodes, or a sum below ``1e-250``: loadings far
-from the grid's, warm-up territory) is summed in the log domain instead. The
+from the grid's, warm-up territory; or weights below single precision's range) is summed in the log
+domain instead. The
 coefficients cost three exponentials per cell, not ``Q``: ``exp(E_q)`` is
 ``w_q`` (kept with the grid) times a Gaussian factor whose ratios between
 neighbouring nodes form a geometric sequence.
@@ -45,6 +46,8 @@ __all__ = [
 ]
 
 _LOGW_MIN = -700.0
+# below this log weight a table's exponential leaves single precision's normal range (exp(-87) = 1.6e-38)
+_LOGW_SINGLE = -87.0
 _Z_MAX = 650.0
 _T_MAX = 600.0
 _A_MIN = 1e-280
@@ -59,7 +62,11 @@ class CollapsedGrid:
     """The fixed nodes of the two integrals, in the kernel's layout.
 
     Inner (per cell, domain-major): ``start``, ``step``, ``logscale`` (K, N),
-    ``logw`` (K, Q, N) and ``expw = exp(logw)``. Outer (per LLM): ``mu`` (r, N), ``chol`` (r, r, N),
+    ``logw`` (K, Q, N) and ``expw = exp(logw)`` in single precision (every evaluation reads them
+    whole: half the bytes; their rounding, 6e-8 relative, is a fixed change of the quadrature's
+    weights, far below its own error), ``deep`` (K, N) the cells whose log weights reach below
+    ``_LOGW_SINGLE``, where single precision cannot hold the exponentials: those are summed
+    and drawn in the log domain. Outer (per LLM): ``mu`` (r, N), ``chol`` (r, r, N),
     ``offsets`` (G, r) whitened node offsets, ``logomega`` (G, N) log
     weights; ``n_axis`` nodes per axis (the offsets are the full product
     grid, first axis slowest); ``rule`` ``"hermite"`` (Gauss-Hermite nodes
@@ -83,10 +90,13 @@ class CollapsedGrid:
     outer_half_width: float = 4.8
     expw: np.ndarray | None = None
     half_from: np.ndarray | None = None
+    deep: np.ndarray | None = None
 
     def __post_init__(self):
-        if self.expw is None:
-            self.expw = np.exp(self.logw)
+        self.logw = np.ascontiguousarray(self.logw, dtype=np.float32)
+        self.expw = np.exp(self.logw) if self.expw is None else np.ascontiguousarray(self.expw, dtype=np.float32)
+        if self.deep is None:
+            self.deep = np.ascontiguousarray(self.logw.min(axis=1) < _LOGW_SINGLE)
         if self.half_from is None:
             self.half_from = np.full(self.start.shape[0], np.inf)
 
@@ -94,7 +104,13 @@ class CollapsedGrid:
     def arrays(self) -> tuple[np.ndarray, ...]:
         """The kernel's grid arguments."""
         return (self.start, self.step, self.logw, self.expw, self.logscale, self.mu, self.chol,
-                self.offsets, self.logomega, self.half_from)
+                self.offsets, self.logomega, self.half_from, self.deep)
+
+    def weights_read(self) -> np.ndarray:
+        """The log weights (K, Q, N) the kernel sums with, in double precision: the logarithms of the
+        single-precision exponentials, a deep cell's log weights (the references of the kernel)."""
+        with np.errstate(divide="ignore"):
+            return np.where(self.deep[:, None, :], self.logw, np.log(self.expw.astype(np.float64)))
 
     def domain_step(self) -> np.ndarray:
         """Each domain's inner step (K,): the 99th percentile over its cells, as the grid's spacing
@@ -182,11 +198,11 @@ def _node_stride(p, half_from_k, Q):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A):
+def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, deep, s, M, bad, gq, rq, kq, A):
     # A_q = w_q exp(-a (d_q^2 - D)), d_q = c + (q - Qc) h, D the least d^2
     # over the nodes' span (so A_q <= 1): three exponentials per cell,
     # the rest by the recurrence of the Gaussian's ratios; every s-th of the
-    # table's nodes (hh: their step)
+    # table's nodes (hh: their step). bad: the cells for the log domain
     for i in range(nb):
         h = hh[i]
         d0 = c[i] - Qc * h
@@ -196,7 +212,7 @@ def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A):
         t1 = a * (d1 * d1 - D)
         r0 = a * (2.0 * d0 * h + h * h)
         M[i] = -a * D
-        bad[i] = (t0 > _T_MAX) | (t1 > _T_MAX) | (abs(r0) > _T_MAX)
+        bad[i] = (t0 > _T_MAX) | (t1 > _T_MAX) | (abs(r0) > _T_MAX) | deep[k, b0 + i]
         gq[i] = exp_nonpos(-min(t0, _T_MAX))
         rq[i] = exp_nonpos(min(max(-r0, -_T_MAX), _T_MAX))
         kq[i] = exp_nonpos(-2.0 * a * h * h)
@@ -355,7 +371,7 @@ def _moments_block(k, b0, nb, pi, D1, D2, mu, chol, offsets, lam, s1v, s2v, mom1
 
 
 @numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, nogil=True, cache=True)
-def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half_from, lam, psi, mode,
+def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half_from, deep, lam, psi, mode,
             node_out, mom1, mom2):
     K, Q, N = logw.shape
     r = mu.shape[0]
@@ -395,7 +411,7 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half
                 ls[i] = logscale[k, b0 + i] + log_s
             zmax = _Z_MAX / max(Qs - 1, 1)
             _centres(k, b0, nb, st, hh, Qcs, lam, mu, chol, c, e)
-            _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
+            _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, deep, s, M, bad, gq, rq, kq, A)
             _outer_nodes(k, b0, nb, Qs, Qcs, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw[k, ::s], A, M,
                          bad, v, Y, P0, P1, P2, LF, D1, D2, acc)
             if mode == 1:
@@ -420,8 +436,8 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half
 
 def collapsed_kernel():
     """The compiled kernel ``(start, step, logw, expw, logscale, mu, chol, offsets,
-    logomega, lam, psi, mode, node_out, mom1, mom2) -> (total, dlam (K, r),
-    dpsi (K,))``.
+    logomega, half_from, deep, lam, psi, mode, node_out, mom1, mom2) -> (total, dlam (K, r),
+    dpsi (K,))`` (the grid's arguments: :attr:`CollapsedGrid.arrays`).
 
     ``mode`` 0: value only; 1: value and gradient; 2: value and the
     posterior moments of every ``theta_ik`` (``mom1``, ``mom2`` (K, N):
@@ -448,15 +464,17 @@ def _call(grid: CollapsedGrid, lam, psi, mode: int = 0, node_out=None, moments: 
 
 def collapsed_loglik_np(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray) -> np.ndarray:
     """The two trapezoid rules in plain numpy, log domain (the reference for the
-    kernel): ``log p(y_i | Lambda)`` per LLM (N,)."""
+    kernel): ``log p(y_i | Lambda)`` per LLM (N,), on the weights the kernel reads (the
+    single-precision exponentials; a deep cell's log weights)."""
     from scipy.special import logsumexp
 
     K, Q, N = grid.logw.shape
+    logw = grid.weights_read()
     nodes = grid.start[:, None, :] + grid.step[:, None, :] * np.arange(Q)[None, :, None]  # K Q N
     eta = grid.mu[None, :, :] + np.einsum("jln,gl->gjn", grid.chol, grid.offsets)  # G r N
     m = np.einsum("kj,gjn->gkn", lam, eta)  # G K N
     a = 0.5 / psi**2
-    e = grid.logw[None] - a[None, :, None, None] * (nodes[None] - m[:, :, None, :]) ** 2  # G K Q N
+    e = logw[None] - a[None, :, None, None] * (nodes[None] - m[:, :, None, :]) ** 2  # G K Q N
     lf = grid.logscale[None] + logsumexp(e, axis=2) - np.log(psi)[None, :, None]  # G K N
     return logsumexp(grid.logomega + lf.sum(1), axis=0)
 
