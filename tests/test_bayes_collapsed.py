@@ -109,9 +109,10 @@ def test_cells_beyond_single_precision_are_summed_in_the_log_domain():
     assert ck._call(shallow, lam, psi_k)[0] < ref - 100.0  # what the log domain prevents
     # the cell's draw at its LLM's centre: in the last segment, where its density lies
     eta = np.ascontiguousarray(grid.mu.T)
-    theta = np.empty((K, N))
-    cd._draw_theta(grid.start, grid.step, grid.logw, grid.expw, grid.half_from, grid.deep, np.ascontiguousarray(lam),
-                   psi_k, eta, np.full((K, N), 0.5), theta)
+    theta = np.empty((1, K, N))
+    cd._draw_theta(grid.start, grid.step, grid.logw, grid.expw, grid.half_from, grid.deep, lam[None], psi_k[None],
+                   eta[None], np.full((1, K, N), 0.5), theta)
+    theta = theta[0]
     assert theta[k, i] > start[k, i] + (Q - 2) * grid.step[k, i]
 
 
@@ -194,9 +195,10 @@ def test_missing_cells_integrate_to_one():
     assert v == pytest.approx(ck.collapsed_loglik_np(grid, lam, psi).sum(), rel=1e-10)
 
 
-def test_draws_follow_the_grid_posterior(case):
+def test_draws_follow_the_grid_posterior(case, monkeypatch):
     """Draws of the overall traits and domain scores at one structure have the
-    grid's posterior means and sds (within Monte Carlo error)."""
+    grid's posterior means and sds (within Monte Carlo error); each draw is its own structure's
+    whatever the batches it is drawn in."""
     tables, lam, psi, grid = case
     grid = cg.regrid(grid, tables, lam, psi)
     mu, cov, tm, tsd = cg.posterior_moments(grid, lam, psi)
@@ -219,6 +221,13 @@ def test_draws_follow_the_grid_posterior(case):
     eta2, theta2 = cd.draw_llm_side(grid, lam_d, psi_d, seed=5, dtype=np.float64, cores=3)
     assert np.array_equal(eta2.reshape(S, *eta2.shape[2:]), eta)
     assert np.array_equal(theta2.reshape(S, *theta2.shape[2:]), theta)
+    psi_v = psi_d[:, :6] * (1.0 + 0.1 * np.arange(6))[None, :, None]
+    batched = cd.draw_llm_side(grid, lam_d[:, :6], psi_v, seed=2, dtype=np.float64)
+    monkeypatch.setattr(cd, "DRAW_BATCH", 1)
+    alone = cd.draw_llm_side(grid, lam_d[:, :6], psi_v, seed=2, dtype=np.float64)
+    assert cd.DRAW_BATCH == 1 and np.array_equal(batched[0], alone[0]) and np.array_equal(batched[1], alone[1])
+    one = cd.draw_llm_side(grid, lam_d[:1, 5:6], psi_v[:1, 5:6], seed=2, dtype=np.float64)
+    assert not np.array_equal(one[1][0, 0], alone[1][0, 0])
 
 
 def _quantiles(x, logp, qs):
@@ -287,9 +296,10 @@ def test_domain_score_draws_are_the_cells_inverse_cdf(case, psi_scale):
     eta = rng.normal(size=(N, g.rank))
     eta[:3] = 40.0
     u = rng.random((K, N))
-    theta = np.empty((K, N))
-    cd._draw_theta(g.start, g.step, g.logw, g.expw, g.half_from, g.deep,
-                   np.ascontiguousarray(lam), np.ascontiguousarray(psi), eta, u, theta)
+    theta = np.empty((1, K, N))
+    cd._draw_theta(g.start, g.step, g.logw, g.expw, g.half_from, g.deep, lam[None], psi[None], eta[None], u[None],
+                   theta)
+    theta = theta[0]
     Q = g.logw.shape[1]
     ref = np.empty((K, N))
     buf = np.empty(Q)
@@ -1137,11 +1147,11 @@ def test_every_second_inner_node_where_it_resolves_psi():
     out = {}
     for name, g, ps in (("half", half, psi), ("every2", every2, psi), ("half_b", half, psi_b),
                         ("spaced_b", spaced, psi_b)):
-        th = np.empty((K, 300))
+        th = np.empty((1, K, 300))
         lm = np.sqrt(1 - ps**2)[:, None]
-        cd._draw_theta(g.start, g.step, g.logw, g.expw, g.half_from, g.deep,
-                       lm, np.ascontiguousarray(ps), eta, u, th)
-        out[name] = th
+        cd._draw_theta(g.start, g.step, g.logw, g.expw, g.half_from, g.deep, lm[None], ps[None], eta[None], u[None],
+                       th)
+        out[name] = th[0]
     np.testing.assert_array_equal(out["half"], out["every2"])
     np.testing.assert_array_equal(out["half_b"], out["spaced_b"])
     assert not np.array_equal(out["half"], out["half_b"])

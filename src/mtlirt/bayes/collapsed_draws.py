@@ -38,6 +38,7 @@ from mtlirt.bayes.collapsed_kernel import (
 )
 
 __all__ = [
+    "DRAW_BATCH",
     "ETA_STEP",
     "StoredNodes",
     "draw_llm_side",
@@ -45,6 +46,9 @@ __all__ = [
 
 # the spacing, in whitened sds, of the points at which the overall trait's interpolated density is read
 ETA_STEP = 0.25
+# structure draws whose domain scores are drawn in one pass over the grid's tables (the pass is bound by
+# reading them)
+DRAW_BATCH = 8
 
 # ---------------------------------------------------------------------------
 # exact draws of the LLM side
@@ -270,17 +274,18 @@ def _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, s, C, u_theta, start, fv,
 
 @numba.njit(nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
 def _draw_theta(start, step, logw, expw, half_from, deep, lam, psi, eta, u_theta, theta):
-    # the domain scores given the overall traits eta (N, r): u_theta and
-    # theta laid out (K, N) like the tables (K, Q, N), a domain at a time in
-    # blocks of LLMs so that the tables are read as contiguous streams and
+    # the domain scores given the overall traits eta (S, N, r) of S structure draws (lam (S, K, r), psi
+    # (S, K)): u_theta and theta (S, K, N) laid out like the tables (K, Q, N), a domain at a time in
+    # blocks of LLMs, every draw of a block in turn while its tables are in cache (the pass is bound by
+    # reading them: S draws read them once), so that the tables are read as contiguous streams and
     # every step of a block is a loop the compiler vectorises. The density
     # at the inner nodes, w_q exp(-a d_q^2) up to a factor, comes from the
     # kernel's recurrence (_inner_weights: three exponentials per cell, not
     # Q); then the segment masses and the inverse CDF. A cell whose
     # recurrence could leave the float range, or whose mass underflows, is
     # drawn in the log domain (_sample_loglinear, the same inverse CDF). Every second node where the
-    # grid says they resolve psi_k (half_from, as the kernel).
-    N, r = eta.shape
+    # grid says they resolve psi_k (half_from, as the kernel). Each draw's numbers do not depend on S.
+    S, N, r = eta.shape
     K, Qt, _ = logw.shape
     B = _BLOCK
     A = np.empty((Qt, B))
@@ -293,28 +298,31 @@ def _draw_theta(start, step, logw, expw, half_from, deep, lam, psi, eta, u_theta
     lv = np.empty(Qt)
     wbuf = np.empty(Qt)
     for k in range(K):
-        a = 0.5 / (psi[k] * psi[k])
-        s, Q, Qc = _node_stride(psi[k], half_from[k], Qt)
         for b0 in range(0, N, B):
             nb = min(N, b0 + B) - b0
-            for ii in range(nb):
-                hh[ii] = s * step[k, b0 + ii]
-            for ii in range(nb):
-                m = 0.0
-                for jj in range(r):
-                    m += lam[k, jj] * eta[b0 + ii, jj]
-                c[ii] = start[k, b0 + ii] + Qc * hh[ii] - m  # the middle node's distance from the prior mean
-            _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, deep, s, M, bad, gq, rq, kq, A)
-            _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, s, A, C, tot)
-            _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, s, C, u_theta, start, fv, dv, qv, theta)
-            for ii in range(nb):
-                if bad[ii] or not tot[ii] > _P_MIN:
-                    i = b0 + ii
-                    h = hh[ii]
-                    for q in range(Q):
-                        d = c[ii] + (q - Qc) * h
-                        lv[q] = logw[k, s * q, i] - a * d * d
-                    theta[k, i] = _sample_loglinear(lv[:Q], start[k, i], h, u_theta[k, i], wbuf)
+            for j in range(S):
+                a = 0.5 / (psi[j, k] * psi[j, k])
+                s, Q, Qc = _node_stride(psi[j, k], half_from[k], Qt)
+                ut = u_theta[j]
+                th = theta[j]
+                for ii in range(nb):
+                    hh[ii] = s * step[k, b0 + ii]
+                for ii in range(nb):
+                    m = 0.0
+                    for jj in range(r):
+                        m += lam[j, k, jj] * eta[j, b0 + ii, jj]
+                    c[ii] = start[k, b0 + ii] + Qc * hh[ii] - m  # the middle node's distance from the prior mean
+                _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, deep, s, M, bad, gq, rq, kq, A)
+                _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, s, A, C, tot)
+                _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, s, C, ut, start, fv, dv, qv, th)
+                for ii in range(nb):
+                    if bad[ii] or not tot[ii] > _P_MIN:
+                        i = b0 + ii
+                        h = hh[ii]
+                        for q in range(Q):
+                            d = c[ii] + (q - Qc) * h
+                            lv[q] = logw[k, s * q, i] - a * d * d
+                        th[k, i] = _sample_loglinear(lv[:Q], start[k, i], h, ut[k, i], wbuf)
 
 
 @dataclass
@@ -365,8 +373,8 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
     progress : callable, optional
         Called with the fraction done.
     cores : int
-        Structure draws drawn at once, one per thread (the kernels release the GIL); the draws do not
-        depend on it.
+        Batches of ``DRAW_BATCH`` structure draws drawn at once, one per thread (the kernels release the
+        GIL); the draws depend on neither.
     stored : StoredNodes, optional
         The node totals of the draws the sampler evaluated (the kernel runs for the rest only).
 
@@ -405,26 +413,35 @@ def draw_llm_side(grid: CollapsedGrid, lam: np.ndarray, psi: np.ndarray, *, seed
                 nodes[:, rest] = part
         return nodes
 
-    def one(job_index):
-        c, t = jobs[job_index]
-        rng = np.random.default_rng(seqs[job_index])
-        lam_t = np.ascontiguousarray(lam[c, t], dtype=np.float64)
-        psi_t = np.ascontiguousarray(psi[c, t], dtype=np.float64)
-        nodes = node_totals(c, t, lam_t, psi_t)
-        ue = rng.random((N, r))
-        ut = rng.random((K, N))
-        th = np.empty((K, N))
-        et = np.empty((N, r))
-        _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, grid.mu, grid.chol, ue, et)
-        _draw_theta(grid.start, grid.step, grid.logw, grid.expw, grid.half_from, grid.deep, lam_t, psi_t, et, ut, th)
-        eta[c, t] = et
-        theta[c, t] = th.T
+    def batch(first):
+        """The jobs from ``first``, ``DRAW_BATCH`` of them: each one's overall traits, then their domain
+        scores in one pass over the tables."""
+        part = jobs[first:first + DRAW_BATCH]
+        S = len(part)
+        lam_b = np.empty((S, K, r))
+        psi_b = np.empty((S, K))
+        et = np.empty((S, N, r))
+        ut = np.empty((S, K, N))
+        for j, (c, t) in enumerate(part):
+            rng = np.random.default_rng(seqs[first + j])
+            lam_b[j] = lam[c, t]
+            psi_b[j] = psi[c, t]
+            nodes = node_totals(c, t, lam_b[j], psi_b[j])
+            ue = rng.random((N, r))
+            ut[j] = rng.random((K, N))
+            _draw_eta(nodes, xq, lwq, BT, m_lo, m_hi, x0, h, grid.mu, grid.chol, ue, et[j])
+        th = np.empty((S, K, N))
+        _draw_theta(grid.start, grid.step, grid.logw, grid.expw, grid.half_from, grid.deep, lam_b, psi_b, et, ut, th)
+        for j, (c, t) in enumerate(part):
+            eta[c, t] = et[j]
+            theta[c, t] = th[j].T
+        return S
 
     done = 0
     with ThreadPoolExecutor(max(1, int(cores))) as pool:
-        for _ in pool.map(one, range(len(jobs))):
-            done += 1
-            if progress is not None and done % max(1, len(jobs) // 100) == 0:
+        for n in pool.map(batch, range(0, len(jobs), DRAW_BATCH)):
+            done += n
+            if progress is not None:
                 progress(done / len(jobs))
     return eta, theta
 
