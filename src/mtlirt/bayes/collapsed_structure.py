@@ -17,7 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from mtlirt.bayes._jax import sample_structure_numpyro
-from mtlirt.bayes.collapsed_kernel import _EMPTY2, CollapsedGrid, _call, _kernel, structure_from_v
+from mtlirt.bayes.collapsed_kernel import (
+    _EMPTY2,
+    _EMPTY3,
+    CollapsedGrid,
+    _call,
+    _kernel,
+    _kernel_values,
+    structure_from_v,
+)
 from mtlirt.bayes.diagnostics import diagnostics
 from mtlirt.bayes.nuts_length import sample_until_converged
 
@@ -92,7 +100,8 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     ``gradient=False`` the function returns the value only (the kernel's
     cheaper pass; both timed by ``benchmarks/bench_collapsed.py kernel``);
     its optional second argument, a (G, N) array, then receives every LLM's
-    log posterior at its outer nodes (the kernel's ``node_out``).
+    log posterior at its outer nodes (the kernel's ``node_out``), and its
+    attribute ``many`` evaluates many points in one pass over the tables.
 
     At rank 1 ``asinh(V_k)`` is Fisher's z of the loading ``lambda_k = V_k /
     sqrt(1 + V_k^2)``, ``atanh(lambda_k)``: the posterior is much closer to
@@ -114,9 +123,10 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     arrays = grid.arrays
     ar = np.arange(r)
     floor = grid.resolvable_psi()
+    G = grid.offsets.shape[0]
 
-    def logp(x, nodes=None):
-        x = np.asarray(x, dtype=np.float64)
+    def parts(x):
+        """The loadings, residual sds and the priors' terms at ``x``; None beyond what the nodes resolve."""
         u, w = x[:n_free], x[n_free:]
         free, diag = structure_of_x(x, n_free)
         ea = np.exp(w)
@@ -125,11 +135,19 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
         V[drows, ar] = diag
         psi = 1.0 / np.sqrt(1.0 + (V**2).sum(-1))
         if np.any(psi < floor):
+            return None
+        priors = (-0.5 * inv_s2 * ((free**2).sum() + (diag**2).sum()), _log_cosh(u).sum(), (_log_cosh(ea) + w).sum())
+        return V, psi, free, diag, u, ea, priors
+
+    def logp(x, nodes=None):
+        x = np.asarray(x, dtype=np.float64)
+        got = parts(x)
+        if got is None:
             return -math.inf if not gradient else (-math.inf, np.zeros(n_free + r))
+        V, psi, free, diag, u, ea, (p0, p1, p2) = got
         lam = V * psi[:, None]
         val, dl, dp = _kernel(*arrays, lam, psi, int(gradient), e2 if nodes is None else nodes, e2, e2)
-        val = (val - 0.5 * inv_s2 * ((free**2).sum() + (diag**2).sum())
-               + _log_cosh(u).sum() + (_log_cosh(ea) + w).sum())
+        val = val + p0 + p1 + p2
         if not gradient:
             return float(val)
         gV = _v_gradient(V, dl, dp)
@@ -138,6 +156,33 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
         g[n_free:] = (gV[drows, ar] - inv_s2 * diag) * np.cosh(ea) * ea + np.tanh(ea) * ea + 1.0
         return float(val), g
 
+    def many(X, nodes=None):
+        """The value at every row of ``X`` (S, n) by one pass of the kernel over the tables for all
+        (:func:`~mtlirt.bayes.collapsed_kernel._kernel_values`); ``nodes`` (S, G, N) receives each row's
+        node totals (not those of a row whose density is -inf)."""
+        S = len(X)
+        out = np.full(S, -math.inf)
+        lams, psis, pri, ok = np.empty((S, K, r)), np.empty((S, K)), np.empty((S, 3)), []
+        for j in range(S):
+            got = parts(np.asarray(X[j], dtype=np.float64))
+            if got is not None:
+                V, psi = got[0], got[1]
+                lams[len(ok)], psis[len(ok)], pri[len(ok)] = V * psi[:, None], psi, got[6]
+                ok.append(j)
+        if not ok:
+            return out
+        n = len(ok)
+        tot = np.empty(n)
+        whole = nodes is not None and n == S
+        buf = nodes if whole else (np.empty((n, G, N)) if nodes is not None else _EMPTY3)
+        _kernel_values(*arrays, lams[:n], psis[:n], buf, tot)
+        out[ok] = tot + pri[:n, 0] + pri[:n, 1] + pri[:n, 2]
+        if nodes is not None and not whole:
+            nodes[ok] = buf
+        return out
+
+    if not gradient:
+        logp.many = many
     return logp
 
 

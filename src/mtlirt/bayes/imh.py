@@ -88,6 +88,8 @@ IMH_MIN_MORE = 50
 # are computed again by the draws)
 NODE_STORE_BYTES = 1e9
 KEEP_DRAWS = 1000
+# the proposals a thread evaluates in one pass over the grid's tables (a pass is bound by reading them)
+KERNEL_BATCH = 4
 # the axis profiles' proposal: each whitened axis's log density read at +- PROFILE_AT sds, tabulated
 # every PROFILE_STEP sds out to the outermost, and beyond it falling exponentially, at least
 # PROFILE_SLOPE_MIN per sd
@@ -175,15 +177,29 @@ def _imh_chains(log_w_start: np.ndarray, log_w: np.ndarray, u: np.ndarray,
 def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, progress: bool,
                    desc: str, totals: np.ndarray | None = None) -> np.ndarray:
     """``f(xc + T z_j)`` for every row of ``z``, in ``cores`` threads (the
-    kernel releases the GIL); with ``totals`` (len(z), G, N), each
+    kernel releases the GIL), ``KERNEL_BATCH`` rows per call where ``f`` evaluates many at once
+    (``f.many``: one pass over the grid's tables for all); with ``totals`` (len(z), G, N), each
     evaluation's node totals (``f``'s second argument) less each LLM's
     largest go to its row (left unset where the density is -inf: beyond
     what the nodes resolve, ``f`` does not evaluate them)."""
     lp = np.empty(len(z))
-    chunk = max(1, len(z) // (50 * max(1, cores)))
+    many = getattr(f, "many", None)
+    step = KERNEL_BATCH if many is not None else 1
+    chunk = step * max(1, len(z) // (50 * max(1, cores) * step))
 
     def run(a):
         b = min(len(z), a + chunk)
+        if many is not None:  # KERNEL_BATCH points per pass over the tables
+            buf = None if totals is None else np.empty((step,) + totals.shape[1:])
+            for j0 in range(a, b, step):
+                j1 = min(b, j0 + step)
+                X = np.stack([xc + T @ z[j] for j in range(j0, j1)])
+                lp[j0:j1] = many(X, None if buf is None else buf[:j1 - j0])
+                if buf is not None:
+                    for j in range(j0, j1):
+                        if np.isfinite(lp[j]):  # else the density was not evaluated and buf holds no totals
+                            totals[j] = buf[j - j0] - buf[j - j0].max(axis=0)
+            return b - a
         buf = None if totals is None else np.empty(totals.shape[1:])
         for j in range(a, b):
             if buf is None:
