@@ -3,7 +3,8 @@
 Coordinates (unsquashed loadings ``V``, ``Lambda = V psi``; sampling
 coordinates ``x = (asinh(loading_free), log asinh(loading_diag))``), the
 posterior mode by L-BFGS (:func:`find_mode`), the log density and its gradient
-(:func:`structure_logp`), the Laplace approximation at the mode that whitens
+(:func:`structure_logp`; at many points at once, several per pass over the grid's tables:
+:func:`log_densities`), the Laplace approximation at the mode that whitens
 both samplers (:func:`laplace_whitening`), and NUTS (nutpie) of the whitened
 loadings, chains started at draws from that approximation.
 """
@@ -28,13 +29,20 @@ from mtlirt.bayes.collapsed_kernel import (
 )
 from mtlirt.bayes.diagnostics import diagnostics
 from mtlirt.bayes.nuts_length import sample_until_converged
+from mtlirt.progress import progress_bar
 
 __all__ = [
+    "KERNEL_BATCH",
     "find_mode",
     "laplace_whitening",
+    "log_densities",
     "structure_logp",
     "structure_of_x",
 ]
+
+# the points a thread evaluates in one pass over the grid's tables (log_densities: a pass is bound by reading
+# them)
+KERNEL_BATCH = 4
 
 # ---------------------------------------------------------------------------
 # the structure's parameters: V (unsquashed loadings) <-> free variables
@@ -184,6 +192,52 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     if not gradient:
         logp.many = many
     return logp
+
+
+def log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, progress: bool,
+                   desc: str, totals: np.ndarray | None = None) -> np.ndarray:
+    """``f(xc + T z_j)`` for every row of ``z``, in ``cores`` threads (the
+    kernel releases the GIL), ``KERNEL_BATCH`` rows per call where ``f`` evaluates many at once
+    (``f.many``: one pass over the grid's tables for all); with ``totals`` (len(z), G, N), each
+    evaluation's node totals (``f``'s second argument) less each LLM's
+    largest go to its row (left unset where the density is -inf: beyond
+    what the nodes resolve, ``f`` does not evaluate them)."""
+    lp = np.empty(len(z))
+    many = getattr(f, "many", None)
+    step = KERNEL_BATCH if many is not None else 1
+    chunk = step * max(1, len(z) // (50 * max(1, cores) * step))
+
+    def run(a):
+        b = min(len(z), a + chunk)
+        if many is not None:  # KERNEL_BATCH points per pass over the tables
+            buf = None if totals is None else np.empty((step,) + totals.shape[1:])
+            for j0 in range(a, b, step):
+                j1 = min(b, j0 + step)
+                X = np.stack([xc + T @ z[j] for j in range(j0, j1)])
+                lp[j0:j1] = many(X, None if buf is None else buf[:j1 - j0])
+                if buf is not None:
+                    for j in range(j0, j1):
+                        if np.isfinite(lp[j]):  # else the density was not evaluated and buf holds no totals
+                            totals[j] = buf[j - j0] - buf[j - j0].max(axis=0)
+            return b - a
+        buf = None if totals is None else np.empty(totals.shape[1:])
+        for j in range(a, b):
+            if buf is None:
+                lp[j] = f(xc + T @ z[j])
+            else:
+                lp[j] = f(xc + T @ z[j], buf)
+                if np.isfinite(lp[j]):  # else the density was not evaluated and buf holds no totals
+                    totals[j] = buf - buf.max(axis=0)
+        return b - a
+
+    with ThreadPoolExecutor(max(1, int(cores))) as pool:
+        if progress:
+            with progress_bar(len(z), desc) as bar:
+                for done in pool.map(run, range(0, len(z), chunk)):
+                    bar.update(done)
+        else:
+            list(pool.map(run, range(0, len(z), chunk)))
+    return lp
 
 
 def _log_cosh(t: np.ndarray) -> np.ndarray:

@@ -36,16 +36,20 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from mtlirt.bayes.collapsed_draws import StoredNodes
 from mtlirt.bayes.collapsed_kernel import CollapsedGrid
-from mtlirt.bayes.collapsed_structure import _structure_diagnostics, _structure_draws, structure_logp, structure_of_x
+from mtlirt.bayes.collapsed_structure import (
+    _structure_diagnostics,
+    _structure_draws,
+    log_densities,
+    structure_logp,
+    structure_of_x,
+)
 from mtlirt.bayes.diagnostics import PARETO_K_MAX, draws_called_for, pareto_khat
-from mtlirt.progress import progress_bar
 
 __all__ = [
     "AxisProfiles",
@@ -88,8 +92,6 @@ IMH_MIN_MORE = 50
 # are computed again by the draws)
 NODE_STORE_BYTES = 1e9
 KEEP_DRAWS = 1000
-# the proposals a thread evaluates in one pass over the grid's tables (a pass is bound by reading them)
-KERNEL_BATCH = 4
 # the axis profiles' proposal: each whitened axis's log density read at +- PROFILE_AT sds, tabulated
 # every PROFILE_STEP sds out to the outermost, and beyond it falling exponentially, at least
 # PROFILE_SLOPE_MIN per sd
@@ -174,52 +176,6 @@ def _imh_chains(log_w_start: np.ndarray, log_w: np.ndarray, u: np.ndarray,
     return state, acc
 
 
-def _log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, progress: bool,
-                   desc: str, totals: np.ndarray | None = None) -> np.ndarray:
-    """``f(xc + T z_j)`` for every row of ``z``, in ``cores`` threads (the
-    kernel releases the GIL), ``KERNEL_BATCH`` rows per call where ``f`` evaluates many at once
-    (``f.many``: one pass over the grid's tables for all); with ``totals`` (len(z), G, N), each
-    evaluation's node totals (``f``'s second argument) less each LLM's
-    largest go to its row (left unset where the density is -inf: beyond
-    what the nodes resolve, ``f`` does not evaluate them)."""
-    lp = np.empty(len(z))
-    many = getattr(f, "many", None)
-    step = KERNEL_BATCH if many is not None else 1
-    chunk = step * max(1, len(z) // (50 * max(1, cores) * step))
-
-    def run(a):
-        b = min(len(z), a + chunk)
-        if many is not None:  # KERNEL_BATCH points per pass over the tables
-            buf = None if totals is None else np.empty((step,) + totals.shape[1:])
-            for j0 in range(a, b, step):
-                j1 = min(b, j0 + step)
-                X = np.stack([xc + T @ z[j] for j in range(j0, j1)])
-                lp[j0:j1] = many(X, None if buf is None else buf[:j1 - j0])
-                if buf is not None:
-                    for j in range(j0, j1):
-                        if np.isfinite(lp[j]):  # else the density was not evaluated and buf holds no totals
-                            totals[j] = buf[j - j0] - buf[j - j0].max(axis=0)
-            return b - a
-        buf = None if totals is None else np.empty(totals.shape[1:])
-        for j in range(a, b):
-            if buf is None:
-                lp[j] = f(xc + T @ z[j])
-            else:
-                lp[j] = f(xc + T @ z[j], buf)
-                if np.isfinite(lp[j]):  # else the density was not evaluated and buf holds no totals
-                    totals[j] = buf - buf.max(axis=0)
-        return b - a
-
-    with ThreadPoolExecutor(max(1, int(cores))) as pool:
-        if progress:
-            with progress_bar(len(z), desc) as bar:
-                for done in pool.map(run, range(0, len(z), chunk)):
-                    bar.update(done)
-        else:
-            list(pool.map(run, range(0, len(z), chunk)))
-    return lp
-
-
 def _log_ratios(grid: CollapsedGrid, layout, loading_scale: float, xc: np.ndarray, T: np.ndarray, u: np.ndarray,
                 logq: np.ndarray, cores: int, progress: bool = False, desc: str = "",
                 totals: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -227,7 +183,7 @@ def _log_ratios(grid: CollapsedGrid, layout, loading_scale: float, xc: np.ndarra
     only; with ``totals``, the node totals too: :func:`_log_densities`) and
     their log importance ratios against the proposal's log densities
     ``logq`` (``-inf`` where the density is not finite)."""
-    lp = _log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, u, cores, progress, desc,
+    lp = log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, u, cores, progress, desc,
                         totals)
     return lp, _log_weights(lp, logq)
 
@@ -331,7 +287,7 @@ def axis_profiles(logp, laplace: tuple, *, cores: int) -> AxisProfiles:
     at = np.asarray(PROFILE_AT, dtype=np.float64)
     t = np.concatenate([-at[::-1], [0.0], at])
     z = np.concatenate([s * np.eye(n) for s in t if s != 0] + [np.zeros((1, n))])
-    lp = _log_densities(logp, xc, T, z, cores, False, "")
+    lp = log_densities(logp, xc, T, z, cores, False, "")
     v = np.insert((lp[:-1] - lp[-1]).reshape(len(t) - 1, n), len(at), 0.0, axis=0)
     v = np.nan_to_num(v, nan=-np.inf, posinf=-np.inf, neginf=-np.inf)
     x = np.linspace(-at[-1], at[-1], int(round(2 * at[-1] / PROFILE_STEP)) + 1)
