@@ -180,7 +180,7 @@ def _log_ratios(grid: CollapsedGrid, layout, loading_scale: float, xc: np.ndarra
                 logq: np.ndarray, cores: int, progress: bool = False, desc: str = "",
                 totals: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The structure's log density at the proposals ``xc + T u`` (value
-    only; with ``totals``, the node totals too: :func:`_log_densities`) and
+    only; with ``totals``, the node totals too: :func:`~mtlirt.bayes.collapsed_structure.log_densities`) and
     their log importance ratios against the proposal's log densities
     ``logq`` (``-inf`` where the density is not finite)."""
     lp = log_densities(structure_logp(grid, layout, loading_scale, gradient=False), xc, T, u, cores, progress, desc,
