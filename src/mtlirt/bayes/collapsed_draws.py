@@ -29,6 +29,7 @@ from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 from mtlirt.bayes.collapsed_grid import grid_subset, outer_axis
 from mtlirt.bayes.collapsed_kernel import (
     _BLOCK,
+    _DEEP_FLOOR,
     _EMPTY2,
     _P_MIN,
     CollapsedGrid,
@@ -282,7 +283,8 @@ def _draw_theta(start, step, logw, expw, half_from, deep, lam, psi, eta, u_theta
     # at the inner nodes, w_q exp(-a d_q^2) up to a factor, comes from the
     # kernel's recurrence (_inner_weights: three exponentials per cell, not
     # Q); then the segment masses and the inverse CDF. A cell whose
-    # recurrence could leave the float range, or whose mass underflows, is
+    # recurrence could leave the float range, or whose mass underflows (a deep cell's: falls to where
+    # the terms single precision cannot hold could weigh), is
     # drawn in the log domain (_sample_loglinear, the same inverse CDF). Every second node where the
     # grid says they resolve psi_k (half_from, as the kernel). Each draw's numbers do not depend on S.
     S, N, r = eta.shape
@@ -312,11 +314,11 @@ def _draw_theta(start, step, logw, expw, half_from, deep, lam, psi, eta, u_theta
                     for jj in range(r):
                         m += lam[j, k, jj] * eta[j, b0 + ii, jj]
                     c[ii] = start[k, b0 + ii] + Qc * hh[ii] - m  # the middle node's distance from the prior mean
-                _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, deep, s, M, bad, gq, rq, kq, A)
+                _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
                 _segment_masses(k, b0, nb, Q, Qc, a, hh, c, logw, s, A, C, tot)
                 _invert_segments(k, b0, nb, Q, Qc, a, hh, c, logw, s, C, ut, start, fv, dv, qv, th)
                 for ii in range(nb):
-                    if bad[ii] or not tot[ii] > _P_MIN:
+                    if bad[ii] or not tot[ii] > _P_MIN or (deep[k, b0 + ii] and tot[ii] < _DEEP_FLOOR * Q):
                         i = b0 + ii
                         h = hh[ii]
                         for q in range(Q):

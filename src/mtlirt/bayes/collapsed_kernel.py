@@ -48,6 +48,9 @@ __all__ = [
 _LOGW_MIN = -700.0
 # below this log weight a table's exponential leaves single precision's normal range (exp(-87) = 1.6e-38)
 _LOGW_SINGLE = -87.0
+# a deep cell's sum below this many times exp(_LOGW_SINGLE) per node (times the largest node ratio) is taken
+# again in the log domain: there the terms single precision cannot hold could reach 1e-8 of it
+_DEEP_FLOOR = 1e8 * float(np.exp(_LOGW_SINGLE))
 _Z_MAX = 650.0
 _T_MAX = 600.0
 _A_MIN = 1e-280
@@ -66,7 +69,7 @@ class CollapsedGrid:
     whole: half the bytes; their rounding, 6e-8 relative, is a fixed change of the quadrature's
     weights, far below its own error), ``deep`` (K, N) the cells whose log weights reach below
     ``_LOGW_SINGLE``, where single precision cannot hold the exponentials: those are summed
-    and drawn in the log domain. Outer (per LLM): ``mu`` (r, N), ``chol`` (r, r, N),
+    and drawn in the log domain wherever such terms could weigh. Outer (per LLM): ``mu`` (r, N), ``chol`` (r, r, N),
     ``offsets`` (G, r) whitened node offsets, ``logomega`` (G, N) log
     weights; ``n_axis`` nodes per axis (the offsets are the full product
     grid, first axis slowest); ``rule`` ``"hermite"`` (Gauss-Hermite nodes
@@ -198,7 +201,7 @@ def _node_stride(p, half_from_k, Q):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, deep, s, M, bad, gq, rq, kq, A):
+def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A):
     # A_q = w_q exp(-a (d_q^2 - D)), d_q = c + (q - Qc) h, D the least d^2
     # over the nodes' span (so A_q <= 1): three exponentials per cell,
     # the rest by the recurrence of the Gaussian's ratios; every s-th of the
@@ -212,7 +215,7 @@ def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, deep, s, M, bad, gq, rq, kq
         t1 = a * (d1 * d1 - D)
         r0 = a * (2.0 * d0 * h + h * h)
         M[i] = -a * D
-        bad[i] = (t0 > _T_MAX) | (t1 > _T_MAX) | (abs(r0) > _T_MAX) | deep[k, b0 + i]
+        bad[i] = (t0 > _T_MAX) | (t1 > _T_MAX) | (abs(r0) > _T_MAX)
         gq[i] = exp_nonpos(-min(t0, _T_MAX))
         rq[i] = exp_nonpos(min(max(-r0, -_T_MAX), _T_MAX))
         kq[i] = exp_nonpos(-2.0 * a * h * h)
@@ -226,10 +229,12 @@ def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, deep, s, M, bad, gq, rq, kq
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
-def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw_k, A, M, bad,
+def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw_k, A, M, bad, deep_k,
                  v, Y, P0, P1, P2, LF, D1, D2, acc):
     # domain k at every outer node g: the inner sum (Horner in the node ratio Y)
-    # added to acc[g]; with store, E[d] and E[d^2] over the inner nodes in D1, D2
+    # added to acc[g]; with store, E[d] and E[d^2] over the inner nodes in D1, D2. A deep cell (deep_k)
+    # is summed in the log domain where the terms single precision cannot hold (each below
+    # exp(_LOGW_SINGLE) Y^q) could reach 1e-8 of its sum
     G, r = offsets.shape
     for g in range(G):
         for i in range(nb):
@@ -261,7 +266,9 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
         # the log domain where the scaled sums could leave the float range
         n_bad = 0
         for i in range(nb):
-            n_bad += bad[i] | (abs(2.0 * a * hh[i] * v[i]) > zmax) | (P0[i] < _P_MIN)
+            z = 2.0 * a * hh[i] * v[i]
+            n_bad += (bad[i] | (abs(z) > zmax) | (P0[i] < _P_MIN)
+                      | (deep_k[b0 + i] and P0[i] * exp_nonpos(-max(z * (Q - 1), 0.0)) < _DEEP_FLOOR * Q))
         for i in range(nb):
             if n_bad:
                 P0[i] = max(P0[i], _P_MIN)
@@ -279,7 +286,9 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
                 D2[k, g, i] = u * u + 2.0 * u * h * Eq + h * h * Eq2
         if n_bad:
             for i in range(nb):
-                if bad[i] | (abs(2.0 * a * hh[i] * v[i]) > zmax) | (P0[i] <= _P_MIN):
+                z = 2.0 * a * hh[i] * v[i]
+                if (bad[i] | (abs(z) > zmax) | (P0[i] <= _P_MIN)
+                        | (deep_k[b0 + i] and P0[i] * exp_nonpos(-max(z * (Q - 1), 0.0)) < _DEEP_FLOOR * Q)):
                     mc = st[i] + Qc * hh[i] - c[i]
                     lsum, Ed, Ed2 = _direct(logw_k, b0 + i, st[i], hh[i], mc + v[i], a)
                     LF[i] = ls[i] + lsum - lp
@@ -411,9 +420,9 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half
                 ls[i] = logscale[k, b0 + i] + log_s
             zmax = _Z_MAX / max(Qs - 1, 1)
             _centres(k, b0, nb, st, hh, Qcs, lam, mu, chol, c, e)
-            _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, deep, s, M, bad, gq, rq, kq, A)
+            _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
             _outer_nodes(k, b0, nb, Qs, Qcs, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw[k, ::s], A, M,
-                         bad, v, Y, P0, P1, P2, LF, D1, D2, acc)
+                         bad, deep[k], v, Y, P0, P1, P2, LF, D1, D2, acc)
             if mode == 1:
                 for g in range(G):
                     for i in range(nb):
@@ -479,9 +488,9 @@ def _kernel_values(start, step, logw, expw, logscale, mu, chol, offsets, logomeg
                     ls[i] = logscale[k, b0 + i] + log_s
                 zmax = _Z_MAX / max(Qs - 1, 1)
                 _centres(k, b0, nb, st, hh, Qcs, lams[j], mu, chol, c, e)
-                _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, deep, s, M, bad, gq, rq, kq, A)
+                _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
                 _outer_nodes(k, b0, nb, Qs, Qcs, a, lp, zmax, False, offsets, e, c, st, hh, ls, logw[k, ::s], A, M,
-                             bad, v, Y, P0, P1, P2, LF, D1, D2, acc[j])
+                             bad, deep[k], v, Y, P0, P1, P2, LF, D1, D2, acc[j])
         for j in range(S):
             totals[j] = _outer_sum(acc[j], pi, nb, totals[j])
             if node_out.shape[0]:
