@@ -316,35 +316,6 @@ def test_domain_score_draws_are_the_cells_inverse_cdf(case, psi_scale):
     assert np.all(np.where(up, seg >= Q - 2, seg <= 1))
 
 
-def test_many_points_in_one_pass_are_each_points_own(case):
-    """The value-only density at many points in one pass over the tables (``logp.many``, the IMH's
-    evaluations) is each point's own, node totals included; a point beyond what the nodes resolve
-    is -inf and leaves its node totals alone."""
-    from mtlirt.bayes.model import loading_layout
-
-    tables, lam, psi, grid = case
-    K, r = lam.shape
-    layout = loading_layout(K, r, [0] if r == 1 else [0, 1])
-    rows, cols, drows = layout
-    V = lam / psi[:, None]
-    V[drows, np.arange(r)] = np.abs(V[drows, np.arange(r)]) + 0.1
-    x = cs._x_of(V, layout)
-    X = x[None] * (1.0 + 0.05 * np.random.default_rng(1).standard_normal((5, len(x))))
-    X[3, len(rows)] = 3.0  # a loading near 1: its residual sd below what the nodes resolve
-    f = cs.structure_logp(grid, layout, 2.0, gradient=False)
-    G, N = grid.offsets.shape[0], grid.shape[0]
-    nodes = np.full((5, G, N), 7.0)
-    got = f.many(X, nodes)
-    for j in range(5):
-        one = np.empty((G, N))
-        assert got[j] == f(X[j], one)
-        if j == 3:
-            assert got[j] == -np.inf and np.all(nodes[j] == 7.0)
-        else:
-            assert np.isfinite(got[j]) and np.array_equal(nodes[j], one)
-    assert np.array_equal(f.many(X[[0, 1, 2, 4]]), got[[0, 1, 2, 4]])
-
-
 def test_structure_logp_gradient(case):
     from mtlirt.bayes.model import loading_layout
 

@@ -443,62 +443,6 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half
     return total, dlam, dpsi
 
 
-@numba.njit(fastmath={"contract"}, error_model="numpy", boundscheck=False, nogil=True, cache=True)
-def _kernel_values(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half_from, deep, lams, psis,
-                   node_out, totals):
-    # the value-only kernel at S structures (lams (S, K, r), psis (S, K)) in one pass over the tables: each
-    # domain's block of LLMs is read once for all of them (a pass is bound by reading the tables). Every
-    # structure's total goes to totals (S,) and, where node_out (S, G, N) is not empty, its node totals:
-    # each structure's steps are the kernel's at it alone, in the same order
-    K, Q, N = logw.shape
-    S = lams.shape[0]
-    r = mu.shape[0]
-    G = offsets.shape[0]
-    B = _BLOCK
-    acc = np.empty((S, G, B))
-    D1 = np.empty((K, G, B))
-    D2 = np.empty((K, G, B))
-    A = np.empty((Q, B))
-    bad = np.empty(B, dtype=np.bool_)
-    e = np.empty((r, B))
-    work = np.empty((15, B))
-    c, M, gq, rq, kq, v, Y = work[0], work[1], work[2], work[3], work[4], work[5], work[6]
-    P0, P1, P2, LF, hs, ls = work[7], work[8], work[9], work[10], work[13], work[14]
-    pi = np.empty((G, B))
-    for j in range(S):
-        totals[j] = 0.0
-    for b0 in range(0, N, B):
-        b1 = min(N, b0 + B)
-        nb = b1 - b0
-        for j in range(S):
-            for g in range(G):
-                for i in range(nb):
-                    acc[j, g, i] = logomega[g, b0 + i]
-        for k in range(K):
-            st = start[k, b0:b1]
-            for j in range(S):
-                p = psis[j, k]
-                a = 0.5 / (p * p)
-                lp = np.log(p)
-                s, Qs, Qcs = _node_stride(p, half_from[k], Q)
-                log_s = np.log(s)
-                hh = hs[:nb]
-                for i in range(nb):
-                    hh[i] = s * step[k, b0 + i]
-                    ls[i] = logscale[k, b0 + i] + log_s
-                zmax = _Z_MAX / max(Qs - 1, 1)
-                _centres(k, b0, nb, st, hh, Qcs, lams[j], mu, chol, c, e)
-                _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
-                _outer_nodes(k, b0, nb, Qs, Qcs, a, lp, zmax, False, offsets, e, c, st, hh, ls, logw[k, ::s], A, M,
-                             bad, deep[k], v, Y, P0, P1, P2, LF, D1, D2, acc[j])
-        for j in range(S):
-            totals[j] = _outer_sum(acc[j], pi, nb, totals[j])
-            if node_out.shape[0]:
-                for g in range(G):
-                    for i in range(nb):
-                        node_out[j, g, b0 + i] = acc[j, g, i]
-
-
 def collapsed_kernel():
     """The compiled kernel ``(start, step, logw, expw, logscale, mu, chol, offsets,
     logomega, half_from, deep, lam, psi, mode, node_out, mom1, mom2) -> (total, dlam (K, r),
@@ -512,7 +456,6 @@ def collapsed_kernel():
 
 
 _EMPTY2 = np.empty((0, 0))
-_EMPTY3 = np.empty((0, 0, 0))
 
 
 def _call(grid: CollapsedGrid, lam, psi, mode: int = 0, node_out=None, moments: bool = False):

@@ -3,8 +3,8 @@
 Coordinates (unsquashed loadings ``V``, ``Lambda = V psi``; sampling
 coordinates ``x = (asinh(loading_free), log asinh(loading_diag))``), the
 posterior mode by L-BFGS (:func:`find_mode`), the log density and its gradient
-(:func:`structure_logp`; at many points at once, several per pass over the grid's tables:
-:func:`log_densities`), the Laplace approximation at the mode that whitens
+(:func:`structure_logp`; at many points, in threads: :func:`log_densities`), the Laplace
+approximation at the mode that whitens
 both samplers (:func:`laplace_whitening`), and NUTS (nutpie) of the whitened
 loadings, chains started at draws from that approximation.
 """
@@ -18,31 +18,18 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from mtlirt.bayes._jax import sample_structure_numpyro
-from mtlirt.bayes.collapsed_kernel import (
-    _EMPTY2,
-    _EMPTY3,
-    CollapsedGrid,
-    _call,
-    _kernel,
-    _kernel_values,
-    structure_from_v,
-)
+from mtlirt.bayes.collapsed_kernel import _EMPTY2, CollapsedGrid, _call, _kernel, structure_from_v
 from mtlirt.bayes.diagnostics import diagnostics
 from mtlirt.bayes.nuts_length import sample_until_converged
 from mtlirt.progress import progress_bar
 
 __all__ = [
-    "KERNEL_BATCH",
     "find_mode",
     "laplace_whitening",
     "log_densities",
     "structure_logp",
     "structure_of_x",
 ]
-
-# the points a thread evaluates in one pass over the grid's tables (log_densities: a pass is bound by reading
-# them)
-KERNEL_BATCH = 4
 
 # ---------------------------------------------------------------------------
 # the structure's parameters: V (unsquashed loadings) <-> free variables
@@ -108,8 +95,7 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     ``gradient=False`` the function returns the value only (the kernel's
     cheaper pass; both timed by ``benchmarks/bench_collapsed.py kernel``);
     its optional second argument, a (G, N) array, then receives every LLM's
-    log posterior at its outer nodes (the kernel's ``node_out``), and its
-    attribute ``many`` evaluates many points in one pass over the tables.
+    log posterior at its outer nodes (the kernel's ``node_out``).
 
     At rank 1 ``asinh(V_k)`` is Fisher's z of the loading ``lambda_k = V_k /
     sqrt(1 + V_k^2)``, ``atanh(lambda_k)``: the posterior is much closer to
@@ -131,7 +117,6 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     arrays = grid.arrays
     ar = np.arange(r)
     floor = grid.resolvable_psi()
-    G = grid.offsets.shape[0]
 
     def parts(x):
         """The loadings, residual sds and the priors' terms at ``x``; None beyond what the nodes resolve."""
@@ -164,62 +149,21 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
         g[n_free:] = (gV[drows, ar] - inv_s2 * diag) * np.cosh(ea) * ea + np.tanh(ea) * ea + 1.0
         return float(val), g
 
-    def many(X, nodes=None):
-        """The value at every row of ``X`` (S, n) by one pass of the kernel over the tables for all
-        (:func:`~mtlirt.bayes.collapsed_kernel._kernel_values`); ``nodes`` (S, G, N) receives each row's
-        node totals (not those of a row whose density is -inf)."""
-        S = len(X)
-        out = np.full(S, -math.inf)
-        lams, psis, pri, ok = np.empty((S, K, r)), np.empty((S, K)), np.empty((S, 3)), []
-        for j in range(S):
-            got = parts(np.asarray(X[j], dtype=np.float64))
-            if got is not None:
-                V, psi = got[0], got[1]
-                lams[len(ok)], psis[len(ok)], pri[len(ok)] = V * psi[:, None], psi, got[6]
-                ok.append(j)
-        if not ok:
-            return out
-        n = len(ok)
-        tot = np.empty(n)
-        whole = nodes is not None and n == S
-        buf = nodes if whole else (np.empty((n, G, N)) if nodes is not None else _EMPTY3)
-        _kernel_values(*arrays, lams[:n], psis[:n], buf, tot)
-        out[ok] = tot + pri[:n, 0] + pri[:n, 1] + pri[:n, 2]
-        if nodes is not None and not whole:
-            nodes[ok] = buf
-        return out
-
-    if not gradient:
-        logp.many = many
     return logp
 
 
 def log_densities(f, xc: np.ndarray, T: np.ndarray, z: np.ndarray, cores: int, progress: bool,
                    desc: str, totals: np.ndarray | None = None) -> np.ndarray:
     """``f(xc + T z_j)`` for every row of ``z``, in ``cores`` threads (the
-    kernel releases the GIL), ``KERNEL_BATCH`` rows per call where ``f`` evaluates many at once
-    (``f.many``: one pass over the grid's tables for all); with ``totals`` (len(z), G, N), each
+    kernel releases the GIL); with ``totals`` (len(z), G, N), each
     evaluation's node totals (``f``'s second argument) less each LLM's
     largest go to its row (left unset where the density is -inf: beyond
     what the nodes resolve, ``f`` does not evaluate them)."""
     lp = np.empty(len(z))
-    many = getattr(f, "many", None)
-    step = KERNEL_BATCH if many is not None else 1
-    chunk = step * max(1, len(z) // (50 * max(1, cores) * step))
+    chunk = max(1, len(z) // (50 * max(1, cores)))
 
     def run(a):
         b = min(len(z), a + chunk)
-        if many is not None:  # KERNEL_BATCH points per pass over the tables
-            buf = None if totals is None else np.empty((step,) + totals.shape[1:])
-            for j0 in range(a, b, step):
-                j1 = min(b, j0 + step)
-                X = np.stack([xc + T @ z[j] for j in range(j0, j1)])
-                lp[j0:j1] = many(X, None if buf is None else buf[:j1 - j0])
-                if buf is not None:
-                    for j in range(j0, j1):
-                        if np.isfinite(lp[j]):  # else the density was not evaluated and buf holds no totals
-                            totals[j] = buf[j - j0] - buf[j - j0].max(axis=0)
-            return b - a
         buf = None if totals is None else np.empty(totals.shape[1:])
         for j in range(a, b):
             if buf is None:
