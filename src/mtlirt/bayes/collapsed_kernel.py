@@ -229,6 +229,15 @@ def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _log_domain(bad, z, zmax, p0, deep, Q):
+    # whether a (cell, outer node) is summed in the log domain: its terms could leave the float range
+    # (bad, |z| beyond zmax, a sum at or below _P_MIN), or, a deep cell, the terms single precision
+    # cannot hold (each below exp(_LOGW_SINGLE) Y^q, Y = exp(z)) could reach 1e-8 of its sum p0
+    return (bad or abs(z) > zmax or p0 <= _P_MIN
+            or (deep and p0 * exp_nonpos(-max(z * (Q - 1), 0.0)) < _DEEP_FLOOR * Q))
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
 def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw_k, A, M, bad, deep_k,
                  v, Y, P0, P1, P2, LF, D1, D2, acc):
     # domain k at every outer node g: the inner sum (Horner in the node ratio Y)
@@ -266,9 +275,7 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
         # the log domain where the scaled sums could leave the float range
         n_bad = 0
         for i in range(nb):
-            z = 2.0 * a * hh[i] * v[i]
-            n_bad += (bad[i] | (abs(z) > zmax) | (P0[i] < _P_MIN)
-                      | (deep_k[b0 + i] and P0[i] * exp_nonpos(-max(z * (Q - 1), 0.0)) < _DEEP_FLOOR * Q))
+            n_bad += _log_domain(bad[i], 2.0 * a * hh[i] * v[i], zmax, P0[i], deep_k[b0 + i], Q)
         for i in range(nb):
             if n_bad:
                 P0[i] = max(P0[i], _P_MIN)
@@ -286,9 +293,7 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
                 D2[k, g, i] = u * u + 2.0 * u * h * Eq + h * h * Eq2
         if n_bad:
             for i in range(nb):
-                z = 2.0 * a * hh[i] * v[i]
-                if (bad[i] | (abs(z) > zmax) | (P0[i] <= _P_MIN)
-                        | (deep_k[b0 + i] and P0[i] * exp_nonpos(-max(z * (Q - 1), 0.0)) < _DEEP_FLOOR * Q)):
+                if _log_domain(bad[i], 2.0 * a * hh[i] * v[i], zmax, P0[i], deep_k[b0 + i], Q):
                     mc = st[i] + Qc * hh[i] - c[i]
                     lsum, Ed, Ed2 = _direct(logw_k, b0 + i, st[i], hh[i], mc + v[i], a)
                     LF[i] = ls[i] + lsum - lp

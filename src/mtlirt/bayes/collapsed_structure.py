@@ -118,8 +118,8 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
     ar = np.arange(r)
     floor = grid.resolvable_psi()
 
-    def parts(x):
-        """The loadings, residual sds and the priors' terms at ``x``; None beyond what the nodes resolve."""
+    def logp(x, nodes=None):
+        x = np.asarray(x, dtype=np.float64)
         u, w = x[:n_free], x[n_free:]
         free, diag = structure_of_x(x, n_free)
         ea = np.exp(w)
@@ -128,19 +128,11 @@ def structure_logp(grid: CollapsedGrid, layout, loading_scale: float, *, gradien
         V[drows, ar] = diag
         psi = 1.0 / np.sqrt(1.0 + (V**2).sum(-1))
         if np.any(psi < floor):
-            return None
-        priors = (-0.5 * inv_s2 * ((free**2).sum() + (diag**2).sum()), _log_cosh(u).sum(), (_log_cosh(ea) + w).sum())
-        return V, psi, free, diag, u, ea, priors
-
-    def logp(x, nodes=None):
-        x = np.asarray(x, dtype=np.float64)
-        got = parts(x)
-        if got is None:
             return -math.inf if not gradient else (-math.inf, np.zeros(n_free + r))
-        V, psi, free, diag, u, ea, (p0, p1, p2) = got
         lam = V * psi[:, None]
         val, dl, dp = _kernel(*arrays, lam, psi, int(gradient), e2 if nodes is None else nodes, e2, e2)
-        val = val + p0 + p1 + p2
+        val = (val - 0.5 * inv_s2 * ((free**2).sum() + (diag**2).sum())
+               + _log_cosh(u).sum() + (_log_cosh(ea) + w).sum())
         if not gradient:
             return float(val)
         gV = _v_gradient(V, dl, dp)
