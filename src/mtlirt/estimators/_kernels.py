@@ -26,9 +26,8 @@ from ..numerics import hermite
 from ..numerics.vecmath import exp_nonpos, log1p_nonneg, log_pos
 
 __all__ = ["block_sums", "cell_sums", "correct_cells", "curve_change", "expected_correct", "floor_run",
-           "floor_terms", "gather_rows",
-           "item_tables", "mstep_derivs", "mstep_objective", "posterior_linear", "posterior_rows", "tab_derivs",
-           "theta_newton", "unobserved_cells"]
+           "floor_terms", "item_tables", "mstep_derivs", "mstep_objective", "posterior_linear", "posterior_rows",
+           "tab_derivs", "theta_newton"]
 
 _FAST = {"contract", "reassoc", "nsz"}
 _EPS = 1e-12
@@ -309,7 +308,25 @@ def floor_run(lo, hi, yj, a, d, c, th):
     return g1, g3
 
 
-@numba.njit(error_model="numpy", boundscheck=False, cache=True)
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, inline="always")
+def _unobserved_run(lo, hi, uj, a, d, citem, th):
+    """The unobserved cells ``uj[lo:hi]`` of one block at its trait ``th``: the sums of their gradient
+    terms ``a_j sigma`` and of their Fisher and observed information terms."""
+    g1 = 0.0
+    g2 = 0.0
+    g3 = 0.0
+    for p in range(lo, hi):
+        j = uj[p]
+        sig, _ = _sigmoid(a[j] * th + d[j])
+        c = citem[j]
+        aa = a[j] * a[j] * sig * (1.0 - sig)
+        g1 += a[j] * sig
+        g2 += aa if c == 0.0 else aa * (1.0 - c) * sig / (c + (1.0 - c) * sig)
+        g3 += aa
+    return g1, g2, g3
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, inline="always")
 def _row_derivs(i, th, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj, kact,
                 G1, G2, G3):
     """:func:`tab_derivs` of LLM ``i`` at its traits ``th`` (K) into ``G1``, ``G2``, ``G3`` (K; ``G2``
@@ -339,16 +356,18 @@ def _row_derivs(i, th, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domai
         G1[k] = s[i, k] - v1
         G2[k] = v2
         G3[k] = v3
-    for p in range(uptr[i], uptr[i + 1]):
-        j = uj[p]
-        k = item_domain[j]
-        if masked and not kact[k]:
-            continue
-        sig = 1.0 / (1.0 + np.exp(-(a[j] * th[k] + d[j])))
-        c = citem[j]
-        G1[k] += a[j] * sig
-        G2[k] -= a[j] * a[j] * (1.0 - c) * sig * sig * (1.0 - sig) / (c + (1.0 - c) * sig)
-        G3[k] -= a[j] * a[j] * sig * (1.0 - sig)
+    p, end = uptr[i], uptr[i + 1]
+    while p < end:  # the cells come by column, so by domain: one run per domain, summed in registers
+        k = item_domain[uj[p]]
+        q = p
+        while q < end and item_domain[uj[q]] == k:
+            q += 1
+        if not (masked and not kact[k]):
+            g1, g2, g3 = _unobserved_run(p, q, uj, a, d, citem, th[k])
+            G1[k] += g1
+            G2[k] -= g2
+            G3[k] -= g3
+        p = q
     if ykptr.shape[0] > 0:
         for k in range(K):
             lo, hi = ykptr[i, k], ykptr[i, k + 1]
@@ -358,7 +377,7 @@ def _row_derivs(i, th, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domai
                 G3[k] -= g3
 
 
-@numba.njit(error_model="numpy", boundscheck=False, cache=True)
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
 def tab_derivs(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj,
                kact):
     """Gradient, Fisher and observed information of every block's log-likelihood (see :class:`TabulatedThetaLik`).
@@ -390,7 +409,7 @@ def tab_derivs(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_
     return G1, np.maximum(G2, 0.0), G3
 
 
-@numba.njit(error_model="numpy", boundscheck=False, cache=True)
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
 def theta_newton(theta, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj, kact,
                  prec, bound, centre, weight, tol, max_newton):
     """:func:`mtlirt.estimators.trait_scoring.theta_step` on the tables, LLM by LLM: the safeguarded Newton steps
@@ -470,53 +489,6 @@ def correct_cells(correct, obs, floored_item, item_domain, K):
             ykptr[i, k0] = p
             k0 += 1
     return ykptr, yj
-
-
-@numba.njit(error_model="numpy", boundscheck=False, cache=True)
-def unobserved_cells(obs, start, stop, rows, col_block):
-    """The unobserved cells of the columns ``start:stop`` of ``obs`` in the blocks of rows that have
-    responses (``rows[i, col_block[j]]``: ``rows`` N x B bools, ``col_block`` the block of every column
-    of ``obs``), as row lists ``(ptr, cols)`` (row ``i``'s columns, from ``start``, at
-    ``cols[ptr[i]:ptr[i + 1]]``, ascending) and column lists ``(cptr, crows)`` (the same cells by column,
-    rows ascending): two passes over the block, no ``N x J`` array."""
-    N = obs.shape[0]
-    J = stop - start
-    ptr = np.zeros(N + 1, dtype=np.int64)
-    cptr = np.zeros(J + 1, dtype=np.int64)
-    for i in range(N):
-        n = 0
-        for j in range(J):
-            if not obs[i, start + j] and rows[i, col_block[start + j]]:
-                n += 1
-                cptr[j + 1] += 1
-        ptr[i + 1] = ptr[i] + n
-    for j in range(J):
-        cptr[j + 1] += cptr[j]
-    cols = np.empty(ptr[N], dtype=np.int32)
-    crows = np.empty(ptr[N], dtype=np.int32)
-    fill = cptr[:J].copy()
-    for i in range(N):
-        p = ptr[i]
-        for j in range(J):
-            if not obs[i, start + j] and rows[i, col_block[start + j]]:
-                cols[p] = j
-                p += 1
-                crows[fill[j]] = i
-                fill[j] += 1
-    return ptr, cols, cptr, crows
-
-
-@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
-def gather_rows(ptr, idx, V, sign, out):
-    """``out[i] += sign * sum(V[idx[p]] for p in ptr[i]:ptr[i + 1])``: a sparse 0/1 matrix given by its
-    lists times the dense ``V`` (the E-step's unobserved cells: their curves' terms per LLM, their
-    LLMs' posterior mass per item), one pass over the lists."""
-    Q = V.shape[1]
-    for i in range(ptr.shape[0] - 1):
-        for p in range(ptr[i], ptr[i + 1]):
-            j = idx[p]
-            for q in range(Q):
-                out[i, q] += sign * V[j, q]
 
 
 @numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)

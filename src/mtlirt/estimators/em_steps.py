@@ -112,7 +112,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
                 else:  # the observed LLMs' whole partition, less their unobserved cells' terms
                     sp = llm_side.softplus(llm_side.logits(a[sl], d[sl], x))
                     L -= np.multiply.outer(mk[1], sp.sum(axis=0))
-                    kern.gather_rows(*mk[2], sp, 1.0, L)
+                    _holes_kernels().gather_rows(*mk[2], sp, 1.0, L)
                 kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         else:
             lp, l1p = llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x))
@@ -121,7 +121,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
             else:  # as above: the wrong answers' log(1 - P) over the observed cells
                 L = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32)
                 L -= np.multiply.outer(1.0 - mk[1], l1p.sum(axis=0))
-                kern.gather_rows(*mk[2], l1p, -1.0, L)
+                _holes_kernels().gather_rows(*mk[2], l1p, -1.0, L)
             kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         eap[:, g] = eap_g
         ll_domain[g] += float(np.sum(lml))
@@ -138,7 +138,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
             Nq_items[loc] = (P32.T @ Ok).T
         elif mk is not None:  # the observed LLMs' posterior mass, less that of each item's unobserved cells
             Nq_items[loc] = mk[1] @ P32
-            kern.gather_rows(*mk[3], P32, -1.0, Nq_items[loc])
+            _holes_kernels().gather_rows(*mk[3], P32, -1.0, Nq_items[loc])
     fl_items = np.repeat(np.asarray(floored, dtype=bool), sizes)
     return {"t": t, "R": R, "floored": fl_items, "nq": nq, "Nq": Nq_items, "eap": eap,
             "ll": float(ll_domain.sum()), "ll_domain": ll_domain, "moments": mom}
@@ -154,6 +154,13 @@ def _em_kernels():
     from . import _kernels
 
     return _kernels
+
+
+def _holes_kernels():
+    """The kernels of the unobserved cells (:mod:`mtlirt.estimators._holes`), imported on first use."""
+    from . import _holes
+
+    return _holes
 
 
 def _estep_patterns(data, g, sl, loc, pat, a, d, c, x, logw, eap, mom, t, R, Nq_items, nq):

@@ -215,7 +215,7 @@ class ResponseData:
         if self.obs is None:
             return None
         if k not in self._masks:
-            from ._kernels import unobserved_cells  # numba: loaded on first use
+            from ._holes import unobserved_cells  # numba: loaded on first use
 
             sl = self.slices[k]
             ro = self.obs[:, sl].any(axis=1)

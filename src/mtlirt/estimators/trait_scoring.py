@@ -270,7 +270,7 @@ def _make_theta_lik(data: ResponseData, max_sparse_share=0.25):
         keep = np.ones(len(rows), dtype=bool) if data.row_obs is None else data.row_obs[rows, data.item_domain[cols]]
         order = np.argsort(rows[keep] * data.J + cols[keep], kind="stable")
         return TabulatedThetaLik(data, (rows[keep][order], cols[keep][order].astype(np.int32)))
-    from ._kernels import unobserved_cells  # numba: loaded on first use
+    from ._holes import unobserved_cells  # numba: loaded on first use
 
     rows = np.ones((data.N, data.K), dtype=bool) if data.row_obs is None else data.row_obs
     sizes = np.array([sl.stop - sl.start for sl in data.slices], dtype=np.int64)
