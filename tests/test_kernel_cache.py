@@ -27,21 +27,40 @@ derivs = np.empty((J, 5))
 K.mstep_derivs(a, d, x, Nq, rows, c, R, derivs)
 terms = np.empty((J, 3))
 K.floor_terms(a, d, c, x, Nq, rows, R, terms)
-bits = b"".join(v.tobytes() for v in (eap, e2, lml, nq, P32, derivs, terms))
-hits = sum(sum(f.stats.cache_hits.values()) for f in (K.posterior_rows, K.mstep_derivs, K.floor_terms))
+# the trait step's parallel kernels, with unobserved cells and a floor
+from mtlirt.data.simulate import simulate
+from mtlirt.estimators import _holes, irt
+from mtlirt.estimators.trait_scoring import theta_likelihood
+sim = simulate(200, domain_sizes=[30, 12], missing=0.1, seed=1)
+floors = np.repeat([0.0, 0.2], [30, 12])
+data = irt.ResponseData(sim.correct, sim.observed, [slice(0, 30), slice(30, 42)], guessing=floors)
+lik = theta_likelihood(data)
+lik.set_items(rng.uniform(0.5, 2.0, 42), rng.normal(size=42))
+theta = rng.normal(size=(200, 2))
+g, info = lik.theta_derivs(theta)
+th, inf = lik.newton(theta, prec=1.0, bound=6.0, centre=None, weight=None, tol=1e-9, max_newton=30, domains=None)
+out = np.zeros((200, Q))
+_holes.gather_rows(*data.mask_of(0)[2], Lg[:30], 1.0, out)
+bits = b"".join(v.tobytes() for v in (eap, e2, lml, nq, P32, derivs, terms, g, info, th, inf, out))
+kernels = (K.posterior_rows, K.mstep_derivs, K.floor_terms, K.tab_derivs, K.theta_newton, _holes.gather_rows)
+hits = sum(sum(f.stats.cache_hits.values()) for f in kernels)
 print(hashlib.sha1(bits).hexdigest(), hits)
 """
 
 
 def test_cached_kernels_give_the_bits_of_a_fresh_compile(tmp_path):
+    """Also on one thread: the parallel kernels (the trait step's, the unobserved cells' sums) give each
+    LLM its own sums, so the thread count does not change a bit."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
 
-    def run():
-        proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, check=True)
+    def run(**extra):
+        proc = subprocess.run([sys.executable, "-c", _SCRIPT], env={**env, **extra}, capture_output=True, text=True,
+                              check=True)
         digest, hits = proc.stdout.split()
         return digest, int(hits)
 
-    fresh, fresh_hits = run()
-    cached, cached_hits = run()
-    assert (fresh_hits, cached_hits) == (0, 3)  # the first run compiled, the second loaded all three kernels
+    fresh, fresh_hits = run(NUMBA_NUM_THREADS="2")
+    cached, cached_hits = run(NUMBA_NUM_THREADS="2")
+    assert (fresh_hits, cached_hits) == (0, 6)  # the first run compiled, the second loaded all six kernels
     assert cached == fresh
+    assert run(NUMBA_NUM_THREADS="1")[0] == fresh

@@ -70,13 +70,14 @@ def unobserved_cells(obs, start, stop, rows, col_block):
     return ptr, cols, cptr, crows
 
 
-@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, parallel=True, nogil=True)
 def gather_rows(ptr, idx, V, sign, out):
     """``out[i] += sign * sum(V[idx[p]] for p in ptr[i]:ptr[i + 1])``: a sparse 0/1 matrix given by its
     lists times the dense ``V`` (the E-step's unobserved cells: their curves' terms per LLM, their
-    LLMs' posterior mass per item), one pass over the lists."""
+    LLMs' posterior mass per item), one pass over the lists, the rows in parallel (each its own sum:
+    the same numbers on any number of threads)."""
     Q = V.shape[1]
-    for i in range(ptr.shape[0] - 1):
+    for i in numba.prange(ptr.shape[0] - 1):
         for p in range(ptr[i], ptr[i + 1]):
             j = idx[p]
             for q in range(Q):

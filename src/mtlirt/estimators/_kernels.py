@@ -377,7 +377,11 @@ def _row_derivs(i, th, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domai
                 G3[k] -= g3
 
 
-@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+#: LLMs per parallel task of :func:`tab_derivs` and :func:`theta_newton`.
+_BLOCK = 64
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, parallel=True, nogil=True)
 def tab_derivs(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj,
                kact):
     """Gradient, Fisher and observed information of every block's log-likelihood (see :class:`TabulatedThetaLik`).
@@ -396,30 +400,54 @@ def tab_derivs(theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_
     ``yj[ykptr[i, k]:ykptr[i, k + 1]]`` (:func:`floor_run`).  With ``kact``
     (K, not empty) only the domains where it is true are evaluated (the
     others' cells are skipped and their outputs are 0).  The trait step's hot
-    loop, fused in one pass."""
+    loop, fused in one pass, the LLMs in parallel (each its own sums: the same numbers on any number of
+    threads)."""
     n, K = theta.shape
     G1 = np.empty((n, K))
     G2 = np.empty((n, K))
     G3 = np.empty((n, K))
-    all_rows = rows.shape[0] == 0
-    for r in range(n):
-        i = r if all_rows else rows[r]
-        _row_derivs(i, theta[r], s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj,
-                    kact, G1[r], G2[r], G3[r])
+    for b in numba.prange((n + _BLOCK - 1) // _BLOCK):
+        _derivs_rows(b * _BLOCK, min(n, (b + 1) * _BLOCK), theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d,
+                     citem, item_domain, uptr, uj, ykptr, yj, kact, G1, G2, G3)
     return G1, np.maximum(G2, 0.0), G3
 
 
 @numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def _derivs_rows(r0, r1, theta, rows, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr,
+                 yj, kact, G1, G2, G3):
+    """:func:`tab_derivs` of the rows ``r0:r1``."""
+    all_rows = rows.shape[0] == 0
+    for r in range(r0, r1):
+        i = r if all_rows else rows[r]
+        _row_derivs(i, theta[r], s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj,
+                    kact, G1[r], G2[r], G3[r])
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, parallel=True, nogil=True)
 def theta_newton(theta, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj, kact,
                  prec, bound, centre, weight, tol, max_newton):
     """:func:`mtlirt.estimators.trait_scoring.theta_step` on the tables, LLM by LLM: the safeguarded Newton steps
     on the observed information (kept >= 0) of each LLM's traits until its largest step is below
     ``tol``, with the prior's precision ``prec``, the bounds ``+-bound`` and, unless ``weight`` is empty,
     the ridge ``weight * (theta - centre)^2 / 2``; only the domains ``kact`` move (all when empty).
-    Returns the traits and the information at each LLM's last-but-one iterate (0 where not moved)."""
+    Returns the traits and the information at each LLM's last-but-one iterate (0 where not moved).
+    The LLMs run in parallel, in blocks of :data:`_BLOCK` (each LLM its own steps: the same
+    numbers on any number of threads)."""
     N, K = theta.shape
     th = theta.copy()
     info = np.zeros((N, K))
+    for b in numba.prange((N + _BLOCK - 1) // _BLOCK):
+        _newton_rows(b * _BLOCK, min(N, (b + 1) * _BLOCK), th, info, s, g0, h, T1, T2, T3, I1, I2,
+                     rw, a, d, citem, item_domain, uptr, uj, ykptr, yj, kact, prec, bound, centre, weight, tol,
+                     max_newton)
+    return th, info
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def _newton_rows(i0, i1, th, info, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_domain, uptr, uj, ykptr, yj,
+                 kact, prec, bound, centre, weight, tol, max_newton):
+    """:func:`theta_newton` of the LLMs ``i0:i1`` (their traits ``th`` moved in place)."""
+    K = th.shape[1]
     penal = weight.shape[0] > 0
     masked = kact.shape[0] > 0
     G1 = np.empty(K)
@@ -427,7 +455,7 @@ def theta_newton(theta, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_doma
     G3 = np.empty(K)
     lo = np.empty(K)
     hi = np.empty(K)
-    for i in range(N):
+    for i in range(i0, i1):
         x = th[i]
         for k in range(K):
             lo[k] = -bound
@@ -457,7 +485,6 @@ def theta_newton(theta, s, g0, h, T1, T2, T3, I1, I2, rw, a, d, citem, item_doma
                 x[k] = new
             if step < tol:
                 break
-    return th, info
 
 
 @numba.njit(error_model="numpy", boundscheck=False, cache=True)
@@ -491,14 +518,14 @@ def correct_cells(correct, obs, floored_item, item_domain, K):
     return ykptr, yj
 
 
-@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, parallel=True, nogil=True)
 def cell_sums(theta, ptr, cols, a, d, c, item_domain, correct):
     """Per (LLM, domain) block, a sum over the cells of LLM ``i`` (``cols[ptr[i]:ptr[i + 1]]``) at the
     traits ``theta`` (N x K): ``log(c_j + exp(z))`` (``correct``; ``z`` where ``c_j = 0``) or
-    ``softplus(z)``, ``z = a_j theta_ik + d_j``."""
+    ``softplus(z)``, ``z = a_j theta_ik + d_j``; the LLMs in parallel."""
     N, K = theta.shape
     out = np.zeros((N, K))
-    for i in range(N):
+    for i in numba.prange(N):
         for p in range(ptr[i], ptr[i + 1]):
             j = cols[p]
             k = item_domain[j]
