@@ -205,17 +205,17 @@ def floor_terms(a, d, c, x, Nq, rows, R, out):
         out[j, 2] = h + nr / ((1.0 - cj) * (1.0 - cj))
 
 
-@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, parallel=True, nogil=True)
 def block_sums(correct, obs, starts, stops, w1, w2, out1, out2, out3):
     """Per LLM ``i`` and domain ``k`` (items ``starts[k]:stops[k]``): ``out1 = sum_j y_ij w1_j``,
     ``out2 = sum_j y_ij w2_j`` and, unless ``out3`` is empty, ``out3 = sum_j o_ij w2_j``, with ``y``
     the answers where observed (``obs`` empty: all are) -- the tabulated trait step's statistics, one
-    pass over the ``int8`` answers."""
+    pass over the ``int8`` answers, the LLMs in parallel."""
     N = correct.shape[0]
     K = starts.shape[0]
     masked = obs.shape[0] > 0
     third = out3.shape[0] > 0
-    for i in range(N):
+    for i in numba.prange(N):
         for k in range(K):
             s1 = 0.0
             s2 = 0.0

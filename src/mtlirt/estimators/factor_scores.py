@@ -12,7 +12,7 @@ import numpy as np
 from ..data.validate import MIN_LLMS, MIN_RESPONSES
 from ..numerics.factor_grid import grid_quantiles
 from ..numerics.factor_model import G_GRID, T_GRID, _moments, _tabulate, factor_posterior, overall_loadings
-from ..numerics.llm_side import grid_loglik, partition
+from ..numerics.llm_side import grid_loglik, logits, partition, softplus
 from .bootstrap import deviation_spread
 from .centre import _normalise
 from .correlation import reliability_from_se
@@ -75,20 +75,48 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
     return (lam if lam.sum() >= 0 else -lam), psi
 
 
-def _domain_table(correct, observed, s, st, dtype=np.float64):
+def _domain_table(correct, observed, s, st, dtype=np.float64, cells=None):
     """``N x Q``: each LLM's log-likelihood of its answers in the domain of items ``s`` on the scorer's
-    grid, the matrix products in ``dtype``."""
-    Y = correct[:, s].astype(dtype)
-    O = None if observed is None else observed[:, s].astype(dtype)
-    return grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=dtype)
+    grid, the matrix products in ``dtype``; with ``cells`` (:func:`_cells`) the wrong answers' terms
+    over the observed cells as all of them less the unobserved ones."""
+    if cells is None:
+        Y = correct[:, s].astype(dtype)
+        O = None if observed is None else observed[:, s].astype(dtype)
+        return grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=dtype)
+    Y = np.multiply(correct[:, s], observed[:, s], dtype=dtype)
+    L = grid_loglik(Y, None, st.logp[s], st.log1mp[s], dtype=dtype)
+    L += np.multiply.outer(cells[0] - 1.0, st.log1mp[s].sum(axis=0))
+    _holes_kernels().gather_rows(cells[1], cells[2], st.log1mp[s], -1.0, L)
+    return L
 
 
-def _domain_tables(correct, observed, slices, st):
+def _domain_tables(correct, observed, slices, st, cells):
     """``N x K x Q``: :func:`_domain_table` of every domain."""
     out = np.empty((correct.shape[0], len(slices), len(T_GRID)))
     for k, s in enumerate(slices):
-        out[:, k] = _domain_table(correct, observed, s, st)
+        out[:, k] = _domain_table(correct, observed, s, st, cells=cells[k])
     return out
+
+
+def _cells(observed, s, seen):
+    """The unobserved cells of domain ``s`` among the LLMs that answered in it (``seen``): ``(seen`` as
+    floats``, ptr, cols)`` (:func:`mtlirt.estimators._holes.unobserved_cells`), or None where every LLM
+    answered every item, or where those cells are over a quarter of the answered blocks (then the
+    float32 mask's matrix products cost less)."""
+    if observed is None:
+        return None
+    ptr, cols, _, _ = _holes_kernels().unobserved_cells(observed, s.start, s.stop, seen[:, None],
+                                                        np.zeros(observed.shape[1], dtype=np.int64))
+    if len(cols) == 0 or len(cols) > 0.25 * max(int(seen.sum()) * (s.stop - s.start), 1):
+        return None
+    return seen.astype(np.float64), ptr, cols
+
+
+def _holes_kernels():
+    """:mod:`mtlirt.estimators._holes` (numba), imported on first use."""
+    from . import _holes
+
+    return _holes
 
 
 class _StepTables:
@@ -104,11 +132,12 @@ class _StepTables:
     reported scores use the exact tables.
     """
 
-    def __init__(self, correct, observed, slices, a0, d0, c):
+    def __init__(self, correct, observed, slices, a0, d0, c, seen):
         self.correct, self.observed, self.slices = correct, observed, slices
         self.a0, self.d0 = a0, d0
         self.linear = [not np.any(c[s] > 0) for s in slices]
         self.complete = [observed is None or bool(observed[:, s].all()) for s in slices]
+        self.cells = [None if self.complete[k] else _cells(observed, s, seen[:, k]) for k, s in enumerate(slices)]
         self.S = np.zeros((correct.shape[0], len(slices)))  # 0 in the domains with floors
         self.out = None
         for k, s in enumerate(slices):
@@ -124,11 +153,16 @@ class _StepTables:
             self.out = np.empty(self.S.shape + (len(T_GRID),))
         out = np.multiply(self.S[:, :, None], U, out=self.out)
         for k, s in enumerate(self.slices):
+            cells = self.cells[k]
             if not self.linear[k]:
-                out[:, k] = _domain_table(self.correct, self.observed, s, st, np.float32)
-            else:
+                out[:, k] = _domain_table(self.correct, self.observed, s, st, np.float32, cells)
+            elif cells is None:
                 O = None if self.complete[k] else self.observed[:, s].astype(np.float32)
                 out[:, k] -= partition(O, self.a0[s], self.d0[s], U[k], np.float32)
+            else:  # the answered LLMs' whole partition, less their unobserved cells' terms
+                sp = softplus(logits(self.a0[s], self.d0[s], U[k]))
+                out[:, k] -= np.multiply.outer(cells[0], sp.sum(axis=0))
+                _holes_kernels().gather_rows(cells[1], cells[2], sp, 1.0, out[:, k])
         return out
 
 
@@ -184,12 +218,12 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     # a thin domain (few LLMs, or few answers each) says little about its spread: kept as calibrated
     has = (seen.sum(axis=0) >= min_llms) & (median >= min_responses)
 
-    tables = _StepTables(correct, observed, slices, a0, d0, c)
+    tables = _StepTables(correct, observed, slices, a0, d0, c, seen)
 
     def posterior(x, exact=True):  # x = (loc, log scale): the calibration's traits are theta * scale + loc
         loc, scale = x[:K], np.exp(x[K:])
         st = _tabulate(a0 * scale[item_domain], d0 + a0 * loc[item_domain], c, item_domain, lam, K)
-        logL = _domain_tables(correct, observed, slices, st) if exact else tables(loc, scale, st)
+        logL = _domain_tables(correct, observed, slices, st, tables.cells) if exact else tables(loc, scale, st)
         return factor_posterior(st, logL, seen)
 
     def step(x):  # one pass of the moment matching: the new x and the moments' distance from (0, 1)

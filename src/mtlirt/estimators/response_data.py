@@ -162,10 +162,9 @@ class ResponseData:
     def Y(self):
         """``float32`` answers, 0 where unobserved or excluded (built on first use, shared)."""
         Y = self._copies.get("Y")
-        if Y is None:
-            Y = self.correct.astype(np.float32)
-            if self.obs is not None:
-                Y[~self.obs] = 0.0
+        if Y is None:  # one pass over the answers and the mask
+            Y = self.correct.astype(np.float32) if self.obs is None else np.multiply(self.correct, self.obs,
+                                                                                      dtype=np.float32)
             self._copies["Y"] = Y
         return Y
 

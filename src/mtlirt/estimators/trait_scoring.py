@@ -277,8 +277,10 @@ def _make_theta_lik(data: ResponseData, max_sparse_share=0.25):
     n_cells = int((rows @ sizes).sum()) - int(np.count_nonzero(data.obs))  # unobserved cells of observed blocks
     if n_cells > max_sparse_share * data.N * data.J:
         return DenseThetaLik(data)
-    ptr, cols, _, _ = unobserved_cells(data.obs, 0, data.J, rows, data.item_domain)
-    return TabulatedThetaLik(data, by_llm=(ptr, cols))
+    key = ("cells by LLM", tuple((sl.start, sl.stop) for sl in data.slices))
+    if key not in data._copies:  # the lists of the mask's cells, shared by the fits of the same answers
+        data._copies[key] = unobserved_cells(data.obs, 0, data.J, rows, data.item_domain)[:2]
+    return TabulatedThetaLik(data, by_llm=data._copies[key])
 
 
 # ---------------------------------------------------------------------------
