@@ -66,3 +66,33 @@ def test_cached_kernels_give_the_bits_of_a_fresh_compile(tmp_path):
     assert (fresh_hits, cached_hits) == (0, 8)  # the first run compiled, the second loaded all eight kernels
     assert cached == fresh
     assert run(NUMBA_NUM_THREADS="1")[0] == fresh
+
+
+_CALLEE = r"""
+import numpy as np
+from mtlirt.data.simulate import simulate
+from mtlirt.estimators import irt
+from mtlirt.estimators.trait_scoring import theta_likelihood
+from mtlirt.numerics import hermite
+
+sim = simulate(50, domain_sizes=[10, 5], missing=0.1, seed=1)
+data = irt.ResponseData(sim.correct, sim.observed, [slice(0, 10), slice(10, 15)])
+lik = theta_likelihood(data)
+lik.set_items(np.ones(15), np.zeros(15))
+lik.theta_derivs(np.zeros((50, 2)))  # a fast-math kernel compiles the interpolation it calls
+w_nb, c_nb = hermite.numba_versions()
+t = np.linspace(0.0, 1.0, 101)
+ref = hermite.combine(hermite.weights(t, 0.37), 0.3, -1.2, 2.5, 0.4)
+got = np.array([c_nb(w_nb(v, 0.37), 0.3, -1.2, 2.5, 0.4) for v in t])
+print(bool(np.array_equal(got, ref)))
+"""
+
+
+def test_a_fast_math_caller_leaves_the_interpolation_exact(tmp_path):
+    """The trait step's kernels are compiled with fast-math flags and call the Hermite interpolation;
+    compiled first there (an empty cache), the interpolation still gives numpy's bits to every later
+    caller (without ``fastmath=False`` it took the caller's flags, and the cache handed that copy on)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    for _ in range(2):  # compiled afresh, then loaded from the cache
+        proc = subprocess.run([sys.executable, "-c", _CALLEE], env=env, capture_output=True, text=True, check=True)
+        assert proc.stdout.split() == ["True"]

@@ -45,10 +45,12 @@ def combine(w, f0, f1, d0, d1):
 @cache
 def numba_versions():
     """``(weights, combine)`` compiled by numba (imported here, on first use: it adds about a second to a
-    process), for kernels that find the segment themselves."""
+    process), for kernels that find the segment themselves.  ``fastmath=False`` said outright: without
+    it a fast-math caller (the trait step's kernels) compiled them with its own flags, and numba's
+    on-disk cache then gave that copy, which rounds differently, to every other caller."""
     import numba
 
-    return numba.njit(cache=True)(weights), numba.njit(cache=True)(combine)
+    return numba.njit(cache=True, fastmath=False)(weights), numba.njit(cache=True, fastmath=False)(combine)
 
 
 def hermite_np(F: np.ndarray, dF: np.ndarray, rows: np.ndarray, x: np.ndarray, lo: float, h: float) -> np.ndarray:
