@@ -2,8 +2,9 @@
 item, and the E-step's sums over them.
 
 With a tenth of the cells missing at random every block of a long domain has
-some; the E-step (:func:`mtlirt.estimators.em_steps._estep`) and the trait
-step (:mod:`mtlirt.estimators.trait_scoring`) take each LLM's complete-block
+some; the E-step (:func:`mtlirt.estimators.em_steps._estep`), the trait
+step (:mod:`mtlirt.estimators.trait_scoring`) and MTL's score tables
+(:mod:`mtlirt.estimators.factor_scores`) take each LLM's complete-block
 terms (one sum per LLM) less its unobserved cells' terms, cell by cell.
 Imported on first use (numba costs about a second to import).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["gather_rows", "unobserved_cells"]
+__all__ = ["domain_cells", "gather_rows", "unobserved_cells"]
 
 _FAST = {"contract", "reassoc", "nsz"}
 
@@ -68,6 +69,16 @@ def unobserved_cells(obs, start, stop, rows, col_block):
             crows[fill[j]] = i
             fill[j] += 1
     return ptr, cols, cptr, crows
+
+
+def domain_cells(obs, sl, rows, max_share=0.25):
+    """The unobserved cells of the domain with columns ``sl`` among the LLMs ``rows`` (bools) that
+    answered in it, as :func:`unobserved_cells` lists them, or None where they are over ``max_share``
+    of those LLMs' cells (the float32 mask's matrix products then cost less)."""
+    lists = unobserved_cells(obs, sl.start, sl.stop, rows[:, None], np.zeros(obs.shape[1], dtype=np.int64))
+    if len(lists[1]) > max_share * max(int(rows.sum()) * (sl.stop - sl.start), 1):
+        return None
+    return lists
 
 
 @numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True, parallel=True, nogil=True)

@@ -16,6 +16,7 @@ from ..numerics.llm_side import grid_loglik, logits, partition, softplus
 from .bootstrap import deviation_spread
 from .centre import _normalise
 from .correlation import reliability_from_se
+from .em_steps import _holes_kernels
 from .response_data import standardise
 
 __all__ = ["factor_scores", "factor_structure", "posterior_mean_sd"]
@@ -100,23 +101,14 @@ def _domain_tables(correct, observed, slices, st, cells):
 
 def _cells(observed, s, seen):
     """The unobserved cells of domain ``s`` among the LLMs that answered in it (``seen``): ``(seen`` as
-    floats``, ptr, cols)`` (:func:`mtlirt.estimators._holes.unobserved_cells`), or None where every LLM
-    answered every item, or where those cells are over a quarter of the answered blocks (then the
-    float32 mask's matrix products cost less)."""
+    floats``, ptr, cols)`` (:func:`mtlirt.estimators._holes.domain_cells`), or None where there are
+    none or too many for the lists to pay."""
     if observed is None:
         return None
-    ptr, cols, _, _ = _holes_kernels().unobserved_cells(observed, s.start, s.stop, seen[:, None],
-                                                        np.zeros(observed.shape[1], dtype=np.int64))
-    if len(cols) == 0 or len(cols) > 0.25 * max(int(seen.sum()) * (s.stop - s.start), 1):
+    lists = _holes_kernels().domain_cells(observed, s, seen)
+    if lists is None or len(lists[1]) == 0:
         return None
-    return seen.astype(np.float64), ptr, cols
-
-
-def _holes_kernels():
-    """:mod:`mtlirt.estimators._holes` (numba), imported on first use."""
-    from . import _holes
-
-    return _holes
+    return seen.astype(np.float64), lists[0], lists[1]
 
 
 class _StepTables:

@@ -214,15 +214,15 @@ class ResponseData:
         if self.obs is None:
             return None
         if k not in self._masks:
-            from ._holes import unobserved_cells  # numba: loaded on first use
+            from ._holes import domain_cells  # numba: loaded on first use
 
             sl = self.slices[k]
             ro = self.obs[:, sl].any(axis=1)
-            ptr, cols, cptr, crows = unobserved_cells(self.obs, sl.start, sl.stop, ro[:, None],
-                                                      np.zeros(self.J, dtype=np.int64))
-            if len(cols) > max_share * max(int(ro.sum()) * (sl.stop - sl.start), 1):
+            lists = domain_cells(self.obs, sl, ro, max_share)
+            if lists is None:
                 self._masks[k] = ("dense",)
             else:
+                ptr, cols, cptr, crows = lists
                 self._masks[k] = ("sparse", ro.astype(np.float64), (ptr, cols), (cptr, crows))
         m = self._masks[k]
         return m if m[0] == "sparse" else ("dense", self.O[:, self.slices[k]])
