@@ -283,11 +283,13 @@ def test_a_write_failing_half_way_leaves_the_old_fit_and_no_temporary(work, caps
 
 
 def test_a_table_write_failing_half_way_leaves_nothing(work, capsys, monkeypatch):
-    def full_disk(self, path, *args, **kwargs):
+    import mtlirt.data.tables
+
+    def full_disk(df, path, *args, **kwargs):
         Path(path).write_text("llm,item\n")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
+    monkeypatch.setattr(mtlirt.data.tables, "write_csv", full_disk)
     assert_refused(Case(["convert", "wide", "wide.csv", "--out", "sub/long.csv"],
                         "cannot write sub/long.csv: No space left"), work, capsys)
 

@@ -15,6 +15,7 @@ from mtlirt.errors import InputError
 
 from .outputs import FolderKind, file_output, folder_output
 from .responses import Responses
+from .tables import write_csv
 
 __all__ = ["Simulation", "TRUTH_FOLDER"]
 
@@ -153,7 +154,6 @@ class Simulation:
                 f"cannot tell the format of {str(path)!r}: use .parquet, .csv or .csv.gz"
             )
 
-        table = pa.Table.from_pandas(self.responses, preserve_index=False)
         with file_output(path, what="table", overwrite=overwrite) as tmp:
             if kind == "parquet":
                 import pyarrow.parquet as pq
@@ -161,20 +161,13 @@ class Simulation:
                 # min/max statistics of the ~14k item names cost half the write
                 # time and help no reader; keep them for the sorted llm column
                 pq.write_table(
-                    table,
+                    pa.Table.from_pandas(self.responses, preserve_index=False),
                     tmp,
                     compression="zstd",
                     write_statistics=["llm", "domain", "correct"],
                 )
             else:
-                import pyarrow.csv as pacsv
-
-                options = pacsv.WriteOptions(include_header=True, quoting_style="needed")
-                if kind == "csv":
-                    pacsv.write_csv(table, tmp, write_options=options)
-                else:
-                    with pa.CompressedOutputStream(str(tmp), "gzip") as sink:
-                        pacsv.write_csv(table, sink, write_options=options)
+                write_csv(self.responses, tmp, gzip=kind == "csv.gz")
         return path
 
     def write_truth(self, directory: str | Path, *, overwrite: bool = True) -> Path:
@@ -219,14 +212,14 @@ class Simulation:
                 "score": ds.to_numpy().ravel(),
             }
         )
-        long.to_csv(directory / "domain_scores.csv", index=False)
+        write_csv(long, directory / "domain_scores.csv")
         overall = self.overall.copy()
         overall.insert(0, "llm", overall.index.to_numpy(dtype=object))
-        overall.to_csv(directory / "overall.csv", index=False)
-        self.items.to_csv(directory / "items.csv", index=False)
-        self.domains.to_csv(directory / "domains.csv", index=False)
+        write_csv(overall, directory / "overall.csv")
+        write_csv(self.items, directory / "items.csv")
+        write_csv(self.domains, directory / "domains.csv")
         if self.llms is not None:
-            self.llms.to_csv(directory / "llms.csv", index=False)
+            write_csv(self.llms, directory / "llms.csv")
         truth = {
             "rank": self.rank,
             "loadings": {

@@ -104,9 +104,48 @@ def write_table(df: pd.DataFrame, path: str | Path, *, overwrite: bool = True) -
                     out[c] = out[c].astype("category")
             out.to_parquet(tmp, index=False)
         else:
-            sep = "\t" if ".tsv" in path.name.lower() else ","
-            df.to_csv(tmp, index=False, sep=sep)
+            write_csv(df, tmp, sep="\t" if ".tsv" in path.name.lower() else ",",
+                      gzip=path.name.lower().endswith(".gz"))
     return path
+
+
+def write_csv(df: pd.DataFrame, path: str | Path, *, sep: str = ",", gzip: bool = False) -> None:
+    """Write ``df`` (no index) as CSV, gzipped with ``gzip``: the text of ``DataFrame.to_csv`` but for the
+    notation of very small or large numbers, read back to the same values.
+
+    Arrow's multi-threaded writer, several times faster than pandas' on the fit folder's and the
+    simulator's large tables; pandas writes the tables whose text needs quotes."""
+    import csv
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    try:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        if table.num_columns == 1 and table.column(0).null_count:
+            raise pa.ArrowInvalid("a blank line for a missing value")  # pandas writes "" there
+        for i, f in enumerate(table.schema):  # pandas' text of booleans and categories
+            if pa.types.is_boolean(f.type):
+                table = table.set_column(i, f.name, pc.if_else(table.column(i), "True", "False"))
+            elif pa.types.is_dictionary(f.type):
+                table = table.set_column(i, f.name, table.column(i).cast(pa.string()))
+            elif pa.types.is_floating(f.type):  # a whole number keeps its ".0", as a float column
+                text = table.column(i).cast(pa.string())
+                whole = pc.match_substring_regex(text, r"^-?[0-9]+$")
+                table = table.set_column(i, f.name, pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""),
+                                                               text))
+        head = io.StringIO()
+        csv.writer(head, delimiter=sep, lineterminator="\n").writerow([str(c) for c in df.columns])
+        body = io.BytesIO()
+        pacsv.write_csv(table, body, pacsv.WriteOptions(include_header=False, quoting_style="none", delimiter=sep))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):  # text that needs quotes
+        df.to_csv(path, index=False, sep=sep, compression="gzip" if gzip else None)
+        return
+    with (pa.CompressedOutputStream(str(path), "gzip") if gzip else pa.OSFile(str(path), "wb")) as sink:
+        sink.write(head.getvalue().encode())
+        sink.write(body.getbuffer())
 
 
 # ---------------------------------------------------------------------------

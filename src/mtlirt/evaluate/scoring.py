@@ -90,7 +90,7 @@ import pandas as pd
 
 from ..data import validate
 from ..data.outputs import FolderKind, folder_output
-from ..data.tables import read_table
+from ..data.tables import read_table, write_csv
 from ..errors import InputError
 from ..estimators.correlation import principal_axes
 from ..numerics.factor_grid import grid_quantiles
@@ -191,8 +191,8 @@ class Scores:
         """The two tables and the record ``marker`` (settings, sizes, versions), into ``folder``."""
         import json
 
-        self.overall.to_csv(folder / "overall.csv", index=False)
-        self.domains.to_csv(folder / "domain_scores.csv", index=False)
+        write_csv(self.overall, folder / "overall.csv")
+        write_csv(self.domains, folder / "domain_scores.csv")
         record = {"interval": self.interval, "llms": len(self.overall),
                   "domains": int(self.domains["domain"].nunique()) if len(self.domains) else 0,
                   "settings": settings or {}, "versions": package_versions()}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..config import check_recorded
 from ..data.outputs import FolderKind, folder_output
+from ..data.tables import write_csv
 from ..errors import InputError
 from .estimate import Estimate, _json_default, check_interval
 
@@ -71,10 +72,10 @@ def write_fit(est: Estimate, out: str | Path, *, interval: float = 0.9, overwrit
     check_interval(interval)
     out = Path(out)
     with folder_output(out, FIT_FOLDER, overwrite=overwrite) as tmp:
-        est.domain_scores(interval).to_csv(tmp / "domain_scores.csv", index=False)
-        est.overall_scores(interval).to_csv(tmp / "overall.csv", index=False)
-        est.item_parameters().to_csv(tmp / "items.csv", index=False)
-        est.domain_correlation(interval).to_csv(tmp / "domain_correlation.csv", index=False)
+        write_csv(est.domain_scores(interval), tmp / "domain_scores.csv")
+        write_csv(est.overall_scores(interval), tmp / "overall.csv")
+        write_csv(est.item_parameters(), tmp / "items.csv")
+        write_csv(est.domain_correlation(interval), tmp / "domain_correlation.csv")
         (tmp / "fit.json").write_text(json.dumps(fit_record(est, interval), indent=2, default=_json_default))
         est.save(tmp / "posterior.nc")
     return out
