@@ -161,10 +161,12 @@ def _calibrate_auto(data: ResponseData, a, d, *, priors, model, max_iter, tol, p
     try:
         a, d, info = _calibrate(data, a, d, None, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
                                 progress=progress, stage=stage)
-        keep, floors = decide_floors(data, a, d, priors=priors, model=model)
+        keep, floors, (af, df) = _decide_floors(data, a, d, priors=priors, model=model)
         floors["fitted"] = np.zeros(data.K)
-        if keep.any():  # the kept domains' items and floors, from the decision's floors; the rest stay 2PL
+        if keep.any():  # the kept domains' items and floors from the decision's; the rest stay 2PL
             cd = np.where(keep, np.clip(floors["c"], 1e-3, priors.guessing_max - 1e-3), 0.0)
+            kept = keep[data.item_domain]
+            a, d = np.where(kept, af, a), np.where(kept, df, d)
             a, d, info = _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
                                     progress=progress, stage=stage)
             floors["fitted"] = info["c_domain"].copy()
@@ -201,6 +203,13 @@ def decide_floors(data: ResponseData, a, d, *, priors: Penalties = DEFAULT_PENAL
         (log-likelihood gain per domain), ``threshold`` (per domain), ``keep``
         (list), ``llms`` (the number of LLMs the decision used).
     """
+    return _decide_floors(data, a, d, priors=priors, model=model, max_llms=max_llms, tol=tol, min_floor=min_floor,
+                          start=start)[:2]
+
+
+def _decide_floors(data: ResponseData, a, d, *, priors, model, max_llms=None, tol=1e-3, min_floor=0.01, start=0.05):
+    """:func:`decide_floors`, and the items ``(a, d)`` of its calibration with floors (the start of the
+    kept domains' calibration over every LLM: nearer its end than the 2PL's items)."""
     max_llms = DECIDE_LLMS if max_llms is None else int(max_llms)
     N, K = data.N, data.K
     rows = np.arange(N) if N <= max_llms else np.unique(np.linspace(0, N - 1, max_llms).round().astype(np.int64))
@@ -208,14 +217,14 @@ def decide_floors(data: ResponseData, a, d, *, priors: Penalties = DEFAULT_PENAL
     coarse = replace(priors, node_sd_ratio=0.0)
     kw = dict(priors=coarse, model=model, max_iter=200, tol=tol, px=True)
     _, _, plain = _calibrate(sub, a, d, None, **kw)
-    _, _, floored = _calibrate(sub, a, d, np.full(K, min(start, priors.guessing_max - 1e-3)), **kw)
+    af, df, floored = _calibrate(sub, a, d, np.full(K, min(start, priors.guessing_max - 1e-3)), **kw)
     n_k = np.array([float(sub.n_obs_domain(k)) for k in range(K)])
     gain = floored["ll_domain"] - plain["ll_domain"]
     threshold = 0.5 * np.log(np.maximum(n_k, 2.0))
     c = floored["c_domain"]
     keep = (gain > threshold) & (c >= min_floor)
     return keep, {"c": c.copy(), "gain": gain, "threshold": threshold, "keep": keep.tolist(),
-                  "llms": int(len(rows))}
+                  "llms": int(len(rows))}, (af, df)
 
 
 def _floor_start(data: ResponseData, c, priors: Penalties):
