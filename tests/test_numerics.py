@@ -70,6 +70,25 @@ def test_grid_loglik_forms_agree():
         np.testing.assert_allclose(part, exact0[:, k], rtol=1e-12)
 
 
+def test_matmul_rows_is_the_product_on_any_number_of_threads(monkeypatch):
+    """The E-step's large products in blocks of rows: the product to float32 rounding, matrices and vectors,
+    transposed views too; the same bits in one thread; small products are the plain one."""
+    from mtlirt.estimators import blas
+
+    rng = np.random.default_rng(3)
+    Y = (rng.random((3000, 500)) < 0.6).astype(np.float32)
+    M, v = rng.normal(size=(500, 49)).astype(np.float32), rng.normal(size=3000).astype(np.float32)
+    results = []
+    for pool in (blas._pool(), None):
+        monkeypatch.setattr(blas, "_pool", lambda p=pool: p)
+        results.append((blas.matmul_rows(Y, M), blas.matmul_rows(Y.T, v), blas.matmul_rows(Y[:, :300], M[:300])))
+    for threaded, single, exact in zip(*results, (Y @ M, Y.T @ v, Y[:, :300] @ M[:300])):
+        assert np.array_equal(threaded, single)
+        np.testing.assert_allclose(threaded, exact, rtol=1e-5, atol=1e-3)
+    small = Y[:50, :20]
+    assert np.array_equal(blas.matmul_rows(small, M[:20]), small @ M[:20])
+
+
 @pytest.mark.parametrize("floor, missing, kind", [(False, 0.0, "pattern"), (False, 0.3, "cell"), (True, 0.3, "cell")])
 def test_tables_interpolate_the_likelihood(floor, missing, kind):
     y, obs, slices, a, d, c = _data(n=9, missing=missing, seed=2)

@@ -1,13 +1,18 @@
 """BLAS threads of the estimators: many small matrix-vector products (one per domain block), which a
 threaded OpenBLAS makes many times slower by waking its threads, so the fits run them single-threaded
-(:func:`blas_threads`)."""
+(:func:`blas_threads`); the E-step's large products run in fixed blocks of rows on every core instead
+(:func:`matmul_rows`), which keeps their numbers independent of the number of threads."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 
-__all__ = ["blas_threads"]
+import numpy as np
+
+__all__ = ["blas_threads", "matmul_rows"]
 
 # ---------------------------------------------------------------------------
 # BLAS threads: the estimators make many small matrix-vector products (one per
@@ -66,3 +71,48 @@ def blas_threads(n: int = 1):
                 set_fn(o)
 
 
+
+
+#: :func:`matmul_rows`: products of fewer multiply-adds run whole; the others in at most ``_BLOCKS`` blocks
+#: of rows, of at least ``_MIN_ROWS`` rows each.
+_MIN_WORK = 5e7
+_BLOCKS = 8
+_MIN_ROWS = 128
+
+
+@cache
+def _pool() -> ThreadPoolExecutor | None:
+    """The threads of :func:`matmul_rows`: as many as numba's (``NUMBA_NUM_THREADS``); None for one."""
+    import numba
+
+    n = int(numba.config.NUMBA_NUM_THREADS)
+    return ThreadPoolExecutor(n, thread_name_prefix="mtlirt-matmul") if n > 1 else None
+
+
+def matmul_rows(A: np.ndarray, B: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``A @ B`` (``B`` a matrix or a vector) by blocks of rows of ``A``, the blocks on numba's threads
+    (each a single-threaded BLAS call, which releases the GIL).
+
+    The blocks depend on the shapes alone, never on the threads, so the
+    result has the same bits on any number of them (a threaded BLAS splits
+    its sums by thread count). Small products run whole."""
+    n = A.shape[0]
+    if out is None:
+        out = np.empty((n,) + B.shape[1:], dtype=np.result_type(A, B))
+    nb = min(_BLOCKS, n // _MIN_ROWS)
+    if nb < 2 or float(n) * A.shape[1] * (B.shape[1] if B.ndim == 2 else 1) < _MIN_WORK:
+        np.matmul(A, B, out=out)
+        return out
+    edges = np.linspace(0, n, nb + 1).round().astype(np.int64)
+
+    def block(b):
+        np.matmul(A[edges[b]:edges[b + 1]], B, out=out[edges[b]:edges[b + 1]])
+
+    pool = _pool()
+    with blas_threads(1):
+        if pool is None:
+            for b in range(nb):
+                block(b)
+        else:
+            list(pool.map(block, range(nb)))
+    return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..numerics import llm_side
+from .blas import matmul_rows
 from .penalties import DEFAULT_PENALTIES, Penalties
 from .response_data import ResponseData
 
@@ -101,7 +102,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
         nq_g = nq[g] if mk is None else _NO_CELLS_F
         eap_g = np.empty(N)
         if not fl:  # the answers through s = Y a; sum_j n1_j d_j is added above
-            s_k = (Yk @ a32[sl]).astype(np.float64)
+            s_k = matmul_rows(Yk, a32[sl]).astype(np.float64)
             if mk is None:
                 kern.posterior_linear(s_k, x, logw - llm_side.partition(None, a[sl], d[sl], x), eap_g, e2, nq_g,
                                       lml, P32)
@@ -117,9 +118,9 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
         else:
             lp, l1p = llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x))
             if mk is None or Ok is not None:
-                L = llm_side.grid_loglik(Yk, Ok, lp, l1p, np.float32)
+                L = llm_side.grid_loglik(Yk, Ok, lp, l1p, np.float32, matmul_rows)
             else:  # as above: the wrong answers' log(1 - P) over the observed cells
-                L = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32)
+                L = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32, matmul_rows)
                 L -= np.multiply.outer(1.0 - mk[1], l1p.sum(axis=0))
                 _holes_kernels().gather_rows(*mk[2], l1p, -1.0, L)
             kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
@@ -131,11 +132,11 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
             ro = data.row_obs[:, k]
             mom[g] = (float(ro.sum()), eap_g[ro].sum(), e2[ro].sum())
         if fl:
-            R[loc] = (P32.T @ Yk).T
+            R[loc] = matmul_rows(Yk.T, P32)
         else:
-            t[loc] = eap_g.astype(np.float32) @ Yk
+            t[loc] = matmul_rows(Yk.T, eap_g.astype(np.float32))
         if Ok is not None:
-            Nq_items[loc] = (P32.T @ Ok).T
+            Nq_items[loc] = matmul_rows(Ok.T, P32)
         elif mk is not None:  # the observed LLMs' posterior mass, less that of each item's unobserved cells
             Nq_items[loc] = mk[1] @ P32
             _holes_kernels().gather_rows(*mk[3], P32, -1.0, Nq_items[loc])

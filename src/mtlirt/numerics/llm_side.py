@@ -41,6 +41,7 @@ The integrals
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from functools import cache
 
@@ -124,16 +125,17 @@ def log_curves(P, lower: float = EPS, upper: float = 1 - EPS, dP=None):
     return lp, l1p, dP / Pc, -dP / (1 - Pc)
 
 
-def grid_loglik(Y, O, lp, l1p, dtype=np.float64) -> np.ndarray:
+def grid_loglik(Y, O, lp, l1p, dtype=np.float64, matmul=operator.matmul) -> np.ndarray:
     """Each row's log-likelihood at every node: ``Y (lp - l1p) + O l1p`` (n x Q, float64).
 
     ``Y`` (n x J) holds the answers (0 where unobserved), ``O`` the observed
     cells (None: all), ``lp``, ``l1p`` (J x Q) the logs of :func:`log_curves`
     (or their derivatives: the result is then the derivative). The products
     run in ``dtype`` (``Y`` and ``O`` in it already; float32 halves the
-    EM's memory traffic); either may be a scipy sparse matrix."""
-    L = (Y @ _normal(lp - l1p, dtype)).astype(np.float64, copy=False)
-    L += l1p.sum(axis=0) if O is None else O @ _normal(l1p, dtype)
+    EM's memory traffic) by ``matmul`` (the E-step's runs on every core);
+    either may be a scipy sparse matrix with the default."""
+    L = matmul(Y, _normal(lp - l1p, dtype)).astype(np.float64, copy=False)
+    L += l1p.sum(axis=0) if O is None else matmul(O, _normal(l1p, dtype))
     return L
 
 
