@@ -85,6 +85,35 @@ def test_estep_unobserved_cell_lists_match_the_dense_mask():
     assert obs.sum(0).min() < 280
 
 
+@pytest.mark.parametrize("floor", [0.0, 0.2])
+def test_estep_of_one_domain_over_blocks_takes_an_unrun_block_whole(floor):
+    """The pooled fit's one domain over the leaderboard's domains (``blocks``): a domain an LLM did not run
+    is one term, the other unobserved cells listed; the numbers of the cell lists without blocks and of the
+    dense mask."""
+    sim = simulate(300, domain_sizes=[30, 12, 25], missing=0.05, seed=5)
+    obs = sim.observed.copy()
+    obs[:60, 30:42] = False
+    obs[40:140, 42:67] = False
+    Y = np.where(obs, sim.correct, 0).astype(np.int8)
+    rng = np.random.default_rng(2)
+    a, d = np.exp(0.3 * rng.standard_normal(67)), rng.standard_normal(67)
+    x = np.linspace(-5, 5, 41)
+    blocks = [slice(0, 30), slice(30, 42), slice(42, 67)]
+    by_block, by_cell, dense = (irt.ResponseData(Y, obs, [slice(0, 67)], guessing=floor, blocks=b)
+                                for b in (blocks, None, None))
+    mb, mc = by_block.mask_of(0), by_cell.mask_of(0, max_share=1.0)
+    assert mb[1].shape == (300, 3) and len(mb[2][1]) == np.count_nonzero(~obs) - 60 * 12 - 100 * 25
+    assert mc[1].shape == (300, 1) and len(mc[2][1]) == np.count_nonzero(~obs)
+    by_cell._masks = {0: mc}
+    dense._masks = {0: ("dense",)}
+    s1, s2, s3 = (em_steps._estep(v, a, d, x, -0.5 * x**2) for v in (by_block, by_cell, dense))
+    for key in ("eap", "Nq", "nq", "t", "R", "moments", "ll_domain"):
+        if s1[key] is None:
+            continue
+        np.testing.assert_allclose(s1[key], s2[key], rtol=1e-9, atol=1e-9, err_msg=key)
+        np.testing.assert_allclose(s1[key], s3[key], rtol=5e-5, atol=1e-6, err_msg=key)
+
+
 def test_grids_are_refined_when_the_coarse_phase_stalls():
     """A 300-item domain whose fitted items need 97 nodes: on 49 nodes the EM's changes (of the item
     curves) stall at 0.6-1.3e-7 (float32 statistics), so with tol 3e-8 the coarse phase never

@@ -1,5 +1,6 @@
-"""The numba kernels of the unobserved cells of answered (LLM, domain) blocks: their lists, by LLM and by
-item, and the E-step's sums over them.
+"""The numba kernels of the unobserved cells of answered (LLM, domain) blocks (or of the blocks of items
+within one domain, as the pooled fit's: the leaderboard's domains): their lists, by LLM and by item, and
+the E-step's sums over them.
 
 With a tenth of the cells missing at random every block of a long domain has
 some; the E-step (:func:`mtlirt.estimators.em_steps._estep`), the trait
@@ -71,12 +72,18 @@ def unobserved_cells(obs, start, stop, rows, col_block):
     return ptr, cols, cptr, crows
 
 
-def domain_cells(obs, sl, rows, max_share=0.25):
+def domain_cells(obs, sl, rows, max_share=0.25, block=None):
     """The unobserved cells of the domain with columns ``sl`` among the LLMs ``rows`` (bools) that
     answered in it, as :func:`unobserved_cells` lists them, or None where they are over ``max_share``
-    of those LLMs' cells (the float32 mask's matrix products then cost less)."""
-    lists = unobserved_cells(obs, sl.start, sl.stop, rows[:, None], np.zeros(obs.shape[1], dtype=np.int64))
-    if len(lists[1]) > max_share * max(int(rows.sum()) * (sl.stop - sl.start), 1):
+    of those LLMs' cells (the float32 mask's matrix products then cost less). With ``block`` (the
+    domain's columns' blocks, 0, 1, ...), ``rows`` is N x B: the LLMs that answered in each block."""
+    rows2 = rows[:, None] if rows.ndim == 1 else rows
+    col_block = np.zeros(obs.shape[1], dtype=np.int64)
+    if block is not None:
+        col_block[sl] = block
+    lists = unobserved_cells(obs, sl.start, sl.stop, rows2, col_block)
+    answered = float(rows2.sum(axis=0) @ np.bincount(col_block[sl], minlength=rows2.shape[1]))
+    if len(lists[1]) > max_share * max(answered, 1.0):
         return None
     return lists
 

@@ -101,7 +101,8 @@ def fit_pooled(responses: Responses, *, model="2pl", guessing=None, max_iter=500
     t0 = time.perf_counter()
     J, K = responses.n_items, responses.n_domains
     with blas_threads(1):  # one domain spanning every item
-        data = ResponseData(responses.correct, responses.mask, [slice(0, J)], guessing=guessing, share=share)
+        data = ResponseData(responses.correct, responses.mask, [slice(0, J)], guessing=guessing, share=share,
+                            blocks=responses.domain_slices)
     one = irt.fit_stl_data(data, model=model, max_iter=max_iter, tol=tol, priors=pooled_penalties(priors),
                            progress=progress, verbose=verbose)
     eta = one.theta[:, 0]

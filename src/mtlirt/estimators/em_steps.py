@@ -112,7 +112,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
                     L -= llm_side.partition(Ok, a[sl], d[sl], x, np.float32)
                 else:  # the observed LLMs' whole partition, less their unobserved cells' terms
                     sp = llm_side.softplus(llm_side.logits(a[sl], d[sl], x))
-                    L -= np.multiply.outer(mk[1], sp.sum(axis=0))
+                    L -= mk[1] @ np.add.reduceat(sp, mk[5], axis=0)
                     _holes_kernels().gather_rows(*mk[2], sp, 1.0, L)
                 kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         else:
@@ -121,7 +121,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
                 L = llm_side.grid_loglik(Yk, Ok, lp, l1p, np.float32, matmul_rows)
             else:  # as above: the wrong answers' log(1 - P) over the observed cells
                 L = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32, matmul_rows)
-                L -= np.multiply.outer(1.0 - mk[1], l1p.sum(axis=0))
+                L -= (1.0 - mk[1]) @ np.add.reduceat(l1p, mk[5], axis=0)
                 _holes_kernels().gather_rows(*mk[2], l1p, -1.0, L)
             kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         eap[:, g] = eap_g
@@ -138,7 +138,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
         if Ok is not None:
             Nq_items[loc] = matmul_rows(Ok.T, P32)
         elif mk is not None:  # the observed LLMs' posterior mass, less that of each item's unobserved cells
-            Nq_items[loc] = mk[1] @ P32
+            Nq_items[loc] = (mk[1].T @ P32)[mk[4]]
             _holes_kernels().gather_rows(*mk[3], P32, -1.0, Nq_items[loc])
     fl_items = np.repeat(np.asarray(floored, dtype=bool), sizes)
     return {"t": t, "R": R, "floored": fl_items, "nq": nq, "Nq": Nq_items, "eap": eap,

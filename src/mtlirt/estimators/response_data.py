@@ -75,6 +75,11 @@ class ResponseData:
         and the same ``exclude`` (the same object): this one uses its mask,
         ``float32`` copies and column sums instead of making its own (at the
         flagship shape each copy of the answers is 240 MB).
+    blocks : list of slice, optional
+        Contiguous item columns that an LLM tends to answer all or none of
+        (the leaderboard's domains, where one domain here spans several: the
+        pooled fit): the E-step takes a block an LLM did not answer as one
+        term, not cell by cell (:meth:`mask_of`).
 
     Attributes
     ----------
@@ -97,7 +102,7 @@ class ResponseData:
         ``"estimate"``, ``"auto"`` or None (floors fixed or none).
     """
 
-    def __init__(self, correct, observed, domain_slices, *, guessing=None, exclude=None, share=None):
+    def __init__(self, correct, observed, domain_slices, *, guessing=None, exclude=None, share=None, blocks=None):
         correct = np.asarray(correct)
         if correct.ndim != 2:
             raise ValueError("correct must be an N x J matrix")
@@ -106,6 +111,7 @@ class ResponseData:
         self.slices = [slice(int(s.start), int(s.stop)) for s in domain_slices]
         self.K = len(self.slices)
         self.item_domain = item_domain_of(self.slices, J)
+        self._blocks = None if blocks is None else item_domain_of(blocks, J)
         c = None
         self.estimate_floor = isinstance(guessing, str)
         self.floor_mode = guessing if self.estimate_floor else None
@@ -207,23 +213,27 @@ class ResponseData:
 
     def mask_of(self, k, max_share=0.25):
         """How the EM sees domain ``k``'s missing cells: None when every cell is observed; ``("sparse",
-        rows, by_llm, by_item)`` with ``rows`` (N, float) 1 where the LLM has responses in the domain and
-        the unobserved cells of those LLMs listed by LLM (``(ptr, item columns)``) and by item (``(ptr,
-        LLM rows)``), while they are at most ``max_share`` of those LLMs' cells; else ``("dense", O_k)``,
-        the float32 mask (cached)."""
+        rows, by_llm, by_item, block)`` with ``rows`` (N, B float) 1 where the LLM has responses in the
+        domain's block (one block, the domain, unless ``blocks`` split it; ``block`` (J_k,) each item's)
+        and the other unobserved cells of those LLMs listed by LLM (``(ptr, item columns)``) and by item
+        (``(ptr, LLM rows)``), while they are at most ``max_share`` of those LLMs' cells; else
+        ``("dense", O_k)``, the float32 mask (cached)."""
         if self.obs is None:
             return None
         if k not in self._masks:
             from ._holes import domain_cells  # numba: loaded on first use
 
             sl = self.slices[k]
-            ro = self.obs[:, sl].any(axis=1)
-            lists = domain_cells(self.obs, sl, ro, max_share)
+            blk = np.zeros(sl.stop - sl.start, dtype=np.int64) if self._blocks is None else self._blocks[sl]
+            first = np.r_[True, blk[1:] != blk[:-1]]  # the domain's blocks, numbered 0, 1, ... in order
+            block, starts = np.cumsum(first) - 1, np.flatnonzero(first)
+            ro = np.logical_or.reduceat(self.obs[:, sl], starts, axis=1)
+            lists = domain_cells(self.obs, sl, ro, max_share, block)
             if lists is None:
                 self._masks[k] = ("dense",)
             else:
                 ptr, cols, cptr, crows = lists
-                self._masks[k] = ("sparse", ro.astype(np.float64), (ptr, cols), (cptr, crows))
+                self._masks[k] = ("sparse", ro.astype(np.float64), (ptr, cols), (cptr, crows), block, starts)
         m = self._masks[k]
         return m if m[0] == "sparse" else ("dense", self.O[:, self.slices[k]])
 
