@@ -71,8 +71,6 @@ def blas_threads(n: int = 1):
                 set_fn(o)
 
 
-
-
 #: :func:`matmul_rows`: products of fewer multiply-adds run whole; the others in at most ``_BLOCKS`` blocks
 #: of rows, of at least ``_MIN_ROWS`` rows each.
 _MIN_WORK = 5e7
@@ -89,7 +87,7 @@ def _pool() -> ThreadPoolExecutor | None:
     return ThreadPoolExecutor(n, thread_name_prefix="mtlirt-matmul") if n > 1 else None
 
 
-def matmul_rows(A: np.ndarray, B: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def matmul_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A @ B`` (``B`` a matrix or a vector) by blocks of rows of ``A``, the blocks on numba's threads
     (each a single-threaded BLAS call, which releases the GIL).
 
@@ -97,8 +95,7 @@ def matmul_rows(A: np.ndarray, B: np.ndarray, out: np.ndarray | None = None) -> 
     result has the same bits on any number of them (a threaded BLAS splits
     its sums by thread count). Small products run whole."""
     n = A.shape[0]
-    if out is None:
-        out = np.empty((n,) + B.shape[1:], dtype=np.result_type(A, B))
+    out = np.empty((n,) + B.shape[1:], dtype=np.result_type(A, B))
     nb = min(_BLOCKS, n // _MIN_ROWS)
     if nb < 2 or float(n) * A.shape[1] * (B.shape[1] if B.ndim == 2 else 1) < _MIN_WORK:
         np.matmul(A, B, out=out)

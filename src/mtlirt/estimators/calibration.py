@@ -161,7 +161,7 @@ def _calibrate_auto(data: ResponseData, a, d, *, priors, model, max_iter, tol, p
     try:
         a, d, info = _calibrate(data, a, d, None, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
                                 progress=progress, stage=stage)
-        keep, floors, (af, df) = _decide_floors(data, a, d, priors=priors, model=model)
+        keep, floors, (af, df) = decide_floors(data, a, d, priors=priors, model=model, items=True)
         floors["fitted"] = np.zeros(data.K)
         if keep.any():  # the kept domains' items and floors from the decision's; the rest stay 2PL
             cd = np.where(keep, np.clip(floors["c"], 1e-3, priors.guessing_max - 1e-3), 0.0)
@@ -181,7 +181,7 @@ DECIDE_LLMS = 1000
 
 
 def decide_floors(data: ResponseData, a, d, *, priors: Penalties = DEFAULT_PENALTIES, model="2pl",
-                  max_llms: int | None = None, tol=1e-3, min_floor=0.01, start=0.05):
+                  max_llms: int | None = None, tol=1e-3, min_floor=0.01, start=0.05, items=False):
     """In which domains the data call for a guessing floor (``guessing="auto"``).
 
     Two calibrations of the same LLMs (every LLM, or ``max_llms`` spread
@@ -202,14 +202,11 @@ def decide_floors(data: ResponseData, a, d, *, priors: Penalties = DEFAULT_PENAL
         ``c`` (the floors the decision estimated, per domain), ``gain``
         (log-likelihood gain per domain), ``threshold`` (per domain), ``keep``
         (list), ``llms`` (the number of LLMs the decision used).
+    items : tuple (a, d), with ``items=True``
+        The items of the calibration with floors (``guessing="auto"`` starts
+        the kept domains' calibration over every LLM from them: nearer its
+        end than the 2PL's items).
     """
-    return _decide_floors(data, a, d, priors=priors, model=model, max_llms=max_llms, tol=tol, min_floor=min_floor,
-                          start=start)[:2]
-
-
-def _decide_floors(data: ResponseData, a, d, *, priors, model, max_llms=None, tol=1e-3, min_floor=0.01, start=0.05):
-    """:func:`decide_floors`, and the items ``(a, d)`` of its calibration with floors (the start of the
-    kept domains' calibration over every LLM: nearer its end than the 2PL's items)."""
     max_llms = DECIDE_LLMS if max_llms is None else int(max_llms)
     N, K = data.N, data.K
     rows = np.arange(N) if N <= max_llms else np.unique(np.linspace(0, N - 1, max_llms).round().astype(np.int64))
@@ -223,8 +220,8 @@ def _decide_floors(data: ResponseData, a, d, *, priors, model, max_llms=None, to
     threshold = 0.5 * np.log(np.maximum(n_k, 2.0))
     c = floored["c_domain"]
     keep = (gain > threshold) & (c >= min_floor)
-    return keep, {"c": c.copy(), "gain": gain, "threshold": threshold, "keep": keep.tolist(),
-                  "llms": int(len(rows))}, (af, df)
+    evidence = {"c": c.copy(), "gain": gain, "threshold": threshold, "keep": keep.tolist(), "llms": int(len(rows))}
+    return (keep, evidence, (af, df)) if items else (keep, evidence)
 
 
 def _floor_start(data: ResponseData, c, priors: Penalties):

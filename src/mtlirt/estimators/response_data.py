@@ -213,11 +213,11 @@ class ResponseData:
 
     def mask_of(self, k, max_share=0.25):
         """How the EM sees domain ``k``'s missing cells: None when every cell is observed; ``("sparse",
-        rows, by_llm, by_item, block)`` with ``rows`` (N, B float) 1 where the LLM has responses in the
-        domain's block (one block, the domain, unless ``blocks`` split it; ``block`` (J_k,) each item's)
-        and the other unobserved cells of those LLMs listed by LLM (``(ptr, item columns)``) and by item
-        (``(ptr, LLM rows)``), while they are at most ``max_share`` of those LLMs' cells; else
-        ``("dense", O_k)``, the float32 mask (cached)."""
+        rows, by_llm, by_item, block, starts)`` with ``rows`` (N, B float) 1 where the LLM has responses
+        in the domain's block (one block, the domain, unless ``blocks`` split it; ``block`` (J_k,) each
+        item's, ``starts`` (B,) each block's first item) and the other unobserved cells of those LLMs
+        listed by LLM (``(ptr, item columns)``) and by item (``(ptr, LLM rows)``), while they are at most
+        ``max_share`` of those LLMs' cells; else ``("dense", O_k)``, the float32 mask (cached)."""
         if self.obs is None:
             return None
         if k not in self._masks:
