@@ -12,6 +12,7 @@ from functools import partial
 
 import numpy as np
 import pytest
+from scipy.special import expit
 
 import mtlirt.data.simulate  # noqa: F401
 from mtlirt.bayes.fixed_items import calibrate_items as fixed_calibrate
@@ -148,6 +149,32 @@ def test_calibration_ends_at_the_penalised_maximum(guessing):
         pens.append(calibration._penalised(new[3], *point, irt.DEFAULT_PENALTIES))
         point = new[:3]
     assert pens[-1] - pens[0] < 5e-3
+
+
+def test_a_converged_domain_is_not_swept_again(monkeypatch):
+    """The domains share no parameter: a domain whose items start at their maximum is swept in the first
+    SQUAREM step only (three sweeps: its curves move by less than ``tol``), while the other goes on;
+    both end at the maximum (the curves of a calibration to 1e-7)."""
+    sim = simulate(400, domain_sizes=[20, 30], seed=6)
+    data = irt.ResponseData.from_responses(sim.to_responses())
+    a1, d1, ref = irt.calibrate_items(data, tol=1e-7, max_iter=2000)
+    assert ref["converged"]
+    a0, d0 = a1.copy(), d1.copy()
+    a0[20:] *= 0.7
+    d0[20:] += 0.5
+    seen, estep = [], calibration._estep
+
+    def recorded(data, a, d, x, logw, c=None, domains=None):
+        seen.append(range(data.K) if domains is None else [int(k) for k in domains])
+        return estep(data, a, d, x, logw, c=c, domains=domains)
+
+    monkeypatch.setattr(calibration, "_estep", recorded)
+    a, d, info = irt.calibrate_items(data, a0, d0)
+    swept = [sum(k in s for s in seen) for k in range(2)]
+    assert info["converged"] and swept[0] == 3 < swept[1] == info["n_iter"]
+    x = em_steps._nodes(irt.DEFAULT_PENALTIES, 0)[0]
+    gap = np.abs(expit(np.outer(a, x) + d[:, None]) - expit(np.outer(a1, x) + d1[:, None]))
+    assert gap.max() < 2e-5
 
 
 def test_convergence_is_measured_on_the_item_curves():

@@ -238,16 +238,18 @@ def block_sums(correct, obs, starts, stops, w1, w2, out1, out2, out3):
 
 @numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
 def curve_change(a0, d0, c0, a1, d1, c1, x):
-    """The largest change, over the items and the nodes ``x``, of ``c + (1 - c) sigmoid(a x + d)``
-    between the items ``(a0, d0, c0)`` and ``(a1, d1, c1)`` (``c`` per item)."""
+    """Per item, the largest change over the nodes ``x`` of ``c + (1 - c) sigmoid(a x + d)`` between the
+    items ``(a0, d0, c0)`` and ``(a1, d1, c1)`` (``c`` per item)."""
     J = a0.shape[0]
     Q = x.shape[0]
-    out = 0.0
+    out = np.zeros(J)
     for j in range(J):
+        m = 0.0
         for q in range(Q):
             p0, _ = _sigmoid(a0[j] * x[q] + d0[j])
             p1, _ = _sigmoid(a1[j] * x[q] + d1[j])
-            out = max(out, abs((c1[j] + (1.0 - c1[j]) * p1) - (c0[j] + (1.0 - c0[j]) * p0)))
+            m = max(m, abs((c1[j] + (1.0 - c1[j]) * p1) - (c0[j] + (1.0 - c0[j]) * p0)))
+        out[j] = m
     return out
 
 

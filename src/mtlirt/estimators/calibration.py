@@ -60,7 +60,9 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     flagship shape: 13 instead of 90 sweeps).  (With the 1PL the expansion
     cycles, so it is off; the 1PL converges without it.)  Converged means
     that no item's probability of a correct response on the 49 nodes of
-    the coarsest grid changes by ``tol`` or more (:func:`_curve_change`).
+    the coarsest grid changes by ``tol`` or more (:func:`_curve_change`);
+    the domains share no parameter, so a domain that has converged is not
+    swept again while others go on.
 
     With ``data.estimate_floor`` (``guessing="estimate"``) every domain gets
     one lower asymptote ``c_k`` shared by its items, with the prior
@@ -111,46 +113,55 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
 def _calibrate(data: ResponseData, a, d, cd, *, priors: Penalties, model, max_iter, tol, px, progress=None,
                stage="items"):
     """:func:`calibrate_items` from the floors ``cd`` (K; estimated where positive, 0 where the domain
-    has none; None: ``data.c`` fixed)."""
+    has none; None: ``data.c`` fixed).
+
+    The domains share no parameter, so each is swept until its own items have converged (or, near
+    a fixed point on a grid too coarse for its items, until it is refined): the sweeps that follow
+    cover only the domains still moving, not every domain until the last has converged."""
     item_domain, K = data.item_domain, data.K
     a, d = _start_items(data, a, d, model, cd)
     # the EM first converges on the coarsest grid (cheap sweeps), then goes on with each domain's
     # grid refined for the fitted discriminations (a few sweeps), until no grid needs refining
     levels = np.zeros(K, dtype=np.int64)
     measure = partial(_curve_change, x=_nodes(priors, 0)[0], item_domain=item_domain,
-                      c_fixed=data.c if cd is None else None)
+                      c_fixed=data.c if cd is None else None, by_domain=True)
     history = []
-    converged = False
+    active = np.ones(K, dtype=bool)  # the domains still swept at their grid
+    held = {"ll_domain": np.zeros(K), "eap": np.zeros((data.N, K))}  # each domain's last E-step
     st = None
     n_em = 0
     while True:
-        sweep = partial(_em_sweep, data, _node_groups(data, priors, levels), priors=priors, model=model, px=px)
         converged = False
         while n_em < max_iter:
+            sweep = partial(_em_sweep, data, _node_groups(data, priors, levels, active), priors=priors, model=model,
+                            px=px)
             (a, d, cd, st), n, change = _squarem_step(sweep, a, d, cd, priors, tol, measure)
+            held["ll_domain"][active] = st["ll_domain"][active]
+            held["eap"][:, active] = st["eap"][:, active]
             n_em += n
-            history.append(change)
+            history.append(float(change.max(initial=0.0)))
             if n > 1 and progress is not None:
                 progress(stage, min(1.0, n_em / max_iter))
-            if change < tol:  # (always so after a single sweep)
-                converged = True
-                break
-            if change < 10 * tol and np.any(node_levels(a, item_domain, K, priors) > levels):
-                # near a fixed point on a grid too coarse for the fitted items: refine now (on
-                # oll_v1 the 49-node phase never reached 1e-4, its steep items creeping along
-                # their ridges, so the grids they need were never used)
+            # near a fixed point on a grid too coarse for the fitted items: refine now (on oll_v1 the
+            # 49-node phase never reached 1e-4, its steep items creeping along their ridges, so the
+            # grids they need were never used)
+            finer = node_levels(a, item_domain, K, priors) > levels
+            active &= ~((change < tol) | ((change < 10 * tol) & finer))
+            if not active.any():  # (always so after a single sweep)
                 converged = True
                 break
         new = np.maximum(node_levels(a, item_domain, K, priors), levels)
         if not converged or np.array_equal(new, levels):
             break
+        active = new > levels
         levels = new
     if cd is not None:
         data.set_floor(cd[item_domain])
     nodes = (priors.n_nodes - 1) * 2**levels + 1
-    return a, d, {"n_iter": n_em, "converged": converged, "marginal_loglik": st["ll"] if st else float("nan"),
-                  "ll_domain": st["ll_domain"] if st else None,
-                  "history": history, "eap": st["eap"] if st else None, "nodes": nodes,
+    ll_domain = held["ll_domain"] if st else None
+    return a, d, {"n_iter": n_em, "converged": converged,
+                  "marginal_loglik": float(ll_domain.sum()) if st else float("nan"), "ll_domain": ll_domain,
+                  "history": history, "eap": held["eap"] if st else None, "nodes": nodes,
                   "c": None if data.c is None else data.c.copy(), "c_domain": None if cd is None else cd.copy()}
 
 
@@ -252,13 +263,14 @@ def _start_items(data: ResponseData, a, d, model, cd):
     return a, d
 
 
-def _node_groups(data: ResponseData, priors: Penalties, levels):
-    """The domains that share a grid level, one group per level: ``(domains, or None for all,
-    their items, or ``slice(None)``, each item's domain within the group, nodes, log weights)``."""
+def _node_groups(data: ResponseData, priors: Penalties, levels, active=None):
+    """The domains that share a grid level, one group per level (of the ``active`` ones, K bools, where
+    given): ``(domains, or None for all, their items, or ``slice(None)``, each item's domain within the
+    group, nodes, log weights)``."""
     K = data.K
     out = []
-    for lev in np.unique(levels):
-        ks = np.flatnonzero(levels == lev)
+    for lev in np.unique(levels if active is None else levels[active]):
+        ks = np.flatnonzero((levels == lev) if active is None else (levels == lev) & active)
         idx = np.concatenate([np.arange(data.slices[k].start, data.slices[k].stop) for k in ks])
         whole = len(ks) == K
         local = np.repeat(np.arange(len(ks)), [data.slices[k].stop - data.slices[k].start for k in ks])
@@ -278,8 +290,8 @@ def _em_sweep(data: ResponseData, groups, a, d, cd, *, priors: Penalties, model,
     c_items = data.c if cd is None else cd[item_domain]
     ll = 0.0
     ll_domain = np.zeros(K)
-    eap = np.empty((data.N, K))
-    mom = np.empty((K, 3))
+    eap = np.zeros((data.N, K))
+    mom = np.zeros((K, 3))  # (a domain in no group has no mass: the expansion leaves it)
     for ks, idx, local, x, logw in groups:
         st = _estep(data, a, d, x, logw, c=c_items, domains=ks)
         kk = slice(None) if ks is None else ks
@@ -377,10 +389,11 @@ def _px_rescale(a, d, mom, item_domain, K, priors: Penalties, n_cycles=4, skip=N
     return a * s[item_domain], d + a * mu[item_domain]
 
 
-def _curve_change(old, new, *, x, item_domain, c_fixed=None):
+def _curve_change(old, new, *, x, item_domain, c_fixed=None, by_domain=False):
     """The convergence measure of :func:`calibrate_items`: the largest change of any item's
     probability of a correct response on the nodes ``x`` between ``old`` and ``new`` (each
-    ``(a, d, cd)``, ``cd`` the floors per domain or None for ``c_fixed``, per item or None).
+    ``(a, d, cd)``, ``cd`` the floors per domain or None for ``c_fixed``, per item or None); with
+    ``by_domain`` the largest in each domain (K).
 
     The item response functions are what the data identify.  An item whose curve lies on its
     domain's floor (oll_v1: five ARC and Winogrande items with ``a`` 0.7-0.8, ``d`` -8.1 to -8.6, a
@@ -393,8 +406,13 @@ def _curve_change(old, new, *, x, item_domain, c_fixed=None):
         c = c_fixed if cd is None else cd[item_domain]
         return np.zeros(J) if c is None else np.ascontiguousarray(c, dtype=np.float64)
 
-    return float(_em_kernels().curve_change(old[0], old[1], floors(old[2]), new[0], new[1], floors(new[2]),
-                                            np.ascontiguousarray(x, dtype=np.float64)))
+    items = _em_kernels().curve_change(old[0], old[1], floors(old[2]), new[0], new[1], floors(new[2]),
+                                       np.ascontiguousarray(x, dtype=np.float64))
+    if not by_domain:
+        return float(items.max(initial=0.0))
+    out = np.zeros(int(item_domain.max(initial=-1)) + 1)
+    np.maximum.at(out, item_domain, items)
+    return out
 
 
 def _pack(a, d, cd):
@@ -437,13 +455,13 @@ def _squarem_step(sweep, a, d, cd, priors: Penalties, tol, measure):
     second sweep's point.  When the first sweep already moves less than
     ``tol``, its point alone.  Returns ``(a, d, cd, estep)``, the sweeps run
     and the change from the start, ``measure(old, new)`` of the two ``(a, d, cd)``
-    (:func:`_curve_change`)."""
+    (:func:`_curve_change`: a number, or one per domain)."""
     v0 = _pack(a, d, cd)
     a1, d1, c1, st0 = sweep(a, d, cd)
     obj0 = _penalised(st0, a, d, cd, priors)
     v1 = _pack(a1, d1, c1)
     change = measure((a, d, cd), (a1, d1, c1))
-    if change < tol:
+    if np.max(change) < tol:
         return (a1, d1, c1, st0), 1, change
     a2, d2, c2, st1 = sweep(a1, d1, c1)
     n_sweeps = 2
