@@ -11,6 +11,7 @@ from functools import partial
 import numpy as np
 from scipy.special import expit
 
+from .blas import blas_threads
 from .em_steps import (
     _em_kernels,
     _estep,
@@ -102,12 +103,13 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
         per item, or None) and ``c_domain`` (per domain when estimated, else
         None); with ``"auto"`` also ``floors`` (:func:`decide_floors`).
     """
-    if data.floor_mode == "auto":
-        return _calibrate_auto(data, a, d, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
-                               progress=progress, stage=stage)
-    cd = _floor_start(data, c, priors) if data.estimate_floor else None
-    return _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
-                      progress=progress, stage=stage)
+    with blas_threads(1):  # many small products, one per domain (see mtlirt.estimators.blas)
+        if data.floor_mode == "auto":
+            return _calibrate_auto(data, a, d, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                                   progress=progress, stage=stage)
+        cd = _floor_start(data, c, priors) if data.estimate_floor else None
+        return _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                          progress=progress, stage=stage)
 
 
 def _calibrate(data: ResponseData, a, d, cd, *, priors: Penalties, model, max_iter, tol, px, progress=None,
@@ -166,21 +168,22 @@ def _calibrate(data: ResponseData, a, d, cd, *, priors: Penalties, model, max_it
 
 
 def _calibrate_auto(data: ResponseData, a, d, *, priors, model, max_iter, tol, px, progress, stage):
-    """``guessing="auto"``: the 2PL, :func:`decide_floors`, then the floors estimated where kept."""
+    """``guessing="auto"``: :func:`decide_floors` on a share of the LLMs, then one calibration over every
+    LLM: where a domain keeps a floor, started from the decision's items, the floors estimated where
+    kept and the 2PL elsewhere; where none does, the 2PL fit."""
     data.estimate_floor, data.floor_mode = False, None
     data.set_floor(None)
     try:
-        a, d, info = _calibrate(data, a, d, None, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
-                                progress=progress, stage=stage)
-        keep, floors, (af, df) = decide_floors(data, a, d, priors=priors, model=model, items=True)
-        floors["fitted"] = np.zeros(data.K)
-        if keep.any():  # the kept domains' items and floors from the decision's; the rest stay 2PL
-            cd = np.where(keep, np.clip(floors["c"], 1e-3, priors.guessing_max - 1e-3), 0.0)
+        keep, floors, (a2, d2), (af, df) = decide_floors(data, a, d, priors=priors, model=model, items=True)
+        cd = None
+        if keep.any():
             kept = keep[data.item_domain]
-            a, d = np.where(kept, af, a), np.where(kept, df, d)
-            a, d, info = _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
-                                    progress=progress, stage=stage)
-            floors["fitted"] = info["c_domain"].copy()
+            cd = np.where(keep, np.clip(floors["c"], 1e-3, priors.guessing_max - 1e-3), 0.0)
+            a, d = np.where(kept, af, a2), np.where(kept, df, d2)
+        # (without a floor, the 2PL fit itself: from the same start)
+        a, d, info = _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                                progress=progress, stage=stage)
+        floors["fitted"] = np.zeros(data.K) if cd is None else info["c_domain"].copy()
     finally:
         data.estimate_floor, data.floor_mode = True, "auto"
     info["floors"] = floors
@@ -197,8 +200,9 @@ def decide_floors(data: ResponseData, a, d, *, priors: Penalties = DEFAULT_PENAL
 
     Two calibrations of the same LLMs (every LLM, or ``max_llms`` spread
     evenly over the leaderboard when there are more: the decision needs no
-    more), started from the items ``a, d`` (a 2PL fit): the 2PL, and the 2PL
-    with one floor per domain estimated under its ``Beta`` prior.  A domain
+    more): the 2PL, started from the items ``a, d`` (None: the default
+    start), and from its items the 2PL with one floor per domain estimated
+    under its ``Beta`` prior.  A domain
     keeps its floor when the floor's marginal log-likelihood gain over the 2PL
     exceeds half the log of the domain's number of responses (BIC: the floor
     is one parameter) and the floor is at least ``min_floor``.  Both
@@ -213,10 +217,10 @@ def decide_floors(data: ResponseData, a, d, *, priors: Penalties = DEFAULT_PENAL
         ``c`` (the floors the decision estimated, per domain), ``gain``
         (log-likelihood gain per domain), ``threshold`` (per domain), ``keep``
         (list), ``llms`` (the number of LLMs the decision used).
-    items : tuple (a, d), with ``items=True``
-        The items of the calibration with floors (``guessing="auto"`` starts
-        the kept domains' calibration over every LLM from them: nearer its
-        end than the 2PL's items).
+    items : two tuples (a, d), with ``items=True``
+        The items of the 2PL calibration and of the one with floors
+        (``guessing="auto"`` starts its calibration over every LLM from
+        them, each domain from the one it keeps).
     """
     max_llms = DECIDE_LLMS if max_llms is None else int(max_llms)
     N, K = data.N, data.K
@@ -224,15 +228,15 @@ def decide_floors(data: ResponseData, a, d, *, priors: Penalties = DEFAULT_PENAL
     sub = ResponseData(data.correct[rows], None if data.obs is None else data.obs[rows], data.slices)
     coarse = replace(priors, node_sd_ratio=0.0)
     kw = dict(priors=coarse, model=model, max_iter=200, tol=tol, px=True)
-    _, _, plain = _calibrate(sub, a, d, None, **kw)
-    af, df, floored = _calibrate(sub, a, d, np.full(K, min(start, priors.guessing_max - 1e-3)), **kw)
+    a2, d2, plain = _calibrate(sub, a, d, None, **kw)
+    af, df, floored = _calibrate(sub, a2, d2, np.full(K, min(start, priors.guessing_max - 1e-3)), **kw)
     n_k = np.array([float(sub.n_obs_domain(k)) for k in range(K)])
     gain = floored["ll_domain"] - plain["ll_domain"]
     threshold = 0.5 * np.log(np.maximum(n_k, 2.0))
     c = floored["c_domain"]
     keep = (gain > threshold) & (c >= min_floor)
     evidence = {"c": c.copy(), "gain": gain, "threshold": threshold, "keep": keep.tolist(), "llms": int(len(rows))}
-    return (keep, evidence, (af, df)) if items else (keep, evidence)
+    return (keep, evidence, (a2, d2), (af, df)) if items else (keep, evidence)
 
 
 def _floor_start(data: ResponseData, c, priors: Penalties):
