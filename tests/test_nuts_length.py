@@ -97,6 +97,8 @@ def test_the_joint_route_runs_until_the_checks_pass(monkeypatch):
     assert "convergence checks" in info["route"]["reasons"]["draws"] and cps[0]["draws"] == 60
     assert info["draws"] == rl["draws"] == cps[-1]["draws"] == tree["posterior"].sizes["draw"]
     assert len(rl["attempts"]) == 1 and len(cps) >= 2 and not cps[0]["passed"] and cps[-1]["passed"]
+    # the checkpoints checked the reported domain scores too (n x 3 of them), so the verdict agrees
+    assert cps[-1]["n_parameters"] > n * 3 and info["diagnostics"]["converged"]
     again = fit_bayes(arr, "factor-2pl", **kw)
     assert np.array_equal(tree["posterior"]["overall"].values, again["posterior"]["overall"].values)
     fixed = fit_bayes(arr, "factor-2pl", draws=rl["draws"], **kw)
@@ -161,3 +163,8 @@ def test_checkpoints_check_the_standardised_overall_traits():
         + 0.3 * rng.standard_normal((C, D, N, 1))
     good = nl._checked(trace(agree), ["x"], D)
     assert good["passed"] and good["max_rhat"] < 1.01
+    # the reported domain scores, as the fit derives them from the draws (the joint and sampled routes):
+    # chains that order the LLMs differently there fail the checkpoint too
+    theta = xr.Variable(("chain", "draw", "theta_dim_0"), raw[..., 0])
+    derived = nl._checked(trace(agree), ["x"], D, derive=lambda post: {"theta": theta[:, :post.sizes["draw"]]})
+    assert not derived["passed"] and derived["worst_rhat"] == "theta"

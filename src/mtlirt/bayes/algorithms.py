@@ -10,7 +10,8 @@ import numpy as np
 import xarray as xr
 
 from mtlirt.bayes._nutpie import compile_model, relabel
-from mtlirt.bayes.diagnostics import _UNIDENTIFIED
+from mtlirt.bayes.derived import trait_draws
+from mtlirt.bayes.diagnostics import _QOI, _UNIDENTIFIED
 from mtlirt.bayes.nuts_length import sample_until_converged
 from mtlirt.config import NUTS_DRAWS, NUTS_DRAWS_MAX
 from mtlirt.progress import stage
@@ -59,7 +60,7 @@ def _sample_nutpie(model, initvals, *, draws, tune, chains, cores, seed, progres
     if until is not None:
         trace, kw["target_accept"], record = sample_until_converged(
             compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw, names=until["names"],
-            raise_target=until["raise_target"], most=until["most"])
+            raise_target=until["raise_target"], most=until["most"], derive=until.get("derive"))
         until.update(record=record, target_accept=kw["target_accept"])
         return relabel(trace, model)
     trace = nutpie.sample(compiled, draws=draws, tune=max(int(tune), 1), chains=chains,
@@ -81,7 +82,8 @@ def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, core
             target_accept = 0.8 if built.marginal is not None else 0.9
         return _run_nuts(built.model, built.initvals, free, sampler=sampler, draws=draws, tune=tune, chains=chains,
                          cores=cores, seed=seed, progress=progress, target_accept=target_accept,
-                         nuts_kwargs=nuts_kwargs, trace_dir=trace_dir, raise_target=not given)
+                         nuts_kwargs=nuts_kwargs, trace_dir=trace_dir, raise_target=not given,
+                         derive=_reported(built, free))
     if algorithm == "advi":
         post = _run_advi(built.model, built.initvals, free, draws=draws, seed=seed, progress=progress,
                          iterations=advi_iterations)
@@ -91,11 +93,12 @@ def _run_algorithm(built, free, *, algorithm, sampler, draws, tune, chains, core
 
 
 def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, seed, progress, target_accept,
-              nuts_kwargs, trace_dir, raise_target=False):
+              nuts_kwargs, trace_dir, raise_target=False, derive=None):
     """NUTS on a PyMC model: (posterior of the free variables, sample stats,
     target acceptance used, run length record or None). ``draws=None``: nutpie draws until the
-    convergence checks pass (:mod:`mtlirt.bayes.nuts_length`) where its trace stays in memory and every
-    chain may run at once; ``NUTS_DRAWS`` per chain elsewhere."""
+    convergence checks pass (:mod:`mtlirt.bayes.nuts_length`; with the reported quantities ``derive``
+    computes, :func:`_reported`) where its trace stays in memory and every chain may run at once;
+    ``NUTS_DRAWS`` per chain elsewhere."""
     import pymc as pm
 
     kw = dict(nuts_kwargs or {})
@@ -104,6 +107,8 @@ def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, see
     n_stored = sum(int(np.size(v)) for v in model.initial_point().values()) if sampler == "nutpie" else 0
     until, why = _until(free, n_stored, sampler=sampler, draws=draws, chains=chains, cores=cores, kw=kw,
                         trace_dir=trace_dir, raise_target=raise_target)
+    if until is not None and derive is not None:
+        until["derive"] = derive
     fixed_rule = None if why is None else {"rule": f"{NUTS_DRAWS:,} draws per chain: {why}", "draws": NUTS_DRAWS}
     draws = until["most"] if until is not None else (NUTS_DRAWS if draws is None else draws)
     cores = cores or max(1, min(chains, os.cpu_count() or 1))
@@ -149,6 +154,30 @@ def _run_nuts(model, initvals, free, *, sampler, draws, tune, chains, cores, see
     if until is None:
         return post, sample_stats, target_accept, fixed_rule
     return post, sample_stats, until["target_accept"], until["record"]
+
+
+def _reported(built, free):
+    """Where NUTS samples the LLM side (the joint and sampled routes): a function of a trace's free
+    variables (chain, draw, ...) giving the reported traits the fit's verdict checks (``theta``,
+    ``overall``, ``eta``, ``loadings``: :func:`mtlirt.bayes.derived.trait_draws`), so the run-length
+    checks stop a run only where the verdict then passes; else None."""
+    import pandas as pd
+
+    factor = built.spec.traits == "factor"
+    needs = ("eta_raw",) if factor else ("corr_chol",)
+    if not all(v in free for v in needs) or not any(v in free for v in ("z", "theta_raw")):
+        return None
+    coords = {name: pd.Index(values) for name, values in built.model.coords.items() if values is not None}
+    domains = [str(d) for d in built.model.coords["domain"]]
+
+    def derive(post: xr.Dataset) -> dict:
+        # a reused compile draws with the labels of the model it was compiled for (as relabel fixes)
+        post = post.assign_coords({name: labels for name, labels in coords.items() if name in post.dims})
+        traits = trait_draws(post, built.spec, built.anchors, domains)
+        return {k: xr.Variable(("chain", "draw") + tuple(f"{k}_dim_{i}" for i in range(v.ndim - 2)), v)
+                for k, v in traits.items() if k in _QOI}
+
+    return derive
 
 
 def _until(free, n_stored: int, *, sampler, draws, chains, cores, kw, trace_dir, raise_target) -> tuple:

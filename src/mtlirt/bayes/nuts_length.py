@@ -85,15 +85,19 @@ def _wait(watch: _Watch, sampler, done: int, D: int) -> None:
         raise RuntimeError(f"nutpie stopped after {done} of {D} draws per chain")
 
 
-def _checked(trace, names: list[str], D: int) -> dict:
+def _checked(trace, names: list[str], D: int, derive=None) -> dict:
     """The convergence figures of the first ``D`` draws of every chain of nutpie's trace
-    (:func:`mtlirt.bayes.diagnostics.diagnostics` of ``names``), ``passed`` where they pass. Where the
-    trace holds the overall traits ``eta_raw``, their standardised version ``eta`` is checked too, as
-    the fit's verdict checks it (the reported overall traits and scores): a run does not stop where that
-    verdict would then fail."""
+    (:func:`mtlirt.bayes.diagnostics.diagnostics` of ``names``), ``passed`` where they pass. The
+    reported quantities the fit's verdict checks are checked too, so a run does not stop where that
+    verdict would then fail: those ``derive`` computes from the draws (name -> variable), else,
+    where the trace holds the overall traits ``eta_raw``, their standardised version ``eta``."""
     full = trace["posterior"].to_dataset()
     post = full[names].isel(draw=slice(0, D))
-    if "eta_raw" in full and "eta_raw" not in names:
+    if derive is not None:
+        extra = derive(full.isel(draw=slice(0, D)))
+        post = post.assign(extra)
+        names = [*names, *extra]
+    elif "eta_raw" in full and "eta_raw" not in names:
         raw = full["eta_raw"].isel(draw=slice(0, D))
         post["eta"] = raw.copy(data=standardize_eta(np.asarray(raw.values, dtype=np.float64), np, axis=-2))
         names = [*names, "eta"]
@@ -106,7 +110,7 @@ def _checked(trace, names: list[str], D: int) -> dict:
 
 
 def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw: dict, names: list[str],
-             retry: bool, most: int) -> tuple:
+             retry: bool, most: int, derive=None) -> tuple:
     """One run, stopped at the first checkpoint that passes (or at a divergence where ``retry``):
     ``(trace of the kept draws or None, record)``."""
     import nutpie
@@ -133,7 +137,7 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
                 _wait(watch, sampler, done, D)
                 continue
             trace = sampler.inspect()
-            checked = _checked(trace, names, D)
+            checked = _checked(trace, names, D, derive)
             record["checkpoints"].append(checked)
             stage(f"convergence checks at {D:,} draws per chain: R-hat {checked['max_rhat']}, ESS bulk "
                   f"{checked['min_ess_bulk']:.0f}, tail {checked['min_ess_tail']:.0f}, "
@@ -154,9 +158,10 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
 
 
 def sample_until_converged(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw: dict,
-                           names: list[str], raise_target: bool, most: int = NUTS_DRAWS_MAX) -> tuple:
-    """nutpie's NUTS on ``compiled`` until the checks on ``names`` pass, within ``most`` draws per chain
-    (see the module docstring):
+                           names: list[str], raise_target: bool, most: int = NUTS_DRAWS_MAX,
+                           derive=None) -> tuple:
+    """nutpie's NUTS on ``compiled`` until the checks on ``names`` (and the quantities ``derive`` computes
+    from the draws, :func:`_checked`) pass, within ``most`` draws per chain (see the module docstring):
     ``(trace cut to the kept draws, target acceptance of the kept run, record)``; ``kw`` holds
     ``target_accept``, raised after divergences where ``raise_target``."""
     kw = dict(kw)
@@ -165,7 +170,7 @@ def sample_until_converged(compiled, *, tune: int, chains: int, seed: int, progr
     for k in range(NUTS_RETRIES + 1):
         retry = raise_target and k < NUTS_RETRIES
         trace, rec = _attempt(compiled, tune=tune, chains=chains, seed=seed, progress=progress, kw=kw,
-                              names=names, retry=retry, most=most)
+                              names=names, retry=retry, most=most, derive=derive)
         attempts.append(rec)
         if trace is not None:
             break
