@@ -196,10 +196,11 @@ def compile_model(model, initvals=None):
 
 
 def relabel(trace, model):
-    """``trace`` (nutpie's ``DataTree``) with ``model``'s coordinate labels
+    """``trace`` (nutpie's ``DataTree``, or one of its datasets) with ``model``'s coordinate labels
     where they differ: a reused compile (:func:`compile_model`) draws with
     the coordinates of the model it was compiled for, of the same lengths."""
     import pandas as pd
+    import xarray as xr
 
     coords = {name: pd.Index(values) for name, values in model.coords.items() if values is not None}
 
@@ -208,7 +209,7 @@ def relabel(trace, model):
                if name in ds.dims and not (name in ds.indexes and ds.indexes[name].equals(labels))}
         return ds.assign_coords(new) if new else ds
 
-    return trace.map_over_datasets(one)
+    return one(trace) if isinstance(trace, xr.Dataset) else trace.map_over_datasets(one)
 
 
 def clear() -> None:

@@ -161,19 +161,14 @@ def _reported(built, free):
     variables (chain, draw, ...) giving the reported traits the fit's verdict checks (``theta``,
     ``overall``, ``eta``, ``loadings``: :func:`mtlirt.bayes.derived.trait_draws`), so the run-length
     checks stop a run only where the verdict then passes; else None."""
-    import pandas as pd
-
     factor = built.spec.traits == "factor"
     needs = ("eta_raw",) if factor else ("corr_chol",)
     if not all(v in free for v in needs) or not any(v in free for v in ("z", "theta_raw")):
         return None
-    coords = {name: pd.Index(values) for name, values in built.model.coords.items() if values is not None}
     domains = [str(d) for d in built.model.coords["domain"]]
 
     def derive(post: xr.Dataset) -> dict:
-        # a reused compile draws with the labels of the model it was compiled for (as relabel fixes)
-        post = post.assign_coords({name: labels for name, labels in coords.items() if name in post.dims})
-        traits = trait_draws(post, built.spec, built.anchors, domains)
+        traits = trait_draws(relabel(post, built.model), built.spec, built.anchors, domains)
         return {k: xr.Variable(("chain", "draw") + tuple(f"{k}_dim_{i}" for i in range(v.ndim - 2)), v)
                 for k, v in traits.items() if k in _QOI}
 

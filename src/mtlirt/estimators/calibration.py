@@ -72,11 +72,11 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
     step); the floors join the SQUAREM extrapolation (on the logit scale).
     At the end ``data.c`` holds the fitted floors.
 
-    With ``guessing="auto"`` (``data.floor_mode``) the 2PL is calibrated
-    first, then :func:`decide_floors` keeps a floor in the domains whose data
-    call for one, and those domains' items and floors are calibrated with
-    the floors estimated (the other domains' floors 0); ``info["floors"]``
-    holds the decision.
+    With ``guessing="auto"`` (``data.floor_mode``) :func:`decide_floors`
+    keeps a floor in the domains whose data call for one (fits of at most
+    1,000 LLMs), then every LLM is calibrated once, those domains with their
+    floors estimated and the others as the 2PL (floor 0), each from the
+    decision's items; ``info["floors"]`` holds the decision.
 
     Parameters
     ----------
