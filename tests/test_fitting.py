@@ -153,6 +153,12 @@ def test_cli_convergence_advice_fits_the_method(tmp_path, sim, capsys, monkeypat
     with pytest.warns(ConvergenceWarning, match="item calibration"):
         est = fit(Responses.from_frame(sim.responses), "mtl", rank=1)
     calib = est.info["diagnostics"]["calibrations"]
+    # the posterior scores at rank one tune nothing, so no pooled fit is run; at gamma = inf it is the estimate
+    assert set(calib) == {"stl", "centre"} and not calib["stl"]
+    assert est.info["diagnostics"]["converged"] is False
+    with pytest.warns(ConvergenceWarning, match="item calibration"):
+        est = fit(Responses.from_frame(sim.responses), "mtl", rank=1, gamma=float("inf"))
+    calib = est.info["diagnostics"]["calibrations"]
     assert set(calib) == {"stl", "pooled", "centre"} and not calib["stl"] and not calib["pooled"]
     assert est.info["diagnostics"]["converged"] is False
 

@@ -324,10 +324,10 @@ def _lambda(C, N, K, sizes):
 
 
 def _rank_one_centre(lik, eta, **kw):
-    """Rank-one centre started from the pooled trait (standardised ``eta``) and
-    refined like the higher ranks' (each LLM's MAP given all domains, domain
-    deviations integrated out), ``w_k`` by likelihood with the domain's own
-    (single-domain) items.  Measured on ``simulate(1000, "mmlu", scale=0.1)``
+    """Rank-one centre started from ``eta`` (standardised: the STL matrix's first principal
+    component, or the pooled trait in the tuning) and refined like the higher ranks' (each LLM's
+    MAP given all domains, domain deviations integrated out), ``w_k`` by likelihood with the
+    domain's own (single-domain) items.  Measured on ``simulate(1000, "mmlu", scale=0.1)``
     seed 0: Spearman with the true overall 0.9961 against 0.9954 for the
     pooled trait itself (macro accuracy: 0.9955)."""
     A = ((eta - eta.mean()) / max(eta.std(), 1e-12))[:, None]
@@ -335,8 +335,8 @@ def _rank_one_centre(lik, eta, **kw):
 
 
 def _centre_for_rank(lik, r, eta, U, refine_overall, **kw):
-    """Starting shared traits and centre of rank ``r``: the pooled trait for
-    ``r = 1``, else the top ``r`` left singular vectors of the STL matrix, refined
+    """Starting shared traits and centre of rank ``r``: ``eta`` for ``r = 1``,
+    else the top ``r`` left singular vectors of the STL matrix, refined
     (``kw``: :func:`fit_centre`'s ``max_iter``, ``tol``)."""
     if r == 1:
         return _rank_one_centre(lik, eta, **kw)

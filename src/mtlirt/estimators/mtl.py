@@ -10,11 +10,13 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
    an outlier domain gets ``w_k ~ 0`` (its centre is the population mean) and
    the unsquared penalty leaves a domain with strong evidence of its own
    alone.
-3. **Shared subspace and rank** *(ours)*: rank one is centred on the
-   *pooled* trait (one unidimensional fit of all items,
-   :func:`mtlirt.estimators.baselines.fit_pooled`); a rank ``r > 1`` starts from the top
+3. **Shared subspace and rank** *(ours)*: a rank ``r`` starts from the top
    ``r`` left singular vectors of the standardised STL matrix (unit-variance
-   columns) and is refined (step 4).  The rank is chosen on held-out
+   columns) and is refined (step 4); the tuning's rank one starts from the
+   *pooled* trait (one unidimensional fit of all items,
+   :func:`mtlirt.estimators.baselines.fit_pooled`), which it needs for ``C = inf``
+   anyway.  Where nothing is tuned the pooled fit is not run (measured: the
+   posterior scores from either start agree to 4e-6).  The rank is chosen on held-out
    responses (step 6): ``r`` is kept only if its best held-out
    log-likelihood beats that of ``r - 1`` by two paired standard errors.
    Parallel analysis (Horn) of the STL traits' correlation matrix only bounds
@@ -214,10 +216,11 @@ def _mtl_fit(*, theta, overall, loadings, a, d, c, rank, singular_values, rank_e
         the pooled items at ``C = inf``, rank one).
     n_iter : int
         EM sweeps of that item calibration.
-    pooled : PointFit
-        The pooled fit (rank one's centre, and the estimate at ``C = inf``).
+    pooled : PointFit or None
+        The pooled fit (the tuning's ``C = inf``, the estimate at ``C = inf``); None where the fit
+        did not run it.
     convergence : dict
-        ``stl``, ``pooled``, ``centre``: whether each converged.
+        ``stl``, ``centre`` and, where it ran, ``pooled``: whether each converged.
     scores : str
         ``"posterior"`` (default, ``C`` tuned): ``theta`` are the factor
         model's posterior means given the items and structure
@@ -329,14 +332,16 @@ def _fit_mtl(responses, *, rank, gamma, C, model, guessing, seed, tuning, refine
     data = ResponseData.from_responses(responses, guessing=guessing)
 
     # 1. STL and pooled --------------------------------------------------------
-    stl, pooled, guessing, lik = _start_fits(responses, data, stl, pooled, model=model,
-                                             guessing=guessing, priors=priors, max_iter=max_iter, tol=tol,
-                                             seconds=seconds, prog=prog, verbose=verbose)
-    eta_p = pooled.internal()[0][:, 0]
+    stl, floors, lik = _start_fits(responses, data, stl, model=model, priors=priors, max_iter=max_iter, tol=tol,
+                                   seconds=seconds, prog=prog, verbose=verbose)
+    guessing = guessing if floors is None else floors
+    pooled = _Pooled(responses, data, pooled, seconds, verbose, model=model, guessing=guessing, priors=priors,
+                     max_iter=max_iter, tol=tol)
 
     # 3. rank bound by parallel analysis ---------------------------------------
     t0 = time.perf_counter()
     ranks, evidence, sv, U = _rank_search(stl.theta, rank, tuning.max_rank, seed)
+    eta0 = U[:, 0] * (1.0 if U[:, 0] @ stl.theta.mean(axis=1) >= 0 else -1.0)  # rank one's start, higher is better
     seconds["rank"] = time.perf_counter() - t0
 
     # 6. tuning of rank and C on held-out responses ----------------------------
@@ -350,7 +355,7 @@ def _fit_mtl(responses, *, rank, gamma, C, model, guessing, seed, tuning, refine
     cv = None
     if (fixed_C is None and scores == "shrunk") or len(ranks) > 1 or (scores == "posterior" and ranks[0] > 1):
         prog("cv", 0.0)
-        cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled, U, ranks, sizes,
+        cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled.get(), U, ranks, sizes,
                    tuning.C_grid if fixed_C is None else [fixed_C], tuning, refine_overall, centre_prior, seed,
                    max_iter, tol, prog)
         rank = cv["rank"]
@@ -368,9 +373,9 @@ def _fit_mtl(responses, *, rank, gamma, C, model, guessing, seed, tuning, refine
 
     selection = dict(rank=rank, sv=sv, evidence=evidence, cv=cv)
     if scores == "posterior" and rank == 1:  # the reported scores: the factor model's posterior means
-        return _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_p, U, refine_overall,
+        return _posterior_fit(correct, observed, slices, data, stl, pooled.fit, lik, rank, eta0, U, refine_overall,
                               centre_prior, priors, C_use, N, K, selection, seconds, t_start, prog, verbose)
-    return _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta_p, U, sizes, refine_overall,
+    return _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta0, U, sizes, refine_overall,
                        centre_prior, priors, C_use, selection, seconds, t_start, prog, verbose)
 
 
@@ -386,15 +391,17 @@ def _score_kind(scores, fixed_C):
     return scores
 
 
-def _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta_p, U, sizes, refine_overall, centre_prior,
+def _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta0, U, sizes, refine_overall, centre_prior,
                 priors, C_use, selection, seconds, t_start, prog, verbose):
     """Steps 4 and 5 for the biased regularisation's scores: the centre at the chosen rank, the final fit
-    toward it at ``C_use`` (the STL fit at 0, the pooled one when fused), its outputs on the reported scale."""
+    toward it at ``C_use`` (the STL fit at 0, the pooled one when fused), its outputs on the reported scale;
+    ``pooled`` is the :class:`_Pooled` fit, ``eta0`` rank one's start."""
     rank = selection["rank"]
     N, K = correct.shape[0], len(slices)
     th_stl, a, d = stl.internal()
     # 4. centre at the chosen rank ------------------------------------------------
     fused = (not np.isfinite(C_use)) and rank == 1
+    eta_p = pooled.get().internal()[0][:, 0] if fused else eta0
     A, W, cinfo, centre = _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors,
                                         seconds, prog)
 
@@ -402,7 +409,7 @@ def _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta_p, U, siz
     t0 = time.perf_counter()
     prog("final", 0.0)
     lam, gamma_use = _lambda(C_use, N, K, sizes)
-    convergence = {"stl": bool(stl.converged), "pooled": bool(pooled.converged), "centre": bool(cinfo["converged"])}
+    convergence = _convergence(stl, pooled.fit, cinfo)
     theta, mu, on, used = _final_fit(lik, th_stl, centre, lam, C_use, fused, priors)
     seconds["final"] = time.perf_counter() - t0
     prog("final", 1.0)
@@ -412,7 +419,7 @@ def _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta_p, U, siz
         th_s, a_s, d_s, loc, scale, ll, se = _own_outputs(stl)
         centre_s = (centre - loc) / scale
     elif fused:
-        th_s, a_s, d_s, loc, scale, ll, se = _own_outputs(pooled)
+        th_s, a_s, d_s, loc, scale, ll, se = _own_outputs(pooled.fit)
         centre_s = th_s.copy()
         A = ((eta_p - eta_p.mean()) / eta_p.std())[:, None]
         W = np.full((K, 1), float(eta_p.std()))  # A w_k = eta - mean(eta), internal scale
@@ -431,9 +438,15 @@ def _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta_p, U, siz
         singular_values=selection["sv"], rank_evidence=selection["evidence"], C=C_use, gamma=gamma_use,
         cv=selection["cv"], stl=stl, seconds=seconds, on_centre=on, mu=mu, w=W_out, centre=centre_s, loglik=ll,
         theta_loc=loc, theta_scale=scale, item_domain=data.item_domain, theta_se=se,
-        converged=all(convergence[u] for u in used), n_iter=stl.n_iter if "stl" in used else pooled.n_iter,
-        pooled=pooled, convergence=convergence,
+        converged=all(convergence[u] for u in used), n_iter=stl.n_iter if "stl" in used else pooled.fit.n_iter,
+        pooled=pooled.fit, convergence=convergence,
     )
+
+
+def _convergence(stl, pooled, cinfo) -> dict:
+    """Whether each calibration the fit ran converged (the pooled fit where it ran)."""
+    out = {"stl": bool(stl.converged), "centre": bool(cinfo["converged"])}
+    return out if pooled is None else {**out, "pooled": bool(pooled.converged)}
 
 
 def _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors, seconds, prog):
@@ -446,11 +459,11 @@ def _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, p
     return A, W, cinfo, A @ W.T
 
 
-def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_p, U, refine_overall, centre_prior,
+def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0, U, refine_overall, centre_prior,
                    priors, C_use, N, K, selection, seconds, t_start, prog, verbose):
     """Steps 4 and 7: the centre at the chosen rank on the single-domain items, its structure
     (:func:`factor_structure`) and the factor model's posterior means (:func:`factor_scores`)."""
-    A, W, cinfo, centre = _timed_centre(lik, rank, K, False, eta_p, U, refine_overall, centre_prior, priors,
+    A, W, cinfo, centre = _timed_centre(lik, rank, K, False, eta0, U, refine_overall, centre_prior, priors,
                                         seconds, prog)
     t0 = time.perf_counter()
     prog("final", 0.0)
@@ -467,7 +480,7 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_
     seconds["final"] = time.perf_counter() - t0
     prog("final", 1.0)
     seconds["total"] = time.perf_counter() - t_start
-    convergence = {"stl": bool(stl.converged), "pooled": bool(pooled.converged), "centre": bool(cinfo["converged"])}
+    convergence = _convergence(stl, pooled, cinfo)
     _say(verbose, f"mtl: done in {seconds['total']:.2f} s; rank {rank}, posterior means "
          f"({fs['n_iter']} in-sample passes)")
     structure = {"lambda": lam.tolist(), "psi": psi.tolist(), "loc": fs["loc"].tolist(),
@@ -484,19 +497,19 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta_
     )
 
 
-def _start_fits(responses, data, stl, pooled, *, model, guessing, priors, max_iter, tol,
-                seconds, prog, verbose):
-    """Step 1: the single-domain (STL) and the pooled fit, unless given.
+def _start_fits(responses, data, stl, *, model, priors, max_iter, tol, seconds, prog, verbose):
+    """Step 1: the single-domain (STL) fit, unless given.
 
     With ``guessing="estimate"`` the STL calibration's floors are set on ``data`` and kept from here
-    on (the pooled fit, the tuning). Returns the two fits, the guessing to use from here on and the
-    trait likelihood of ``data`` at the STL items (internal scale); records ``seconds["stl"]``,
-    ``seconds["pooled"]``.
+    on (the pooled fit, the tuning). Returns the fit, the guessing to use from here on (None: as
+    given) and the trait likelihood of ``data`` at the STL items (internal scale); records
+    ``seconds["stl"]``.
     """
     t0 = time.perf_counter()
     prog("stl", 0.0)
     if stl is None:
         stl = irt.fit_stl_data(data, model=model, priors=priors, max_iter=max_iter, tol=tol)
+    guessing = None
     if data.estimate_floor:  # the single-domain calibration's floors, kept from here on
         data.set_floor(stl.c)
         data.estimate_floor, data.floor_mode = False, None
@@ -506,14 +519,25 @@ def _start_fits(responses, data, stl, pooled, *, model, guessing, priors, max_it
     lik.set_items(a, d)
     seconds["stl"] = time.perf_counter() - t0
     _say(verbose, f"mtl: stl {seconds['stl']:.2f} s ({stl.n_iter} EM sweeps)")
-    t0 = time.perf_counter()
-    if pooled is None:
-        pooled = fit_pooled(responses, model=model, guessing=guessing, priors=priors, max_iter=max_iter, tol=tol,
-                            share=data)
-    seconds["pooled"] = time.perf_counter() - t0
-    _say(verbose, f"mtl: pooled {seconds['pooled']:.2f} s ({pooled.n_iter} EM sweeps)")
     prog("stl", 1.0)
-    return stl, pooled, guessing, lik
+    return stl, guessing, lik
+
+
+class _Pooled:
+    """The pooled fit, run on first use (the tuning's ``C = inf`` and the fused estimate need it; the
+    posterior scores at rank one do not: their centre starts from the STL matrix), or the one given."""
+
+    def __init__(self, responses, data, fit, seconds, verbose, **kw):
+        self.fit, self._args, self._seconds, self._verbose = fit, (responses, data, kw), seconds, verbose
+
+    def get(self) -> PointFit:
+        if self.fit is None:
+            responses, data, kw = self._args
+            t0 = time.perf_counter()
+            self.fit = fit_pooled(responses, share=data, **kw)
+            self._seconds["pooled"] = time.perf_counter() - t0
+            _say(self._verbose, f"mtl: pooled {self._seconds['pooled']:.2f} s ({self.fit.n_iter} EM sweeps)")
+        return self.fit
 
 
 def _rank_search(theta_stl, rank, max_rank, seed):
@@ -544,7 +568,8 @@ def _given_C(gamma, C, N, K):
 
 def _centre_at(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors):
     """Step 4: shared traits ``A``, coefficients ``W`` (``K x rank``) and the fit's record of the centre at
-    the chosen rank; when ``fused`` (rank one, ``C = inf``) the pooled trait ``eta_p`` itself."""
+    the chosen rank, rank one started from ``eta_p``; when ``fused`` (rank one, ``C = inf``) the pooled
+    trait ``eta_p`` itself."""
     if fused:  # the pooled fit is the estimate: its trait is the centre
         return eta_p[:, None], np.ones((K, 1)), {"converged": True}
     A, W_lik, cinfo = _centre_for_rank(lik, rank, eta_p, U, refine_overall, max_iter=200)
