@@ -15,8 +15,8 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
    columns) and is refined (step 4); the tuning's rank one starts from the
    *pooled* trait (one unidimensional fit of all items,
    :func:`mtlirt.estimators.baselines.fit_pooled`), which it needs for ``C = inf``
-   anyway.  Where nothing is tuned the pooled fit is not run (measured: the
-   posterior scores from either start agree to 4e-6).  The rank is chosen on held-out
+   anyway.  The refined centre does not depend on its start, so where
+   nothing is tuned the pooled fit is not run.  The rank is chosen on held-out
    responses (step 6): ``r`` is kept only if its best held-out
    log-likelihood beats that of ``r - 1`` by two paired standard errors.
    Parallel analysis (Horn) of the STL traits' correlation matrix only bounds
