@@ -381,3 +381,16 @@ def test_rank_one_centre_does_not_depend_on_its_start():
     A2, W2, i2 = _rank_one_centre(lik, eta, max_iter=200)
     assert i1["converged"] and i2["converged"]
     np.testing.assert_allclose(A1 @ W1.T, A2 @ W2.T, atol=1e-5)
+
+
+def test_auto_without_a_floor_tunes_as_the_2pl(monkeypatch):
+    """guessing="auto" where no domain keeps a floor: the pooled fit the tuning needs runs as the 2PL,
+    with the single-domain fit's decision, instead of deciding the floors again."""
+    sim = simulate(300, domain_sizes=[10, 20, 30, 40, 50], rank=2, seed=3)
+    r = sim.to_responses()
+    seen = []
+    real = mtl.fit_pooled
+    monkeypatch.setattr(mtl, "fit_pooled", lambda *a, **k: seen.append(k["guessing"]) or real(*a, **k))
+    f = mtl.fit_mtl(r, guessing="auto")
+    assert f.c.max() == 0 and f.record["cv"] is not None  # no floor kept; the rank and C were tuned
+    assert seen == [None]

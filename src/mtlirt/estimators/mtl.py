@@ -332,9 +332,8 @@ def _fit_mtl(responses, *, rank, gamma, C, model, guessing, seed, tuning, refine
     data = ResponseData.from_responses(responses, guessing=guessing)
 
     # 1. STL and pooled --------------------------------------------------------
-    stl, floors, lik = _start_fits(responses, data, stl, model=model, priors=priors, max_iter=max_iter, tol=tol,
-                                   seconds=seconds, prog=prog, verbose=verbose)
-    guessing = guessing if floors is None else floors
+    stl, guessing, lik = _start_fits(responses, data, stl, model=model, guessing=guessing, priors=priors,
+                                     max_iter=max_iter, tol=tol, seconds=seconds, prog=prog, verbose=verbose)
     pooled = _Pooled(responses, data, pooled, seconds, verbose, model=model, guessing=guessing, priors=priors,
                      max_iter=max_iter, tol=tol)
 
@@ -497,19 +496,17 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0
     )
 
 
-def _start_fits(responses, data, stl, *, model, priors, max_iter, tol, seconds, prog, verbose):
+def _start_fits(responses, data, stl, *, model, guessing, priors, max_iter, tol, seconds, prog, verbose):
     """Step 1: the single-domain (STL) fit, unless given.
 
     With ``guessing="estimate"`` the STL calibration's floors are set on ``data`` and kept from here
-    on (the pooled fit, the tuning). Returns the fit, the guessing to use from here on (None: as
-    given) and the trait likelihood of ``data`` at the STL items (internal scale); records
-    ``seconds["stl"]``.
+    on (the pooled fit, the tuning). Returns the fit, the guessing to use from here on and the trait
+    likelihood of ``data`` at the STL items (internal scale); records ``seconds["stl"]``.
     """
     t0 = time.perf_counter()
     prog("stl", 0.0)
     if stl is None:
         stl = irt.fit_stl_data(data, model=model, priors=priors, max_iter=max_iter, tol=tol)
-    guessing = None
     if data.estimate_floor:  # the single-domain calibration's floors, kept from here on
         data.set_floor(stl.c)
         data.estimate_floor, data.floor_mode = False, None
