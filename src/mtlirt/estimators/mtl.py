@@ -331,7 +331,7 @@ def _fit_mtl(responses, *, rank, gamma, C, model, guessing, seed, tuning, refine
     sizes = np.array([s.stop - s.start for s in slices], dtype=np.float64)
     data = ResponseData.from_responses(responses, guessing=guessing)
 
-    # 1. STL and pooled --------------------------------------------------------
+    # 1. STL (the pooled fit where first needed) ---------------------------------
     stl, guessing, lik = _start_fits(responses, data, stl, model=model, guessing=guessing, priors=priors,
                                      max_iter=max_iter, tol=tol, seconds=seconds, prog=prog, verbose=verbose)
     pooled = _Pooled(responses, data, pooled, seconds, verbose, model=model, guessing=guessing, priors=priors,
@@ -344,17 +344,19 @@ def _fit_mtl(responses, *, rank, gamma, C, model, guessing, seed, tuning, refine
     seconds["rank"] = time.perf_counter() - t0
 
     # 6. tuning of rank and C on held-out responses ----------------------------
-    t0 = time.perf_counter()
     fixed_C = _given_C(gamma, C, N, K)
     scores = _score_kind(scores, fixed_C)
     if scores == "posterior" and len(ranks) == 1 and evidence["method"] == "held-out":
         evidence["method"] = "parallel analysis"  # it bounds the rank at one: nothing left to hold out for
     # the rank-one factor posterior cannot carry a second shared trait: where the rank may exceed one, C is
     # tuned, and at a chosen rank above one the reported scores are the shrunk ones
+    tune = (fixed_C is None and scores == "shrunk") or len(ranks) > 1 or (scores == "posterior" and ranks[0] > 1)
+    tuned_pooled = pooled.get() if tune else None  # its own stage, seconds["pooled"]
+    t0 = time.perf_counter()
     cv = None
-    if (fixed_C is None and scores == "shrunk") or len(ranks) > 1 or (scores == "posterior" and ranks[0] > 1):
+    if tune:
         prog("cv", 0.0)
-        cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, pooled.get(), U, ranks, sizes,
+        cv = _tune(correct, observed, slices, data, guessing, model, priors, stl, tuned_pooled, U, ranks, sizes,
                    tuning.C_grid if fixed_C is None else [fixed_C], tuning, refine_overall, centre_prior, seed,
                    max_iter, tol, prog)
         rank = cv["rank"]
@@ -372,7 +374,7 @@ def _fit_mtl(responses, *, rank, gamma, C, model, guessing, seed, tuning, refine
 
     selection = dict(rank=rank, sv=sv, evidence=evidence, cv=cv)
     if scores == "posterior" and rank == 1:  # the reported scores: the factor model's posterior means
-        return _posterior_fit(correct, observed, slices, data, stl, pooled.fit, lik, rank, eta0, U, refine_overall,
+        return _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0, U, refine_overall,
                               centre_prior, priors, C_use, N, K, selection, seconds, t_start, prog, verbose)
     return _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta0, U, sizes, refine_overall,
                        centre_prior, priors, C_use, selection, seconds, t_start, prog, verbose)
@@ -461,7 +463,8 @@ def _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, p
 def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0, U, refine_overall, centre_prior,
                    priors, C_use, N, K, selection, seconds, t_start, prog, verbose):
     """Steps 4 and 7: the centre at the chosen rank on the single-domain items, its structure
-    (:func:`factor_structure`) and the factor model's posterior means (:func:`factor_scores`)."""
+    (:func:`factor_structure`) and the factor model's posterior means (:func:`factor_scores`);
+    ``pooled`` and ``eta0`` as :func:`_shrunk_fit` takes them."""
     A, W, cinfo, centre = _timed_centre(lik, rank, K, False, eta0, U, refine_overall, centre_prior, priors,
                                         seconds, prog)
     t0 = time.perf_counter()
@@ -479,7 +482,7 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0
     seconds["final"] = time.perf_counter() - t0
     prog("final", 1.0)
     seconds["total"] = time.perf_counter() - t_start
-    convergence = _convergence(stl, pooled, cinfo)
+    convergence = _convergence(stl, pooled.fit, cinfo)
     _say(verbose, f"mtl: done in {seconds['total']:.2f} s; rank {rank}, posterior means "
          f"({fs['n_iter']} in-sample passes)")
     structure = {"lambda": lam.tolist(), "psi": psi.tolist(), "loc": fs["loc"].tolist(),
@@ -491,7 +494,7 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0
         stl=stl, seconds=seconds, on_centre=np.zeros(K, dtype=bool), mu=np.zeros(K), w=W_out,
         centre=(centre - fs["loc"]) / fs["scale"], loglik=ll, theta_loc=np.zeros(K), theta_scale=np.ones(K),
         item_domain=data.item_domain, theta_se=fs["theta_sd"], converged=convergence["stl"] and convergence["centre"],
-        n_iter=stl.n_iter, pooled=pooled, convergence=convergence, scores="posterior", structure=structure,
+        n_iter=stl.n_iter, pooled=pooled.fit, convergence=convergence, scores="posterior", structure=structure,
         theta_interval=np.stack([fs["lower"], fs["upper"]], axis=-1),
     )
 
