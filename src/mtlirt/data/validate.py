@@ -20,11 +20,11 @@ from ..errors import InputError
 SHOW = 5
 
 #: A domain answered by fewer LLMs than this is *thin*: its items are calibrated, its scale set and its
-#: bootstrap world drawn on too few LLMs; its intervals cover less (``benchmarks/bench_thin.py``;
+#: bootstrap world drawn on too few LLMs; its scores are less accurate (``benchmarks/bench_thin.py``;
 #: docs/data.md "Degenerate and tiny data").
 MIN_LLMS = 20
 #: A domain whose LLMs gave it fewer responses than this (the median over the LLMs with responses in it) is
-#: *thin* too: its own answers explain less than half of the variance of its scores.
+#: *thin* too: its scores explain at most about 60% of its trait's variance.
 MIN_RESPONSES = 5
 
 
