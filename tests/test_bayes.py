@@ -262,14 +262,17 @@ def test_compiled_models_are_shared_across_leaderboards():
     ("correlated-2pl", {}),
 ])
 def test_numpy_derived_matches_model_logp(name, changes):
-    """theta and item parameters computed in numpy reproduce the model's likelihood."""
+    """theta and item parameters computed in numpy reproduce the model's likelihood; the pointwise
+    log-likelihood (a compiled pass over the responses) holds each (LLM, domain)'s sum of its terms."""
     arr, _ = toy(20, (6, 45, 7), missing=0.15, seed=2)  # mixed centring under "auto"
     spec = load_spec(name).with_changes(**changes) if changes else load_spec(name)
     b = build_model(arr, spec, likelihood="elementwise")
     ip, tree = _point_tree(b, arr, spec)
     ll_model = b.model.compile_logp(vars=[b.model["y"]], sum=True, mode="FAST_COMPILE")(ip)
-    ll_np = pointwise_loglik(tree, arr).sum()
-    assert np.isclose(ll_model, ll_np, rtol=1e-8, atol=1e-6)
+    pointwise = pointwise_loglik(tree, arr)
+    assert np.isclose(ll_model, pointwise.sum(), rtol=1e-8, atol=1e-6)
+    th, a, d, c = Estimate(tree).item_model_draws()
+    np.testing.assert_allclose(pointwise[0, 0], _exact_ik(arr, a[0], d[0], c[0], th[0]), rtol=1e-12, atol=1e-10)
 
 
 @pytest.mark.parametrize("name,missing", [("factor-2pl", 0.15), ("factor-2pl", 0.0), ("factor-1pl", 0.3),

@@ -29,6 +29,27 @@ def _data(n=7, sizes=(3, 5), missing=0.3, seed=0):
     return y, obs, slices, a, d, c
 
 
+
+def test_bernoulli_loglik_is_exact_in_both_tails():
+    """The per-cell log-likelihood against its closed forms, for answers 0 and 1 at logits from -40 to 40
+    (where p or 1 - p underflows a naive log) with and without a guessing floor."""
+    import math
+
+    def log_expit(v):
+        return -math.log1p(math.exp(-v)) if v > 0 else v - math.log1p(math.exp(v))
+
+    x = np.array([-40.0, -5.0, -0.3, 0.0, 2.0, 40.0])
+    for c in (None, 0.25):
+        for yv in (0, 1):
+            got = llm_side.bernoulli_loglik(x, np.full(x.shape, yv), None if c is None else np.full(x.shape, c))
+            if c is None:
+                want = [log_expit(v if yv else -v) for v in x]
+            elif yv:
+                want = [math.log(c + (1 - c) * math.exp(log_expit(v))) for v in x]
+            else:
+                want = [math.log1p(-c) + log_expit(-v) for v in x]
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+
 def test_hermite_numba_gives_the_numpy_bits_and_is_exact_on_a_cubic():
     w_nb, c_nb = hermite.numba_versions()
     t = np.linspace(0.0, 1.0, 101)

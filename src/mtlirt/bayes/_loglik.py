@@ -1,4 +1,5 @@
-"""The joint 1PL/2PL/3PL likelihood as one fused PyTensor Op (log density and gradient).
+"""The joint 1PL/2PL/3PL likelihood as one fused PyTensor Op (log density and gradient); the same
+terms summed per cell and draw, value only, for a fit's pointwise log-likelihood (:func:`cell_logliks`).
 
 The joint model's likelihood is a sum over the observed cells ``(i, j)`` of
 ``log P(y_ij)`` with ``x = a_j theta_{i,k(j)} + intercept_j``: for the 1PL
@@ -37,7 +38,7 @@ import numpy as np
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos, source_version
 
-__all__ = ["bernoulli_logit_cells", "cell_layout", "kernel"]
+__all__ = ["bernoulli_logit_cells", "cell_layout", "cell_logliks", "kernel"]
 
 _FM = {"reassoc", "contract", "arcp", "nsz"}  # no nnan/ninf: the selects below must stay
 
@@ -220,6 +221,42 @@ def kernel(theta, a, c, guess, ptr, items, y):
         gth[m] = g
     return lp, gth, ga, gc, gg
 
+
+
+@numba.njit(fastmath=_FM, error_model="numpy", nogil=True, parallel=True, cache=True)
+def cell_logliks(theta, a, c, guess, ptr, items, y, out):
+    """Each cell's log-likelihood at each of ``S`` draws (the pointwise log-likelihood of a fit), value
+    only, the terms of :func:`kernel`, the draws in parallel.
+
+    ``theta`` (S, n_cells); ``a``, ``c`` (S, J); ``guess`` (S, J), or (S, 0) for the 2PL; ``ptr``,
+    ``items``, ``y`` as :func:`kernel` takes them. Writes ``out`` (S, n_cells): 0 for a cell without
+    responses."""
+    S = theta.shape[0]
+    n_cells = ptr.shape[0] - 1
+    three = guess.shape[1] > 0
+    for s in numba.prange(S):
+        for m in range(n_cells):
+            th = theta[s, m]
+            lp = 0.0
+            p0 = ptr[m]
+            p1 = ptr[m + 1]
+            while p0 < p1:
+                q1 = min(p1, p0 + _RUN)
+                lin = 0.0
+                prod = 1.0
+                for q in range(p0, q1):
+                    j = items[q]
+                    x = a[s, j] * th + c[s, j]
+                    if three:
+                        lq, _, _ = _terms3(x, guess[s, j], np.float64(y[q]))
+                        lin += lq
+                    else:
+                        li, op, _ = _terms2(x, np.float64(y[q]))
+                        lin += li
+                        prod *= op
+                lp += lin - math.log(prod)
+                p0 = q1
+            out[s, m] = lp
 
 def cell_layout(cell: np.ndarray, item: np.ndarray, n_cells: int):
     """Responses ordered by cell, then item, with the CSR pointer.

@@ -39,8 +39,9 @@ import numpy as np
 import xarray as xr
 from scipy.special import expit
 
+from mtlirt.bayes._loglik import cell_layout, cell_logliks
 from mtlirt.data.responses import as_responses
-from mtlirt.numerics.llm_side import bernoulli_loglik, loglik_points
+from mtlirt.numerics.llm_side import loglik_points
 from mtlirt.numerics.mcmc_stats import summary_stats
 
 __all__ = [
@@ -277,9 +278,10 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
     responses : Responses, DataFrame or path
         The data the fit used.
     tables : LikelihoodTables, optional
-        Fixed-items tables (then O(N K) per draw).
+        Fixed-items tables (then O(N K) per draw); without them every response's term is summed
+        into its cell (:func:`~mtlirt.bayes._loglik.cell_logliks`, no N x J temporaries).
     max_elems : float
-        Chunk size (elements of the per-draw N x J arrays).
+        Chunk size of the tables' route (elements of its per-draw N x K arrays).
 
     Returns
     -------
@@ -299,19 +301,14 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
             for s in range(0, D, per):
                 out[ch, s:s + per] = loglik_points(tables, th[ch, s:s + per])
         return out
-    y = arr.correct
-    obs = arr.mask
-    starts = np.array([s.start for s in arr.domain_slices])
-    J = a.shape[-1]
-    per = max(1, int(max_elems // max(N * J, 1)))
-    for ch in range(C):
-        for s in range(0, D, per):
-            sl = slice(s, min(D, s + per))
-            x = a[ch, sl][:, None, :] * th[ch, sl][:, :, item_domain] + d[ch, sl][:, None, :]
-            ll = bernoulli_loglik(x, y[None], c[ch, sl][:, None, :])
-            if obs is not None:
-                ll = np.where(obs[None], ll, 0.0)
-            out[ch, sl] = np.add.reduceat(ll, starts, axis=-1)
+    rows, cols = np.nonzero(np.ones(arr.correct.shape, dtype=bool) if arr.mask is None else arr.mask)
+    ptr, order = cell_layout(rows * K + item_domain[cols], cols, N * K)
+    items, y = cols[order], arr.correct[rows[order], cols[order]]
+    c64 = np.ascontiguousarray
+    for ch in range(C):  # the cells' sums, one pass over the responses per draw (_loglik.cell_logliks)
+        guess = c[ch] if np.any(c[ch]) else np.zeros((D, 0))
+        cell_logliks(c64(th[ch].reshape(D, N * K)), c64(a[ch]), c64(d[ch]), c64(guess), ptr, items, y,
+                     out[ch].reshape(D, N * K))
     return out
 
 

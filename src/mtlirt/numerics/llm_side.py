@@ -160,13 +160,15 @@ def partition(O, a, d, x, dtype=np.float64) -> np.ndarray:
 def bernoulli_loglik(x, y, c=None):
     """``log p(y | logit x, guessing c)`` elementwise: ``p(1) = c + (1 - c) expit(x)``, exact in both tails.
 
-    ``c`` None or all zero is the 2PL (no guessing term).
+    ``c`` None or all zero is the 2PL (no guessing term). One ``log expit`` per element, of ``x`` where
+    ``y`` is 1 and of ``-x`` where it is 0 (the pointwise log-likelihood of a fit's every draw is
+    millions of them).
     """
+    t = log_expit(np.where(y > 0, x, -x))
     if c is None or not np.any(c):
-        return np.where(y > 0, log_expit(x), log_expit(-x))
-    lp = np.logaddexp(np.log(np.maximum(c, 1e-300)), np.log1p(-c) + log_expit(x))
-    l1p = np.log1p(-c) + log_expit(-x)
-    return np.where(y > 0, lp, l1p)
+        return t
+    l1c = np.log1p(-c)
+    return np.where(y > 0, np.logaddexp(np.log(np.maximum(c, 1e-300)), l1c + t), l1c + t)
 
 
 def node_loglik(correct, observed, domain_slices, a, d, c, nodes, *, max_elems: float = 2e7) -> np.ndarray:
