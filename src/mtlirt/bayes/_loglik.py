@@ -222,7 +222,6 @@ def kernel(theta, a, c, guess, ptr, items, y):
     return lp, gth, ga, gc, gg
 
 
-
 @numba.njit(fastmath=_FM, error_model="numpy", nogil=True, parallel=True, cache=True)
 def cell_logliks(theta, a, c, guess, ptr, items, y, out):
     """Each cell's log-likelihood at each of ``S`` draws (the pointwise log-likelihood of a fit), value
@@ -257,6 +256,7 @@ def cell_logliks(theta, a, c, guess, ptr, items, y, out):
                 lp += lin - math.log(prod)
                 p0 = q1
             out[s, m] = lp
+
 
 def cell_layout(cell: np.ndarray, item: np.ndarray, n_cells: int):
     """Responses ordered by cell, then item, with the CSR pointer.

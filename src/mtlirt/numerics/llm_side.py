@@ -161,8 +161,7 @@ def bernoulli_loglik(x, y, c=None):
     """``log p(y | logit x, guessing c)`` elementwise: ``p(1) = c + (1 - c) expit(x)``, exact in both tails.
 
     ``c`` None or all zero is the 2PL (no guessing term). One ``log expit`` per element, of ``x`` where
-    ``y`` is 1 and of ``-x`` where it is 0 (the pointwise log-likelihood of a fit's every draw is
-    millions of them).
+    ``y`` is 1 and of ``-x`` where it is 0.
     """
     t = log_expit(np.where(y > 0, x, -x))
     if c is None or not np.any(c):
