@@ -40,6 +40,7 @@ import xarray as xr
 from scipy.special import expit
 
 from mtlirt.bayes._loglik import cell_layout, cell_logliks
+from mtlirt.bayes.model import observed_cells
 from mtlirt.data.responses import as_responses
 from mtlirt.numerics.llm_side import loglik_points
 from mtlirt.numerics.mcmc_stats import summary_stats
@@ -301,13 +302,13 @@ def pointwise_loglik(tree, responses: Any, *, tables=None, max_elems: float = 4e
             for s in range(0, D, per):
                 out[ch, s:s + per] = loglik_points(tables, th[ch, s:s + per])
         return out
-    rows, cols = np.nonzero(np.ones(arr.correct.shape, dtype=bool) if arr.mask is None else arr.mask)
+    rows, cols, y = observed_cells(arr)  # the joint model's own list of the observed cells
     ptr, order = cell_layout(rows * K + item_domain[cols], cols, N * K)
-    items, y = cols[order], arr.correct[rows[order], cols[order]]
-    c64 = np.ascontiguousarray
+    items, y = cols[order], y[order]
+    contig = np.ascontiguousarray
     for ch in range(C):  # the cells' sums, one pass over the responses per draw (_loglik.cell_logliks)
         guess = c[ch] if np.any(c[ch]) else np.zeros((D, 0))
-        cell_logliks(c64(th[ch].reshape(D, N * K)), c64(a[ch]), c64(d[ch]), c64(guess), ptr, items, y,
+        cell_logliks(contig(th[ch].reshape(D, N * K)), contig(a[ch]), contig(d[ch]), contig(guess), ptr, items, y,
                      out[ch].reshape(D, N * K))
     return out
 
