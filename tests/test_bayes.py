@@ -29,6 +29,7 @@ from mtlirt.bayes import (
     load_spec,
     posterior_predictive_checks,
 )
+from mtlirt.bayes._loglik import GAP
 from mtlirt.bayes.algorithms import _dataset_from_draws
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import pointwise_loglik
@@ -149,15 +150,16 @@ def test_build_model_structure(data):
     names = {rv.name for rv in m.free_RVs}
     assert {"eta_raw", "loading_diag", "beta", "tau", "alpha", "sigma_log_a"} <= names
     assert "z" in names  # 8 items per domain -> non-centred traits
-    assert set(m.coords) >= {"llm", "item", "domain", "factor", "obs"}
+    assert set(m.coords) >= {"llm", "item", "domain", "factor"}
     assert list(m.coords["llm"]) == list(arr.llms) and list(m.coords["domain"]) == list(arr.domains)
     assert m.named_vars_to_dims["z"] == ("llm", "domain")
     assert m.named_vars_to_dims["eta_raw"] == ("llm", "factor")
-    assert m["y_obs"].get_value().shape == (int(arr.observed.sum()),)  # observed cells only
+    codes = m["y_code"].get_value()  # every observed response once; every item answered by 90%: all LLMs listed
+    assert (codes < GAP).sum() == int(arr.observed.sum()) and codes.size == arr.n_llms * arr.n_items
     # 2PL: the likelihood is the fused potential; elementwise: the observed y
     assert b.likelihood == "fused" and b.kind == "joint" and not m.observed_RVs
     assert [p.name for p in m.potentials] == ["eta_raw_pin", "loglik"]
-    assert {"obs_item", "obs_cell", "y_obs", "cell_ptr"} <= set(m.named_vars)
+    assert {"item_ptr", "item_slot", "y_code"} <= set(m.named_vars) and "obs" not in m.coords
     # the pin: a function of eta_raw's mean and scale only (so the standardised
     # overall traits keep their prior), narrowed to ~sd/sqrt(N); "none" drops it
     sd = overall_sd_guess_joint(arr, b.anchors, b.initvals)

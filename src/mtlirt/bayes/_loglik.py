@@ -7,19 +7,25 @@ and 2PL ``y x - log(1 + exp(x))``, for the 3PL ``P(1) = g_j + (1 - g_j)
 sigmoid(x)``.
 Written as a PyTensor elementwise graph it costs a gather, an elementwise
 pass and three scatter-adds per gradient. This module computes the value
-and the whole gradient in one numba loop over the cells, several times faster
+and the whole gradient in one numba loop, several times faster
 (``benchmarks/bench_bayes.py joint-cost`` times both):
 
-* responses are grouped by *cell* ``(llm, domain)`` (CSR: ``ptr`` and the
-  item of each response), so each cell's trait is loaded once and its
-  gradient accumulated in a register;
-* when a cell's items are one contiguous run (always so for complete data:
-  items are stored grouped by domain) the inner loop runs over plain slices
-  and vectorises (SIMD), with the exponential of :mod:`mtlirt.bayes._vecmath`
-  (numba's ``math.exp`` is a scalar libm call that keeps LLVM from
-  vectorising the loop);
+* responses are grouped by *item* (CSR: ``ptr`` and each entry's trait,
+  :func:`item_layout`), so each item's parameters are loaded once and their
+  gradient accumulated in registers, and the traits are read domain by
+  domain, where an item's LLMs are one contiguous run: the inner loop runs
+  over plain slices as long as the leaderboard (grouping by LLM and domain
+  instead gives runs as short as a domain, and a domain of 20 items spent
+  more in each run's set-up and reductions than in its responses);
+* an item answered by most LLMs lists them all, its missing responses
+  coded ``GAP`` and masked in the loop, so missing data keep the contiguous
+  run; only sparsely answered items gather their traits;
+* the loop vectorises (SIMD) with the exponential of
+  :mod:`mtlirt.bayes._vecmath` (numba's ``math.exp`` is a scalar libm call
+  that keeps LLVM from vectorising it);
 * 2PL: ``log(1 + e)`` is summed as the log of a product, one ``log`` per
-  cell; 3PL: one vectorised ``log`` per response (``P(y)`` itself).
+  run of up to 512 entries; 3PL: one vectorised ``log`` per response
+  (``P(y)`` itself).
 
 The Op has a ``perform`` (any PyTensor backend that runs Python), a numba
 implementation (nutpie, PyMC's default numba mode, MAP, ADVI) and a
@@ -38,9 +44,11 @@ import numpy as np
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos, source_version
 
-__all__ = ["bernoulli_logit_cells", "cell_layout", "cell_logliks", "kernel"]
+__all__ = ["GAP", "bernoulli_logit_cells", "cell_layout", "cell_logliks", "item_layout", "kernel"]
 
 _FM = {"reassoc", "contract", "arcp", "nsz"}  # no nnan/ninf: the selects below must stay
+GAP = 2  # the code of an LLM an item's entries list without a response (:func:`item_layout`)
+PAD_SHARE = 0.2  # an item answered by at least this share of the LLMs lists them all (:func:`item_layout`)
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
@@ -56,43 +64,46 @@ def _terms2(x, yy):
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
-def _run(a, c, th, y, ga, gc):
-    """One cell over a contiguous run of items: returns (d/d theta, log-lik);
-    adds d/d a and d/d intercept into ``ga``, ``gc``. Vectorises."""
-    g = 0.0
+def _run(aj, cj, th, y, gth):
+    """One item over a contiguous run of LLMs (traits ``th``, codes ``y``; a
+    ``GAP`` adds nothing): returns (d/d a, d/d intercept, log-lik); adds
+    d/d theta into ``gth``. Vectorises."""
+    ga = 0.0
+    gc = 0.0
     prod = 1.0
     lin = 0.0
-    for q in range(a.shape[0]):
-        aq = a[q]
-        li, op, r = _terms2(aq * th + c[q], np.float64(y[q]))
+    for q in range(th.shape[0]):
+        t = th[q]
+        yq = y[q]
+        li, op, r = _terms2(aj * t + cj, np.float64(yq == 1))
+        seen = yq < GAP
+        r = r if seen else 0.0  # selects as statements of their own: in an augmented assignment
+        op = op if seen else 1.0  # they keep LLVM from vectorising the loop (7x slower)
+        li = li if seen else 0.0
         prod *= op  # at most 2**len(run): the caller splits runs at 512
         lin += li
-        g += r * aq
-        ga[q] += r * th
-        gc[q] += r
-    return g, lin - math.log(prod)
+        ga += r * t
+        gc += r
+        gth[q] += r * aj
+    return ga, gc, lin - math.log(prod)
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
-def _gathered(a, c, th, items, y, ga, gc, buf):
-    """One cell whose items are not a contiguous run (missing responses)."""
-    n = items.shape[0]
-    g = 0.0
+def _gathered(aj, cj, th, slots, y, gth):
+    """One item over LLMs that are not a contiguous run (a sparsely answered item)."""
+    ga = 0.0
+    gc = 0.0
     prod = 1.0
     lin = 0.0
-    for q in range(n):
-        j = items[q]
-        aq = a[j]
-        li, op, r = _terms2(aq * th + c[j], np.float64(y[q]))
+    for q in range(slots.shape[0]):
+        t = th[slots[q]]
+        li, op, r = _terms2(aj * t + cj, np.float64(y[q] == 1))
         prod *= op
         lin += li
-        g += r * aq
-        buf[q] = r
-    for q in range(n):  # the scatter, apart: it does not vectorise
-        j = items[q]
-        ga[j] += buf[q] * th
-        gc[j] += buf[q]
-    return g, lin - math.log(prod)
+        ga += r * t
+        gc += r
+        gth[slots[q]] += r * aj
+    return ga, gc, lin - math.log(prod)
 
 
 _RUN = 512  # 2**512 < 1.8e308: the product of (1 + e) <= 2 per response stays finite
@@ -121,105 +132,111 @@ def _terms3(x, cq, yy):
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
-def _run3(a, c, gs, th, y, ga, gc, gg):
-    """:func:`_run` for the 3PL (guessing ``gs``; its gradient into ``gg``)."""
-    g = 0.0
+def _run3(aj, cj, gj, th, y, gth):
+    """:func:`_run` for the 3PL (guessing ``gj``): (d/d a, d/d intercept, d/d guess, log-lik)."""
+    ga = 0.0
+    gc = 0.0
+    gg = 0.0
     lin = 0.0
-    for q in range(a.shape[0]):
-        aq = a[q]
-        lp, dx, dc = _terms3(aq * th + c[q], gs[q], np.float64(y[q]))
+    for q in range(th.shape[0]):
+        t = th[q]
+        yq = y[q]
+        lp, dx, dc = _terms3(aj * t + cj, gj, np.float64(yq == 1))
+        seen = yq < GAP
+        dx = dx if seen else 0.0  # selects as statements of their own (see _run)
+        lp = lp if seen else 0.0
+        dc = dc if seen else 0.0
         lin += lp
-        g += dx * aq
-        ga[q] += dx * th
-        gc[q] += dx
-        gg[q] += dc
-    return g, lin
+        gg += dc
+        ga += dx * t
+        gc += dx
+        gth[q] += dx * aj
+    return ga, gc, gg, lin
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", inline="always", cache=True)
-def _gathered3(a, c, gs, th, items, y, ga, gc, gg, buf, buf2):
+def _gathered3(aj, cj, gj, th, slots, y, gth):
     """:func:`_gathered` for the 3PL."""
-    n = items.shape[0]
-    g = 0.0
+    ga = 0.0
+    gc = 0.0
+    gg = 0.0
     lin = 0.0
-    for q in range(n):
-        j = items[q]
-        aq = a[j]
-        lp, dx, dc = _terms3(aq * th + c[j], gs[j], np.float64(y[q]))
+    for q in range(slots.shape[0]):
+        t = th[slots[q]]
+        lp, dx, dc = _terms3(aj * t + cj, gj, np.float64(y[q] == 1))
         lin += lp
-        g += dx * aq
-        buf[q] = dx
-        buf2[q] = dc
-    for q in range(n):
-        j = items[q]
-        ga[j] += buf[q] * th
-        gc[j] += buf[q]
-        gg[j] += buf2[q]
-    return g, lin
+        gg += dc
+        ga += dx * t
+        gc += dx
+        gth[slots[q]] += dx * aj
+    return ga, gc, gg, lin
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", nogil=True, cache=True)
-def kernel(theta, a, c, guess, ptr, items, y):
-    """Log-likelihood and gradient of the 2PL or 3PL over the observed cells.
+def kernel(theta, a, c, guess, ptr, slots, y):
+    """Log-likelihood and gradient of the 2PL or 3PL over the observed responses, item by item.
 
     Parameters
     ----------
-    theta : float64 (n_cells,)
-        Trait of each cell ``llm * K + domain``.
+    theta : float64 (N, K)
+        Trait of each LLM in each domain.
     a, c : float64 (J,)
         Discrimination and intercept of each item.
     guess : float64 (J,) or (0,)
         Guessing floor of each item (3PL), or empty (2PL).
-    ptr : int (n_cells + 1,)
-        Responses of cell ``m`` are ``ptr[m]:ptr[m + 1]``.
-    items : int (n_responses,)
-        Item of each response, ascending within a cell.
-    y : int (n_responses,)
-        0/1 responses.
+    ptr : int (J + 1,)
+        Entries of item ``j`` are ``ptr[j]:ptr[j + 1]`` (:func:`item_layout`).
+    slots : int (n_entries,)
+        Trait of each entry: ``domain * N + llm`` (the traits domain by domain), ascending within an item.
+    y : int (n_entries,)
+        0/1 responses; ``GAP`` for an LLM listed without a response.
 
     Returns
     -------
     logp : float
         2PL: ``sum y x - log(1 + exp(x))``; 3PL: ``sum log P(y)`` with
         ``P(1) = g + (1 - g) sigmoid(x)``.
-    g_theta, g_a, g_c, g_guess : float64 arrays
+    g_theta (N, K), g_a, g_c, g_guess : float64 arrays
         Its gradient with respect to ``theta``, ``a``, ``c`` and ``guess``
         (empty for the 2PL).
     """
     three = guess.shape[0] > 0
-    n_cells = ptr.shape[0] - 1
-    gth = np.zeros(n_cells)
-    ga = np.zeros(a.shape[0])
-    gc = np.zeros(a.shape[0])
+    N, K = theta.shape
+    th = np.ascontiguousarray(theta.T).reshape(-1)  # domain by domain: an item's LLMs are one run
+    gth = np.zeros(N * K)
+    J = a.shape[0]
+    ga = np.zeros(J)
+    gc = np.zeros(J)
     gg = np.zeros(guess.shape[0])
-    buf = np.empty(_RUN)
-    buf2 = np.empty(_RUN)
     lp = 0.0
-    for m in range(n_cells):
-        th = theta[m]
-        g = 0.0
-        p0 = ptr[m]
-        p1 = ptr[m + 1]
+    for j in range(J):
+        aj = a[j]
+        cj = c[j]
+        gj = guess[j] if three else 0.0
+        p0 = ptr[j]
+        p1 = ptr[j + 1]
         while p0 < p1:
             q1 = min(p1, p0 + _RUN)
-            j0 = items[p0]
+            s0 = slots[p0]
             n = q1 - p0
-            j1 = j0 + n
-            if items[q1 - 1] - j0 == n - 1:
+            if slots[q1 - 1] - s0 == n - 1:
                 if three:
-                    dg, dl = _run3(a[j0:j1], c[j0:j1], guess[j0:j1], th, y[p0:q1], ga[j0:j1],
-                                   gc[j0:j1], gg[j0:j1])
+                    da, dc, dg, dl = _run3(aj, cj, gj, th[s0:s0 + n], y[p0:q1], gth[s0:s0 + n])
                 else:
-                    dg, dl = _run(a[j0:j1], c[j0:j1], th, y[p0:q1], ga[j0:j1], gc[j0:j1])
+                    da, dc, dl = _run(aj, cj, th[s0:s0 + n], y[p0:q1], gth[s0:s0 + n])
+                    dg = 0.0
             elif three:
-                dg, dl = _gathered3(a, c, guess, th, items[p0:q1], y[p0:q1], ga, gc, gg, buf, buf2)
+                da, dc, dg, dl = _gathered3(aj, cj, gj, th, slots[p0:q1], y[p0:q1], gth)
             else:
-                dg, dl = _gathered(a, c, th, items[p0:q1], y[p0:q1], ga, gc, buf)
-            g += dg
+                da, dc, dl = _gathered(aj, cj, th, slots[p0:q1], y[p0:q1], gth)
+                dg = 0.0
+            ga[j] += da
+            gc[j] += dc
+            if three:
+                gg[j] += dg
             lp += dl
             p0 = q1
-        gth[m] = g
-    return lp, gth, ga, gc, gg
+    return lp, np.ascontiguousarray(gth.reshape(K, N).T), ga, gc, gg
 
 
 @numba.njit(fastmath=_FM, error_model="numpy", nogil=True, parallel=True, cache=True)
@@ -281,6 +298,43 @@ def cell_layout(cell: np.ndarray, item: np.ndarray, n_cells: int):
     return ptr, order
 
 
+def item_layout(llm: np.ndarray, item: np.ndarray, y: np.ndarray, item_domain: np.ndarray, n_llms: int):
+    """The responses as :func:`kernel` reads them: item by item, each item's LLMs in order.
+
+    An item answered by at least ``PAD_SHARE`` of the LLMs lists every LLM, a missing response coded
+    ``GAP``: its entries are one contiguous run of traits, whose vectorised loop costs less than
+    gathering the answered ones (the gathered loop costs about six times as much per entry). Sparser
+    items list their responses only.
+
+    Returns
+    -------
+    ptr : int64 (J + 1,)
+    slots : int64 (n_entries,)
+        ``domain * n_llms + llm`` of each entry.
+    codes : int8 (n_entries,)
+        0/1, or ``GAP``.
+    """
+    llm, item = np.asarray(llm, dtype=np.int64), np.asarray(item, dtype=np.int64)
+    J = len(item_domain)
+    counts = np.bincount(item, minlength=J)
+    padded = counts >= PAD_SHARE * n_llms
+    order = np.lexsort((llm, item))
+    llm, item, y = llm[order], item[order], np.asarray(y)[order]
+    ptr = np.zeros(J + 1, dtype=np.int64)
+    np.cumsum(np.where(padded, n_llms, counts), out=ptr[1:])
+    within = np.arange(len(item)) - (np.cumsum(counts) - counts)[item]  # rank among the item's responses
+    pos = ptr[item] + np.where(padded[item], llm, within)
+    slots = np.empty(ptr[-1], dtype=np.int64)
+    codes = np.full(ptr[-1], GAP, dtype=np.int8)
+    pj = np.flatnonzero(padded)
+    if pj.size:
+        slots[(ptr[pj][:, None] + np.arange(n_llms)).reshape(-1)] = (
+            item_domain[pj][:, None] * n_llms + np.arange(n_llms)).reshape(-1)
+    slots[pos] = item_domain[item] * n_llms + llm
+    codes[pos] = y
+    return ptr, slots, codes
+
+
 def _make_op():
     import pytensor.tensor as pt
     from pytensor.gradient import DisconnectedType
@@ -289,24 +343,24 @@ def _make_op():
 
     class BernoulliLogitCells(Op):
         """``(logp, d/d theta, d/d a, d/d c, d/d guess) =
-        BernoulliLogitCells()(theta, a, c, guess, ptr, items, y)``.
+        BernoulliLogitCells()(theta, a, c, guess, ptr, slots, y)``.
 
         Only ``logp`` is meant to be used in graphs; its gradient is the other
         outputs of the same node (merged by PyTensor into one kernel call)."""
 
         __props__ = ()
 
-        def make_node(self, theta, a, c, guess, ptr, items, y):
+        def make_node(self, theta, a, c, guess, ptr, slots, y):
             floats = [pt.as_tensor_variable(v).astype("float64") for v in (theta, a, c, guess)]
-            ints = [pt.as_tensor_variable(v) for v in (ptr, items, y)]
-            names = ("theta", "a", "c", "guess", "ptr", "items", "y")
+            ints = [pt.as_tensor_variable(v) for v in (ptr, slots, y)]
+            names = ("theta", "a", "c", "guess", "ptr", "slots", "y")
             for nm, v in zip(names, floats + ints):
-                if v.ndim != 1:
-                    raise TypeError(f"{nm} must be a vector")
+                if v.ndim != (2 if nm == "theta" else 1):
+                    raise TypeError(f"{nm} must be a {'matrix' if nm == 'theta' else 'vector'}")
             for nm, v in zip(names[4:], ints):
                 if not v.dtype.startswith(("int", "uint")):
                     raise TypeError(f"{nm} must be integer, got {v.dtype}")
-            outs = [pt.dscalar()] + [pt.dvector() for _ in range(4)]
+            outs = [pt.dscalar(), pt.dmatrix()] + [pt.dvector() for _ in range(3)]
             return Apply(self, floats + ints, outs)
 
         def perform(self, node, inputs, output_storage):
@@ -336,8 +390,8 @@ def _make_op():
     @numba_basic.register_funcify_default_op_cache_key(BernoulliLogitCells)
     def _numba_funcify(op, node=None, **kwargs):
         @numba_basic.numba_njit
-        def bernoulli_logit_cells(theta, a, c, guess, ptr, items, y):
-            lp, gth, ga, gc, gg = kernel(theta, a, c, guess, ptr, items, y)
+        def bernoulli_logit_cells(theta, a, c, guess, ptr, slots, y):
+            lp, gth, ga, gc, gg = kernel(theta, a, c, guess, ptr, slots, y)
             return np.asarray(lp), gth, ga, gc, gg
 
         return bernoulli_logit_cells, version
@@ -350,10 +404,10 @@ def _op_class():
     return _make_op()
 
 
-def bernoulli_logit_cells(theta, a, c, ptr, items, y, guess=None):
-    """Symbolic 2PL (``guess=None``) or 3PL log-likelihood over the observed
-    cells, ``x = a[item] * theta[cell] + c[item]`` (see :func:`kernel` for the
-    layout); a PyTensor scalar with a gradient (also in ``guess``)."""
+def bernoulli_logit_cells(theta, a, c, ptr, slots, y, guess=None):
+    """Symbolic 2PL (``guess=None``) or 3PL log-likelihood of the responses,
+    ``x = a[item] * theta[llm, domain] + c[item]``, in :func:`item_layout`'s
+    layout; a PyTensor scalar with a gradient (also in ``guess``)."""
     if guess is None:
         guess = np.zeros(0)
-    return _op_class()()(theta, a, c, guess, ptr, items, y)[0]
+    return _op_class()()(theta, a, c, guess, ptr, slots, y)[0]

@@ -45,7 +45,7 @@ Items (``k = k(j)``)::
              variance, so this is a Rasch model with a domain-specific scale)
     3PL:     c_j = guessing (fixed), or c_j ~ Beta(m kappa, (1 - m) kappa)
 
-Likelihood over the observed cells only (long index vectors, ``pm.Data``)::
+Likelihood over the observed responses only (index vectors, ``pm.Data``)::
 
     y_ij ~ Bernoulli(c_j + (1 - c_j) sigmoid(a_j theta_ik + intercept_j))
 
@@ -63,7 +63,7 @@ import numpy as np
 
 from mtlirt.bayes._built import BuiltModel
 from mtlirt.bayes._factor import anchor_domains, factor_parts, loading_layout, model_coords, standardize_eta
-from mtlirt.bayes._loglik import bernoulli_logit_cells, cell_layout
+from mtlirt.bayes._loglik import bernoulli_logit_cells, item_layout
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import pin_standardisation
 from mtlirt.bayes.spec import ModelSpec, load_spec, resolve_spread
@@ -458,9 +458,11 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
     -------
     BuiltModel
         ``kind="joint"``; its ``model`` (a ``pymc.Model``) has coords ``llm``,
-        ``item``, ``domain``, ``factor``, ``domain_a``, ``domain_b``, ``obs``;
-        data ``obs_item``, ``obs_cell`` (= llm * K + domain), ``y_obs`` (the
-        responses ordered by cell, then item) and, fused, ``cell_ptr``. Also
+        ``item``, ``domain``, ``factor``, ``domain_a``, ``domain_b``; data,
+        fused: ``item_ptr``, ``item_slot``, ``y_code`` (the responses item by
+        item, :func:`~mtlirt.bayes._loglik.item_layout`); elementwise: coord
+        ``obs`` and data ``obs_item``, ``obs_cell`` (= llm * K + domain),
+        ``y_obs`` (the observed responses). Also
         ``spec``, ``anchors``, ``initvals``, ``trait_centered``,
         ``item_centered`` and ``likelihood`` (``"fused"`` or ``"elementwise"``).
     """
@@ -485,28 +487,27 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
     tc = trait_centering(arr, spec)
     ic = item_centering(arr, spec)
     coords = add_coords_for_centering(model_coords(arr, spec), list(arr.domains), tc)
-    coords["obs"] = np.arange(len(y))
-    cell = ii * K + dom[jj]
-    ptr, order = cell_layout(cell, jj, n * K)
-    cell, jj, y = cell[order], jj[order], y[order]
+    if likelihood == "elementwise":
+        coords["obs"] = np.arange(len(y))
     iv = initial_values(arr, spec, anchors, init, include_items=True, trait_centered=tc, item_centered=ic)
     pin_sd = None
     if spec.traits == "factor" and spec.eta_raw_pin == "auto" and n >= 3:
         pin_sd = overall_sd_guess_joint(arr, anchors, iv, init)
     with pm.Model(coords=coords) as model:
-        obs_item = pm.Data("obs_item", jj, dims="obs")
-        obs_cell = pm.Data("obs_cell", cell, dims="obs")
-        y_data = pm.Data("y_obs", y, dims="obs")
         theta = add_traits(spec, n, K, anchors, tc, pin_sd)
         a, intercept, c = add_items(spec, dom, ic)
         if likelihood == "fused":
-            cell_ptr = pm.Data("cell_ptr", ptr)
+            ptr, slots, codes = item_layout(ii, jj, y, dom, n)
             guess = None
             if spec.item_model == "3pl":
                 guess = np.full(arr.n_items, c) if isinstance(c, float) else c
-            pm.Potential("loglik", bernoulli_logit_cells(theta.reshape((-1,)), a, intercept,
-                                                         cell_ptr, obs_item, y_data, guess))
+            pm.Potential("loglik", bernoulli_logit_cells(theta, a, intercept, pm.Data("item_ptr", ptr),
+                                                         pm.Data("item_slot", slots), pm.Data("y_code", codes),
+                                                         guess))
         else:
+            obs_item = pm.Data("obs_item", jj, dims="obs")
+            obs_cell = pm.Data("obs_cell", ii * K + dom[jj], dims="obs")
+            y_data = pm.Data("y_obs", y, dims="obs")
             th = theta.reshape((-1,))[obs_cell]
             logit = a[obs_item] * th + intercept[obs_item]
             if spec.item_model == "3pl":
