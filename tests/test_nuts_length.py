@@ -105,6 +105,11 @@ def test_the_joint_route_runs_until_the_checks_pass(monkeypatch):
     finfo = json.loads(fixed.attrs["mtlirt_info"])
     assert "run_length" not in finfo and "as asked" in finfo["route"]["reasons"]["draws"]
     assert np.array_equal(tree["posterior"]["overall"].values, fixed["posterior"]["overall"].values)
+    # the verdict is the last checkpoint's figures, not computed twice: those of the same draws computed afresh
+    mine, fresh = info["diagnostics"], finfo["diagnostics"]
+    assert mine.keys() == fresh.keys() and mine["converged"] is True and cps[-1]["checked"]
+    for k, v in fresh.items():
+        assert mine[k] == (pytest.approx(v, rel=1e-9) if isinstance(v, float) else v), k
     # fewer cores than chains: the later chains would wait for the first to finish, so 1,000 draws, and why
     one = json.loads(fit_bayes(arr, "factor-2pl", **{**kw, "chains": 2, "cores": 1}).attrs["mtlirt_info"])
     rule = one["run_length"]["rule"]

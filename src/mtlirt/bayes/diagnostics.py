@@ -46,6 +46,7 @@ from mtlirt.numerics.llm_side import loglik_points
 from mtlirt.numerics.mcmc_stats import summary_stats
 
 __all__ = [
+    "checked_variables",
     "diagnostics",
     "draws_called_for",
     "RHAT_MAX",
@@ -185,6 +186,10 @@ def _checked_vars(post, attrs: dict, var_names: list[str] | None) -> list[str]:
             seen.append(v)
     return seen
 
+
+def checked_variables(tree, var_names: list[str] | None = None) -> list[str]:
+    """The variables :func:`diagnostics` checks in ``tree`` (see its ``var_names``)."""
+    return _checked_vars(_post(tree), _attrs(tree), var_names)
 
 def _rhat_and_ess(post, names: list[str], C: int, D: int) -> dict:
     """Largest R-hat (and its variable), smallest bulk and tail ESS, number of

@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from mtlirt.bayes.derived import add_derived
-from mtlirt.bayes.diagnostics import add_log_likelihood, diagnostics
+from mtlirt.bayes.diagnostics import add_log_likelihood, checked_variables, diagnostics
 from mtlirt.bayes.spec import ModelSpec
 from mtlirt.config import CONFIG_ATTR, CONFIG_KEY, SamplerConfig
 from mtlirt.progress import stage
@@ -148,7 +148,11 @@ def _check_convergence(tree, check_vars, diagnostics_override, *, warn, stages) 
     """A NUTS fit's convergence checks (R-hat, ESS, divergences, BFMI; the IMH proposals' Pareto k-hat),
     recorded in ``mtlirt_diagnostics`` and warned of (:class:`NotConvergedWarning`) where they fail."""
     t2 = time.perf_counter()
-    diag = diagnostics_override or diagnostics(tree, var_names=check_vars, recompute=True)
+    diag = diagnostics_override
+    if diag is not None and "checked" in diag:
+        diag = checkpoint_verdict(tree, diag, check_vars)
+    if diag is None:
+        diag = diagnostics(tree, var_names=check_vars, recompute=True)
     stages["diagnostics"] = time.perf_counter() - t2
     tree["posterior"].attrs["mtlirt_diagnostics"] = json.dumps(diag, default=float)
     if warn and not diag["converged"]:
@@ -167,6 +171,20 @@ def _check_convergence(tree, check_vars, diagnostics_override, *, warn, stages) 
             stacklevel=4,
         )
 
+
+def checkpoint_verdict(tree, checkpoint: dict, check_vars=None) -> dict | None:
+    """The last convergence checkpoint of a NUTS run whose length the checks chose
+    (:mod:`mtlirt.bayes.nuts_length`) as the fit's verdict, where it checked the variables the verdict
+    checks on the draws the fit kept (the same figures, not computed twice); else None."""
+    post = tree["posterior"]
+    same_vars = set(checkpoint["checked"]) == set(checked_variables(tree, check_vars))
+    same_draws = (checkpoint.get("draws") == post.sizes.get("draw")
+                  and checkpoint.get("n_chains") == post.sizes.get("chain"))
+    if not (same_vars and same_draws):
+        return None
+    out = {k: v for k, v in checkpoint.items() if k not in ("draws", "passed", "checked")}
+    out["converged"] = bool(checkpoint["passed"])
+    return out
 
 def _drop_raw(tree) -> None:
     """``keep_raw=False``: the large free variables (``z``, ``eta_raw``, ``theta_raw``) dropped."""

@@ -87,7 +87,9 @@ def _wait(watch: _Watch, sampler, done: int, D: int) -> None:
 
 def _checked(trace, names: list[str], D: int, derive=None) -> dict:
     """The convergence figures of the first ``D`` draws of every chain of nutpie's trace
-    (:func:`mtlirt.bayes.diagnostics.diagnostics` of ``names``), ``passed`` where they pass. The
+    (:func:`mtlirt.bayes.diagnostics.diagnostics` of ``names``), ``passed`` where they pass, and the
+    variables ``checked`` (the fit's verdict reuses the last checkpoint's figures where it checks the
+    same variables: :func:`mtlirt.bayes.fit_tree.checkpoint_verdict`). The
     reported quantities the fit's verdict checks are checked too, so a run does not stop where that
     verdict would then fail: those ``derive`` computes from the draws (name -> variable), else,
     where the trace holds the overall traits ``eta_raw``, their standardised version ``eta``."""
@@ -105,8 +107,8 @@ def _checked(trace, names: list[str], D: int, derive=None) -> dict:
     ss = ss[[v for v in ("diverging", "energy") if v in ss]].isel(draw=slice(0, D))
     out = diagnostics(xr.DataTree.from_dict({"posterior": post, "sample_stats": ss}), var_names=names,
                       recompute=True)
-    out = {"draws": int(D), **out, "passed": out.pop("converged")}
-    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+    passed = out.pop("converged")
+    return {"draws": int(D), **out, "passed": passed, "checked": list(names)}
 
 
 def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw: dict, names: list[str],
@@ -139,7 +141,7 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
             trace = sampler.inspect()
             checked = _checked(trace, names, D, derive)
             record["checkpoints"].append(checked)
-            stage(f"convergence checks at {D:,} draws per chain: R-hat {checked['max_rhat']}, ESS bulk "
+            stage(f"convergence checks at {D:,} draws per chain: R-hat {checked['max_rhat']:.4f}, ESS bulk "
                   f"{checked['min_ess_bulk']:.0f}, tail {checked['min_ess_tail']:.0f}, "
                   f"{checked['divergences']} divergences" + ("" if checked["passed"] else ": not yet"))
             if checked["passed"] or D >= most or checked["divergences"]:

@@ -328,7 +328,16 @@ def fit_bayes(
                    stages=stages, algorithm=algorithm, sampler=sampler, items=items, seed=seed, draws=draws,
                    tune=tune, target_accept=target_accept, free=free, fixed=fixed, tables=tables,
                    log_likelihood=log_likelihood, keep_raw=keep_raw, warn=warn, extra_info=extra,
-                   config=route.config)
+                   diagnostics_override=_last_checkpoint(run_length), config=route.config)
+
+
+def _last_checkpoint(run_length: dict | None) -> dict | None:
+    """The last convergence checkpoint of a run whose length the checks chose (its kept draws), which
+    the fit's verdict takes where it checked the same variables (:func:`~mtlirt.bayes.fit_tree.
+    checkpoint_verdict`)."""
+    attempts = (run_length or {}).get("attempts") or []
+    checkpoints = attempts[-1].get("checkpoints") if attempts else None
+    return checkpoints[-1] if checkpoints else None
 
 
 def _as_run(post, draws: int | None, route: Route, run_length: dict | None) -> tuple:
