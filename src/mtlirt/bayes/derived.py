@@ -30,7 +30,11 @@ from mtlirt.data.responses import Responses
 from mtlirt.results import schema
 from mtlirt.results.estimate import expected_accuracy
 
-__all__ = ["add_derived", "trait_draws", "item_draws", "factor_parts", "overall_score"]
+__all__ = ["add_derived", "trait_draws", "item_draws", "factor_parts", "overall_score", "CONTAINED"]
+
+#: Sampled variables the derived posterior drops as part of another: a centred domain's ``theta_raw`` is its
+#: column of ``theta``.
+CONTAINED = {"theta_raw": "theta"}
 
 
 
@@ -322,8 +326,7 @@ def add_derived(
         "domain_a": list(arr.domains),
         "domain_b": list(arr.domains),
     }
-    # theta_raw (centred domains) is part of theta: drop the duplicate
-    keep = post.drop_vars([v for v in ("theta_raw",) if v in post])
+    keep = post.drop_vars([v for v in CONTAINED if v in post])  # duplicates of parts of theta
     keep = keep.drop_dims([d for d in ("domain_c",) if d in keep.dims])
     # assign (no copies of the arrays) rather than merge
     keep = keep.drop_vars([c for c in ("llm", "domain", "item", "factor", "domain_a", "domain_b")

@@ -30,6 +30,7 @@ import numpy as np
 import xarray as xr
 
 from mtlirt.bayes._factor import standardize_eta
+from mtlirt.bayes.derived import CONTAINED
 from mtlirt.bayes.diagnostics import diagnostics, draws_called_for
 from mtlirt.config import NUTS_DRAWS, NUTS_DRAWS_MAX
 from mtlirt.progress import stage
@@ -97,7 +98,8 @@ def _checked(trace, names: list[str], D: int, derive=None) -> dict:
     post = full[names].isel(draw=slice(0, D))
     if derive is not None:
         extra = derive(full.isel(draw=slice(0, D)))
-        post = post.assign(extra)
+        names = [v for v in names if CONTAINED.get(v) not in extra]  # checked as part of the derived one
+        post = post[names].assign(extra)
         names = [*names, *extra]
     elif "eta_raw" in full and "eta_raw" not in names:
         raw = full["eta_raw"].isel(draw=slice(0, D))
