@@ -449,7 +449,7 @@ def build_model(responses: Any, spec: str | ModelSpec | None = None, *, init: di
     likelihood : {"auto", "fused", "elementwise"}
         How the likelihood enters the model. ``"fused"`` (``"auto"``): the
         potential ``loglik``, one numba Op for the value and the gradient
-        (about 4x faster per gradient than the elementwise graph).
+        (several times faster per gradient than the elementwise graph: ``benchmarks/bench_bayes.py joint-cost``).
         ``"elementwise"``: the observed variable ``y``, a Bernoulli
         ``CustomDist`` per response (what ``pm.sample_posterior_predictive``
         and ``pm.compute_log_likelihood`` need; the JAX backend too).
