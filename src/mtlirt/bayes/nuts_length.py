@@ -3,7 +3,7 @@
 nutpie cannot continue a finished run, but it samples in the background and
 shows its trace so far. So a run asked for with ``draws=None`` is started for
 ``NUTS_DRAWS_MAX`` draws per chain (fewer where that trace would not fit in
-memory), every chain at once, and looked at when
+memory), every chain at once, and looked at (paused meanwhile) when
 every chain has ``NUTS_DRAWS`` draws: where R-hat, ESS and E-BFMI of their first
 ``D`` draws pass (:func:`mtlirt.bayes.diagnostics.diagnostics`), it stops and keeps
 exactly those ``D``; else ``D`` grows to the length the worst figure calls for
@@ -140,6 +140,7 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
             if done < D:
                 _wait(watch, sampler, done, D)
                 continue
+            sampler.pause()  # the checks get both cores, and no draws are made that a passing check discards
             trace = sampler.inspect()
             checked = _checked(trace, names, D, derive)
             record["checkpoints"].append(checked)
@@ -156,6 +157,7 @@ def _attempt(compiled, *, tune: int, chains: int, seed: int, progress: bool, kw:
                 return trace, record
             D += draws_called_for(D, chains, checked, NUTS_MIN_MORE, most - D)
             del trace
+            sampler.resume()
     except BaseException:
         sampler.cancel()
         raise
