@@ -186,6 +186,7 @@ def checkpoint_verdict(tree, checkpoint: dict, check_vars=None) -> dict | None:
     out["converged"] = bool(checkpoint["passed"])
     return out
 
+
 def _drop_raw(tree) -> None:
     """``keep_raw=False``: the large free variables (``z``, ``eta_raw``, ``theta_raw``) dropped."""
     p = tree["posterior"].to_dataset()

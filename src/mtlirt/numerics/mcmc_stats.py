@@ -144,7 +144,7 @@ def _fold_loop(srt, order, med, sf, fo):  # pragma: no cover - compiled by numba
         i = mid - 1
         j = mid
         for r in range(S):
-            if j >= S or (i >= 0 and m - srt[p, i] <= srt[p, j] - m):
+            if j >= S or (i >= 0 and not (srt[p, j] - m < m - srt[p, i])):  # a NaN (sorted last) goes last
                 sf[p, r] = m - srt[p, i]
                 fo[p, r] = order[p, i]
                 i -= 1
