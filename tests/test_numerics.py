@@ -29,7 +29,6 @@ def _data(n=7, sizes=(3, 5), missing=0.3, seed=0):
     return y, obs, slices, a, d, c
 
 
-
 def test_bernoulli_loglik_is_exact_in_both_tails():
     """The per-cell log-likelihood against its closed forms, for answers 0 and 1 at logits from -40 to 40
     (where p or 1 - p underflows a naive log) with and without a guessing floor."""

@@ -245,8 +245,8 @@ def cell_logliks(theta, a, c, guess, ptr, items, y, out):
     only, the terms of :func:`kernel`, the draws in parallel.
 
     ``theta`` (S, n_cells); ``a``, ``c`` (S, J); ``guess`` (S, J), or (S, 0) for the 2PL; ``ptr``,
-    ``items``, ``y`` as :func:`kernel` takes them. Writes ``out`` (S, n_cells): 0 for a cell without
-    responses."""
+    ``items``, ``y``: the responses cell by cell (:func:`cell_layout`), each one's item and 0/1 answer.
+    Writes ``out`` (S, n_cells): 0 for a cell without responses."""
     S = theta.shape[0]
     n_cells = ptr.shape[0] - 1
     three = guess.shape[1] > 0

@@ -191,6 +191,7 @@ def checked_variables(tree, var_names: list[str] | None = None) -> list[str]:
     """The variables :func:`diagnostics` checks in ``tree`` (see its ``var_names``)."""
     return _checked_vars(_post(tree), _attrs(tree), var_names)
 
+
 def _rhat_and_ess(post, names: list[str], C: int, D: int) -> dict:
     """Largest R-hat (and its variable), smallest bulk and tail ESS, number of
     scalars checked and share above ``RHAT_MAX``, over the non-constant scalars of
