@@ -35,6 +35,7 @@ from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import pointwise_loglik
 from mtlirt.bayes.model import overall_sd_guess_joint
 from mtlirt.bayes.spec import resolve_spread
+from mtlirt.config import NUTS_TUNE
 from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.estimators.heldout import heldout_loglik
@@ -564,7 +565,7 @@ def test_route_defaults_chosen_in_one_place():
     spec = load_spec("factor-2pl")
     r = resolve_route(few, spec)
     assert r.items == "joint" and not r.integrated and r.llm_side is None and r.draws is None and r.thin == 1
-    assert r.sampler == "nutpie" and r.tune == 1000 and "at most" in r.reasons["items"]
+    assert r.sampler == "nutpie" and r.tune == NUTS_TUNE and "at most" in r.reasons["items"]
     for arr in (many, wide):
         r = resolve_route(arr, spec)
         assert r.items == "fixed" and r.integrated and r.llm_side == "integrated" and r.sampler == "auto"
@@ -744,7 +745,7 @@ def test_fit_bayes_mocked_layout_and_derived(data, monkeypatch, tmp_path):
     assert json.loads(post.attrs["mtlirt_spec_json"])["discrimination_spread"] == "pooled"
     # the settings it ran with, every default filled in, in the posterior and the info (fit.json)
     ran = {"algorithm": "nuts", "sampler": "nutpie", "items": "joint", "llm_side": "sampled", "draws": 7,
-           "tune": 1000, "chains": 2, "thin": 1, "target_accept": 0.9, "log_likelihood": True,
+           "tune": NUTS_TUNE, "chains": 2, "thin": 1, "target_accept": 0.9, "log_likelihood": True,
            "advi_iterations": 30000, "map_maxiter": 3000}
     assert json.loads(post.attrs["mtlirt_sampler_config"]) == ran and info["sampler_config"] == ran
     assert json.loads(tree_pm["posterior"].attrs["mtlirt_sampler_config"])["sampler"] == "pymc"

@@ -957,7 +957,7 @@ def test_auto_falls_back_to_nuts_when_imh_fails(monkeypatch):
     assert fit.info["imh_pilot"]["khat"] <= mh.IMH_PILOT_K_MAX
     fb = fit.info["imh_fallback"]
     assert fb["max_rhat"] > 1.01 or fb["min_ess_bulk"] < 200 or fb["min_ess_tail"] < 200
-    assert fit.info["sampler"] == "nutpie" and fit.info["tune"] == 1000
+    assert fit.info["sampler"] == "nutpie" and fit.info["tune"] == cl.NUTS_TUNE
     assert "imh" not in fit.info and len(fb["imh"]["acceptance"]) == 2
     assert "nuts" in fit.info["stage_seconds"] and fit.posterior["eta_raw"].shape == (2, 200, 60, 1)
     assert int(fit.sample_stats["diverging"].sum()) == 0

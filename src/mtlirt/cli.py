@@ -19,6 +19,7 @@ from .cli_commands import (
     cmd_simulate,
     cmd_validate,
 )
+from .config import NUTS_TUNE
 from .errors import InputError
 
 
@@ -290,7 +291,7 @@ def _fit_bayes_options(p: argparse.ArgumentParser) -> None:
                    help="bayes: draws per chain (default: until the convergence checks pass: IMH in blocks, "
                    "nutpie from 1000 to 4000; 1000 with the other samplers)")
     p.add_argument("--tune", type=int, default=None,
-                   help="bayes: tuning steps per chain (default 1000 for NUTS; for IMH a burn-in of 20-100 "
+                   help=f"bayes: tuning steps per chain (default {NUTS_TUNE} for NUTS; for IMH a burn-in of 20-100 "
                    "steps set by its pilot)")
     p.add_argument("--chains", type=int, default=None, help="bayes: chains (default 4)")
     p.add_argument("--target-accept", type=float, default=None, metavar="P",

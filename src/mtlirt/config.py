@@ -30,9 +30,9 @@ LLM_SIDES = ("auto", "integrated", "sampled")
 
 # items="auto": the joint model where the item values' own uncertainty matters and its cost is modest (few
 # LLMs: an item's values are then known only roughly), the items fixed at their calibration otherwise.
-# Measured (docs/results.md, "Items fixed or sampled"): at 150 LLMs fixing the items moved the 90%
-# intervals' endpoints by about 5% of a width, at the cost of 16 s against the joint model's 36 s; the joint
-# model at 300 LLMs x 1,154 items (346,200 responses) needed 2,000 draws per chain and about 10 minutes.
+# Measured (docs/results.md): the joint model at 150 LLMs in under a minute ("Calibration on a small
+# leaderboard"), at 300 LLMs x 1,126 items in four to five minutes ("The joint model at
+# 300 LLMs"); its cost grows with the responses, the item values' uncertainty shrinks with the LLMs.
 JOINT_MAX_LLMS = 200
 JOINT_MAX_RESPONSES = 60_000
 
@@ -43,6 +43,12 @@ CONFIG_KEY = "sampler_config"
 NUTS_DRAWS = 1000
 #: The most draws per chain a NUTS run whose length the checks choose may reach.
 NUTS_DRAWS_MAX = 4000
+#: Tuning steps per chain of a NUTS run where none are given. nutpie adapts its mass matrix from the
+#: draws and their gradients in windows that scale with the tuning (its own default is 400 steps); a run
+#: that is still poorly adapted fails the convergence checks, which then lengthen it. Measured
+#: (docs/results.md, "The joint model at 300 LLMs"): 500 steps gave about the leapfrog steps and ESS per
+#: draw of 1,000.
+NUTS_TUNE = 500
 
 
 def use_marginal(spec) -> bool:
@@ -227,7 +233,7 @@ class SamplerConfig:
         side = cfg.llm_side if items == "fixed" and spec.traits == "factor" else None
         draws, tune, thin = cfg.draws, cfg.tune, cfg.thin
         if tune is None and not integrated:
-            tune = 1000
+            tune = NUTS_TUNE
         if not integrated:
             thin = 1
         if draws is not None:

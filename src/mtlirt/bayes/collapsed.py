@@ -79,7 +79,7 @@ from mtlirt.bayes.imh import (
     imh_pilot,
 )
 from mtlirt.bayes.marginal import quadrature_nodes
-from mtlirt.config import NUTS_DRAWS, thinned_positions
+from mtlirt.config import NUTS_DRAWS, NUTS_TUNE, thinned_positions
 
 __all__ = [
     "CollapsedFit",
@@ -225,7 +225,7 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
             sampler = "imh" if profile is not None or pilot["khat"] <= IMH_PILOT_K_MAX else "nutpie"
         wi["imh_pilot"] = pilot
     if tune is None:
-        tune = 1000
+        tune = NUTS_TUNE
         if sampler == "imh":
             pilot = wi.get("imh_pilot") or {}
             tune = imh_burn_in(pilot)
@@ -244,7 +244,7 @@ def _sample_loadings_by(sampler: str, sgrid: CollapsedGrid, layout, loading_scal
                 wi["imh_fallback"] = {**{k: diag_all[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail",
                                                                   "pareto_khat") if k in diag_all},
                                       "imh": wi.pop("imh", None), "seconds": stages.pop("imh")}
-                sampler, tune, diag_all, stored = "nutpie", 1000 if tune_given is None else tune_given, None, None
+                sampler, tune, diag_all, stored = "nutpie", NUTS_TUNE if tune_given is None else tune_given, None, None
                 wi.pop("run_length", None)
                 wi.pop("burn_in", None)
     if sampler != "imh":
@@ -493,7 +493,7 @@ def sample_structure(tables, spec, anchors: list[int], initvals: dict, coords: d
         ESS, k-hat of all proposals: ``info["imh_fallback"]``; a pilot can
         pass where IMH then fails, on small or real leaderboards). ``tune``
         defaults to the burn-in the pilot's importance ratios call for
-        (:func:`~mtlirt.bayes.imh.imh_burn_in`) for IMH and 1,000 for NUTS.
+        (:func:`~mtlirt.bayes.imh.imh_burn_in`) for IMH and ``NUTS_TUNE`` (500) for NUTS.
     whiten : bool
         nutpie samples the loadings whitened by the Laplace approximation
         at the mode (:func:`~mtlirt.bayes.collapsed_structure.laplace_whitening`).

@@ -29,6 +29,7 @@ from mtlirt.config import (
     JOINT_MAX_RESPONSES,
     NUTS_DRAWS,
     NUTS_DRAWS_MAX,
+    NUTS_TUNE,
     Route,
     SamplerConfig,
 )
@@ -179,7 +180,7 @@ def fit_bayes(
         (:mod:`mtlirt.bayes.nuts_length`; 1,000 where its trace would not fit
         in memory or ``cores`` is fewer than ``chains``); 1,000 with the other
         NUTS samplers.
-        ``tune`` defaults to 1,000 for NUTS; IMH adapts nothing, its tuning
+        ``tune`` defaults to 500 for NUTS (``mtlirt.config.NUTS_TUNE``); IMH adapts nothing, its tuning
         steps are only the burn-in each chain discards, 20-100 as its pilot
         calls for (:func:`mtlirt.bayes.imh.imh_burn_in`).
     seed : int
@@ -358,7 +359,7 @@ def _sampled_after_fallback(route: Route, check: dict) -> Route:
               f"{check['spread_diff']:.3g} log units over the loadings' draws, more than "
               f"{QUADRATURE_SPREAD_MAX}), so the overall traits are sampled")
     route = dataclasses.replace(route, integrated=False, llm_side="sampled", sampler="nutpie",
-                                tune=1000 if route.tune is None else route.tune, thin=1,
+                                tune=NUTS_TUNE if route.tune is None else route.tune, thin=1,
                                 reasons={**route.reasons, "llm_side": reason,
                                          "draws": (f"{route.draws:,} draws per chain, as asked" if route.draws
                                                    else "run length chosen by the convergence checks "
