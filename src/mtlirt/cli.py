@@ -19,7 +19,7 @@ from .cli_commands import (
     cmd_simulate,
     cmd_validate,
 )
-from .config import NUTS_TUNE
+from .config import NUTS_DRAWS, NUTS_DRAWS_MAX, NUTS_TUNE
 from .errors import InputError
 
 
@@ -289,7 +289,7 @@ def _fit_bayes_options(p: argparse.ArgumentParser) -> None:
                    "nutpie")
     p.add_argument("--draws", type=int, default=None,
                    help="bayes: draws per chain (default: until the convergence checks pass: IMH in blocks, "
-                   "nutpie from 1000 to 4000; 1000 with the other samplers)")
+                   f"nutpie from {NUTS_DRAWS} to {NUTS_DRAWS_MAX}; {NUTS_DRAWS} with the other samplers)")
     p.add_argument("--tune", type=int, default=None,
                    help=f"bayes: tuning steps per chain (default {NUTS_TUNE} for NUTS; for IMH a burn-in of 20-100 "
                    "steps set by its pilot)")
