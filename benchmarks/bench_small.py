@@ -27,6 +27,7 @@ import time
 import warnings
 
 import numpy as np
+from bench_collapsed import REAL_SETS
 
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
@@ -34,9 +35,8 @@ from mtlirt.data.validate import DataWarning
 from mtlirt.fitting import fit
 
 SIZES = [5, 7, 9, 11, 13, 15, 18, 20]
-REAL = {"chembench": ("chembench/responses.csv.gz", {}, None),
-        "mmlu_pro": ("mmlu_pro/responses.csv.gz", dict(ignore_columns=["subject"]), None),
-        "oll_v1": ("oll_v1/responses.csv.gz", {}, 70)}
+REAL = ["chembench", "mmlu_pro", "oll_v1"]  # their files and read options: bench_collapsed's REAL_SETS
+MAX_LLMS = {"oll_v1": 70}  # LLMs drawn from a leaderboard of thousands: a small leaderboard
 
 
 def _standardised(x: np.ndarray) -> np.ndarray:
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--items", type=int, nargs="+", default=[5, 10, 20], help="real: items drawn per domain")
     ap.add_argument("--only", choices=["sim", "real"], default=None)
-    ap.add_argument("--data", nargs="+", choices=list(REAL), default=list(REAL), help="real: the leaderboards")
+    ap.add_argument("--data", nargs="+", choices=REAL, default=REAL, help="real: the leaderboards")
     ap.add_argument("--shared", default=None, help="the shared folder holding data/ (default ../shared)")
     args = ap.parse_args(argv)
     print("| leaderboard | MTL / Bayes RMSE, mean | per seed | RMSE, MTL / Bayes | Bayes converged | Bayes s |")
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     if args.only in (None, "real"):
         root = args.shared or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
         for data in args.data:
-            path, kw, max_llms = REAL[data]
+            (path, kw), max_llms = REAL_SETS[data], MAX_LLMS.get(data)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DataWarning)
                 full = Responses.read(os.path.join(root, "data", path), **kw)
