@@ -34,7 +34,7 @@ from mtlirt.bayes.algorithms import _dataset_from_draws
 from mtlirt.bayes.derived import add_derived
 from mtlirt.bayes.diagnostics import pointwise_loglik
 from mtlirt.bayes.model import overall_sd_guess_joint
-from mtlirt.bayes.spec import resolve_spread
+from mtlirt.bayes.spec import capped_discrimination, resolve_spread, uncapped_log_discrimination
 from mtlirt.config import NUTS_TUNE
 from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
@@ -217,14 +217,17 @@ def test_build_model_structure(data):
     assert len(m6.coords["factor"]) == 2
 
 
-def _point_tree(built, arr, spec, *, fixed=None, tables=None):
-    """A one-draw posterior at the model's initial point (free RVs, constrained)."""
+def _point_tree(built, arr, spec, *, fixed=None, tables=None, at=None):
+    """A one-draw posterior at the model's initial point (free RVs, constrained), with the values
+    ``at`` (name -> function of the value) changed."""
     import pytensor
 
     model = built.model
     ip = model.initial_point()
     rng = np.random.default_rng(0)
     ip = {k: v + 0.3 * rng.normal(size=np.shape(v)) for k, v in ip.items()}  # not all zero
+    for k, f in (at or {}).items():
+        ip[k] = f(ip[k])
     exprs = model.replace_rvs_by_values(model.free_RVs)
     fn = pytensor.function(model.value_vars, exprs, on_unused_input="ignore", mode="FAST_COMPILE")
     vals = fn(*[ip[v.name] for v in model.value_vars])
@@ -276,6 +279,33 @@ def test_numpy_derived_matches_model_logp(name, changes):
     assert np.isclose(ll_model, pointwise.sum(), rtol=1e-8, atol=1e-6)
     th, a, d, c = Estimate(tree).item_model_draws()
     np.testing.assert_allclose(pointwise[0, 0], _exact_ik(arr, a[0], d[0], c[0], th[0]), rtol=1e-12, atol=1e-10)
+
+
+def test_discriminations_are_capped_alike_in_the_model_and_its_draws():
+    """Every discrimination stays below the spec's ``discrimination_max`` (an item that splits the
+    LLMs perfectly no longer runs to hundreds, where NUTS diverged): PyTensor's cap in the model and
+    NumPy's in the draws are one function, exp(log a) well below the cap, inverted by the start."""
+    import pytensor.tensor as pt
+
+    cap = load_spec("factor-2pl").priors.discrimination_max
+    la = np.array([-3.0, 0.0, 0.5, np.log(cap / 4), np.log(cap), 5.0, 40.0])
+    a = capped_discrimination(la, cap, lambda z: np.logaddexp(0.0, z), np.exp)
+    np.testing.assert_allclose(capped_discrimination(pt.as_tensor(la), cap, pt.softplus, pt.exp).eval(), a,
+                               rtol=1e-12)
+    assert np.all(a < cap) and np.all(np.diff(a) > 0) and a[-1] == pytest.approx(cap)
+    np.testing.assert_allclose(a[:4], np.exp(la[:4]), rtol=1e-3)
+    inside = np.array([0.1, 1.0, 3.0, 0.9 * cap])
+    np.testing.assert_allclose(capped_discrimination(uncapped_log_discrimination(inside, cap), cap,
+                                                     lambda z: np.logaddexp(0.0, z), np.exp), inside, rtol=1e-12)
+    # a point far past the cap: the model's likelihood and the draws' discriminations agree there
+    arr, _ = toy(20, (6, 7), seed=3)
+    spec = load_spec("factor-2pl")
+    b = build_model(arr, spec, likelihood="elementwise")
+    ip, tree = _point_tree(b, arr, spec, at={"log_a_raw": lambda v: v + np.r_[40.0, np.zeros(len(v) - 1)]})
+    disc = tree["posterior"]["discrimination"].values[0, 0]
+    assert disc[0] == pytest.approx(cap) and np.all(disc <= cap)
+    ll_model = b.model.compile_logp(vars=[b.model["y"]], sum=True, mode="FAST_COMPILE")(ip)
+    assert np.isclose(ll_model, pointwise_loglik(tree, arr).sum(), rtol=1e-8, atol=1e-6)
 
 
 @pytest.mark.parametrize("name,missing", [("factor-2pl", 0.15), ("factor-2pl", 0.0), ("factor-1pl", 0.3),

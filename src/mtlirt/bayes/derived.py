@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 
 from mtlirt.bayes._factor import factor_parts, standardize_eta
-from mtlirt.bayes.spec import ModelSpec
+from mtlirt.bayes.spec import ModelSpec, capped_discrimination
 from mtlirt.data.responses import Responses
 from mtlirt.results import schema
 from mtlirt.results.estimate import expected_accuracy
@@ -189,8 +189,11 @@ def item_draws(post: xr.Dataset, spec: ModelSpec, item_domain: np.ndarray) -> di
     else:
         b = beta[..., dom] + tau[..., dom] * _v(post, "b_raw")
     alpha = _v(post, "alpha")
+    def capped(log_a):
+        return capped_discrimination(log_a, spec.priors.discrimination_max, lambda z: np.logaddexp(0.0, z), np.exp)
+
     if spec.item_model == "1pl":
-        a = np.exp(alpha[..., dom])
+        a = capped(alpha[..., dom])
     else:
         if "log_a" in post:
             la = _v(post, "log_a")
@@ -201,7 +204,7 @@ def item_draws(post: xr.Dataset, spec: ModelSpec, item_domain: np.ndarray) -> di
                                               * _v(post, "sigma_log_a_dev"))
             sig = sig[..., dom] if sig.ndim == alpha.ndim else sig[..., None]
             la = alpha[..., dom] + sig * _v(post, "log_a_raw")
-        a = np.exp(la)
+        a = capped(la)
     if spec.item_model == "3pl" and spec.estimate_guessing:
         c = _v(post, "c")
     else:

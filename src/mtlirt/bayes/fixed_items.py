@@ -86,12 +86,13 @@ __all__ = [
 
 
 def item_penalties(spec: ModelSpec) -> Penalties:
-    """The EM's penalties for a spec's item priors: ``log a ~ N(m, sqrt(s1^2 + s2^2))``,
+    """The EM's penalties for a spec's item priors: ``log a ~ N(m, sqrt(s1^2 + s2^2))`` below
+    ``discrimination_max``,
     ``d ~ N(0, sqrt(t1^2 + t2^2))`` (the hierarchical priors' mean and spread scales
     combined), and an estimated floor's ``Beta(m kappa, (1 - m) kappa)``."""
     p = spec.priors
     m, kap = p.guessing_mean, p.guessing_concentration
-    return Penalties(log_a_mean=float(p.log_discrimination_mean),
+    return Penalties(a_max=float(p.discrimination_max), log_a_mean=float(p.log_discrimination_mean),
                      log_a_sd=float(np.hypot(p.log_discrimination_mean_scale, p.log_discrimination_sd_scale)),
                      d_sd=float(np.hypot(p.difficulty_mean_scale, p.difficulty_sd_scale)),
                      guessing_alpha=float(m * kap), guessing_beta=float((1 - m) * kap))

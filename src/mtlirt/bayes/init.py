@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mtlirt.bayes._factor import loading_layout
-from mtlirt.bayes.spec import ModelSpec, load_spec, resolve_spread
+from mtlirt.bayes.spec import ModelSpec, load_spec, resolve_spread, uncapped_log_discrimination
 from mtlirt.data.responses import Responses, as_responses
 from mtlirt.errors import InputError
 
@@ -247,10 +247,11 @@ def item_initial_values(arr: Responses, spec: ModelSpec, init: dict, *,
         di = default_init(arr, spec)
         a = di["a"] if a is None else a
         d = di["d"] if d is None else d
-    a = np.clip(a, 0.1, 10.0)
+    cap = spec.priors.discrimination_max
+    a = np.clip(a, min(0.1, 0.5 * cap), 0.9 * cap)  # (below the model's cap on a)
     d = np.clip(d, -10.0, 10.0)
     b = -d
-    la = np.log(a)
+    la = uncapped_log_discrimination(a, cap)
     dom = arr.item_domain
     beta = np.zeros(K)
     tau = np.zeros(K)

@@ -43,6 +43,7 @@ Items (``k = k(j)``)::
              centered    log_a_j ~ N(alpha_k, sigma_log_a_k)
     1PL:     a_j = exp(alpha_k) (one discrimination per domain; traits have unit
              variance, so this is a Rasch model with a domain-specific scale)
+    every a_j smoothly capped at discrimination_max (spec.capped_discrimination)
     3PL:     c_j = guessing (fixed), or c_j ~ Beta(m kappa, (1 - m) kappa)
 
 Likelihood over the observed responses only (index vectors, ``pm.Data``)::
@@ -66,7 +67,7 @@ from mtlirt.bayes._factor import anchor_domains, factor_parts, loading_layout, m
 from mtlirt.bayes._loglik import bernoulli_logit_cells, item_layout
 from mtlirt.bayes.init import initial_values
 from mtlirt.bayes.marginal import pin_standardisation
-from mtlirt.bayes.spec import ModelSpec, load_spec, resolve_spread
+from mtlirt.bayes.spec import ModelSpec, capped_discrimination, load_spec, resolve_spread
 from mtlirt.data.responses import Responses, as_responses
 from mtlirt.errors import InputError
 
@@ -364,8 +365,11 @@ def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bo
         b = beta[dom] + tau[dom] * b_raw
     intercept = -b
     alpha = pm.Normal("alpha", p.log_discrimination_mean, p.log_discrimination_mean_scale, dims="domain")
+    def capped(log_a):
+        return capped_discrimination(log_a, p.discrimination_max, pt.softplus, pt.exp)
+
     if spec.item_model == "1pl":
-        a = pt.exp(alpha)[dom]
+        a = capped(alpha)[dom]
     else:
         if spec.discrimination_spread == "domain":
             sig = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale, dims="domain")[dom]
@@ -379,7 +383,7 @@ def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bo
         else:
             log_a_raw = pm.Normal("log_a_raw", 0.0, 1.0, dims="item")
             log_a = alpha[dom] + sig * log_a_raw
-        a = pt.exp(log_a)
+        a = capped(log_a)
     if spec.item_model == "3pl" and spec.estimate_guessing:
         m, kap = p.guessing_mean, p.guessing_concentration
         c = pm.Beta("c", m * kap, (1 - m) * kap, dims="item")
