@@ -31,7 +31,7 @@ LLM_SIDES = ("auto", "integrated", "sampled")
 # items="auto": the joint model where the item values' own uncertainty matters and its cost is modest (few
 # LLMs: an item's values are then known only roughly), the items fixed at their calibration otherwise.
 # Measured (docs/results.md): the joint model at 150 LLMs in under a minute ("Calibration on a small
-# leaderboard"), at 300 LLMs x 1,126 items in 3.9-5.3 minutes ("The joint model at 300 LLMs");
+# leaderboard"), at 300 LLMs x 1,126 items in 3.8-4.0 minutes ("The joint model at 300 LLMs");
 # its cost grows with the responses, the item values' uncertainty shrinks with the LLMs.
 JOINT_MAX_LLMS = 200
 JOINT_MAX_RESPONSES = 60_000
