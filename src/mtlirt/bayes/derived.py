@@ -189,11 +189,9 @@ def item_draws(post: xr.Dataset, spec: ModelSpec, item_domain: np.ndarray) -> di
     else:
         b = beta[..., dom] + tau[..., dom] * _v(post, "b_raw")
     alpha = _v(post, "alpha")
-    def capped(log_a):
-        return capped_discrimination(log_a, spec.priors.discrimination_max, lambda z: np.logaddexp(0.0, z), np.exp)
-
+    cap = spec.priors.discrimination_max
     if spec.item_model == "1pl":
-        a = capped(alpha[..., dom])
+        a = capped_discrimination(alpha[..., dom], cap)
     else:
         if "log_a" in post:
             la = _v(post, "log_a")
@@ -204,7 +202,7 @@ def item_draws(post: xr.Dataset, spec: ModelSpec, item_domain: np.ndarray) -> di
                                               * _v(post, "sigma_log_a_dev"))
             sig = sig[..., dom] if sig.ndim == alpha.ndim else sig[..., None]
             la = alpha[..., dom] + sig * _v(post, "log_a_raw")
-        a = capped(la)
+        a = capped_discrimination(la, cap)
     if spec.item_model == "3pl" and spec.estimate_guessing:
         c = _v(post, "c")
     else:

@@ -142,12 +142,13 @@ def calibrate_items(
     J = arr.n_items
     model, guessing = spec.point_item_model
     data = ResponseData.from_responses(arr, guessing=guessing)
+    pen = item_penalties(spec)
     a0 = d0 = None
     if init is not None and init.get("a") is not None and init.get("d") is not None:
-        a0 = np.clip(np.asarray(init["a"], float), 0.05, 8.0)
-        d0 = np.clip(np.asarray(init["d"], float), -15.0, 15.0)
+        a0 = np.clip(np.asarray(init["a"], float), pen.a_min, pen.a_max)
+        d0 = np.clip(np.asarray(init["d"], float), -pen.d_max, pen.d_max)
     with blas_threads(1):
-        a, d, info = _calibrate(data, a0, d0, priors=item_penalties(spec),
+        a, d, info = _calibrate(data, a0, d0, priors=pen,
                                 model=model, max_iter=max_iter, tol=tol)
     c = np.zeros(J) if data.c is None else data.c.copy()
     if verbose:

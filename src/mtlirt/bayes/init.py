@@ -248,7 +248,7 @@ def item_initial_values(arr: Responses, spec: ModelSpec, init: dict, *,
         a = di["a"] if a is None else a
         d = di["d"] if d is None else d
     cap = spec.priors.discrimination_max
-    a = np.clip(a, min(0.1, 0.5 * cap), 0.9 * cap)  # (below the model's cap on a)
+    a = np.clip(a, 0.1, 0.9 * cap)  # (below the model's cap on a)
     d = np.clip(d, -10.0, 10.0)
     b = -d
     la = uncapped_log_discrimination(a, cap)

@@ -365,11 +365,9 @@ def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bo
         b = beta[dom] + tau[dom] * b_raw
     intercept = -b
     alpha = pm.Normal("alpha", p.log_discrimination_mean, p.log_discrimination_mean_scale, dims="domain")
-    def capped(log_a):
-        return capped_discrimination(log_a, p.discrimination_max, pt.softplus, pt.exp)
-
+    cap = (p.discrimination_max, pt.softplus, pt.exp)
     if spec.item_model == "1pl":
-        a = capped(alpha)[dom]
+        a = capped_discrimination(alpha, *cap)[dom]
     else:
         if spec.discrimination_spread == "domain":
             sig = pm.HalfNormal("sigma_log_a", p.log_discrimination_sd_scale, dims="domain")[dom]
@@ -383,7 +381,7 @@ def add_items(spec: ModelSpec, item_domain: np.ndarray, centered: tuple[bool, bo
         else:
             log_a_raw = pm.Normal("log_a_raw", 0.0, 1.0, dims="item")
             log_a = alpha[dom] + sig * log_a_raw
-        a = capped(log_a)
+        a = capped_discrimination(log_a, *cap)
     if spec.item_model == "3pl" and spec.estimate_guessing:
         m, kap = p.guessing_mean, p.guessing_concentration
         c = pm.Beta("c", m * kap, (1 - m) * kap, dims="item")

@@ -88,11 +88,15 @@ class Priors:
 CAP_SHARPNESS = 4.0
 
 
-def capped_discrimination(log_a, cap: float, softplus, exp):
+def _np_softplus(z):
+    return np.logaddexp(0.0, z)
+
+
+def capped_discrimination(log_a, cap: float, softplus=_np_softplus, exp=np.exp):
     """The discrimination ``a = cap (1 + (cap / e^{log a})^4)^(-1/4)``: ``exp(log a)`` where it is well
     below ``cap`` (within 0.1% up to a quarter of it, 1.6% at half) and never above it, computed as
     ``exp(log cap - softplus(4 (log cap - log a)) / 4)`` with the array library's ``softplus`` and
-    ``exp`` (PyTensor's in the model, NumPy's for the draws).
+    ``exp`` (NumPy's by default, for the draws; PyTensor's in the model).
 
     A hierarchical normal prior on ``log a`` alone leaves an item that splits a few LLMs perfectly
     free to take discriminations in the hundreds, where the likelihood is a step and NUTS diverges
