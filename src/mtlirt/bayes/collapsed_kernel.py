@@ -245,6 +245,9 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
     # is summed in the log domain where the terms single precision cannot hold (each below
     # exp(_LOGW_SINGLE) Y^q) could reach 1e-8 of its sum
     G, r = offsets.shape
+    any_deep = False
+    for i in range(nb):
+        any_deep |= deep_k[b0 + i]
     for g in range(G):
         for i in range(nb):
             v[i] = 0.0
@@ -272,15 +275,18 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
             for q in range(Q - 2, -1, -1):
                 for i in range(nb):
                     P0[i] = P0[i] * Y[i] + A[q, i]
-        # the log domain where the scaled sums could leave the float range
+        # the log domain where the scaled sums could leave the float range: the tests of _log_domain but
+        # the deep cells' in one vectorised pass with the sums' logarithms (the deep cells' test, a branch
+        # per cell, only in the blocks that hold one); a sum at or below _P_MIN is taken again below
         n_bad = 0
         for i in range(nb):
-            n_bad += _log_domain(bad[i], 2.0 * a * hh[i] * v[i], zmax, P0[i], deep_k[b0 + i], Q)
-        for i in range(nb):
-            if n_bad:
-                P0[i] = max(P0[i], _P_MIN)
             z = 2.0 * a * hh[i] * v[i]
+            n_bad += bad[i] + (abs(z) > zmax) + (P0[i] <= _P_MIN)
+            P0[i] = max(P0[i], _P_MIN)
             LF[i] = ls[i] + M[i] + log_pos(P0[i]) - Qc * z + a * v[i] * (2.0 * c[i] - v[i]) - lp
+        if any_deep and not n_bad:
+            for i in range(nb):
+                n_bad += _log_domain(bad[i], 2.0 * a * hh[i] * v[i], zmax, P0[i], deep_k[b0 + i], Q)
         if store:
             for i in range(nb):
                 inv = 1.0 / P0[i]
