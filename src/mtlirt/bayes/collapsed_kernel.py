@@ -55,8 +55,8 @@ _Z_MAX = 650.0
 _T_MAX = 600.0
 _A_MIN = 1e-280
 _P_MIN = 1e-250
-# LLMs per block of the kernel's and the draws' vector loops: each pass over a block is a short loop, whose
-# set-up a longer block spreads (128: about a tenth faster than 64 at the flagship, 256 slower again)
+# LLMs per block of the kernel's and the draws' vector loops: each pass over a block is a short loop whose
+# set-up a longer block spreads, while the block's working arrays (nodes x LLMs) must stay in cache
 _BLOCK = 128
 # the smallest residual sd the inner nodes resolve, in steps (CollapsedGrid.resolvable_psi)
 RESOLVE = 0.8
