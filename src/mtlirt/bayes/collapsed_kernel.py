@@ -231,11 +231,18 @@ def _inner_weights(k, b0, nb, Q, Qc, a, hh, c, expw, s, M, bad, gq, rq, kq, A):
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
+def _beyond_range(bad, z, zmax, p0):
+    # the part of _log_domain without a branch (a loop over a block vectorises it): nonzero where a
+    # (cell, outer node)'s terms could leave the float range (bad, |z| beyond zmax, a sum at or below _P_MIN)
+    return bad + (abs(z) > zmax) + (p0 <= _P_MIN)
+
+
+@numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
 def _log_domain(bad, z, zmax, p0, deep, Q):
     # whether a (cell, outer node) is summed in the log domain: its terms could leave the float range
-    # (bad, |z| beyond zmax, a sum at or below _P_MIN), or, a deep cell, the terms single precision
-    # cannot hold (each below exp(_LOGW_SINGLE) Y^q, Y = exp(z)) could reach 1e-8 of its sum p0
-    return (bad or abs(z) > zmax or p0 <= _P_MIN
+    # (_beyond_range), or, a deep cell, the terms single precision cannot hold (each below
+    # exp(_LOGW_SINGLE) Y^q, Y = exp(z)) could reach 1e-8 of its sum p0
+    return (_beyond_range(bad, z, zmax, p0) > 0
             or (deep and p0 * exp_nonpos(-max(z * (Q - 1), 0.0)) < _DEEP_FLOOR * Q))
 
 
@@ -277,13 +284,13 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
             for q in range(Q - 2, -1, -1):
                 for i in range(nb):
                     P0[i] = P0[i] * Y[i] + A[q, i]
-        # the log domain where the scaled sums could leave the float range: the tests of _log_domain but
-        # the deep cells' in one vectorised pass with the sums' logarithms (the deep cells' test, a branch
+        # the log domain where the scaled sums could leave the float range: _log_domain's test but the
+        # deep cells' in one vectorised pass with the sums' logarithms (the deep cells' test, a branch
         # per cell, only in the blocks that hold one); a sum at or below _P_MIN is taken again below
         n_bad = 0
         for i in range(nb):
             z = 2.0 * a * hh[i] * v[i]
-            n_bad += bad[i] + (abs(z) > zmax) + (P0[i] <= _P_MIN)
+            n_bad += _beyond_range(bad[i], z, zmax, P0[i])
             P0[i] = max(P0[i], _P_MIN)
             LF[i] = ls[i] + M[i] + log_pos(P0[i]) - Qc * z + a * v[i] * (2.0 * c[i] - v[i]) - lp
         if any_deep and not n_bad:
