@@ -16,6 +16,7 @@ from mtlirt.bayes.fixed_items import resolve_item_values
 from mtlirt.bayes.spec import load_spec
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
+from mtlirt.data.validate import DataWarning
 from mtlirt.errors import InputError
 from mtlirt.estimators.baselines import posterior_mean_scale
 from mtlirt.estimators.irt import fit_stl
@@ -93,3 +94,27 @@ def test_init_from_an_estimate_puts_items_on_the_population_scale(data):
     # same fit, same seed: the estimate's recorded map gives the direct route's population-scale values
     assert np.allclose(init["a"], direct["a"]) and np.allclose(init["d"], direct["d"])
     assert np.allclose(init["theta"], direct["theta"])
+
+
+def test_fixed_items_stay_within_the_specs_discrimination_cap(data):
+    """A spec's ``discrimination_max`` bounds every discrimination of the model, fixed items too: a user's
+    and the calibration's (on its scores' scale) above it are set to it, with a warning naming them."""
+    from dataclasses import replace
+
+    base = load_spec("factor-2pl")
+    spec = replace(base, priors=replace(base.priors, discrimination_max=1.5))
+    a = np.linspace(0.5, 3.0, data.n_items)
+    with pytest.warns(UserWarning, match=r"discrimination_max 1.5 \(largest 3: " + repr(str(data.items[-1]))):
+        out = resolve_item_values(data, spec, {"a": a, "d": np.zeros(data.n_items)}, None)
+    np.testing.assert_array_equal(out["a"], np.minimum(a, 1.5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # below the default cap nothing moves, and nothing is said
+        same = resolve_item_values(data, base, {"a": a, "d": np.zeros(data.n_items)}, None)
+    np.testing.assert_array_equal(same["a"], a)
+    # the default route: items from the MTL fit, whose largest discrimination here exceeds the cap
+    res, init = _mtl_init(data, model="2pl", guessing=None, seed=0)
+    assert init["a"].max() > 1.5
+    with pytest.warns(DataWarning, match="above the spec's discrimination_max 1.5"):
+        est = fit(data, "bayes", spec=spec, items="fixed", algorithm="map", progress=False)
+    disc = est.point("discrimination")
+    assert disc.max() == pytest.approx(1.5) and np.all(disc <= 1.5)

@@ -48,6 +48,7 @@ optimistic when N is small).
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,7 @@ from mtlirt.bayes.model import add_coords_for_centering, add_factor_block, add_t
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.config import use_marginal
 from mtlirt.data.responses import Responses, as_responses
+from mtlirt.data.validate import DataWarning
 from mtlirt.errors import InputError
 from mtlirt.estimators.irt import Penalties, ResponseData, blas_threads
 from mtlirt.estimators.irt import calibrate_items as _calibrate
@@ -362,4 +364,21 @@ def resolve_item_values(arr: Responses, spec: ModelSpec, item_values: dict | Non
     out["c"] = c
     if np.any(out["a"] <= 0):
         raise InputError("item_values: key 'a' must be positive")
+    out["a"] = _capped(out["a"], spec.priors.discrimination_max, arr.items, given=item_values is not None)
     return out
+
+
+def _capped(a: np.ndarray, cap: float, items, *, given: bool) -> np.ndarray:
+    """The fixed discriminations within the spec's ``discrimination_max``, which bounds every
+    discrimination of the model: the calibration's (on its scores' scale, where an item that separates
+    the LLMs sits at the bound) or a user's can lie above it, and the model fitted would not be the
+    spec's. Warns, naming the items it moved (a :class:`~mtlirt.data.validate.DataWarning` for the
+    calibration's: such items split the LLMs almost perfectly)."""
+    over = np.flatnonzero(a > cap)
+    if over.size:
+        names = ", ".join(repr(str(items[j])) for j in over[np.argsort(-a[over])][:5])
+        more = f" and {over.size - 5} more" if over.size > 5 else ""
+        msg = (f"{over.size} fixed item discrimination{'s' if over.size > 1 else ''} above the spec's "
+               f"discrimination_max {cap:g} (largest {a[over].max():.3g}: {names}{more}) set to it")
+        warnings.warn(msg, UserWarning if given else DataWarning, stacklevel=3)
+    return np.minimum(a, cap)
