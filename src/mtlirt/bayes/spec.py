@@ -163,9 +163,8 @@ class ModelSpec:
         HalfNormal``; ``"shared"``: one ``s`` for all domains; ``"auto"``
         (default): ``"pooled"`` where the domains have a median of at least
         5 items, else ``"shared"`` (:func:`resolve_spread`):
-        a domain of a few items says nothing of its own spread, and the
-        ``u_k`` then only slow the chains (MMLU-Pro cut to 1-3 items per
-        subject: 3,348 draws per chain against 1,804 at one cut). An independent
+        a domain of a few items says nothing of its own spread, and one
+        spread is one parameter where there were dozens. An independent
         spread rests on a domain's own items only (10 in MMLU's smallest
         subjects) and mixes slowly: on the calibration design it had the
         model's largest R-hat (docs/results.md).
