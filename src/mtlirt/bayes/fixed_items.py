@@ -68,7 +68,7 @@ from mtlirt.bayes.model import add_coords_for_centering, add_factor_block, add_t
 from mtlirt.bayes.spec import ModelSpec, load_spec
 from mtlirt.config import use_marginal
 from mtlirt.data.responses import Responses, as_responses
-from mtlirt.data.validate import DataWarning
+from mtlirt.data.validate import DataWarning, _values
 from mtlirt.errors import InputError
 from mtlirt.estimators.irt import Penalties, ResponseData, blas_threads
 from mtlirt.estimators.irt import calibrate_items as _calibrate
@@ -376,9 +376,8 @@ def _capped(a: np.ndarray, cap: float, items, *, given: bool) -> np.ndarray:
     calibration's: such items split the LLMs almost perfectly)."""
     over = np.flatnonzero(a > cap)
     if over.size:
-        names = ", ".join(repr(str(items[j])) for j in over[np.argsort(-a[over])][:5])
-        more = f" and {over.size - 5} more" if over.size > 5 else ""
+        names = _values([str(items[j]) for j in over[np.argsort(-a[over])]])
         msg = (f"{over.size} fixed item discrimination{'s' if over.size > 1 else ''} above the spec's "
-               f"discrimination_max {cap:g} (largest {a[over].max():.3g}: {names}{more}) set to it")
+               f"discrimination_max {cap:g} (largest {a[over].max():.3g}: {names}) set to it")
         warnings.warn(msg, UserWarning if given else DataWarning, stacklevel=3)
     return np.minimum(a, cap)
