@@ -2,7 +2,8 @@
 ``models/`` folder inside the package and fits a Bayesian model from outside
 the checkout (the specs once lived beside ``src/`` and the wheel had none), and
 it ships every example input, which ``mtlirt example-data`` copies out and
-``mtlirt convert`` reads there."""
+``mtlirt convert`` reads there. ``constraints.txt``, the versions ``make env``
+installs, pins every requirement within pyproject.toml's bounds."""
 
 from __future__ import annotations
 
@@ -104,3 +105,28 @@ def test_wheel_ships_the_model_specs_and_fits_outside_the_checkout(wheel, tmp_pa
     helm = run("-m", "mtlirt.cli", "convert", "helm", "examples/helm/runs/v1", "--out", "helm.csv")
     assert helm.returncode == 0, helm.stderr
     assert "wrote 11 responses (2 LLMs, 6 items, 2 domains) to helm.csv" in helm.stdout
+
+
+def test_constraints_pin_every_requirement_within_its_bounds():
+    """``make env`` installs with ``-c constraints.txt``: every package that pyproject.toml asks for
+    (the dependencies and every extra) is pinned there to one version its lower bound allows, so a
+    fresh clone gets the versions the suite last passed with, and a raised bound cannot go unpinned."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            assert sep and version, f"constraints.txt: {line!r} is not a pin (name==version)"
+            pins[canonicalize_name(name)] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    for text in wanted:
+        req = Requirement(text)
+        name = canonicalize_name(req.name)
+        assert name in pins, f"constraints.txt does not pin {req.name} (pyproject.toml: {text!r})"
+        assert req.specifier.contains(pins[name], prereleases=True), \
+            f"constraints.txt pins {req.name}=={pins[name]}, outside pyproject.toml's {text!r}"
+    assert "mtlirt" not in pins, "constraints.txt pins the package itself"
