@@ -1,4 +1,4 @@
-"""Benchmark: the model checks of mtlirt.evaluate.checks (docs/checks.md quotes its output).
+"""Benchmark: the model checks of mtlirt.evaluate.checks (docs/model.md describes them; results.md quotes `real`).
 
 ``calibration``
     How often the checks flag a model that is right, and whether they flag one
@@ -42,8 +42,15 @@
     the leave-one-LLM-out check: time, Pareto k, p_loo, with the overall trait
     integrated out and given.
 
-Usage: ``python benchmarks/bench_checks.py {calibration,scenarios,world,block,corr,loo} [B]``
-(``B``: replicates, for ``world`` and ``corr``).
+``real``
+    The real leaderboards ChemBench and MMLU-Pro (``../shared/data``, or the
+    shared folder given as the second argument): the default Bayesian fit,
+    then every check as ``mtlirt report FIT --data TABLE`` runs them (20
+    replicates, 200 draws for leave-one-LLM-out): each check's seconds and
+    what it flagged.
+
+Usage: ``python benchmarks/bench_checks.py {calibration,scenarios,world,block,corr,loo,real} [B | DIR]``
+(``B``: replicates, for ``world`` and ``corr``; ``DIR``: the shared folder, for ``real``).
 """
 
 from __future__ import annotations
@@ -187,7 +194,29 @@ def loo() -> None:
               f"max k {s['max_k']:.2f}")
 
 
+def real() -> None:
+    import os
+
+    root = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                              "shared")
+    for name in ("chembench", "mmlu_pro"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = Responses.read(os.path.join(root, "data", name, "responses.csv.gz"), ignore_columns=["subject"])
+            t0 = time.perf_counter()
+            est = mtlirt.fit(r, "bayes", seed=0, progress=False)
+            t_fit = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            mc = run_checks(est, r, n_replicates=20, max_draws=200)
+            t_all = time.perf_counter() - t0
+        secs = ", ".join(f"{k} {v:.1f} s" for k, v in mc.seconds.items())
+        print(f"{name}: {r}; default Bayesian fit {t_fit:.1f} s; checks {t_all:.1f} s ({secs}); items flagged "
+              f"{int(mc.items['misfit'].sum())} of {len(mc.items)}; correlation pairs flagged "
+              f"{mc.correlation.n_misfit} of {len(mc.correlation.table)}, global p {mc.correlation.global_p:.3f}",
+              flush=True)
+
+
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "scenarios"
     {"calibration": calibration, "scenarios": scenarios, "block": block, "world": world, "corr": corr,
-     "loo": loo}[which]()
+     "loo": loo, "real": real}[which]()

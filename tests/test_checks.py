@@ -54,6 +54,52 @@ def test_sx2_expected_matches_the_direct_leave_one_out():
     assert np.isclose(score_prob.sum(), 1.0)
 
 
+def _sx2_direct(y, E, min_expected):
+    """S-X2 of every item by the rule written out: score groups 1..J-1 merged in order until each
+    expects min_expected correct and wrong answers, a short last run joined to the group before."""
+    N, J = y.shape
+    S = y.sum(1)
+    out = np.full(J, np.nan)
+    for j in range(J):
+        groups, acc = [], np.zeros(3)
+        for s in range(1, J):
+            n = float((S == s).sum())
+            acc += (n, y[S == s, j].sum(), np.nan_to_num(E[j, s]) * n)
+            if acc[2] >= min_expected and acc[0] - acc[2] >= min_expected:
+                groups.append(acc)
+                acc = np.zeros(3)
+        if acc[0] > 0:
+            if groups:
+                groups[-1] = groups[-1] + acc
+            else:
+                groups.append(acc)
+        if groups:
+            n, o, e = np.array(groups).T
+            out[j] = np.nansum((o - e) ** 2 / (e * (1 - e / n)))
+    return out
+
+
+@pytest.mark.parametrize("n_llms", [12, 400])
+def test_sx2_groups_as_the_rule_says(n_llms):
+    """The score groups merged for every item at once, visiting only the scores that occur, give
+    the S-X2 of the rule written out item by item: few LLMs on many items (most score groups
+    empty) and many LLMs."""
+    from mtlirt.evaluate.item_fit import _sx2_block
+
+    rng = np.random.default_rng(n_llms)
+    J = 60
+    a, d = rng.lognormal(0.0, 0.3, J), rng.normal(0, 1, J)
+    theta = rng.normal(size=n_llms)
+    y = (rng.random((n_llms, J)) < 1 / (1 + np.exp(-(a * theta[:, None] + d)))).astype(np.int64)
+    E, _ = sx2_expected(a, d)
+    for m in (1.0, 3.0):
+        sx2, df, groups, expected = _sx2_block(y, E, 2, m)
+        want = _sx2_direct(y, E, m)
+        assert np.array_equal(np.isnan(sx2), np.isnan(want)) and np.allclose(sx2, want, rtol=1e-12, equal_nan=True)
+        assert (groups >= 1).all() and np.array_equal(df, groups - 2)
+    assert n_llms > 100 or (np.bincount(y.sum(1), minlength=J + 1) == 0).sum() > J / 2
+
+
 def test_item_fit_holds_the_nominal_rate_when_the_model_is_right():
     """2PL truth fitted by STL and by MTL: about 5% of items below p = 0.05, and (almost) no flag."""
     shares, flags = [], 0

@@ -71,6 +71,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..progress import stage
 from .check_inputs import ALPHA, _check_data
 
 # the checks themselves, each in its own module; importable from here, the documented module of the model
@@ -164,6 +165,7 @@ def run_checks(est, responses, *, correlation: bool = True, items: bool = True, 
     _check_data(est, responses)
     out = ModelChecks(alpha=alpha)
     if correlation:
+        stage(f"model checks: cross-domain correlations ({n_replicates} replicated data sets)")
         t0 = time.perf_counter()
         out.correlation = correlation_check(est, responses, n_replicates=n_replicates, seed=seed, alpha=alpha)
         out.seconds["correlation"] = time.perf_counter() - t0
@@ -171,16 +173,19 @@ def run_checks(est, responses, *, correlation: bool = True, items: bool = True, 
             out.skipped["correlation"] = (f"the {est.method} fit models no cross-domain structure"
                                           if responses.n_domains > 1 else "one domain")
     if items:
+        stage("model checks: item fit (S-X2)")
         t0 = time.perf_counter()
         out.items = item_fit(est, responses, alpha=alpha)
         out.seconds["item_fit"] = time.perf_counter() - t0
         if out.items is None:
             out.skipped["item_fit"] = f"the {est.method} fit has no item model"
     if items and est.n_draws > 1 and est.method != "accuracy":
+        stage("model checks: posterior predictive item fit")
         t0 = time.perf_counter()
         out.items_ppc = item_fit_ppc(est, responses, seed=seed)
         out.seconds["item_fit_ppc"] = time.perf_counter() - t0
     if loo:
+        stage("model checks: leave-one-LLM-out")
         t0 = time.perf_counter()
         out.loo = loo_llm(est, responses, max_draws=max_draws)
         out.seconds["loo_llm"] = time.perf_counter() - t0

@@ -45,30 +45,13 @@ def sx2_expected(a, d, c=None, *, nodes: tuple[np.ndarray, np.ndarray] | None = 
     a, d = np.asarray(a, float), np.asarray(d, float)
     c = np.zeros_like(a) if c is None else np.asarray(c, float)
     x, w = nodes if nodes is not None else _nodes(a)
-    J, Q = len(a), len(x)
-    P = np.clip(curves(a, d, c, x), EPS, 1 - EPS)
-    f = np.zeros((J + 1, Q))
-    f[0] = 1.0
-    for j in range(J):  # Lord-Wingersky
-        f[1:j + 2] = f[1:j + 2] * (1 - P[j]) + f[:j + 1] * P[j]
-        f[0] *= 1 - P[j]
+    J, w = len(a), np.ascontiguousarray(w, dtype=np.float64)
+    P = np.ascontiguousarray(np.clip(curves(a, d, c, x), EPS, 1 - EPS), dtype=np.float64)
+    from ._summed_score import leave_one_out, lord_wingersky
+
+    f = lord_wingersky(P)
     den = f @ w
-    num = np.zeros((J, J + 1))
-    # leave item j out by deconvolution, forward where P <= 1/2 and backward elsewhere (both stable:
-    # every step divides by at least 1/2); num[j, s] = sum_q w_q P_jq f_-j(s - 1 | x_q)
-    fwd = P <= 0.5
-    Pw = P * w[None, :]
-    g = np.zeros((J, Q))
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        for s in range(J):
-            g = (f[s][None, :] - P * g) / (1 - P)
-            g = np.where(fwd, np.maximum(g, 0.0), 0.0)
-            num[:, s + 1] += (Pw * g).sum(1)
-        g = np.zeros((J, Q))
-        for s in range(J, 0, -1):  # g = f_-j(s - 1) from f(s) and f_-j(s)
-            g = (f[s][None, :] - (1 - P) * g) / P
-            g = np.where(fwd, 0.0, np.maximum(g, 0.0))
-            num[:, s] += (Pw * g).sum(1)
+    num = leave_one_out(P, w, f)  # item j left out by deconvolution
     with np.errstate(invalid="ignore", divide="ignore"):
         E = num / den[None, :]
     E[:, 0] = np.nan
@@ -76,47 +59,49 @@ def sx2_expected(a, d, c=None, *, nodes: tuple[np.ndarray, np.ndarray] | None = 
     return E, den
 
 
-def _collapse(n: np.ndarray, o: np.ndarray, e: np.ndarray, min_expected: float):
-    """Merge adjacent score groups until each has expected counts of correct and of wrong
-    answers of at least ``min_expected`` (a short last run joins the group before it)."""
-    groups = []
-    acc = [0.0, 0.0, 0.0]
-    for ni, oi, ei in zip(n, o, e):
-        acc[0] += ni
-        acc[1] += oi
-        acc[2] += ei
-        if acc[2] >= min_expected and acc[0] - acc[2] >= min_expected:
-            groups.append(acc)
-            acc = [0.0, 0.0, 0.0]
-    if acc[0] > 0:
-        if groups:
-            groups[-1] = [x + y for x, y in zip(groups[-1], acc)]
-        else:
-            groups.append(acc)
-    return np.array(groups, dtype=float).reshape(-1, 3)
+def _pearson(n, o, e):
+    """Each score group's Pearson term ``(o - e)^2 / (e (1 - e / n))``; 0 where it is 0 / 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (o - e) ** 2 / (e * (1 - e / n))
+    return np.where(np.isnan(t), 0.0, t)
 
 
 def _sx2_block(y: np.ndarray, E: np.ndarray, n_par: int, min_expected: float):
     """S-X2, df, groups and the model's proportion correct of every item of one complete block
-    ``y`` (n x J) given the expected proportions ``E`` (J x J+1) of :func:`sx2_expected`."""
+    ``y`` (n x J) given the expected proportions ``E`` (J x J+1) of :func:`sx2_expected`.
+
+    The inner score groups (1 to J - 1) are merged in order, for every item at once, until each
+    merged group expects at least ``min_expected`` correct and as many wrong answers; a short last
+    run joins the group before it. Empty score groups change no group, so only the scores that
+    occur are visited (a few dozen LLMs on a domain of a thousand items visit a few dozen)."""
     N, J = y.shape
     S = y.sum(1)
     Ns = np.bincount(S, minlength=J + 1).astype(float)
     Os = np.zeros((J, J + 1))
     np.add.at(Os.T, S, y)  # Os[j, s]: correct answers to item j in score group s
-    inner = slice(1, J)
-    sx2, df, groups, expected = np.full(J, np.nan), np.zeros(J, int), np.zeros(J, int), np.full(J, np.nan)
-    for j in range(J):
-        g = _collapse(Ns[inner], Os[j, inner], np.nan_to_num(E[j, inner]) * Ns[inner], min_expected)
-        g = g[g[:, 0] > 0]
-        groups[j] = len(g)
-        df[j] = len(g) - n_par
-        if len(g):
-            nn, oo, ee = g.T
-            with np.errstate(divide="ignore", invalid="ignore"):
-                sx2[j] = float(np.nansum((oo - ee) ** 2 / (ee * (1 - ee / nn))))
-            expected[j] = (ee.sum() + Ns[J]) / N
-    return sx2, df, groups, expected
+    occur = 1 + np.flatnonzero(Ns[1:J] > 0)
+    Es = np.nan_to_num(E[:, occur]) * Ns[occur]
+    acc, last = np.zeros((3, J)), np.zeros((3, J))
+    sx2, groups = np.zeros(J), np.zeros(J, int)
+    for i, s in enumerate(occur):
+        acc[0] += Ns[s]
+        acc[1] += Os[:, s]
+        acc[2] += Es[:, i]
+        close = (acc[2] >= min_expected) & (acc[0] - acc[2] >= min_expected)
+        if close.any():
+            sx2[close] += _pearson(*acc[:, close])
+            groups[close] += 1
+            last[:, close] = acc[:, close]
+            acc[:, close] = 0.0
+    rest = acc[0] > 0
+    join = rest & (groups > 0)  # the short last run joins the group before it
+    sx2[join] += _pearson(*(last[:, join] + acc[:, join])) - _pearson(*last[:, join])
+    alone = rest & (groups == 0)
+    sx2[alone] = _pearson(*acc[:, alone])
+    groups[alone] = 1
+    sx2[groups == 0] = np.nan
+    expected = np.where(groups > 0, (Es.sum(1) + Ns[J]) / N, np.nan)
+    return sx2, groups - n_par, groups, expected
 
 
 def _impute(y: np.ndarray, obs: np.ndarray, a, d, c, rng: np.random.Generator, n_nodes: int = 121) -> np.ndarray:
