@@ -43,11 +43,11 @@
     integrated out and given.
 
 ``real``
-    The real leaderboards ChemBench and MMLU-Pro (``../shared/data``, or the
+    The real leaderboards ChemBench, MMLU-Pro and oll_v1 (``../shared/data``, or the
     shared folder given as the second argument): the default Bayesian fit,
     then every check as ``mtlirt report FIT --data TABLE`` runs them (20
     replicates, 200 draws for leave-one-LLM-out): each check's seconds and
-    what it flagged.
+    what it flagged (items, pairs of domains, LLMs whose leave-one-out weights are unreliable).
 
 Usage: ``python benchmarks/bench_checks.py {calibration,scenarios,world,block,corr,loo,real} [B | DIR]``
 (``B``: replicates, for ``world`` and ``corr``; ``DIR``: the shared folder, for ``real``).
@@ -199,7 +199,7 @@ def real() -> None:
 
     root = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                               "shared")
-    for name in ("chembench", "mmlu_pro"):
+    for name in ("chembench", "mmlu_pro", "oll_v1"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             r = Responses.read(os.path.join(root, "data", name, "responses.csv.gz"), ignore_columns=["subject"])
@@ -212,8 +212,9 @@ def real() -> None:
         secs = ", ".join(f"{k} {v:.1f} s" for k, v in mc.seconds.items())
         print(f"{name}: {r}; default Bayesian fit {t_fit:.1f} s; checks {t_all:.1f} s ({secs}); items flagged "
               f"{int(mc.items['misfit'].sum())} of {len(mc.items)}; correlation pairs flagged "
-              f"{mc.correlation.n_misfit} of {len(mc.correlation.table)}, global p {mc.correlation.global_p:.3f}",
-              flush=True)
+              f"{mc.correlation.n_misfit} of {len(mc.correlation.table)}, global p {mc.correlation.global_p:.3f}; "
+              f"leave-one-LLM-out: Pareto k > {mc.loo.good_k:.2f} for {int((~mc.loo.table['k_ok']).sum())} LLMs, "
+              f"equal weights (k NaN) for {int(mc.loo.table['pareto_k'].isna().sum())}", flush=True)
 
 
 if __name__ == "__main__":

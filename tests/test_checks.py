@@ -182,18 +182,19 @@ def test_correlation_check_flags_a_wrong_structure(rank2):
 
 
 def test_correlation_check_passes_the_right_structure():
-    """Rank-1 truth, rank-1 MTL: the statistic of the data is the reported domain_corr, and few pairs misfit."""
+    """Rank-1 truth, rank-1 MTL: the statistic of the data is the reported domain_corr, and few pairs misfit;
+    the replicates refitted in two worker processes are those refitted in this one."""
     r = _responses(n_llms=400, domain_sizes=[10] * 6, rank=1, similarity=0.1, seed=5)
     est = mtlirt.fit(r, "mtl")
-    chk = correlation_check(est, r, n_replicates=20, seed=1)
+    chk = correlation_check(est, r, n_replicates=20, seed=1, n_jobs=2)
     assert np.allclose(chk.observed, est.point("domain_corr"))
     assert chk.global_p > 0.1 and chk.n_misfit <= 2
     t = chk.table
     assert list(t.columns[:3]) == ["domain_a", "domain_b", "observed"] and len(t) == 15
     assert ((t["replicated_lower"] <= t["replicated_mean"]) & (t["replicated_mean"] <= t["replicated_upper"])).all()
     assert chk.replicated.shape == (20, 6, 6)
-    again = correlation_check(est, r, n_replicates=3, seed=1)
-    assert np.array_equal(again.replicated, chk.replicated[:3])  # seeded
+    again = correlation_check(est, r, n_replicates=3, seed=1, n_jobs=1)
+    assert np.array_equal(again.replicated, chk.replicated[:3])  # seeded; the same in the worker processes
     assert correlation_check(mtlirt.fit(r, "stl"), r) is None
 
 
@@ -246,6 +247,42 @@ def test_correlation_statistic_with_llms_that_ran_some_domains():
 
 
 # ---------------------------------------------------------------- Bayes: LOO and the rest
+
+
+def test_psis_loo_where_an_llm_likelihood_does_not_move():
+    """An LLM whose marginal likelihood is the same in every draw (one that ran one domain only, items
+    fixed: no sampled parameter changes it) has equal weights: arviz's PSIS raises on it ("All tail values
+    are the same"); here it gets its likelihood as its elpd, p_loo 0 and a Pareto k of NaN (not flagged),
+    and every other LLM what arviz gives it without that LLM."""
+    import arviz as az
+    import xarray as xr
+
+    from mtlirt.evaluate.loo import psis_loo_llm
+
+    rng = np.random.default_rng(0)
+    C, D, N = 2, 200, 6
+    ll = rng.normal(size=(C, D, N)) - 3.0
+    ll[..., 2] = -7.25
+    ll[..., 4] = -6.0 + 1e-15 * rng.normal(size=(C, D))  # the same up to rounding
+    coords = {"chain": np.arange(C), "draw": np.arange(D), "llm": list("abcdef")}
+    dims = ("chain", "draw", "llm")
+    tree = xr.DataTree.from_dict({"posterior": xr.Dataset({"overall": (dims, rng.normal(size=(C, D, N)))},
+                                                          coords=coords),
+                                  "log_likelihood": xr.Dataset({"llm_marginal": (dims, ll)}, coords=coords)})
+    moving = [0, 1, 3, 5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="tail values"):
+            az.loo(tree, var_name="llm_marginal", pointwise=True)
+        res = psis_loo_llm(tree)
+        rest = az.loo(tree.isel(llm=moving), var_name="llm_marginal", pointwise=True)
+        whole = psis_loo_llm(tree.isel(llm=moving))
+    e, k = res.elpd_i.values, res.pareto_k.values
+    assert np.allclose(e[[2, 4]], [-7.25, -6.0]) and np.isnan(k[[2, 4]]).all() and np.isfinite(k[moving]).all()
+    assert np.allclose(e[moving], rest.elpd_i.values) and np.allclose(k[moving], rest.pareto_k.values)
+    assert np.isclose(res.elpd, rest.elpd - 13.25) and np.isclose(res.p, rest.p)
+    assert np.isclose(res.se, np.sqrt(N * np.var(e, ddof=1)))  # every LLM counted
+    assert np.array_equal(whole.elpd_i.values, rest.elpd_i.values)  # none flat: arviz's own loo
 
 
 def _bayes_fit():

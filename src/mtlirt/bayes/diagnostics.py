@@ -491,7 +491,8 @@ def loo(tree, var_name: str = "y", **kwargs):
     var_name : str
         ``"y"``: leave one (LLM, domain) out, conditional on its trait (most
         Pareto k above 0.7); ``"llm_marginal"``: leave one LLM out, its traits
-        integrated out.
+        integrated out (an LLM whose likelihood no draw changes gets equal
+        weights and a Pareto k of NaN: :func:`mtlirt.evaluate.loo.psis_loo_llm`).
     **kwargs
         Passed to ``arviz.loo``.
 
@@ -501,6 +502,10 @@ def loo(tree, var_name: str = "y", **kwargs):
     """
     import arviz as az
 
+    if var_name == "llm_marginal" and not kwargs:
+        from mtlirt.evaluate.loo import psis_loo_llm
+
+        return psis_loo_llm(tree)
     return az.loo(tree, var_name=var_name, **kwargs)
 
 

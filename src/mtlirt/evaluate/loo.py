@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from ..errors import InputError
 from ..numerics.llm_side import gauss_hermite, node_loglik
@@ -144,6 +145,33 @@ class LooCheck:
                 "overall_integrated": self.overall_integrated, "draws": self.n_draws, "seconds": self.seconds}
 
 
+#: An LLM whose marginal log-likelihood moves by less than this (nats) over the draws has equal weights.
+_FLAT = 1e-9
+
+
+def psis_loo_llm(tree):
+    """``arviz.loo`` of ``tree``'s ``llm_marginal`` (chain, draw, llm), also where some LLM's
+    likelihood is the same in every draw: an LLM that ran one domain only, its traits integrated out
+    with items fixed, has a likelihood that no sampled parameter changes. Its importance weights are
+    equal (leaving it out changes no draw's weight), which PSIS cannot fit a tail to; those LLMs get
+    the equal weights and a Pareto k of NaN, the others PSIS's, and the summary counts every LLM."""
+    import arviz as az
+
+    ll = tree["log_likelihood"]["llm_marginal"].transpose("chain", "draw", "llm").values
+    flat = np.ptp(ll.reshape(-1, ll.shape[-1]), axis=0) < _FLAT
+    if not flat.any():
+        return az.loo(tree, var_name="llm_marginal", pointwise=True)
+    n = ll.shape[0] * ll.shape[1]
+    log_w = xr.full_like(tree["log_likelihood"]["llm_marginal"], -np.log(n)).transpose("llm", ...)
+    pareto_k = xr.full_like(log_w.isel(chain=0, draw=0, drop=True), np.nan)
+    if not flat.all():
+        part = az.loo(tree.isel(llm=np.flatnonzero(~flat)), var_name="llm_marginal", pointwise=True)
+        moving = {"llm": log_w["llm"].values[~flat]}
+        log_w.loc[moving] = part.log_weights.transpose(*log_w.dims).values
+        pareto_k.loc[moving] = part.pareto_k.values
+    return az.loo(tree, var_name="llm_marginal", pointwise=True, log_weights=log_w, pareto_k=pareto_k)
+
+
 def loo_llm(est, responses, *, integrate_overall: bool = True, max_draws: int = 400, **quadrature) -> LooCheck | None:
     """PSIS-LOO with one observation per LLM on its marginal likelihood (module docstring).
 
@@ -170,9 +198,6 @@ def loo_llm(est, responses, *, integrate_overall: bool = True, max_draws: int = 
     post = est.posterior
     if est.n_draws < 2 or "eta" not in post or "loadings" not in post:
         return None
-    import arviz as az
-    import xarray as xr
-
     t0 = time.perf_counter()
     ml = llm_marginal_loglik(est, responses, integrate_overall=integrate_overall, max_draws=max_draws,
                              **quadrature)
@@ -187,10 +212,10 @@ def loo_llm(est, responses, *, integrate_overall: bool = True, max_draws: int = 
     })
     with warnings.catch_warnings():  # high Pareto k are reported in the table, not warned about
         warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto", category=UserWarning)
-        res = az.loo(tree, var_name="llm_marginal", pointwise=True)
+        res = psis_loo_llm(tree)
     k = np.asarray(res.pareto_k.values, float).reshape(-1)
     good = float(getattr(res, "good_k", 0.7))
     table = pd.DataFrame({"llm": list(est.llms), "elpd_loo": np.asarray(res.elpd_i.values, float).reshape(-1),
-                          "pareto_k": k, "k_ok": k <= good})
+                          "pareto_k": k, "k_ok": ~(k > good)})
     return LooCheck(elpd=res, table=table, good_k=good, overall_integrated=ml["overall_integrated"],
                     n_draws=C * Dk, seconds=time.perf_counter() - t0)
