@@ -55,6 +55,7 @@ Usage: ``python benchmarks/bench_checks.py {calibration,scenarios,world,block,co
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import warnings
@@ -195,8 +196,6 @@ def loo() -> None:
 
 
 def real() -> None:
-    import os
-
     root = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                               "shared")
     for name in ("chembench", "mmlu_pro", "oll_v1"):

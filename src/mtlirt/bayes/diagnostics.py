@@ -502,10 +502,10 @@ def loo(tree, var_name: str = "y", **kwargs):
     """
     import arviz as az
 
-    if var_name == "llm_marginal" and not kwargs:
+    if var_name == "llm_marginal" and not {"log_weights", "pareto_k"} & set(kwargs):
         from mtlirt.evaluate.loo import psis_loo_llm
 
-        return psis_loo_llm(tree)
+        return psis_loo_llm(tree, **kwargs)
     return az.loo(tree, var_name=var_name, **kwargs)
 
 

@@ -149,27 +149,29 @@ class LooCheck:
 _FLAT = 1e-9
 
 
-def psis_loo_llm(tree):
+def psis_loo_llm(tree, **kwargs):
     """``arviz.loo`` of ``tree``'s ``llm_marginal`` (chain, draw, llm), also where some LLM's
     likelihood is the same in every draw: an LLM that ran one domain only, its traits integrated out
     with items fixed, has a likelihood that no sampled parameter changes. Its importance weights are
     equal (leaving it out changes no draw's weight), which PSIS cannot fit a tail to; those LLMs get
-    the equal weights and a Pareto k of NaN, the others PSIS's, and the summary counts every LLM."""
+    the equal weights and a Pareto k of NaN, the others PSIS's, and the summary counts every LLM.
+    ``kwargs`` go to ``arviz.loo`` (``pointwise`` defaults to True)."""
     import arviz as az
 
+    kwargs.setdefault("pointwise", True)
     ll = tree["log_likelihood"]["llm_marginal"].transpose("chain", "draw", "llm").values
     flat = np.ptp(ll.reshape(-1, ll.shape[-1]), axis=0) < _FLAT
     if not flat.any():
-        return az.loo(tree, var_name="llm_marginal", pointwise=True)
+        return az.loo(tree, var_name="llm_marginal", **kwargs)
     n = ll.shape[0] * ll.shape[1]
     log_w = xr.full_like(tree["log_likelihood"]["llm_marginal"], -np.log(n)).transpose("llm", ...)
     pareto_k = xr.full_like(log_w.isel(chain=0, draw=0, drop=True), np.nan)
     if not flat.all():
-        part = az.loo(tree.isel(llm=np.flatnonzero(~flat)), var_name="llm_marginal", pointwise=True)
+        part = az.loo(tree.isel(llm=np.flatnonzero(~flat)), var_name="llm_marginal", **{**kwargs, "pointwise": True})
         moving = {"llm": log_w["llm"].values[~flat]}
         log_w.loc[moving] = part.log_weights.transpose(*log_w.dims).values
         pareto_k.loc[moving] = part.pareto_k.values
-    return az.loo(tree, var_name="llm_marginal", pointwise=True, log_weights=log_w, pareto_k=pareto_k)
+    return az.loo(tree, var_name="llm_marginal", log_weights=log_w, pareto_k=pareto_k, **kwargs)
 
 
 def loo_llm(est, responses, *, integrate_overall: bool = True, max_draws: int = 400, **quadrature) -> LooCheck | None:
