@@ -387,6 +387,36 @@ def _plots_and_report_section(r, est, mc):
     assert "Model checks" not in render_report({"stl": point}, r, checks=False, dpi=40)
 
 
+def test_a_failing_check_leaves_the_others(monkeypatch):
+    """A check that raises is recorded with its error and a warning, the others run with the numbers they
+    give alone; the report shows the error in its place; ``errors="raise"`` lets it through."""
+    from mtlirt.evaluate import checks
+    from mtlirt.report.html_checks import _checks_section
+
+    r = _responses(n_llms=150, domain_sizes=[10, 10, 12, 14], seed=3)
+    est = mtlirt.fit(r, "mtl", seed=0)
+    alone = run_checks(est, r, n_replicates=4, items=False)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no expected proportions")
+
+    monkeypatch.setattr(checks, "item_fit", broken)
+    with pytest.warns(checks.CheckFailedWarning, match="item_fit failed"):
+        mc = run_checks(est, r, n_replicates=4)
+    assert mc.failed == {"item_fit": "RuntimeError: no expected proportions"} and mc.items is None
+    assert mc.correlation.global_p == alone.correlation.global_p and "item_fit" not in mc.skipped
+    s = mc.summary()
+    assert s["failed"] == mc.failed and "item_fit" not in s
+    assert _without_seconds(s["correlation"]) == _without_seconds(alone.summary()["correlation"])
+    block = _checks_section("mtl", est, r, mc, 4, 40)
+    assert "Failed, left out: RuntimeError: no expected proportions" in block
+    assert "Cross-domain correlations: predictive check" in block and block.count("<figure") == 2
+    with pytest.raises(RuntimeError, match="no expected proportions"):
+        run_checks(est, r, n_replicates=4, errors="raise")
+    with pytest.raises(ValueError, match="errors must be"):
+        run_checks(est, r, errors="ignore")
+
+
 # ---------------------------------------------------------------- the command line
 
 

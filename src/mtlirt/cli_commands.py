@@ -196,6 +196,7 @@ def cmd_fit(args) -> int:
             parts.append(f"leave-one-LLM-out: elpd {s['loo_llm']['elpd_loo']:.1f}, "
                          f"{s['loo_llm']['high_k']} LLMs with high Pareto k")
         parts += [f"{k} not run ({v})" for k, v in s.get("skipped", {}).items()]
+        parts += [f"{k} failed ({v})" for k, v in s.get("failed", {}).items()]
         print("model checks (in fit.json): " + "; ".join(parts))
     if diag and diag.get("converged") is False:  # None: no convergence check (map)
         bad = ", ".join(f"{k}={v}" for k, v in diag.items() if k != "converged")

@@ -66,6 +66,7 @@ is the short record that goes into ``fit.json``'s diagnostics
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +82,7 @@ from .item_fit import item_fit, item_fit_ppc, sx2_expected
 from .loo import LooCheck, llm_marginal_loglik, loo_llm
 
 __all__ = [
+    "CheckFailedWarning",
     "CorrelationCheck",
     "LooCheck",
     "ModelChecks",
@@ -98,13 +100,15 @@ __all__ = [
 
 @dataclass
 class ModelChecks:
-    """The checks of one fit (None where a check does not apply), and why some were skipped."""
+    """The checks of one fit (None where a check does not apply or failed), why some were skipped and
+    the error of each that failed (``failed``: check name -> ``"ErrorType: message"``)."""
 
     correlation: CorrelationCheck | None = None
     items: pd.DataFrame | None = None
     loo: LooCheck | None = None
     items_ppc: pd.DataFrame | None = None
     skipped: dict = field(default_factory=dict)
+    failed: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
     alpha: float = ALPHA
 
@@ -128,6 +132,8 @@ class ModelChecks:
             out["loo_llm"] = self.loo.summary()
         if self.skipped:
             out["skipped"] = dict(self.skipped)
+        if self.failed:
+            out["failed"] = dict(self.failed)
         return out
 
     def record(self, est) -> None:
@@ -137,8 +143,13 @@ class ModelChecks:
         est.update_info(diagnostics=diag)
 
 
+class CheckFailedWarning(UserWarning):
+    """A model check raised; :func:`run_checks` recorded its error and ran the others."""
+
+
 def run_checks(est, responses, *, correlation: bool = True, items: bool = True, loo: bool = True,
-               n_replicates: int = 100, seed: int = 0, alpha: float = ALPHA, max_draws: int = 400) -> ModelChecks:
+               n_replicates: int = 100, seed: int = 0, alpha: float = ALPHA, max_draws: int = 400,
+               errors: str = "warn") -> ModelChecks:
     """Run the checks that apply to a fit (see the module docstring).
 
     Parameters
@@ -155,41 +166,56 @@ def run_checks(est, responses, *, correlation: bool = True, items: bool = True, 
     alpha : float
     max_draws : int
         Posterior draws used by the leave-one-LLM-out check.
+    errors : {"warn", "raise"}
+        A check that raises: ``"warn"`` records its error in
+        ``ModelChecks.failed``, issues a :class:`CheckFailedWarning` and runs the
+        other checks (one failing check costs a report or a long fit none of
+        the others); ``"raise"`` lets the error through. Bad arguments and data
+        that do not match the fit raise either way, before any check runs.
 
     Returns
     -------
     ModelChecks
     """
+    if errors not in ("warn", "raise"):
+        raise ValueError(f"errors must be 'warn' or 'raise', got {errors!r}")
     if correlation:
         check_replicates(n_replicates)
     _check_data(est, responses)
     out = ModelChecks(alpha=alpha)
-    if correlation:
-        stage(f"model checks: cross-domain correlations ({n_replicates} replicated data sets)")
+
+    def attempt(name, what, run):
+        stage(f"model checks: {what}")
         t0 = time.perf_counter()
-        out.correlation = correlation_check(est, responses, n_replicates=n_replicates, seed=seed, alpha=alpha)
-        out.seconds["correlation"] = time.perf_counter() - t0
-        if out.correlation is None:
+        try:
+            result = run()
+        except Exception as exc:
+            if errors == "raise":
+                raise
+            out.failed[name] = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"model check {name} failed and was left out ({out.failed[name]})", CheckFailedWarning,
+                          stacklevel=3)
+            result = None
+        out.seconds[name] = time.perf_counter() - t0
+        return result
+
+    if correlation:
+        out.correlation = attempt("correlation", f"cross-domain correlations ({n_replicates} replicated data sets)",
+                                  lambda: correlation_check(est, responses, n_replicates=n_replicates, seed=seed,
+                                                            alpha=alpha))
+        if out.correlation is None and "correlation" not in out.failed:
             out.skipped["correlation"] = (f"the {est.method} fit models no cross-domain structure"
                                           if responses.n_domains > 1 else "one domain")
     if items:
-        stage("model checks: item fit (S-X2)")
-        t0 = time.perf_counter()
-        out.items = item_fit(est, responses, alpha=alpha)
-        out.seconds["item_fit"] = time.perf_counter() - t0
-        if out.items is None:
+        out.items = attempt("item_fit", "item fit (S-X2)", lambda: item_fit(est, responses, alpha=alpha))
+        if out.items is None and "item_fit" not in out.failed:
             out.skipped["item_fit"] = f"the {est.method} fit has no item model"
     if items and est.n_draws > 1 and est.method != "accuracy":
-        stage("model checks: posterior predictive item fit")
-        t0 = time.perf_counter()
-        out.items_ppc = item_fit_ppc(est, responses, seed=seed)
-        out.seconds["item_fit_ppc"] = time.perf_counter() - t0
+        out.items_ppc = attempt("item_fit_ppc", "posterior predictive item fit",
+                                lambda: item_fit_ppc(est, responses, seed=seed))
     if loo:
-        stage("model checks: leave-one-LLM-out")
-        t0 = time.perf_counter()
-        out.loo = loo_llm(est, responses, max_draws=max_draws)
-        out.seconds["loo_llm"] = time.perf_counter() - t0
-        if out.loo is None:
+        out.loo = attempt("loo_llm", "leave-one-LLM-out", lambda: loo_llm(est, responses, max_draws=max_draws))
+        if out.loo is None and "loo_llm" not in out.failed:
             out.skipped["loo_llm"] = ("a point estimate (one draw)" if est.n_draws < 2
                                       else "a model without overall traits and loadings")
     return out

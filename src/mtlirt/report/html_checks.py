@@ -28,7 +28,8 @@ def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int
     if mc is None and responses is not None:
         try:
             mc = run_checks(est, responses, n_replicates=replicates, max_draws=200)
-        except Exception as exc:  # noqa: BLE001 - the report must survive a failing check
+        except Exception as exc:  # noqa: BLE001 - the report must survive checks that cannot start (each
+            # check that fails once started is recorded by run_checks, the others kept)
             out.append(f'<p class="note">checks not run: {_e(type(exc).__name__)}: {_e(exc)}</p>')
             return "\n".join(out)
     if mc is None:
@@ -38,6 +39,14 @@ def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int
     out.extend(_item_fit_part(mc, fname, dpi))
     out.extend(_loo_part(mc, fname, dpi))
     return "\n".join(out)
+
+
+def _not_there(mc, name: str) -> str:
+    """Why a check has no result: the error it raised (:func:`~mtlirt.evaluate.checks.run_checks` ran the
+    others), or why it does not apply."""
+    if name in mc.failed:
+        return f'<p class="note bad">Failed, left out: {_e(mc.failed[name])}</p>'
+    return f'<p class="note">Not applicable: {_e(mc.skipped.get(name, ""))}.</p>'
 
 
 def _recorded_checks(est, fname: str) -> str:
@@ -56,7 +65,7 @@ def _correlation_check_part(mc, fname: str, dpi: int) -> list[str]:
     cc = mc.correlation
     out = ["<h4>Cross-domain correlations: predictive check</h4>"]
     if cc is None:
-        out.append(f'<p class="note">Not applicable: {_e(mc.skipped.get("correlation", ""))}.</p>')
+        out.append(_not_there(mc, "correlation"))
         return out
     # the verdict is the global test: with many pairs, about alpha of them fall outside by chance
     verdict = ('<span class="bad">misfit</span>' if cc.global_p < cc.alpha
@@ -86,7 +95,7 @@ def _item_fit_part(mc, fname: str, dpi: int) -> list[str]:
     out = ["<h4>Item fit (S-X2)</h4>"]
     it = mc.items
     if it is None:
-        out.append(f'<p class="note">Not applicable: {_e(mc.skipped.get("item_fit", ""))}.</p>')
+        out.append(_not_there(mc, "item_fit"))
         return out
     tested = int(it["p_value"].notna().sum())
     out.append(f"<p>{int(it['misfit'].sum()):,} of {tested:,} tested items misfit (Benjamini-Hochberg "
@@ -94,6 +103,9 @@ def _item_fit_part(mc, fname: str, dpi: int) -> list[str]:
                f"{float((it['p_value'] < 0.05).sum()) / max(tested, 1):.3f} (about 0.05 when the model "
                "fits). Answers missing inside a domain an LLM ran are imputed from the model "
                "(5 times, the statistic averaged).</p>")
+    if "item_fit_ppc" in mc.failed:
+        out.append(f'<p class="note bad">Posterior predictive S-X2 failed, left out: '
+                   f'{_e(mc.failed["item_fit_ppc"])}</p>')
     if mc.items_ppc is not None:
         pp = mc.items_ppc
         out.append(f"<p>Posterior predictive S-X2 (the data against answers replicated from each of 50 "
@@ -118,7 +130,7 @@ def _loo_part(mc, fname: str, dpi: int) -> list[str]:
     out = ["<h4>Leave-one-LLM-out (PSIS-LOO on the marginal likelihood)</h4>"]
     lo = mc.loo
     if lo is None:
-        out.append(f'<p class="note">Not applicable: {_e(mc.skipped.get("loo_llm", ""))}.</p>')
+        out.append(_not_there(mc, "loo_llm"))
         return out
     s = lo.summary()
     out.append(_kv_table({"elpd_loo": s["elpd_loo"], "se": s["se"], "p_loo": s["p_loo"],
