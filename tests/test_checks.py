@@ -249,6 +249,31 @@ def test_correlation_statistic_with_llms_that_ran_some_domains():
 # ---------------------------------------------------------------- Bayes: LOO and the rest
 
 
+def test_loo_quadrature_sums_as_written_out():
+    """The compiled sums of the leave-one-LLM-out quadrature against the formula in numpy: rank 2, empty
+    cells, and one overall node with zero weight (the overall traits given)."""
+    from scipy.special import logsumexp
+
+    from mtlirt.evaluate._loo_sums import marginal_loglik
+
+    rng = np.random.default_rng(4)
+    N, K, Q, P = 30, 4, 9, 6
+    L, nodes = -rng.gamma(2.0, 3.0, (N, K, Q)), rng.normal(size=(N, K, Q))
+    lbase, lsd, empty = rng.normal(size=Q), rng.normal(size=(N, K)), rng.random((N, K)) < 0.2
+    lam = rng.uniform(-0.5, 0.6, (K, 2))
+    psi = np.sqrt(1 - (lam**2).sum(1))
+    for eta_nodes, lw in ((rng.normal(size=(N, P, 2)), rng.normal(size=(N, P))),
+                          (rng.normal(size=(N, 1, 2)), np.zeros((N, 1)))):
+        m = np.einsum("npr,kr->npk", eta_nodes, lam)
+        z = (nodes[:, None] - m[..., None]) / psi[:, None]  # N P K Q
+        cell = (logsumexp(L[:, None] + lbase - 0.5 * z**2, axis=-1) + lsd[:, None] - np.log(psi)
+                - 0.5 * np.log(2 * np.pi))
+        want = logsumexp(lw + np.where(empty[:, None], 0.0, cell).sum(-1), axis=1)
+        got = np.empty(N)
+        marginal_loglik(L, nodes, lbase, lsd, empty, eta_nodes, lam, psi, lw, got)
+        assert np.allclose(got, want, rtol=0, atol=1e-10)
+
+
 def test_psis_loo_where_an_llm_likelihood_does_not_move():
     """An LLM whose marginal likelihood is the same in every draw (one that ran one domain only, items
     fixed: no sampled parameter changes it) has equal weights: arviz's PSIS raises on it ("All tail values

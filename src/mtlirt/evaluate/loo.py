@@ -69,14 +69,6 @@ def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_the
         L = node_loglik(responses.correct, responses.mask, responses.domain_slices, a_all[0, 0], d_all[0, 0],
                         c_all[0, 0], nodes, max_elems=max_elems)
 
-    def cell_terms(Ln, m, psi):
-        """log int exp(l(t)) N(t; m, psi^2) dt per cell; m (..., N, K), psi (K,)."""
-        e = (Ln + lbase - 0.5 * ((nodes - m[..., None]) / psi[:, None]) ** 2
-             - np.log(psi)[:, None] - 0.5 * np.log(2 * np.pi))
-        mx = e.max(-1)
-        out = mx + np.log(np.exp(e - mx[..., None]).sum(-1)) + lsd
-        return np.where(empty, 0.0, out)
-
     overall = integrate_overall and r <= 2
     if overall:
         xe, lwe = gauss_hermite(n_eta_nodes)
@@ -88,26 +80,19 @@ def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_the
         # importance form against N(nu, tau^2) per factor, prior N(0, I)
         lprior = -0.5 * (eta_nodes**2).sum(-1) + 0.5 * (grids**2).sum(-1)[None] + np.log(tau).sum(-1)[:, None]
         lweta = lw_grid[None] + lprior  # N P
+    else:  # the draw's overall traits: one node each
+        lweta = np.zeros((N, 1))
+    from ._loo_sums import marginal_loglik
+
     out = np.empty((C, Dk, N))
     for ch in range(C):
         for t in range(Dk):
             Ln = L if fixed else node_loglik(responses.correct, responses.mask, responses.domain_slices,
                                              a_all[ch, t], d_all[ch, t], c_all[ch, t], nodes, max_elems=max_elems)
-            lm = lam[ch, t]
+            lm = np.ascontiguousarray(lam[ch, t])
             psi = np.sqrt(np.clip(1.0 - (lm**2).sum(-1), 1e-8, None))
-            if not overall:
-                out[ch, t] = cell_terms(Ln, eta[ch, t] @ lm.T, psi).sum(-1)
-                continue
-            P = eta_nodes.shape[1]
-            per = max(1, int(max_elems // max(N * K * n_theta_nodes, 1)))
-            acc = np.empty((N, P))
-            for p0 in range(0, P, per):
-                ps = slice(p0, min(P, p0 + per))
-                m = np.einsum("npr,kr->pnk", eta_nodes[:, ps], lm)  # p N K
-                acc[:, ps] = cell_terms(Ln[None], m, psi).sum(-1).T
-            e = acc + lweta
-            mx = e.max(-1)
-            out[ch, t] = mx + np.log(np.exp(e - mx[:, None]).sum(-1))
+            at = eta_nodes if overall else np.ascontiguousarray(eta[ch, t][:, None, :])
+            marginal_loglik(Ln, nodes, lbase, lsd, empty, at, lm, psi, lweta, out[ch, t])
     return {"loglik": out, "draws": keep, "overall_integrated": bool(overall)}
 
 
