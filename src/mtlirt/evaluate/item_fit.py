@@ -59,47 +59,28 @@ def sx2_expected(a, d, c=None, *, nodes: tuple[np.ndarray, np.ndarray] | None = 
     return E, den
 
 
-def _pearson(n, o, e):
-    """Each score group's Pearson term ``(o - e)^2 / (e (1 - e / n))``; 0 where it is 0 / 0."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = (o - e) ** 2 / (e * (1 - e / n))
-    return np.where(np.isnan(t), 0.0, t)
-
-
 def _sx2_block(y: np.ndarray, E: np.ndarray, n_par: int, min_expected: float):
     """S-X2, df, groups and the model's proportion correct of every item of one complete block
     ``y`` (n x J) given the expected proportions ``E`` (J x J+1) of :func:`sx2_expected`.
 
-    The inner score groups (1 to J - 1) are merged in order, for every item at once, until each
-    merged group expects at least ``min_expected`` correct and as many wrong answers; a short last
-    run joins the group before it. Empty score groups change no group, so only the scores that
-    occur are visited (a few dozen LLMs on a domain of a thousand items visit a few dozen)."""
+    The inner score groups (1 to J - 1) are merged in order, for every item, until each merged
+    group expects at least ``min_expected`` correct and as many wrong answers; a short last run
+    joins the group before it (:func:`mtlirt.evaluate._summed_score.sx2_groups`). Empty score
+    groups change no group, so only the scores that occur are visited (a few dozen LLMs on a
+    domain of a thousand items visit a few dozen)."""
+    from ._summed_score import sx2_groups
+
     N, J = y.shape
     S = y.sum(1)
     Ns = np.bincount(S, minlength=J + 1).astype(float)
-    Os = np.zeros((J, J + 1))
-    np.add.at(Os.T, S, y)  # Os[j, s]: correct answers to item j in score group s
+    Os = np.zeros((J, J + 1))  # Os[j, s]: correct answers to item j in score group s
+    order = np.argsort(S, kind="stable")
+    scores, starts = np.unique(S[order], return_index=True)
+    Os[:, scores] = np.add.reduceat(y[order], starts, axis=0).T
     occur = 1 + np.flatnonzero(Ns[1:J] > 0)
     Es = np.nan_to_num(E[:, occur]) * Ns[occur]
-    acc, last = np.zeros((3, J)), np.zeros((3, J))
-    sx2, groups = np.zeros(J), np.zeros(J, int)
-    for i, s in enumerate(occur):
-        acc[0] += Ns[s]
-        acc[1] += Os[:, s]
-        acc[2] += Es[:, i]
-        close = (acc[2] >= min_expected) & (acc[0] - acc[2] >= min_expected)
-        if close.any():
-            sx2[close] += _pearson(*acc[:, close])
-            groups[close] += 1
-            last[:, close] = acc[:, close]
-            acc[:, close] = 0.0
-    rest = acc[0] > 0
-    join = rest & (groups > 0)  # the short last run joins the group before it
-    sx2[join] += _pearson(*(last[:, join] + acc[:, join])) - _pearson(*last[:, join])
-    alone = rest & (groups == 0)
-    sx2[alone] = _pearson(*acc[:, alone])
-    groups[alone] = 1
-    sx2[groups == 0] = np.nan
+    sx2, groups = np.empty(J), np.empty(J, np.int64)
+    sx2_groups(Ns, Os, np.ascontiguousarray(Es), occur, float(min_expected), sx2, groups)
     expected = np.where(groups > 0, (Es.sum(1) + Ns[J]) / N, np.nan)
     return sx2, groups - n_par, groups, expected
 
