@@ -12,9 +12,9 @@ from mtlirt import simulate
 from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.estimators.correlation import principal_axes
-from mtlirt.evaluate.checks import run_checks
+from mtlirt.evaluate.checks import RMSEA_BOUND, run_checks
 from mtlirt.evaluate.correlation_check import correlation_check
-from mtlirt.evaluate.item_fit import item_fit, item_fit_ppc, sx2_expected
+from mtlirt.evaluate.item_fit import _rmsea, item_fit, item_fit_ppc, sx2_expected
 from mtlirt.evaluate.loo import llm_marginal_loglik, loo_llm
 
 
@@ -109,6 +109,7 @@ def test_item_fit_holds_the_nominal_rate_when_the_model_is_right():
             tab = item_fit(mtlirt.fit(r, method), r)
             assert len(tab) == r.n_items and tab["p_value"].notna().all()
             assert (tab["df"] > 0).all() and (tab["n"] == 1000).all()
+            assert tab["rmsea"].max() < RMSEA_BOUND  # no misfit of a size that matters either
             shares.append(float((tab["p_value"] < 0.05).mean()))
             flags += int(tab["misfit"].sum())
     assert 0.01 <= np.mean(shares) <= 0.1, shares
@@ -126,6 +127,10 @@ def test_item_fit_flags_items_from_a_wrong_model():
     tab = item_fit(est, r)
     assert tab["misfit"].iloc[bad].all() and (tab["p_value"].iloc[bad] < 1e-6).all()
     assert tab["misfit"].drop(index=bad).sum() <= 1
+    # the size of the misfit, as mirt's RMSEA.S_X2 (its documented example: S-X2 19.477 on 8 df, 392
+    # respondents, RMSEA 0.061)
+    assert (tab["rmsea"].iloc[bad] > RMSEA_BOUND).all() and (tab["rmsea"].drop(index=bad) < RMSEA_BOUND).all()
+    assert round(_rmsea(19.477, 8, 392), 3) == 0.061 and _rmsea(5.0, 8, 392) == 0.0
     # the predictive version on the point fit (one draw): the data's S-X2 far above the replicate's
     ppc = item_fit_ppc(est, r)
     assert (ppc["s_x2_data"].iloc[bad] > 5 * ppc["s_x2_replicated"].iloc[bad]).all()
@@ -147,6 +152,7 @@ def test_item_fit_with_missing_answers():
     for t in (tab, only):
         assert t["misfit"].iloc[3] and t["misfit"].sum() <= 2
         assert t["p_value"].iloc[20:].isna().all()  # a 2-item domain leaves no degrees of freedom
+        assert t["rmsea"].iloc[20:].isna().all()
     assert np.array_equal(item_fit(est, r)["s_x2"].to_numpy(), tab["s_x2"].to_numpy(), equal_nan=True)  # seeded
     assert item_fit(mtlirt.fit(r, "accuracy"), r) is None
     with pytest.raises(InputError):

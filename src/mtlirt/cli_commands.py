@@ -191,7 +191,8 @@ def cmd_fit(args) -> int:
             parts.append(f"correlation: {s['correlation']['misfit_pairs']} of {s['correlation']['pairs']} pairs "
                          f"misfit, global p {s['correlation']['global_p']:.3f}")
         if "item_fit" in s:
-            parts.append(f"S-X2: {s['item_fit']['misfit_items']} of {s['item_fit']['tested']} tested items misfit")
+            parts.append(f"S-X2: {s['item_fit']['misfit_items']} of {s['item_fit']['tested']} tested items misfit "
+                         f"({s['item_fit']['rmsea_above_bound']} by an RMSEA above {s['item_fit']['rmsea_bound']:g})")
         if "loo_llm" in s:
             parts.append(f"leave-one-LLM-out: elpd {s['loo_llm']['elpd_loo']:.1f}, "
                          f"{s['loo_llm']['high_k']} LLMs with high Pareto k")

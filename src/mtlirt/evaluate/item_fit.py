@@ -10,6 +10,10 @@ from ..estimators.bootstrap import draw_responses
 from ..numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights, posterior
 from .check_inputs import ALPHA, _bh, _check_data, _n_item_parameters, _population_items
 
+#: An item's S-X2 RMSEA above this is a misfit large enough to look at (Maydeu-Olivares and Joe's 0.05 for
+#: limited-information statistics), whatever its p-value.
+RMSEA_BOUND = 0.05
+
 
 def _nodes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Trapezoid nodes on [-6, 6] and weights of the ``N(0, 1)`` population.
@@ -127,9 +131,12 @@ def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0,
     pandas.DataFrame or None
         ``item, domain, n`` (LLMs used), ``imputed`` (share of the used
         answers that were imputed), ``groups, s_x2, df, p_value, q_value``
-        (BH), ``misfit``, and ``observed`` / ``expected`` (proportion correct
-        among the LLMs used: observed answers only, and the model's). None for
-        the accuracy baseline (no item model).
+        (BH), ``misfit``, ``rmsea`` (the misfit's size, as ``mirt``'s
+        ``RMSEA.S_X2``: with thousands of LLMs a departure too small to matter
+        is significant; above :data:`RMSEA_BOUND` it is not small), and
+        ``observed`` / ``expected`` (proportion correct among the LLMs used:
+        observed answers only, and the model's). None for the accuracy
+        baseline (no item model).
     """
     from scipy.stats import chi2
 
@@ -170,6 +177,7 @@ def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0,
                          "imputed": float(share_imputed), "groups": int(groups[j]),
                          "s_x2": float(sx2[j]) if ok else np.nan, "df": df_j,
                          "p_value": float(chi2.sf(sx2[j], df_j)) if ok else np.nan,
+                         "rmsea": _rmsea(sx2[j], df_j, N) if ok and N > 1 else np.nan,
                          "observed": float(observed[j]) if N else np.nan, "expected": float(expected[j])})
     out = pd.DataFrame(rows)
     out["item"] = out["item"].astype(str)
@@ -177,7 +185,13 @@ def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0,
     out["q_value"] = _bh(out["p_value"].to_numpy())
     out["misfit"] = out["q_value"] < alpha
     return out[["item", "domain", "n", "imputed", "groups", "s_x2", "df", "p_value", "q_value", "misfit",
-                "observed", "expected"]]
+                "rmsea", "observed", "expected"]]
+
+
+def _rmsea(sx2: float, df: int, n: int) -> float:
+    """The misfit's size, as ``mirt::itemfit``'s ``RMSEA.S_X2``: ``sqrt(max(S-X2 - df, 0) / (df (n - 1)))``,
+    about the root mean square of the Pearson residuals per LLM, whatever the number of LLMs."""
+    return float(np.sqrt(max(sx2 - df, 0.0) / (df * (n - 1))))
 
 
 def item_fit_ppc(est, responses, *, n_draws: int = 50, seed: int = 0, min_expected: float = 1.0) -> pd.DataFrame | None:

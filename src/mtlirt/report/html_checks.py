@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..evaluate.checks import ModelChecks, run_checks
+from ..evaluate.checks import RMSEA_BOUND, ModelChecks, run_checks
 from .html_blocks import _anchor, _csv_link, _e, _fmt, _howto, _kv_table, _slug, _table
 from .html_figures import _figure
 
@@ -98,10 +98,13 @@ def _item_fit_part(mc, fname: str, dpi: int) -> list[str]:
         out.append(_not_there(mc, "item_fit"))
         return out
     tested = int(it["p_value"].notna().sum())
+    big = int((it["rmsea"] > RMSEA_BOUND).sum())
     out.append(f"<p>{int(it['misfit'].sum()):,} of {tested:,} tested items misfit (Benjamini-Hochberg "
                f"adjusted p &lt; 0.05); share with unadjusted p &lt; 0.05: "
                f"{float((it['p_value'] < 0.05).sum()) / max(tested, 1):.3f} (about 0.05 when the model "
-               "fits). Answers missing inside a domain an LLM ran are imputed from the model "
+               f"fits). {big:,} items misfit by an RMSEA above {RMSEA_BOUND:g} (the misfit's size, whatever "
+               "the number of LLMs: with thousands of them, departures too small to matter are significant). "
+               "Answers missing inside a domain an LLM ran are imputed from the model "
                "(5 times, the statistic averaged).</p>")
     if "item_fit_ppc" in mc.failed:
         out.append(f'<p class="note bad">Posterior predictive S-X2 failed, left out: '
@@ -115,9 +118,9 @@ def _item_fit_part(mc, fname: str, dpi: int) -> list[str]:
         out.append(_figure(lambda: pc.item_fit_plot(it), "S-X2 / df of every item by domain.", dpi=dpi,
                            name=f"{fname}-check-item-fit"))
         worst = it.sort_values("p_value", kind="stable").head(15)
-        f3 = {c: (lambda v: _fmt(v, 3)) for c in ("s_x2", "p_value", "q_value", "observed", "expected")}
+        f3 = {c: (lambda v: _fmt(v, 3)) for c in ("s_x2", "p_value", "q_value", "rmsea", "observed", "expected")}
         out.append("<details><summary>The 15 items with the smallest p-values</summary>" + _table(
-            worst, num=("n", "groups", "s_x2", "df", "p_value", "q_value", "observed", "expected"),
+            worst, num=("n", "groups", "s_x2", "df", "p_value", "q_value", "rmsea", "observed", "expected"),
             name=("item", "domain"), formats=f3,
             csv=(it.sort_values("p_value", kind="stable"), f"{fname}-check-item-fit.csv")) + "</details>")
     return out
