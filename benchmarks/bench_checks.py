@@ -65,7 +65,7 @@ import numpy as np
 import mtlirt
 from mtlirt import simulate
 from mtlirt.data.responses import Responses
-from mtlirt.evaluate.checks import run_checks
+from mtlirt.evaluate.checks import RMSEA_BOUND, run_checks
 from mtlirt.evaluate.correlation_check import correlation_check
 from mtlirt.evaluate.item_fit import item_fit
 from mtlirt.evaluate.loo import loo_llm
@@ -210,7 +210,8 @@ def real() -> None:
             t_all = time.perf_counter() - t0
         secs = ", ".join(f"{k} {v:.1f} s" for k, v in mc.seconds.items())
         print(f"{name}: {r}; default Bayesian fit {t_fit:.1f} s; checks {t_all:.1f} s ({secs}); items flagged "
-              f"{int(mc.items['misfit'].sum())} of {len(mc.items)}; correlation pairs flagged "
+              f"{int(mc.items['misfit'].sum())} of {len(mc.items)}, {int((mc.items['rmsea'] > RMSEA_BOUND).sum())} "
+              f"with an RMSEA above {RMSEA_BOUND:g} (largest {mc.items['rmsea'].max():.3f}); correlation pairs flagged "
               f"{mc.correlation.n_misfit} of {len(mc.correlation.table)}, global p {mc.correlation.global_p:.3f}; "
               f"leave-one-LLM-out: Pareto k > {mc.loo.good_k:.2f} for {int((~mc.loo.table['k_ok']).sum())} LLMs, "
               f"equal weights (k NaN) for {int(mc.loo.table['pareto_k'].isna().sum())}", flush=True)
