@@ -12,7 +12,7 @@ from mtlirt import simulate
 from mtlirt.data.responses import Responses
 from mtlirt.errors import InputError
 from mtlirt.estimators.correlation import principal_axes
-from mtlirt.evaluate.checks import RMSEA_BOUND, run_checks
+from mtlirt.evaluate.checks import RMSEA_BOUND, ModelChecks, run_checks
 from mtlirt.evaluate.correlation_check import correlation_check
 from mtlirt.evaluate.item_fit import _rmsea, item_fit, item_fit_ppc, sx2_expected
 from mtlirt.evaluate.loo import llm_marginal_loglik, loo_llm
@@ -131,6 +131,7 @@ def test_item_fit_flags_items_from_a_wrong_model():
     # respondents, RMSEA 0.061)
     assert (tab["rmsea"].iloc[bad] > RMSEA_BOUND).all() and (tab["rmsea"].drop(index=bad) < RMSEA_BOUND).all()
     assert round(_rmsea(19.477, 8, 392), 3) == 0.061 and _rmsea(5.0, 8, 392) == 0.0
+    assert ModelChecks(items=tab).summary()["item_fit"]["misfit_rmsea_above_bound"] == 2
     # the predictive version on the point fit (one draw): the data's S-X2 far above the replicate's
     ppc = item_fit_ppc(est, r)
     assert (ppc["s_x2_data"].iloc[bad] > 5 * ppc["s_x2_replicated"].iloc[bad]).all()

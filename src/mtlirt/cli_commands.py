@@ -191,8 +191,9 @@ def cmd_fit(args) -> int:
             parts.append(f"correlation: {s['correlation']['misfit_pairs']} of {s['correlation']['pairs']} pairs "
                          f"misfit, global p {s['correlation']['global_p']:.3f}")
         if "item_fit" in s:
-            parts.append(f"S-X2: {s['item_fit']['misfit_items']} of {s['item_fit']['tested']} tested items misfit "
-                         f"({s['item_fit']['rmsea_above_bound']} by an RMSEA above {s['item_fit']['rmsea_bound']:g})")
+            it = s["item_fit"]
+            parts.append(f"S-X2: {it['misfit_items']} of {it['tested']} tested items misfit "
+                         f"({it['misfit_rmsea_above_bound']} of them by an RMSEA above {it['rmsea_bound']:g})")
         if "loo_llm" in s:
             parts.append(f"leave-one-LLM-out: elpd {s['loo_llm']['elpd_loo']:.1f}, "
                          f"{s['loo_llm']['high_k']} LLMs with high Pareto k")

@@ -122,7 +122,7 @@ class ModelChecks:
             t = self.items
             out["item_fit"] = {"items": len(t), "tested": int(t["p_value"].notna().sum()),
                                "misfit_items": int(t["misfit"].sum()),
-                               "rmsea_above_bound": int((t["rmsea"] > RMSEA_BOUND).sum()),
+                               "misfit_rmsea_above_bound": int((t["misfit"] & (t["rmsea"] > RMSEA_BOUND)).sum()),
                                "rmsea_bound": RMSEA_BOUND,
                                "share_p_below_alpha": float((t["p_value"] < self.alpha).sum()
                                                             / max(int(t["p_value"].notna().sum()), 1)),

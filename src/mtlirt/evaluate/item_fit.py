@@ -10,8 +10,8 @@ from ..estimators.bootstrap import draw_responses
 from ..numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights, posterior
 from .check_inputs import ALPHA, _bh, _check_data, _n_item_parameters, _population_items
 
-#: An item's S-X2 RMSEA above this is a misfit large enough to look at (Maydeu-Olivares and Joe's 0.05 for
-#: limited-information statistics), whatever its p-value.
+#: A misfitting item (adjusted p below alpha) whose S-X2 RMSEA exceeds this misfits by an amount that matters
+#: (Maydeu-Olivares and Joe's 0.05 for limited-information statistics).
 RMSEA_BOUND = 0.05
 
 
@@ -133,7 +133,8 @@ def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0,
         answers that were imputed), ``groups, s_x2, df, p_value, q_value``
         (BH), ``misfit``, ``rmsea`` (the misfit's size, as ``mirt``'s
         ``RMSEA.S_X2``: with thousands of LLMs a departure too small to matter
-        is significant; above :data:`RMSEA_BOUND` it is not small), and
+        is significant; a misfit with an RMSEA above :data:`RMSEA_BOUND` is
+        not small; with a few dozen LLMs the RMSEA alone is noise), and
         ``observed`` / ``expected`` (proportion correct among the LLMs used:
         observed answers only, and the model's). None for the accuracy
         baseline (no item model).
