@@ -49,7 +49,13 @@
     replicates, 200 draws for leave-one-LLM-out): each check's seconds and
     what it flagged (items, pairs of domains, LLMs whose leave-one-out weights are unreliable).
 
-Usage: ``python benchmarks/bench_checks.py {calibration,scenarios,world,block,corr,loo,real} [B | DIR]``
+``flagship``
+    The flagship shape (4,272 LLMs x MMLU's 14,042 items, ``--scenario
+    realistic``, seed 0): the default MTL fit and the default Bayesian fit,
+    then every check of each as the report runs them: each check's seconds,
+    the process's peak memory, and what it flagged.
+
+Usage: ``python benchmarks/bench_checks.py {calibration,scenarios,world,block,corr,loo,real,flagship} [B | DIR]``
 (``B``: replicates, for ``world`` and ``corr``; ``DIR``: the shared folder, for ``real``).
 """
 
@@ -219,7 +225,34 @@ def real() -> None:
               f"equal weights (k NaN) for {int(mc.loo.table['pareto_k'].isna().sum())}", flush=True)
 
 
+def flagship() -> None:
+    import resource
+
+    sim = simulate(4272, preset="mmlu", scenario="realistic", seed=0)
+    r = Responses.from_frame(sim.responses)
+    del sim
+    print(f"{r}", flush=True)
+    for method in ("mtl", "bayes"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            est = mtlirt.fit(r, method, seed=0, progress=False)
+            t_fit = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            mc = run_checks(est, r, n_replicates=20, max_draws=200)
+            t_all = time.perf_counter() - t0
+        secs = ", ".join(f"{k} {v:.1f} s" for k, v in mc.seconds.items())
+        it = mc.items
+        loo = "" if mc.loo is None else (f"; leave-one-LLM-out: Pareto k > {mc.loo.good_k:.2f} for "
+                                         f"{int((~mc.loo.table['k_ok']).sum())} LLMs")
+        print(f"{method}: fit {t_fit:.1f} s; checks {t_all:.1f} s ({secs}); items flagged {int(it['misfit'].sum())} "
+              f"of {len(it)}, {int((it['misfit'] & (it['rmsea'] > RMSEA_BOUND)).sum())} of them with an RMSEA above "
+              f"{RMSEA_BOUND:g}; correlation pairs flagged {mc.correlation.n_misfit} of {len(mc.correlation.table)}, "
+              f"global p {mc.correlation.global_p:.3f}{loo}; peak memory "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB", flush=True)
+
+
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "scenarios"
     {"calibration": calibration, "scenarios": scenarios, "block": block, "world": world, "corr": corr,
-     "loo": loo, "real": real}[which]()
+     "loo": loo, "real": real, "flagship": flagship}[which]()
