@@ -15,7 +15,7 @@ size to the next (the slope) is what a larger leaderboard costs, and
 
 Usage::
 
-    .venv/bin/python benchmarks/flagship.py [--out DIR] [--repeat 2] [--missing 0.0] [--n-llms 4272[,N2,...]]
+    .venv/bin/python benchmarks/flagship.py [--out DIR] [--repeat 2] [--missing SHARE] [--n-llms 4272[,N2,...]]
         [--scenario ideal|realistic] [-- extra fit options]
 """
 
@@ -59,7 +59,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="working folder (default: a temporary one)")
     parser.add_argument("--n-llms", default="4272", help="LLMs, or several sizes comma-separated")
     parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--missing", type=float, default=0.0)
+    parser.add_argument("--missing", type=float, default=None,
+                        help="share of cells missing at random (default: the scenario's: 0 ideal, 0.05 realistic)")
     parser.add_argument("--scenario", default="ideal", help="the simulator's scenario (ideal or realistic)")
     parser.add_argument("--repeat", type=int, default=2, help="fits to time per size (default 2)")
     parser.add_argument("--seed", type=int, default=0)
