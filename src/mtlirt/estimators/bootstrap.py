@@ -172,6 +172,31 @@ def draw_world(world: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.nd
     return truth, world["eta"][:, 0] + shift[:, 0]
 
 
+def map_in_workers(fn, args, *, n: int, n_jobs: int | None = None, desc: str = "replicates",
+                   pre_dispatch: str = "2*n_jobs") -> list:
+    """``[fn(*a) for a in args]`` (``n`` of them), in order, with a progress bar: on ``n_jobs`` worker
+    processes (default: every core; 1: in this process). Workers are joblib's loky processes (large
+    arrays shared by memory mapping, one BLAS thread each), which also work from scripts without an
+    ``if __name__ == "__main__"`` guard and from notebooks; ``pre_dispatch`` bounds how many ``args``
+    are drawn ahead of them. The replicates of the bootstrap and of the correlation check run here."""
+    n_jobs = min(n_jobs or os.cpu_count() or 1, n)
+    out: list = []
+    with progress_bar(total=n, desc=desc) as bar:
+        if n_jobs == 1:
+            for a in args:
+                out.append(fn(*a))
+                bar.update(1)
+            return out
+        from joblib import Parallel, delayed
+
+        with Parallel(n_jobs=n_jobs, backend="loky", return_as="generator", pre_dispatch=pre_dispatch,
+                      inner_max_num_threads=1) as parallel:
+            for r in parallel(delayed(fn)(*a) for a in args):
+                out.append(r)
+                bar.update(1)
+    return out
+
+
 def _one(b: int, state: dict):
     """Replicate ``b``: new answers (parametric, world) or resampled items, then the refit."""
     rng = np.random.default_rng(state["seeds"][b])
@@ -185,10 +210,10 @@ def _one(b: int, state: dict):
         res = state["refit"](y, state["observed"])
         res["world_theta"] = truth
         res["world_overall"] = overall
-        return b, res
+        return res
     else:
         y, obs = resample_items(state["correct"], state["observed"], state["slices"], rng)
-    return b, state["refit"](y, obs)
+    return state["refit"](y, obs)
 
 
 def run_bootstrap(
@@ -225,10 +250,8 @@ def run_bootstrap(
     correct
         For ``kind="items"``: the observed answers, resampled by item within domain.
     n_jobs
-        Worker processes (default: the number of cores); 1 runs in-process.
-        Workers are joblib's loky processes (large arrays are shared by memory
-        mapping; each worker uses one BLAS thread), which also work from
-        scripts without an ``if __name__ == "__main__"`` guard and from notebooks.
+        Worker processes (default: the number of cores); 1 runs in-process
+        (:func:`map_in_workers`).
 
     Returns
     -------
@@ -241,20 +264,6 @@ def run_bootstrap(
         raise ValueError("a bootstrap needs at least 2 replicates")
     state = dict(kind=kind, refit=refit, seeds=np.random.SeedSequence(seed).spawn(n), slices=domain_slices,
                  observed=observed, point=point, correct=correct)
-    n_jobs = min(n_jobs or os.cpu_count() or 1, n)
-    results: list = [None] * n
-    with progress_bar(total=n, desc=desc) as bar:
-        if n_jobs == 1:
-            for b in range(n):
-                results[b] = _one(b, state)[1]
-                bar.update(1)
-        else:
-            from joblib import Parallel, delayed
-
-            with Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered",
-                          inner_max_num_threads=1) as parallel:
-                for b, res in parallel(delayed(_one)(b, state) for b in range(n)):
-                    results[b] = res
-                    bar.update(1)
+    results = map_in_workers(_one, ((b, state) for b in range(n)), n=n, n_jobs=n_jobs, desc=desc)
     keys = results[0].keys()
     return {k: np.stack([r[k] for r in results]) for k in keys}

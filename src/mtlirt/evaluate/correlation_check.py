@@ -4,7 +4,6 @@ and every pair's predictive p-value."""
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
@@ -13,11 +12,10 @@ import pandas as pd
 
 from ..data.responses import Responses
 from ..errors import InputError
-from ..estimators.bootstrap import draw_responses, draw_world
+from ..estimators.bootstrap import draw_responses, draw_world, map_in_workers
 from ..estimators.correlation import error_corrected_corr, principal_axes
 from ..estimators.error_world import error_world
 from ..estimators.irt import fit_stl
-from ..progress import progress_bar
 from .check_inputs import ALPHA, _check_data, _item_model, _population_items, _two_sided
 
 
@@ -182,29 +180,6 @@ def _statistic_of(y, responses, model, guessing) -> np.ndarray:
     return correlation_statistic(responses.with_answers(y, responses.mask), model=model, guessing=guessing)
 
 
-def _replicated(answers, responses, model, guessing, n: int, n_jobs: int | None) -> list:
-    """The statistic of each of the ``n`` replicated answer matrices ``answers`` (a generator), in order,
-    on ``n_jobs`` worker processes (default: every core; 1: in this process). A replicate's single-domain
-    fits give the same numbers in any process and on any number of threads."""
-    n_jobs = min(n_jobs or os.cpu_count() or 1, n)
-    out = []
-    with progress_bar(total=n, desc="correlation check") as bar:
-        if n_jobs == 1:
-            for y in answers:
-                out.append(_statistic_of(y, responses, model, guessing))
-                bar.update(1)
-            return out
-        from joblib import Parallel, delayed
-
-        # loky's processes (as the bootstrap's); a few replicates drawn ahead of the workers at most
-        with Parallel(n_jobs=n_jobs, backend="loky", return_as="generator", pre_dispatch="n_jobs",
-                      inner_max_num_threads=1) as parallel:
-            for r in parallel(delayed(_statistic_of)(y, responses, model, guessing) for y in answers):
-                out.append(r)
-                bar.update(1)
-    return out
-
-
 def correlation_check(est, responses, *, n_replicates: int = 100, seed: int = 0, alpha: float = ALPHA,
                       interval: float = 0.9, world: str = "structure",
                       n_jobs: int | None = None) -> CorrelationCheck | None:
@@ -251,7 +226,10 @@ def correlation_check(est, responses, *, n_replicates: int = 100, seed: int = 0,
         return None
     answers = (draw_responses(theta, a, d, c if np.any(c > 0) else None, responses.domain_slices, responses.mask, rng)
                for theta, a, d, c in worlds)  # drawn in order in this process: the same seed, the same replicates
-    rep = np.stack(_replicated(answers, responses, model, guessing, n_replicates, n_jobs))
+    # a few replicates drawn ahead of the workers at most; a replicate's single-domain fits give the same
+    # numbers in any process and on any number of threads
+    rep = np.stack(map_in_workers(_statistic_of, ((y, responses, model, guessing) for y in answers), n=n_replicates,
+                                  n_jobs=n_jobs, desc="correlation check", pre_dispatch="n_jobs"))
     K = obs.shape[0]
     ia, ib = np.triu_indices(K, 1)
     o, r = obs[ia, ib], rep[:, ia, ib]

@@ -84,7 +84,7 @@ def _sx2_block(y: np.ndarray, E: np.ndarray, n_par: int, min_expected: float):
     occur = 1 + np.flatnonzero(Ns[1:J] > 0)
     Es = np.nan_to_num(E[:, occur]) * Ns[occur]
     sx2, groups = np.empty(J), np.empty(J, np.int64)
-    sx2_groups(Ns, Os, np.ascontiguousarray(Es), occur, float(min_expected), sx2, groups)
+    sx2_groups(Ns, Os, Es, occur, float(min_expected), sx2, groups)
     expected = np.where(groups > 0, (Es.sum(1) + Ns[J]) / N, np.nan)
     return sx2, groups - n_par, groups, expected
 
