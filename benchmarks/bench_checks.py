@@ -201,6 +201,33 @@ def loo() -> None:
               f"max k {s['max_k']:.2f}")
 
 
+def _fit_and_check(label: str, r, method: str) -> None:
+    """The default fit of ``r`` by ``method``, then every check as the report runs them: one line of
+    each check's seconds and what it flagged, and the process's peak memory."""
+    import resource
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        est = mtlirt.fit(r, method, seed=0, **({"progress": False} if method == "bayes" else {}))
+        t_fit = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        mc = run_checks(est, r, n_replicates=20, max_draws=200)
+        t_all = time.perf_counter() - t0
+    secs = ", ".join(f"{k} {v:.1f} s" for k, v in mc.seconds.items())
+    it = mc.items
+    big = it["rmsea"] > RMSEA_BOUND
+    loo = "" if mc.loo is None else (f"; leave-one-LLM-out: Pareto k > {mc.loo.good_k:.2f} for "
+                                     f"{int((~mc.loo.table['k_ok']).sum())} LLMs, equal weights (k NaN) for "
+                                     f"{int(mc.loo.table['pareto_k'].isna().sum())}")
+    print(f"{label}: {r}; default {method} fit {t_fit:.1f} s; checks {t_all:.1f} s ({secs}); items flagged "
+          f"{int(it['misfit'].sum())} of {len(it)}, {int((it['misfit'] & big).sum())} of them with an RMSEA above "
+          f"{RMSEA_BOUND:g} (all items: {int(big.sum())}, largest {it['rmsea'].max():.3f}); correlation pairs "
+          f"flagged {mc.correlation.n_misfit} of {len(mc.correlation.table)}, global p "
+          f"{mc.correlation.global_p:.3f}{loo}; peak memory "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB", flush=True)
+
+
 def real() -> None:
     root = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                               "shared")
@@ -208,48 +235,15 @@ def real() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             r = Responses.read(os.path.join(root, "data", name, "responses.csv.gz"), ignore_columns=["subject"])
-            t0 = time.perf_counter()
-            est = mtlirt.fit(r, "bayes", seed=0, progress=False)
-            t_fit = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            mc = run_checks(est, r, n_replicates=20, max_draws=200)
-            t_all = time.perf_counter() - t0
-        secs = ", ".join(f"{k} {v:.1f} s" for k, v in mc.seconds.items())
-        print(f"{name}: {r}; default Bayesian fit {t_fit:.1f} s; checks {t_all:.1f} s ({secs}); items flagged "
-              f"{int(mc.items['misfit'].sum())} of {len(mc.items)}, "
-              f"{int((mc.items['misfit'] & (mc.items['rmsea'] > RMSEA_BOUND)).sum())} of them with an RMSEA above "
-              f"{RMSEA_BOUND:g} (all items: {int((mc.items['rmsea'] > RMSEA_BOUND).sum())}, largest "
-              f"{mc.items['rmsea'].max():.3f}); correlation pairs flagged "
-              f"{mc.correlation.n_misfit} of {len(mc.correlation.table)}, global p {mc.correlation.global_p:.3f}; "
-              f"leave-one-LLM-out: Pareto k > {mc.loo.good_k:.2f} for {int((~mc.loo.table['k_ok']).sum())} LLMs, "
-              f"equal weights (k NaN) for {int(mc.loo.table['pareto_k'].isna().sum())}", flush=True)
+        _fit_and_check(name, r, "bayes")
 
 
 def flagship() -> None:
-    import resource
-
     sim = simulate(4272, preset="mmlu", scenario="realistic", seed=0)
     r = Responses.from_frame(sim.responses)
     del sim
-    print(f"{r}", flush=True)
     for method in ("mtl", "bayes"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t0 = time.perf_counter()
-            est = mtlirt.fit(r, method, seed=0, **({"progress": False} if method == "bayes" else {}))
-            t_fit = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            mc = run_checks(est, r, n_replicates=20, max_draws=200)
-            t_all = time.perf_counter() - t0
-        secs = ", ".join(f"{k} {v:.1f} s" for k, v in mc.seconds.items())
-        it = mc.items
-        loo = "" if mc.loo is None else (f"; leave-one-LLM-out: Pareto k > {mc.loo.good_k:.2f} for "
-                                         f"{int((~mc.loo.table['k_ok']).sum())} LLMs")
-        print(f"{method}: fit {t_fit:.1f} s; checks {t_all:.1f} s ({secs}); items flagged {int(it['misfit'].sum())} "
-              f"of {len(it)}, {int((it['misfit'] & (it['rmsea'] > RMSEA_BOUND)).sum())} of them with an RMSEA above "
-              f"{RMSEA_BOUND:g}; correlation pairs flagged {mc.correlation.n_misfit} of {len(mc.correlation.table)}, "
-              f"global p {mc.correlation.global_p:.3f}{loo}; peak memory "
-              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB", flush=True)
+        _fit_and_check("flagship", r, method)
 
 
 if __name__ == "__main__":
