@@ -282,3 +282,25 @@ def test_fit_guessing_estimate_reports_the_floors(floor_fits):
     assert np.ptp(pooled.point("guessing")) == 0 and pooled.point("guessing")[0] > 0.15
     with pytest.raises(Exception, match="estimate"):
         fit(r, "mtl", guessing="guess")
+
+
+def test_node_levels_use_the_floors_smaller_information():
+    """An item with a floor ``c`` tells less about the trait (at most ``a^2`` times Birnbaum's maximum
+    of ``(P'/a)^2 / (P (1 - P))``, brute-forced here); the grids are chosen for that bound, so a
+    domain whose floor is 0.25 needs no finer grid than without, and a coarser one where its
+    2PL bound sits just above a level's threshold."""
+    from mtlirt.estimators.em_steps import max_information
+
+    s = np.linspace(1e-7, 1 - 1e-7, 200_001)
+    for c in (0.0, 0.1, 0.25, 0.5):
+        P = c + (1 - c) * s
+        brute = np.max(((1 - c) * s * (1 - s)) ** 2 / (P * (1 - P)))
+        assert max_information(np.array([c]))[0] == pytest.approx(brute, rel=1e-6)
+    pen = irt.DEFAULT_PENALTIES
+    sizes = [10, 200, 1500, 5000]
+    dom = np.repeat(np.arange(4), sizes)
+    a = np.full(dom.size, 1.3)
+    plain = irt.node_levels(a, dom, 4, pen)
+    floored = irt.node_levels(a, dom, 4, pen, np.full(dom.size, 0.25))
+    assert np.all(floored <= plain) and np.any(floored < plain)
+    assert np.array_equal(irt.node_levels(a, dom, 4, pen, np.zeros(dom.size)), plain)

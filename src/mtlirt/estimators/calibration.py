@@ -147,12 +147,12 @@ def _calibrate(data: ResponseData, a, d, cd, *, priors: Penalties, model, max_it
             # near a fixed point on a grid too coarse for the fitted items: refine now (on oll_v1 the
             # 49-node phase never reached 1e-4, its steep items creeping along their ridges, so the
             # grids they need were never used)
-            finer = node_levels(a, item_domain, K, priors) > levels
+            finer = node_levels(a, item_domain, K, priors, _item_floors(data, cd)) > levels
             active &= ~((change < tol) | ((change < 10 * tol) & finer))
             if not active.any():  # (always so after a single sweep)
                 converged = True
                 break
-        new = np.maximum(node_levels(a, item_domain, K, priors), levels)
+        new = np.maximum(node_levels(a, item_domain, K, priors, _item_floors(data, cd)), levels)
         if not converged or np.array_equal(new, levels):
             break
         active = new > levels
@@ -165,6 +165,11 @@ def _calibrate(data: ResponseData, a, d, cd, *, priors: Penalties, model, max_it
                   "marginal_loglik": float(ll_domain.sum()) if st else float("nan"), "ll_domain": ll_domain,
                   "history": history, "eap": held["eap"] if st else None, "nodes": nodes,
                   "c": None if data.c is None else data.c.copy(), "c_domain": None if cd is None else cd.copy()}
+
+
+def _item_floors(data: ResponseData, cd):
+    """Every item's floor: the estimated ones ``cd`` (per domain), else the fixed ``data.c`` (or None)."""
+    return data.c if cd is None else cd[data.item_domain]
 
 
 def _calibrate_auto(data: ResponseData, a, d, *, priors, model, max_iter, tol, px, progress, stage):

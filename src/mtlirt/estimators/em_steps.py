@@ -21,27 +21,42 @@ def _nodes(priors: Penalties, level: int = 0):
     return x, llm_side.normal_log_weights(x, priors.theta_sd)
 
 
-def node_levels(a, item_domain, K, priors: Penalties = DEFAULT_PENALTIES) -> np.ndarray:
+def node_levels(a, item_domain, K, priors: Penalties = DEFAULT_PENALTIES, c=None) -> np.ndarray:
     """The quadrature level of every domain (see :class:`~mtlirt.estimators.penalties.Penalties`).
 
     Equally spaced nodes integrate a smooth posterior of sd ``s`` with a
     relative error of about ``2 exp(-2 pi^2 s^2 / h^2)`` (the trapezoidal rule
     on a Gaussian): negligible at spacing ``h = s``, 3e-4 at ``1.5 s``, 0.2 at
     ``3 s``.  A long domain's posterior of one LLM's trait is narrow (sd
-    about ``1 / sqrt(sum_j a_j^2 p_j (1 - p_j))``): 49 nodes on ``[-6, 6]``
-    (``h = 0.25``) round it, which biases the discriminations (measured with
-    ``benchmarks/bench_calibration.py``).  The bound uses ``p (1 - p) <= 1/4``,
-    so the chosen spacing is finer than needed where the items spread.
+    about ``1 / sqrt(sum_j I_j)``, ``I_j = a_j^2 p_j (1 - p_j)``): 49 nodes on
+    ``[-6, 6]`` (``h = 0.25``) round it, which biases the discriminations
+    (measured with ``benchmarks/bench_calibration.py``).  The bound uses each
+    item's largest information, ``a_j^2 / 4`` (less with a guessing floor
+    ``c``, per item: :func:`max_information`), so the chosen spacing is finer
+    than needed where the items spread.
     """
     K = int(K)
     if not priors.node_sd_ratio > 0 or K == 0:
         return np.zeros(K, dtype=np.int64)
-    info = np.bincount(item_domain, np.asarray(a, dtype=np.float64) ** 2, minlength=K) / 4.0
+    info = np.bincount(item_domain, np.asarray(a, dtype=np.float64) ** 2 * max_information(c, len(item_domain)),
+                       minlength=K)
     sd = 1.0 / np.sqrt(info + 1.0 / priors.theta_sd**2)
     h0 = 2.0 * priors.node_max / (priors.n_nodes - 1)
     need = np.ceil(np.log2(np.maximum(h0 / (priors.node_sd_ratio * sd), 1.0)) - 1e-9)
     top = int(np.floor(np.log2(max(priors.max_nodes - 1, 1) / (priors.n_nodes - 1)) + 1e-9))
     return np.clip(need, 0, max(top, 0)).astype(np.int64)
+
+
+def max_information(c, n=None):
+    """The largest Fisher information of an item about the trait, over the trait, per ``a^2``: ``1/4``
+    without a floor; with a floor ``c`` (``P = c + (1 - c) sigma``) ``sigma^2 (1 - sigma) / (c' + sigma)``,
+    ``c' = c / (1 - c)``, at its maximum ``sigma = (1 - 3c' + sqrt((1 - 3c')^2 + 16c')) / 4`` (Birnbaum's);
+    ``c`` None: ``1/4`` (a scalar, or ``n`` of them)."""
+    if c is None:
+        return 0.25 if n is None else np.full(int(n), 0.25)
+    cp = np.asarray(c, dtype=np.float64) / (1.0 - np.asarray(c, dtype=np.float64))
+    s = (1.0 - 3.0 * cp + np.sqrt((1.0 - 3.0 * cp) ** 2 + 16.0 * cp)) / 4.0
+    return s * s * (1.0 - s) / (cp + s)
 
 
 def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
