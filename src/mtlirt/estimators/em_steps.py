@@ -1,6 +1,7 @@
-"""The item calibration EM's steps: the quadrature grids (:func:`node_levels`), the E-step (the posterior
-over the nodes and its moments), the M-steps of the items and of the domains' guessing floors
-(numba kernels in :mod:`mtlirt.estimators._kernels`, imported on first use)."""
+"""The item calibration EM's steps: the quadrature grids (:func:`node_levels`, sized by
+:func:`max_information`), the E-step (the posterior over the nodes and its moments), the M-steps of the
+items and of the domains' guessing floors (numba kernels in :mod:`mtlirt.estimators._kernels`, imported on first
+use)."""
 
 from __future__ import annotations
 
