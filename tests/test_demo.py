@@ -24,3 +24,6 @@ def test_tiny_demo_writes_everything_and_shows_progress(tmp_path, monkeypatch, c
                     "tuning steps", "derived quantities",
                     "writing the Bayesian fit", "writing the report"):
         assert f"mtlirt: {message}" in err, message
+    # and a bar for each model check that loops (the replicates, the draws)
+    for bar in ("correlation check", "posterior predictive item fit", "leave-one-LLM-out"):
+        assert f"{bar}: " in err, bar

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..estimators.bootstrap import draw_responses
 from ..numerics.llm_side import EPS, curves, grid_loglik, log_curves, normal_log_weights, posterior
+from ..progress import progress_bar
 from .check_inputs import ALPHA, _bh, _check_data, _n_item_parameters, _population_items
 
 #: A misfitting item (adjusted p below alpha) whose S-X2 RMSEA exceeds this misfits by an amount that matters
@@ -222,29 +223,31 @@ def item_fit_ppc(est, responses, *, n_draws: int = 50, seed: int = 0, min_expect
     obs_all = np.ones((responses.n_llms, J), bool) if responses.mask is None else responses.mask
     sx_d, sx_r, exceed = np.zeros(J), np.zeros(J), np.zeros(J)
     cache: dict = {}
-    for s in take:
-        a, d, c = a_all[s], d_all[s], c_all[s]
-        rep = draw_responses(theta[s], a, d, c if np.any(c > 0) else None, responses.domain_slices, None, rng)
-        for k, sl in enumerate(responses.domain_slices):
-            if sl.stop - sl.start < 2:
-                continue
-            obs = obs_all[:, sl]
-            rows = obs.any(1)
-            key = k if fixed else (k, s)
-            if key not in cache:
-                E, _ = sx2_expected(a[sl], d[sl], c[sl]) if S > 1 or est.info.get("population_scale") is None \
-                    else sx2_expected(*(v[sl] for v in _population_items(est)))
-                cache[key] = E
-            E = cache[key]
-            y_rep = rep[rows][:, sl].astype(np.int64)
-            y_dat = np.where(obs[rows], responses.correct[rows][:, sl], y_rep).astype(np.int64)
-            if not fixed:
-                cache.pop(key)
-            t_d = _sx2_block(y_dat, E, n_par, min_expected)[0]
-            t_r = _sx2_block(y_rep, E, n_par, min_expected)[0]
-            sx_d[sl] += np.nan_to_num(t_d)
-            sx_r[sl] += np.nan_to_num(t_r)
-            exceed[sl] += np.nan_to_num(t_r) >= np.nan_to_num(t_d)
+    with progress_bar(len(take), "posterior predictive item fit") as bar:
+        for s in take:
+            a, d, c = a_all[s], d_all[s], c_all[s]
+            rep = draw_responses(theta[s], a, d, c if np.any(c > 0) else None, responses.domain_slices, None, rng)
+            for k, sl in enumerate(responses.domain_slices):
+                if sl.stop - sl.start < 2:
+                    continue
+                obs = obs_all[:, sl]
+                rows = obs.any(1)
+                key = k if fixed else (k, s)
+                if key not in cache:
+                    E, _ = sx2_expected(a[sl], d[sl], c[sl]) if S > 1 or est.info.get("population_scale") is None \
+                        else sx2_expected(*(v[sl] for v in _population_items(est)))
+                    cache[key] = E
+                E = cache[key]
+                y_rep = rep[rows][:, sl].astype(np.int64)
+                y_dat = np.where(obs[rows], responses.correct[rows][:, sl], y_rep).astype(np.int64)
+                if not fixed:
+                    cache.pop(key)
+                t_d = _sx2_block(y_dat, E, n_par, min_expected)[0]
+                t_r = _sx2_block(y_rep, E, n_par, min_expected)[0]
+                sx_d[sl] += np.nan_to_num(t_d)
+                sx_r[sl] += np.nan_to_num(t_r)
+                exceed[sl] += np.nan_to_num(t_r) >= np.nan_to_num(t_d)
+            bar.update()
     m = len(take)
     return pd.DataFrame({"item": [str(x) for x in responses.items],
                          "domain": [str(responses.domains[k]) for k in responses.item_domain],

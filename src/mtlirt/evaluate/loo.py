@@ -15,6 +15,7 @@ import xarray as xr
 
 from ..errors import InputError
 from ..numerics.llm_side import gauss_hermite, node_loglik
+from ..progress import progress_bar
 from .check_inputs import _check_data
 
 
@@ -85,14 +86,16 @@ def llm_marginal_loglik(est, responses, *, integrate_overall: bool = True, n_the
     from ._loo_sums import marginal_loglik
 
     out = np.empty((C, Dk, N))
-    for ch in range(C):
-        for t in range(Dk):
-            Ln = L if fixed else node_loglik(responses.correct, responses.mask, responses.domain_slices,
-                                             a_all[ch, t], d_all[ch, t], c_all[ch, t], nodes, max_elems=max_elems)
-            lm = np.ascontiguousarray(lam[ch, t])
-            psi = np.sqrt(np.clip(1.0 - (lm**2).sum(-1), 1e-8, None))
-            at = eta_nodes if overall else np.ascontiguousarray(eta[ch, t][:, None, :])
-            marginal_loglik(Ln, nodes, lbase, lsd, empty, at, lm, psi, lweta, out[ch, t])
+    with progress_bar(C * Dk, "leave-one-LLM-out") as bar:
+        for ch in range(C):
+            for t in range(Dk):
+                Ln = L if fixed else node_loglik(responses.correct, responses.mask, responses.domain_slices,
+                                                 a_all[ch, t], d_all[ch, t], c_all[ch, t], nodes, max_elems=max_elems)
+                lm = np.ascontiguousarray(lam[ch, t])
+                psi = np.sqrt(np.clip(1.0 - (lm**2).sum(-1), 1e-8, None))
+                at = eta_nodes if overall else np.ascontiguousarray(eta[ch, t][:, None, :])
+                marginal_loglik(Ln, nodes, lbase, lsd, empty, at, lm, psi, lweta, out[ch, t])
+                bar.update()
     return {"loglik": out, "draws": keep, "overall_integrated": bool(overall)}
 
 
