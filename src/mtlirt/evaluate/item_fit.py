@@ -190,6 +190,11 @@ def item_fit(est, responses, *, alpha: float = ALPHA, min_expected: float = 1.0,
                 "rmsea", "observed", "expected"]]
 
 
+def large_misfits(table: pd.DataFrame) -> int:
+    """The misfitting items of an :func:`item_fit` table whose RMSEA exceeds :data:`RMSEA_BOUND`."""
+    return int((table["misfit"] & (table["rmsea"] > RMSEA_BOUND)).sum())
+
+
 def _rmsea(sx2: float, df: int, n: int) -> float:
     """The misfit's size, as ``mirt::itemfit``'s ``RMSEA.S_X2``: ``sqrt(max(S-X2 - df, 0) / (df (n - 1)))``,
     about the root mean square of the Pearson residuals per LLM, whatever the number of LLMs."""
@@ -238,8 +243,8 @@ def item_fit_ppc(est, responses, *, n_draws: int = 50, seed: int = 0, min_expect
                         else sx2_expected(*(v[sl] for v in _population_items(est)))
                     cache[key] = E
                 E = cache[key]
-                y_rep = rep[rows][:, sl].astype(np.int64)
-                y_dat = np.where(obs[rows], responses.correct[rows][:, sl], y_rep).astype(np.int64)
+                y_rep = rep[:, sl][rows].astype(np.int64)  # the domain's columns first: one copy of J_k columns
+                y_dat = np.where(obs[rows], responses.correct[:, sl][rows], y_rep).astype(np.int64)
                 if not fixed:
                     cache.pop(key)
                 t_d = _sx2_block(y_dat, E, n_par, min_expected)[0]
