@@ -39,8 +39,7 @@ def node_levels(a, item_domain, K, priors: Penalties = DEFAULT_PENALTIES, c=None
     K = int(K)
     if not priors.node_sd_ratio > 0 or K == 0:
         return np.zeros(K, dtype=np.int64)
-    info = np.bincount(item_domain, np.asarray(a, dtype=np.float64) ** 2 * max_information(c, len(item_domain)),
-                       minlength=K)
+    info = np.bincount(item_domain, np.asarray(a, dtype=np.float64) ** 2 * max_information(c), minlength=K)
     sd = 1.0 / np.sqrt(info + 1.0 / priors.theta_sd**2)
     h0 = 2.0 * priors.node_max / (priors.n_nodes - 1)
     need = np.ceil(np.log2(np.maximum(h0 / (priors.node_sd_ratio * sd), 1.0)) - 1e-9)
@@ -48,13 +47,13 @@ def node_levels(a, item_domain, K, priors: Penalties = DEFAULT_PENALTIES, c=None
     return np.clip(need, 0, max(top, 0)).astype(np.int64)
 
 
-def max_information(c, n=None):
+def max_information(c):
     """The largest Fisher information of an item about the trait, over the trait, per ``a^2``: ``1/4``
     without a floor; with a floor ``c`` (``P = c + (1 - c) sigma``) ``sigma^2 (1 - sigma) / (c' + sigma)``,
     ``c' = c / (1 - c)``, at its maximum ``sigma = (1 - 3c' + sqrt((1 - 3c')^2 + 16c')) / 4`` (Birnbaum's);
-    ``c`` None: ``1/4`` (a scalar, or ``n`` of them)."""
+    ``c`` None: ``1/4``."""
     if c is None:
-        return 0.25 if n is None else np.full(int(n), 0.25)
+        return 0.25
     cp = np.asarray(c, dtype=np.float64) / (1.0 - np.asarray(c, dtype=np.float64))
     s = (1.0 - 3.0 * cp + np.sqrt((1.0 - 3.0 * cp) ** 2 + 16.0 * cp)) / 4.0
     return s * s * (1.0 - s) / (cp + s)

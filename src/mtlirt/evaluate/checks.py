@@ -78,7 +78,7 @@ from .check_inputs import ALPHA, _check_data
 # the checks themselves, each in its own module; importable from here, the documented module of the model
 # checks (bayes/diagnostics imports llm_marginal_loglik from here)
 from .correlation_check import CorrelationCheck, check_replicates, correlation_check, correlation_statistic
-from .item_fit import RMSEA_BOUND, item_fit, item_fit_ppc, sx2_expected
+from .item_fit import RMSEA_BOUND, item_fit, item_fit_ppc, large_misfits, sx2_expected
 from .loo import LooCheck, llm_marginal_loglik, loo_llm
 
 __all__ = [
@@ -92,6 +92,7 @@ __all__ = [
     "correlation_statistic",
     "item_fit",
     "item_fit_ppc",
+    "large_misfits",
     "llm_marginal_loglik",
     "loo_llm",
     "run_checks",
@@ -122,7 +123,7 @@ class ModelChecks:
             t = self.items
             out["item_fit"] = {"items": len(t), "tested": int(t["p_value"].notna().sum()),
                                "misfit_items": int(t["misfit"].sum()),
-                               "misfit_rmsea_above_bound": int((t["misfit"] & (t["rmsea"] > RMSEA_BOUND)).sum()),
+                               "misfit_rmsea_above_bound": large_misfits(t),
                                "rmsea_bound": RMSEA_BOUND,
                                "share_p_below_alpha": float((t["p_value"] < self.alpha).sum()
                                                             / max(int(t["p_value"].notna().sum()), 1)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..evaluate.checks import RMSEA_BOUND, ModelChecks, run_checks
+from ..evaluate.checks import RMSEA_BOUND, ModelChecks, large_misfits, run_checks
 from .html_blocks import _anchor, _csv_link, _e, _fmt, _howto, _kv_table, _slug, _table
 from .html_figures import _figure
 
@@ -41,11 +41,11 @@ def _checks_section(name: str, est, responses, checks, replicates: int, dpi: int
     return "\n".join(out)
 
 
-def _not_there(mc, name: str) -> str:
+def _not_there(mc, name: str, what: str = "") -> str:
     """Why a check has no result: the error it raised (:func:`~mtlirt.evaluate.checks.run_checks` ran the
-    others), or why it does not apply."""
+    others), or why it does not apply; ``what`` names the check where its section holds others."""
     if name in mc.failed:
-        return f'<p class="note bad">Failed, left out: {_e(mc.failed[name])}</p>'
+        return f'<p class="note bad">{_e(what)}Failed, left out: {_e(mc.failed[name])}</p>'
     return f'<p class="note">Not applicable: {_e(mc.skipped.get(name, ""))}.</p>'
 
 
@@ -98,7 +98,7 @@ def _item_fit_part(mc, fname: str, dpi: int) -> list[str]:
         out.append(_not_there(mc, "item_fit"))
         return out
     tested = int(it["p_value"].notna().sum())
-    big = int((it["misfit"] & (it["rmsea"] > RMSEA_BOUND)).sum())
+    big = large_misfits(it)
     out.append(f"<p>{int(it['misfit'].sum()):,} of {tested:,} tested items misfit (Benjamini-Hochberg "
                f"adjusted p &lt; 0.05); share with unadjusted p &lt; 0.05: "
                f"{float((it['p_value'] < 0.05).sum()) / max(tested, 1):.3f} (about 0.05 when the model "
@@ -108,8 +108,7 @@ def _item_fit_part(mc, fname: str, dpi: int) -> list[str]:
                "Answers missing inside a domain an LLM ran are imputed from the model "
                "(5 times, the statistic averaged).</p>")
     if "item_fit_ppc" in mc.failed:
-        out.append(f'<p class="note bad">Posterior predictive S-X2 failed, left out: '
-                   f'{_e(mc.failed["item_fit_ppc"])}</p>')
+        out.append(_not_there(mc, "item_fit_ppc", "Posterior predictive S-X2: "))
     if mc.items_ppc is not None:
         pp = mc.items_ppc
         out.append(f"<p>Posterior predictive S-X2 (the data against answers replicated from each of 50 "
