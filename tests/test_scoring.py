@@ -303,11 +303,17 @@ def test_rescoring_reproduces_the_fit_and_items_give_the_accuracy(tmp_path):
     both = pd.read_csv(folder / "domain_scores.csv").merge(s.domains, on=["llm", "domain"], suffixes=("", "_re"))
     assert len(both) == 60 * len(SIZES)
     np.testing.assert_allclose(both["score_re"], both["score"], atol=1e-9)
-    # the overall score: the scorer's is the posterior mean of g, unstandardised, so it spreads less than
-    # the fit's own, which is that posterior mean standardised over the fit's LLMs
-    g = s.overall.set_index("llm").loc[est.llms, "score"].to_numpy()
+    # the overall score: the fit's is the posterior mean of g standardised over its LLMs, and the scorer
+    # puts every LLM on that scale (overall.csv back, its sd and interval scaled alike); on the population
+    # scale it is g's posterior mean itself, which spreads less
+    o = s.overall.set_index("llm").loc[est.llms]
+    np.testing.assert_allclose(o["score"], est.point("overall"), atol=1e-8)
+    pop = Scorer(est).score(data, scale="population").overall.set_index("llm").loc[est.llms]
+    g = pop["score"].to_numpy()
     assert 0.8 < g.std() < 0.99
     np.testing.assert_allclose((g - g.mean()) / g.std(), est.point("overall"), atol=1e-8)
+    np.testing.assert_allclose(o["sd"], pop["sd"] / g.std(), rtol=1e-8)
+    np.testing.assert_allclose(o["lower"], (pop["lower"] - g.mean()) / g.std(), atol=1e-8)
     items = pd.read_csv(folder / "items.csv")
     new = s.domains[s.domains["llm"].isin(data.llms[60:])].pivot(index="llm", columns="domain", values="score")
     c = items["guessing"].fillna(0.0).to_numpy()

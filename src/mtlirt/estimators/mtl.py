@@ -474,8 +474,10 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0
     overall, loadings, W_out = _overall_and_loadings(stl, A_rot, W_rot)
     lam, psi = factor_structure(correct, observed, slices, centre, W_rot, a, d, stl.c)
     fs = factor_scores(correct, observed, slices, a, d, stl.c, lam)
-    g = fs["g"] - fs["g"].mean()  # the overall score: E[g | answers], standardised over the LLMs
-    overall[:, 0] = g / max(float(g.std()), 1e-12)
+    g_loc = float(fs["g"].mean())  # the overall score: E[g | answers], standardised over the LLMs (the
+    g = fs["g"] - g_loc  # scorer puts a new LLM's on the same scale: structure's overall_loc, overall_scale)
+    g_scale = max(float(g.std()), 1e-12)
+    overall[:, 0] = g / g_scale
     lik_out = theta_likelihood(data)
     lik_out.set_items(fs["a"], fs["d"])
     ll = float(lik_out.theta_loglik(fs["theta"]).sum())
@@ -486,7 +488,8 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0
     _say(verbose, f"mtl: done in {seconds['total']:.2f} s; rank {rank}, posterior means "
          f"({fs['n_iter']} in-sample passes)")
     structure = {"lambda": lam.tolist(), "psi": psi.tolist(), "loc": fs["loc"].tolist(),
-                 "scale": fs["scale"].tolist(), "n_iter": int(fs["n_iter"])}
+                 "scale": fs["scale"].tolist(), "n_iter": int(fs["n_iter"]), "overall_loc": g_loc,
+                 "overall_scale": g_scale}
     gamma = None if C_use is None else _lambda(C_use, N, K, np.ones(K))[1]
     return _mtl_fit(
         theta=fs["theta"], overall=overall, loadings=loadings, a=fs["a"], d=fs["d"], c=stl.c.copy(), rank=rank,

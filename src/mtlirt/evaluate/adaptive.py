@@ -71,7 +71,8 @@ class AdaptiveTest:
     budget
         Largest number of items (None: no limit).
     width
-        Stop once the target's interval is narrower than this (None: never).
+        Stop once the target's interval is narrower than this (None: never); the overall
+        score's on the scale its scores are reported on (the fit's).
     items
         The pool (item names; default every item of the fit), e.g. the items an LLM's
         results hold.
@@ -173,7 +174,10 @@ class AdaptiveTest:
             return True
         if self.width is not None:
             z = norm.ppf(0.5 + self.scorer.interval / 2)
-            return 2 * z * self.target_sd() < self.width
+            sd = self.target_sd()
+            if self.target == "overall":  # as the scores report it: on the fit's overall scale
+                sd /= self.scorer.overall_scale
+            return 2 * z * sd < self.width
         return False
 
     # -------------------------------------------------------------- choice

@@ -67,10 +67,13 @@ correlations the other factors add between domains are not.
 Outputs
 -------
 Domain scores are reported on the fit's scale (the scale of its
-``domain_scores.csv``; ``scale="population"`` gives the population scale),
-the overall score on the population scale: the posterior mean of ``g``
-(``N(0, 1)`` over the population of LLMs), not standardised over the LLMs
-scored, so it spreads less than the fit's own overall scores, which are
+``domain_scores.csv``; ``scale="population"`` gives the population scale).
+The overall score is the posterior mean of ``g`` (``N(0, 1)`` over the
+population of LLMs); for MTL (one draw: no bootstrap) on the fit's scale, as
+its ``overall.csv`` has it: standardised by the mean and sd of the fitted LLMs' posterior means
+(``structure``'s ``overall_loc`` and ``overall_scale``), so a re-scored LLM
+gets its overall score back and a new one compares with the leaderboard's.
+Other fits, and ``scale="population"``, keep ``g``'s own scale
 (``docs/new_llms.md``).  Expected accuracy is the mean over all the
 fit's items of ``P(correct)`` (``docs/model.md``), its interval from
 ``n_draws`` posterior draws; accuracy (``accuracy``) is the realised proportion
@@ -254,6 +257,10 @@ class Scorer:
         K = self.n_domains
         self.loc = np.asarray(pop["loc"], dtype=np.float64) if pop else np.zeros(K)
         self.scale = np.asarray(pop["scale"], dtype=np.float64) if pop else np.ones(K)
+        # the fit's overall scale: MTL standardises E[g | answers] over its LLMs and records how
+        structure = fit.info.get("structure") or {}
+        self.overall_loc = float(structure.get("overall_loc", 0.0)) if fit.n_draws == 1 else 0.0
+        self.overall_scale = float(structure.get("overall_scale", 1.0)) if fit.n_draws == 1 else 1.0
         self.structures = self._structures(int(draws))
         self.selection = self.structures[0] if len(self.structures) == 1 else self._mean_structure()
 
@@ -460,6 +467,8 @@ class Scorer:
         t_q = np.stack([grid_quantiles(pt[k], t_grids[k], qs) for k in range(K)])
         t_lo, t_hi = t_q[:, 0], t_q[:, 1]
         if scale == "fit":
+            g_mean, g_sd = (g_mean - self.overall_loc) / self.overall_scale, g_sd / self.overall_scale
+            g_lo, g_hi = (g_lo - self.overall_loc) / self.overall_scale, (g_hi - self.overall_loc) / self.overall_scale
             t_mean = (t_mean - self.loc) / self.scale
             t_sd = t_sd / self.scale
             t_lo, t_hi = (t_lo - self.loc) / self.scale, (t_hi - self.loc) / self.scale
