@@ -236,6 +236,15 @@ def test_bayesian_fit_averages_over_structure_draws(tmp_path):
         one.structures = [st]
         means.append(one.score(df.iloc[:20], scale="population").overall["score"].iloc[0])
     np.testing.assert_allclose(np.mean(means), s.overall["score"].iloc[0], rtol=1e-9)
+    # on the fit's scale each draw's g is standardised as the fit's overall scores are in that draw:
+    # the maps turn the draw's traits into its overall scores, and the fitted LLMs re-scored get theirs
+    maps = Scorer(est, draws=8).overall_maps
+    eta = est.draws("eta_raw", source="posterior", max_draws=8)[..., 0]
+    np.testing.assert_allclose((eta - maps[:, :1]) / maps[:, 1:], est.draws("overall", max_draws=8), atol=1e-10)
+    assert np.ptp(maps[:, 1]) > 1e-3  # the draws' spreads differ
+    re = Scorer(est, draws=30).score(data.subset(llms=data.llms[:60])).overall.set_index("llm").loc[est.llms]
+    gap = np.abs(re["score"] - est.point("overall")) / re["sd"]
+    assert gap.mean() < 0.1 and gap.max() < 0.35, gap.describe()
 
 
 def test_overall_loadings_at_rank_two_are_rotation_invariant():
@@ -322,6 +331,31 @@ def test_rescoring_reproduces_the_fit_and_items_give_the_accuracy(tmp_path):
     expected = s.overall.set_index("llm").loc[new.index, "expected_accuracy"].to_numpy()
     gap = np.abs(np.array(plug_in) - expected)
     assert gap.max() < 0.015 and gap.mean() < 0.008
+
+
+def test_overall_summary_of_a_mixture_of_mapped_grid_posteriors():
+    """The overall score's mean, sd and quantiles over structures whose g is mapped by ``(g - m_s) / s_s``:
+    against draws from the cells' uniform mixture, mapped; one structure with the identity is the grid's."""
+    from mtlirt.numerics.factor_grid import grid_quantiles, mixture_summary
+    from mtlirt.numerics.factor_model import G_GRID
+
+    def masses(mu, sd):
+        p = np.exp(-0.5 * ((G_GRID - mu) / sd) ** 2)
+        return p / p.sum()
+
+    qs = (0.05, 0.5, 0.95)
+    one = masses(0.4, 0.3)
+    mean, sd, q = mixture_summary([one], G_GRID, np.array([[0.0, 1.0]]), qs)
+    np.testing.assert_allclose(q, grid_quantiles(one, G_GRID, qs), atol=1e-12)
+    np.testing.assert_allclose(mean, one @ G_GRID, atol=1e-12)
+    pgs, maps = [masses(0.4, 0.3), masses(-0.2, 0.5)], np.array([[0.1, 0.9], [-0.3, 1.2]])
+    mean, sd, q = mixture_summary(pgs, G_GRID, maps, qs)
+    rng = np.random.default_rng(0)
+    h = G_GRID[1] - G_GRID[0]
+    x = np.concatenate([(rng.choice(G_GRID, 200_000, p=p) + (rng.random(200_000) - 0.5) * h - m) / s
+                        for p, (m, s) in zip(pgs, maps, strict=True)])
+    np.testing.assert_allclose(q, np.quantile(x, qs), atol=0.01)
+    assert abs(mean - x.mean()) < 0.005 and abs(sd - x.std()) < 0.01
 
 
 def _dense_posterior(st, item_domain, pos, y, K):

@@ -69,12 +69,13 @@ Outputs
 Domain scores are reported on the fit's scale (the scale of its
 ``domain_scores.csv``; ``scale="population"`` gives the population scale).
 The overall score is the posterior mean of ``g`` (``N(0, 1)`` over the
-population of LLMs); for MTL (one draw: no bootstrap) on the fit's scale, as
-its ``overall.csv`` has it: standardised by the mean and sd of the fitted LLMs' posterior means
-(``structure``'s ``overall_loc`` and ``overall_scale``), so a re-scored LLM
-gets its overall score back and a new one compares with the leaderboard's.
-Other fits, and ``scale="population"``, keep ``g``'s own scale
-(``docs/new_llms.md``).  Expected accuracy is the mean over all the
+population of LLMs), on the fit's scale as its ``overall.csv`` has it: MTL
+standardises the fitted LLMs' posterior means of ``g`` (``structure``'s
+``overall_loc`` and ``overall_scale``), a Bayesian fit each draw's ``g`` over
+the fitted LLMs (:func:`~mtlirt.numerics.factor_model.overall_standardisation`), so a new LLM compares with the
+leaderboard and a re-scored MTL LLM gets its row back.  Other point fits, and
+``scale="population"``, keep ``g``'s own scale (``docs/new_llms.md``).
+Expected accuracy is the mean over all the
 fit's items of ``P(correct)`` (``docs/model.md``), its interval from
 ``n_draws`` posterior draws; accuracy (``accuracy``) is the realised proportion
 right on all the fit's items, the answered ones known and the others drawn
@@ -96,7 +97,7 @@ from ..data.outputs import FolderKind, folder_output
 from ..data.tables import read_table, write_csv
 from ..errors import InputError
 from ..estimators.correlation import principal_axes
-from ..numerics.factor_grid import grid_quantiles
+from ..numerics.factor_grid import grid_quantiles, mixture_summary
 from ..numerics.factor_model import (
     G_GRID,
     T_GRID,
@@ -106,6 +107,7 @@ from ..numerics.factor_model import (
     _windows,
     grid_posterior,
     overall_loadings,
+    overall_standardisation,
     refined_posterior,
 )
 from ..numerics.llm_side import grid_loglik
@@ -257,12 +259,15 @@ class Scorer:
         K = self.n_domains
         self.loc = np.asarray(pop["loc"], dtype=np.float64) if pop else np.zeros(K)
         self.scale = np.asarray(pop["scale"], dtype=np.float64) if pop else np.ones(K)
-        # the fit's overall scale: MTL standardises E[g | answers] over its LLMs and records how
-        structure = fit.info.get("structure") or {}
-        self.overall_loc = float(structure.get("overall_loc", 0.0)) if fit.n_draws == 1 else 0.0
-        self.overall_scale = float(structure.get("overall_scale", 1.0)) if fit.n_draws == 1 else 1.0
+        self.overall_maps = None  # per structure (mean, sd) of g that put the overall score on the fit's scale
         self.structures = self._structures(int(draws))
         self.selection = self.structures[0] if len(self.structures) == 1 else self._mean_structure()
+
+    @property
+    def overall_scale(self) -> float:
+        """How much wider the overall score spreads on the population scale than on the fit's (the mean over
+        the structures; 1 where the fit records none)."""
+        return 1.0 if self.overall_maps is None else float(self.overall_maps[:, 1].mean())
 
     def _structures(self, draws: int) -> list[_Structure]:
         fit = self.fit
@@ -284,11 +289,18 @@ class Scorer:
                 lam = (overall_loadings(flat["loadings"][s]) if "loadings" in flat
                        else factor_loadings(flat["domain_corr"][s]))
                 out.append(_tabulate(a, d, c, jd, lam, K))
+            eta = fit.draws("eta_raw", source="posterior", max_draws=draws)
+            eta = fit.draws("eta", source="posterior", max_draws=draws) if eta is None else eta
+            if eta is not None and "loadings" in flat and len(eta) == len(flat["loadings"]):
+                self.overall_maps = overall_standardisation(eta, flat["loadings"])
             return out
         a = fit.point("discrimination")
         d = fit.point("intercept")
         c = fit.point("guessing") if "guessing" in post else np.zeros_like(a)
         a, d, c = pop_items(a, d, c)
+        structure = fit.info.get("structure") or {}
+        if "overall_scale" in structure:  # MTL standardises E[g | answers] over its LLMs and records how
+            self.overall_maps = np.array([[structure["overall_loc"], structure["overall_scale"]]], dtype=np.float64)
         return [_tabulate(a, d, c, jd, self._point_loadings(), K)]
 
     def _point_loadings(self) -> np.ndarray:
@@ -419,7 +431,7 @@ class Scorer:
         K = self.n_domains
         answered = np.bincount(self.item_domain[pos], minlength=K)
         S = len(self.structures)
-        pg_sum = np.zeros(len(G_GRID))
+        pgs = []
         pt_sum = np.zeros((K, len(T_GRID)))
         rng = np.random.default_rng(seed)
         per = np.full(S, n_draws // S)
@@ -431,7 +443,7 @@ class Scorer:
         for st, n_s in zip(self.structures, per, strict=True):
             logL = self.loglik_table(st, pos, y)
             pg, cond = grid_posterior(st, logL, answered > 0)
-            pg_sum += pg
+            pgs.append(pg)
             pt_sum += np.einsum("g,kgq->kq", pg, cond)
             m = np.einsum("kgq,kq->kg", cond, st.acc)
             acc_mean += float(pg @ m.sum(axis=0))
@@ -446,13 +458,13 @@ class Scorer:
             ea, rp, rv = _draw_accuracy(rng, pg, cond, (st.acc, rest_p, rest_v), int(n_s))
             acc_draws.append(ea)
             real_draws.append((n_right + rp + np.sqrt(rv) * rng.standard_normal(len(rv))) / J)
-        pg = pg_sum / S
+        pg = sum(pgs) / S
         pt = pt_sum / S
         g_grid, t_grids = G_GRID, np.broadcast_to(T_GRID, (K, len(T_GRID)))
         if self.refine and min(_moments(pg, G_GRID)[1], _moments(pt, T_GRID)[1].min()) < REFINE_SD:
             g_grid, t_grids = _windows(pg, pt, len(G_GRID), len(T_GRID))
             fine = [refined_posterior(st, self.item_domain, pos, y, g_grid, t_grids) for st in self.structures]
-            pg = sum(f[0] for f in fine) / S
+            pgs = [f[0] for f in fine]
             pt = sum(f[1] for f in fine) / S
         acc_mean /= S
         real_mean /= S
@@ -460,20 +472,18 @@ class Scorer:
         real = np.clip(np.concatenate(real_draws), 0.0, 1.0)
         lo_q = (1 - self.interval) / 2
         qs = (lo_q, 1 - lo_q)
-        g_mean, g_sd = _moments(pg, g_grid)
-        g_lo, g_hi = grid_quantiles(pg, g_grid, qs)
+        if scale not in ("fit", "population"):
+            raise InputError(f"scale must be 'fit' or 'population', got {scale!r}")
+        maps = self.overall_maps if scale == "fit" and self.overall_maps is not None else np.tile([0.0, 1.0], (S, 1))
+        g_mean, g_sd, (g_lo, g_hi) = mixture_summary(pgs, g_grid, maps, qs)
         t_mean = (pt * t_grids).sum(axis=-1)
         t_sd = np.sqrt(np.clip((pt * t_grids**2).sum(axis=-1) - t_mean**2, 0.0, None))
         t_q = np.stack([grid_quantiles(pt[k], t_grids[k], qs) for k in range(K)])
         t_lo, t_hi = t_q[:, 0], t_q[:, 1]
         if scale == "fit":
-            g_mean, g_sd = (g_mean - self.overall_loc) / self.overall_scale, g_sd / self.overall_scale
-            g_lo, g_hi = (g_lo - self.overall_loc) / self.overall_scale, (g_hi - self.overall_loc) / self.overall_scale
             t_mean = (t_mean - self.loc) / self.scale
             t_sd = t_sd / self.scale
             t_lo, t_hi = (t_lo - self.loc) / self.scale, (t_hi - self.loc) / self.scale
-        elif scale != "population":
-            raise InputError(f"scale must be 'fit' or 'population', got {scale!r}")
         a_lo, a_hi = np.quantile(draws, qs)
         r_lo, r_hi = np.quantile(real, qs)
         if len(pos) == J:  # every item answered: the accuracy is observed

@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["CUT", "DENSE_SPREAD", "factor_grid_posterior", "grid_quantiles"]
+__all__ = ["CUT", "DENSE_SPREAD", "factor_grid_posterior", "grid_quantiles", "mixture_summary"]
 
 #: Relative size below which a term is left out of the sums.
 CUT = 1e-18
@@ -153,6 +153,30 @@ def grid_quantiles(mass: np.ndarray, grid: np.ndarray, qs) -> np.ndarray:
     out = np.empty((flat.shape[0], len(qs)))
     _quantiles_kernel()(flat, np.asarray(qs, dtype=np.float64), float(grid[0]) - h / 2, h, out)
     return out.reshape(mass.shape[:-1] + (len(qs),))
+
+
+def mixture_summary(masses, grid: np.ndarray, maps: np.ndarray, qs) -> tuple[float, float, np.ndarray]:
+    """Mean, sd and quantiles ``qs`` of the equal-weight mixture over ``s`` of ``(x - m_s) / s_s`` (``maps``
+    (S, 2) the ``m_s, s_s``), each ``x`` with the masses ``masses[s]`` on ``grid`` spread evenly over its
+    cells as :func:`grid_quantiles` reads them (the mixture's cdf is linear between the mapped cell edges);
+    the moments read at the nodes."""
+    h = grid[1] - grid[0]
+    edges = np.append(grid - h / 2, grid[-1] + h / 2)
+    m1 = m2 = 0.0
+    xs, cdfs = [], []
+    for p, (m, s) in zip(masses, maps, strict=True):
+        tot = p.sum()
+        mu = p @ grid / tot
+        var = max(p @ grid**2 / tot - mu * mu, 0.0)
+        m1 += (mu - m) / s
+        m2 += (var + (mu - m) ** 2) / (s * s)
+        xs.append((edges - m) / s)
+        cdfs.append(np.concatenate([[0.0], np.cumsum(p) / tot]))
+    S = len(xs)
+    mean = m1 / S
+    x = np.unique(np.concatenate(xs))
+    F = sum(np.interp(x, xe, c) for xe, c in zip(xs, cdfs, strict=True)) / S
+    return float(mean), float(np.sqrt(max(m2 / S - mean * mean, 0.0))), np.interp(qs, F, x)
 
 
 @cache

@@ -18,7 +18,7 @@ from .factor_grid import factor_grid_posterior
 from .llm_side import EPS, curves, log_curves, normal_log_weights
 
 __all__ = ["G_GRID", "LOG_PRIOR_G", "PSI_MIN", "T_GRID", "factor_posterior", "grid_posterior", "overall_loadings",
-           "refined_posterior"]
+           "overall_standardisation", "refined_posterior"]
 
 #: Grid over the overall score (population scale).
 G_GRID = np.linspace(-6.0, 6.0, 97)
@@ -39,6 +39,21 @@ def overall_loadings(L: np.ndarray) -> np.ndarray:
     lbar = L.mean(axis=0)
     norm = np.linalg.norm(lbar)
     return L @ (lbar / norm) if norm > 1e-12 else L[:, 0]
+
+
+def overall_standardisation(eta: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """Per draw ``s`` the mean and sd over the LLMs of ``g``, the traits ``eta[s]`` (N, r) on the overall
+    direction of the loadings ``L[s]`` (K, r) (that of :func:`overall_loadings`), (S, 2): a Bayesian fit's
+    overall scores are ``g`` standardised by them draw by draw (:func:`mtlirt.bayes.derived.overall_score`),
+    so a new LLM's ``g`` under draw ``s`` goes onto the fit's scale by the same two."""
+    out = np.empty((len(eta), 2))
+    for s, (e, Ls) in enumerate(zip(eta, L, strict=True)):
+        lbar = Ls.mean(axis=0)
+        norm = np.linalg.norm(lbar)
+        u = lbar / norm if Ls.shape[1] > 1 and norm > 1e-12 else np.eye(Ls.shape[1])[0]
+        g = e @ u
+        out[s] = g.mean(), max(float(g.std()), 1e-12)
+    return out
 
 
 @dataclass
