@@ -412,3 +412,16 @@ def test_a_narrow_posterior_is_refined(world):
     np.testing.assert_allclose(got[True][:, 0], ref[:, 0], atol=1e-5)
     np.testing.assert_allclose(got[True][:, 1], ref[:, 1], rtol=1e-3)
     assert np.abs(got[False][1:, 1] / ref[1:, 1] - 1).max() > 0.1
+
+
+def test_domain_sums_add_rows_by_domain_in_any_order():
+    """The rows' sums by domain, runs of a domain apart included: those of ``np.add.at``."""
+    from mtlirt.numerics.factor_model import domain_sums
+
+    rng = np.random.default_rng(1)
+    rows = rng.standard_normal((50, 7))
+    for dom in (np.sort(rng.integers(0, 5, 50)), rng.integers(0, 5, 50)):
+        ref = np.zeros((6, 7))
+        np.add.at(ref, dom, rows)
+        np.testing.assert_allclose(domain_sums(dom, rows, 6), ref, rtol=1e-13, atol=1e-13)
+    assert not domain_sums(np.zeros(0, dtype=int), np.zeros((0, 7)), 3).any()

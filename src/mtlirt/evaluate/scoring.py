@@ -105,6 +105,7 @@ from ..numerics.factor_model import (
     _Structure,
     _tabulate,
     _windows,
+    domain_sums,
     grid_posterior,
     overall_loadings,
     overall_standardisation,
@@ -451,8 +452,9 @@ class Scorer:
             rest_p = st.acc * J
             rest_v = st.pq.copy()
             if len(pos):
-                np.add.at(rest_p, self.item_domain[pos], -st.p[pos])
-                np.add.at(rest_v, self.item_domain[pos], -st.p[pos] * (1.0 - st.p[pos]))
+                pp = st.p[pos]
+                rest_p -= domain_sums(self.item_domain[pos], pp, K)
+                rest_v -= domain_sums(self.item_domain[pos], pp * (1.0 - pp), K)
             rest_v = np.clip(rest_v, 0.0, None)
             real_mean += (n_right + float(pg @ np.einsum("kgq,kq->kg", cond, rest_p).sum(axis=0))) / J
             ea, rp, rv = _draw_accuracy(rng, pg, cond, (st.acc, rest_p, rest_v), int(n_s))
