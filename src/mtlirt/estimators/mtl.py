@@ -474,8 +474,9 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0
     overall, loadings, W_out = _overall_and_loadings(stl, A_rot, W_rot)
     lam, psi = factor_structure(correct, observed, slices, centre, W_rot, a, d, stl.c)
     fs = factor_scores(correct, observed, slices, a, d, stl.c, lam)
-    g_loc = float(fs["g"].mean())  # the overall score: E[g | answers], standardised over the LLMs (the
-    g = fs["g"] - g_loc  # scorer puts a new LLM's on the same scale: structure's overall_loc, overall_scale)
+    # the overall score: E[g | answers] standardised over the LLMs (the scorer's overall_loc, overall_scale)
+    g_loc = float(fs["g"].mean())
+    g = fs["g"] - g_loc
     g_scale = max(float(g.std()), 1e-12)
     overall[:, 0] = g / g_scale
     lik_out = theta_likelihood(data)

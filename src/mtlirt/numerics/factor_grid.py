@@ -155,6 +155,13 @@ def grid_quantiles(mass: np.ndarray, grid: np.ndarray, qs) -> np.ndarray:
     return out.reshape(mass.shape[:-1] + (len(qs),))
 
 
+def _moments(mass: np.ndarray, grid: np.ndarray):
+    """Mean and sd of the distributions ``mass`` (..., n; each summing to 1) at the nodes ``grid``."""
+    mean = mass @ grid
+    var = np.clip(mass @ grid**2 - mean**2, 0.0, None)
+    return mean, np.sqrt(var)
+
+
 def mixture_summary(masses, grid: np.ndarray, maps: np.ndarray, qs) -> tuple[float, float, np.ndarray]:
     """Mean, sd and quantiles ``qs`` of the equal-weight mixture over ``s`` of ``(x - m_s) / s_s`` (``maps``
     (S, 2) the ``m_s, s_s``), each ``x`` with the masses ``masses[s]`` on ``grid`` spread evenly over its
@@ -165,13 +172,12 @@ def mixture_summary(masses, grid: np.ndarray, maps: np.ndarray, qs) -> tuple[flo
     m1 = m2 = 0.0
     xs, cdfs = [], []
     for p, (m, s) in zip(masses, maps, strict=True):
-        tot = p.sum()
-        mu = p @ grid / tot
-        var = max(p @ grid**2 / tot - mu * mu, 0.0)
+        p = p / p.sum()
+        mu, sd = _moments(p, grid)
         m1 += (mu - m) / s
-        m2 += (var + (mu - m) ** 2) / (s * s)
+        m2 += (sd * sd + (mu - m) ** 2) / (s * s)
         xs.append((edges - m) / s)
-        cdfs.append(np.concatenate([[0.0], np.cumsum(p) / tot]))
+        cdfs.append(np.concatenate([[0.0], np.cumsum(p)]))
     S = len(xs)
     mean = m1 / S
     x = np.unique(np.concatenate(xs))

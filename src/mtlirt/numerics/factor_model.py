@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .factor_grid import factor_grid_posterior
+from .factor_grid import _moments, factor_grid_posterior
 from .llm_side import EPS, curves, log_curves, normal_log_weights
 
 __all__ = ["G_GRID", "LOG_PRIOR_G", "PSI_MIN", "T_GRID", "domain_sums", "factor_posterior", "grid_posterior",
@@ -34,11 +34,15 @@ def overall_loadings(L: np.ndarray) -> np.ndarray:
     loading row (the overall score is the shared part of the average domain trait, as
     :func:`mtlirt.bayes.derived.overall_score` defines it)."""
     L = np.asarray(L, dtype=np.float64)
-    if L.shape[1] == 1:
-        return L[:, 0]
+    return L @ _overall_direction(L)
+
+
+def _overall_direction(L: np.ndarray) -> np.ndarray:
+    """The unit vector of the overall score among the factors of loadings ``L`` (K, r): ``lbar / |lbar|``, the
+    first factor at rank one (or where the mean loading row vanishes)."""
     lbar = L.mean(axis=0)
     norm = np.linalg.norm(lbar)
-    return L @ (lbar / norm) if norm > 1e-12 else L[:, 0]
+    return lbar / norm if L.shape[1] > 1 and norm > 1e-12 else np.eye(L.shape[1])[0]
 
 
 def domain_sums(dom: np.ndarray, rows: np.ndarray, K: int) -> np.ndarray:
@@ -58,10 +62,7 @@ def overall_standardisation(eta: np.ndarray, L: np.ndarray) -> np.ndarray:
     so a new LLM's ``g`` under draw ``s`` goes onto the fit's scale by the same two."""
     out = np.empty((len(eta), 2))
     for s, (e, Ls) in enumerate(zip(eta, L, strict=True)):
-        lbar = Ls.mean(axis=0)
-        norm = np.linalg.norm(lbar)
-        u = lbar / norm if Ls.shape[1] > 1 and norm > 1e-12 else np.eye(Ls.shape[1])[0]
-        g = e @ u
+        g = e @ _overall_direction(Ls)
         out[s] = g.mean(), max(float(g.std()), 1e-12)
     return out
 
@@ -184,9 +185,3 @@ def _windows(pg: np.ndarray, pt: np.ndarray, n_g: int, n_t: int):
         lo, hi = np.maximum(m - 8 * sd - h, base[0]), np.minimum(m + 8 * sd + h, base[-1])
         return np.linspace(lo, hi, n, axis=-1)
     return grid(pg, G_GRID, n_g), grid(pt, T_GRID, n_t)
-
-
-def _moments(mass: np.ndarray, grid: np.ndarray):
-    mean = mass @ grid
-    var = np.clip(mass @ grid**2 - mean**2, 0.0, None)
-    return mean, np.sqrt(var)
