@@ -86,6 +86,33 @@ def test_estep_unobserved_cell_lists_match_the_dense_mask():
     assert obs.sum(0).min() < 280
 
 
+def test_estep_of_a_floored_domain_runs_over_the_llms_that_answered_it(monkeypatch):
+    """A floored domain that some LLMs did not run: its products over the others only give the numbers of
+    the products over every LLM and of the dense mask; the LLMs without answers there keep the prior."""
+    sim = simulate(300, domain_sizes=[30, 25], missing=0.05, seed=6)
+    obs = sim.observed.copy()
+    obs[:120, 30:55] = False
+    Y = np.where(obs, sim.correct, 0).astype(np.int8)
+    sl = [slice(0, 30), slice(30, 55)]
+    c = np.repeat([0.0, 0.2], [30, 25])
+    rng = np.random.default_rng(3)
+    a, d = np.exp(0.3 * rng.standard_normal(55)), rng.standard_normal(55)
+    x = np.linspace(-5, 5, 41)
+    logw = -0.5 * x**2
+    seen, every, dense = (irt.ResponseData(Y, obs, sl, guessing=c) for _ in range(3))
+    assert len(em_steps._seen_rows(seen.mask_of(1))) == 180
+    dense._masks = {k: ("dense",) for k in range(2)}
+    s1, s3 = em_steps._estep(seen, a, d, x, logw), em_steps._estep(dense, a, d, x, logw)
+    monkeypatch.setattr(em_steps, "SEEN_SHARE", 0.0)
+    assert em_steps._seen_rows(every.mask_of(1)) is None
+    s2 = em_steps._estep(every, a, d, x, logw)
+    for key in ("eap", "Nq", "t", "R", "moments", "ll_domain"):
+        np.testing.assert_allclose(s1[key], s2[key], rtol=1e-5, atol=1e-6, err_msg=key)
+        np.testing.assert_allclose(s1[key], s3[key], rtol=5e-5, atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(s1["eap"][:120, 1], 0.0, atol=1e-12)  # the prior's mean
+    assert np.abs(s1["eap"][120:, 1]).std() > 0.3  # (the others moved by their answers)
+
+
 @pytest.mark.parametrize("floor", [0.0, 0.2])
 def test_estep_of_one_domain_over_blocks_takes_an_unrun_block_whole(floor):
     """The pooled fit's one domain over the leaderboard's domains (``blocks``): a domain an LLM did not run

@@ -113,6 +113,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
         Yk = data.Y[:, sl]
         mk = data.mask_of(k)
         Ok = mk[1] if mk is not None and mk[0] == "dense" else None
+        seen = _seen_rows(mk) if fl else None
         P32 = np.empty((N, Q), dtype=np.float32) if fl or mk is not None else _NO_P
         nq_g = nq[g] if mk is None else _NO_CELLS_F
         eap_g = np.empty(N)
@@ -134,6 +135,11 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
             lp, l1p = llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x))
             if mk is None or Ok is not None:
                 L = llm_side.grid_loglik(Yk, Ok, lp, l1p, np.float32, matmul_rows)
+            elif seen is not None:  # the products over the LLMs that answered here; the others keep the prior
+                Yk = Yk[seen]  # (a contiguous copy, for the M-step's product too)
+                L = np.zeros((N, Q))
+                L[seen] = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32, matmul_rows)
+                _holes_kernels().gather_rows(*mk[2], l1p, -1.0, L)
             else:  # as above: the wrong answers' log(1 - P) over the observed cells
                 L = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32, matmul_rows)
                 L -= (1.0 - mk[1]) @ np.add.reduceat(l1p, mk[5], axis=0)
@@ -147,7 +153,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
             ro = data.row_obs[:, k]
             mom[g] = (float(ro.sum()), eap_g[ro].sum(), e2[ro].sum())
         if fl:
-            R[loc] = matmul_rows(Yk.T, P32)
+            R[loc] = matmul_rows(Yk.T, P32 if seen is None else P32[seen])
         else:
             t[loc] = matmul_rows(Yk.T, eap_g.astype(np.float32))
         if Ok is not None:
@@ -158,6 +164,20 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
     fl_items = np.repeat(np.asarray(floored, dtype=bool), sizes)
     return {"t": t, "R": R, "floored": fl_items, "nq": nq, "Nq": Nq_items, "eap": eap,
             "ll": float(ll_domain.sum()), "ll_domain": ll_domain, "moments": mom}
+
+
+#: :func:`_seen_rows`: the largest share of the LLMs that answered in a domain at which its floored products
+#: run over those LLMs only (the copy of their answers costs less than the other LLMs' rows of zeros).
+SEEN_SHARE = 0.9
+
+
+def _seen_rows(mk):
+    """The LLMs that answered in a domain of one block whose missing cells are listed (``mask_of``'s
+    ``"sparse"``), where they are at most :data:`SEEN_SHARE` of all; else None."""
+    if mk is None or mk[0] != "sparse" or mk[1].shape[1] != 1:
+        return None
+    seen = np.flatnonzero(mk[1][:, 0] > 0)
+    return seen if len(seen) <= SEEN_SHARE * len(mk[1]) else None
 
 
 _NO_P = np.zeros((0, 0), dtype=np.float32)
