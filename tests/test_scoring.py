@@ -425,3 +425,34 @@ def test_domain_sums_add_rows_by_domain_in_any_order():
         np.add.at(ref, dom, rows)
         np.testing.assert_allclose(domain_sums(dom, rows, 6), ref, rtol=1e-13, atol=1e-13)
     assert not domain_sums(np.zeros(0, dtype=int), np.zeros((0, 7)), 3).any()
+
+
+@pytest.mark.parametrize("holes", [0.0, 0.05])
+def test_reported_scores_tables_over_the_llms_that_answered(monkeypatch, holes):
+    """MTL's log-likelihood tables of a domain that some LLMs did not run (with and without other
+    unobserved cells, floor or none): over those that answered it, and over every LLM, give the dense
+    mask's numbers; the others' rows are 0."""
+    from mtlirt.estimators import factor_scores as fs
+    from mtlirt.numerics.factor_model import _tabulate
+
+    sim = simulate(200, domain_sizes=[20, 15], missing=holes, seed=2)
+    obs = sim.observed.copy()
+    obs[:70, 20:35] = False
+    correct = np.where(obs, sim.correct, 0).astype(np.int8)
+    rng = np.random.default_rng(0)
+    a, d = np.exp(0.3 * rng.standard_normal(35)), rng.standard_normal(35)
+    item_domain = np.repeat([0, 1], [20, 15])
+    s = slice(20, 35)
+    seen = obs[:, s].any(axis=1)
+    for c in (np.zeros(35), np.repeat([0.0, 0.2], [20, 15])):
+        st = _tabulate(a, d, c, item_domain, np.array([0.7, 0.6]), 2)
+        cells = fs._cells(obs, s, seen)
+        assert cells is not None and len(cells[2]) == np.count_nonzero(~obs[seen, s])
+        dense = fs._domain_table(correct, obs, s, st)
+        few = fs._domain_table(correct, obs, s, st, cells=cells)
+        monkeypatch.setattr(fs, "SEEN_SHARE", 0.0)
+        every = fs._domain_table(correct, obs, s, st, cells=cells)
+        monkeypatch.undo()
+        np.testing.assert_allclose(few, dense, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(every, dense, rtol=1e-12, atol=1e-9)
+        assert np.all(few[~seen] == 0.0) and np.all(few[seen].max(axis=1) < 0.0)

@@ -16,7 +16,7 @@ from ..numerics.llm_side import grid_loglik, logits, partition, softplus
 from .bootstrap import deviation_spread
 from .centre import _normalise
 from .correlation import reliability_from_se
-from .em_steps import _holes_kernels
+from .em_steps import SEEN_SHARE, _holes_kernels
 from .response_data import standardise
 
 __all__ = ["factor_scores", "factor_structure", "posterior_mean_sd"]
@@ -84,6 +84,13 @@ def _domain_table(correct, observed, s, st, dtype=np.float64, cells=None):
         Y = correct[:, s].astype(dtype)
         O = None if observed is None else observed[:, s].astype(dtype)
         return grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=dtype)
+    seen = np.flatnonzero(cells[0])
+    if len(seen) <= SEEN_SHARE * len(cells[0]):  # the product over the LLMs that answered here; the others' 0
+        L = np.zeros((len(cells[0]), st.logp.shape[1]))
+        L[seen] = grid_loglik(np.multiply(correct[seen, s], observed[seen, s], dtype=dtype), None, st.logp[s],
+                              st.log1mp[s], dtype=dtype)
+        _holes_kernels().gather_rows(cells[1], cells[2], st.log1mp[s], -1.0, L)
+        return L
     Y = np.multiply(correct[:, s], observed[:, s], dtype=dtype)
     L = grid_loglik(Y, None, st.logp[s], st.log1mp[s], dtype=dtype)
     L += np.multiply.outer(cells[0] - 1.0, st.log1mp[s].sum(axis=0))
@@ -101,12 +108,13 @@ def _domain_tables(correct, observed, slices, st, cells):
 
 def _cells(observed, s, seen):
     """The unobserved cells of domain ``s`` among the LLMs that answered in it (``seen``): ``(seen`` as
-    floats``, ptr, cols)`` (:func:`mtlirt.estimators._holes.domain_cells`), or None where there are
-    none or too many for the lists to pay."""
+    floats``, ptr, cols)`` (:func:`mtlirt.estimators._holes.domain_cells`; none where every LLM that
+    answered in it answered all of it), or None where every cell is observed or there are too many for
+    the lists to pay."""
     if observed is None:
         return None
     lists = _holes_kernels().domain_cells(observed, s, seen)
-    if lists is None or len(lists[1]) == 0:
+    if lists is None or (len(lists[1]) == 0 and seen.all()):
         return None
     return seen.astype(np.float64), lists[0], lists[1]
 
