@@ -27,7 +27,7 @@ from ..numerics.vecmath import exp_nonpos, log1p_nonneg, log_pos
 
 __all__ = ["block_sums", "cell_sums", "correct_cells", "curve_change", "expected_correct", "floor_run",
            "floor_terms", "item_tables", "mstep_derivs", "mstep_objective", "posterior_linear", "posterior_rows",
-           "tab_derivs", "theta_newton"]
+           "sigmoid_table", "tab_derivs", "theta_newton"]
 
 _FAST = {"contract", "reassoc", "nsz"}
 _EPS = 1e-12
@@ -178,23 +178,32 @@ def mstep_objective(a, d, x, Nq, rows, c, R, out):
 
 
 @numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
-def floor_terms(a, d, c, x, Nq, rows, R, out):
+def sigmoid_table(a, d, x, out):
+    """``out[j, q]`` = ``sigmoid(a_j x_q + d_j)``: the items' curves above their floors, which the floors'
+    Newton steps (:func:`floor_terms`) evaluate again at every trial floor."""
+    for j in range(a.shape[0]):
+        for q in range(x.shape[0]):
+            out[j, q], _ = _sigmoid(a[j] * x[q] + d[j])
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", boundscheck=False, cache=True)
+def floor_terms(sig, c, Nq, rows, R, out):
     """Per item, in its floor ``c_j``: the expected complete-data log-likelihood ``f``, its derivative
-    ``g`` and minus its second derivative ``H``: ``out[j]`` = (``f``, ``g``, ``H``)."""
-    J = a.shape[0]
-    Q = x.shape[0]
+    ``g`` and minus its second derivative ``H``: ``out[j]`` = (``f``, ``g``, ``H``); ``sig`` the
+    items' :func:`sigmoid_table`."""
+    J, Q = sig.shape
     for j in range(J):
-        aj, dj, cj = a[j], d[j], c[j]
+        cj = c[j]
         nrow = Nq[rows[j]]
         Rj = R[j]
+        sj = sig[j]
         f = 0.0
         g = 0.0
         h = 0.0
         nr = 0.0
         for q in range(Q):
-            sig, _ = _sigmoid(aj * x[q] + dj)
-            P1 = min(max(cj + (1.0 - cj) * sig, _EPS), 1.0 - _EPS)
-            S = 1.0 - sig
+            P1 = min(max(cj + (1.0 - cj) * sj[q], _EPS), 1.0 - _EPS)
+            S = 1.0 - sj[q]
             f += Rj[q] * log_pos(P1) + (nrow[q] - Rj[q]) * log_pos(1.0 - P1)
             u = Rj[q] * S / P1
             g += u

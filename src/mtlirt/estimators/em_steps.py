@@ -379,8 +379,11 @@ def _mstep_floor(a, d, cd, stats, x, priors, item_domain, n_newton=3, backtrack=
     al, be = priors.guessing_alpha - 1.0, priors.guessing_beta - 1.0
     lo, hi = 1e-4, priors.guessing_max
 
+    sig = np.empty((len(a), len(x)))
+    kern.sigmoid_table(a, d, x, sig)
+
     def at(cdv):
-        kern.floor_terms(a, d, cdv[item_domain], x, NqM, rows, R, terms)
+        kern.floor_terms(sig, cdv[item_domain], NqM, rows, R, terms)
         return [np.bincount(item_domain, terms[:, m], minlength=K) for m in range(3)]
 
     cd = np.clip(np.asarray(cd, dtype=np.float64), lo, hi)
