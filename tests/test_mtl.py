@@ -394,3 +394,27 @@ def test_auto_without_a_floor_tunes_as_the_2pl(monkeypatch):
     f = mtl.fit_mtl(r, guessing="auto")
     assert f.c.max() == 0 and f.record["cv"] is not None  # no floor kept; the rank and C were tuned
     assert seen == [None]
+
+
+def test_deviation_spread_takes_the_callers_evaluator_only_with_its_floors(monkeypatch):
+    """The fit hands its own trait evaluator to the deviations' moments (with floors, building another costs
+    seconds at the flagship shape): the same numbers, and one with other floors is not used."""
+    from mtlirt.estimators import bootstrap
+
+    sim = simulate(150, domain_sizes=[20, 15], missing=0.1, seed=3)
+    r = sim.to_responses()
+    c = np.repeat([0.2, 0.0], [20, 15])
+    rng = np.random.default_rng(0)
+    a, d = np.exp(0.2 * rng.standard_normal(35)), rng.standard_normal(35)
+    centre = rng.standard_normal((150, 2))
+    args = (r.correct, r.mask, r.domain_slices, centre, a, d, c)
+    ref = bootstrap.deviation_spread(*args)
+    built = []
+    monkeypatch.setattr(bootstrap, "theta_likelihood", lambda data: built.append(data) or theta_likelihood(data))
+    lik = theta_likelihood(irt.ResponseData.from_responses(r, guessing=c))
+    lik.set_items(a, d)
+    np.testing.assert_array_equal(bootstrap.deviation_spread(*args, lik=lik), ref)
+    assert built == []
+    other = theta_likelihood(irt.ResponseData.from_responses(r))
+    np.testing.assert_array_equal(bootstrap.deviation_spread(*args, lik=other), ref)
+    assert len(built) == 1 and np.array_equal(built[0].c, c)

@@ -74,7 +74,7 @@ def resample_items(correct, observed, domain_slices, rng: np.random.Generator):
 
 
 def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, floor: float = 1e-3,
-                     return_info: bool = False, loadings=None, max_iter: int = 50):
+                     return_info: bool = False, loadings=None, max_iter: int = 50, lik=None):
     """Variance ``psi_k`` of each domain's deviations from its centre, by moments of the score.
 
     With ``theta_ik = centre_ik + delta_ik``, ``delta_ik ~ N(0, psi_k)``, the
@@ -117,6 +117,10 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
         ``K x r`` slopes of a fitted centre on its shared traits (standardised
         over the LLMs): the leverage correction above; None for a centre
         that does not depend on the data.
+    lik
+        The trait evaluator of these data with the floors ``c``
+        (:func:`~mtlirt.estimators.trait_scoring.theta_likelihood`), where the caller has one: with floors
+        its lists of the correct cells cost seconds at the flagship shape; default: built here.
 
     Returns
     -------
@@ -124,7 +128,8 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
         ``K`` variances (and, with ``return_info``, the ``N x K`` information at the centre).
     """
     cc = None if c is None or not np.any(np.asarray(c) > 0) else np.asarray(c, dtype=np.float64)
-    lik = theta_likelihood(ResponseData(correct, observed, domain_slices, guessing=cc))
+    if lik is None or not _same_floors(lik.data.c, cc):
+        lik = theta_likelihood(ResponseData(correct, observed, domain_slices, guessing=cc))
     lik.set_items(np.asarray(a, dtype=np.float64), np.asarray(d, dtype=np.float64))
     g, info = lik.theta_derivs(np.asarray(centre, dtype=np.float64))
     i2 = np.maximum((info * info).sum(axis=0), 1e-12)
@@ -149,6 +154,11 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
         raw = mean + (raw - mean) * tau2 / (tau2 + var)
     psi = np.maximum(raw, floor)
     return (psi, info) if return_info else psi
+
+
+def _same_floors(c1, c2) -> bool:
+    """Whether two sets of floors (per item, or None for none) are the same."""
+    return (c1 is None and c2 is None) or (c1 is not None and c2 is not None and np.array_equal(c1, c2))
 
 
 def overall_spread(info, psi, loadings) -> np.ndarray:

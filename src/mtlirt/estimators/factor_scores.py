@@ -58,7 +58,7 @@ def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info, loadings
 # ---------------------------------------------------------------------------
 # the reported scores: the factor model's posterior means, given the fit's items and structure
 # ---------------------------------------------------------------------------
-def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
+def factor_structure(correct, observed, slices, centre, W, a, d, c=None, lik=None):
     """The rank-one structure of the reported scores: ``lambda_k`` and ``psi_k``.
 
     ``psi_k`` is the variance of domain ``k``'s deviations from its centre
@@ -67,9 +67,10 @@ def factor_structure(correct, observed, slices, centre, W, a, d, c=None):
     traits are ``Lambda_k = W_k / sqrt(|W_k|^2 + psi_k)`` (``W`` the ``K x r``
     slopes of the centre on its standardised shared traits), and ``lambda_k``
     their correlation with the overall score (:func:`mtlirt.numerics.factor_model.overall_loadings`:
-    ``Lambda_k`` itself at rank one), signed so that they sum positive.
+    ``Lambda_k`` itself at rank one), signed so that they sum positive. ``lik``: the data's trait
+    evaluator with the floors ``c``, where the caller has one (:func:`deviation_spread`).
     """
-    psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=W)
+    psi = deviation_spread(correct, observed, slices, centre, a, d, c, loadings=W, lik=lik)
     W = np.asarray(W, dtype=np.float64).reshape(len(psi), -1)
     Lam = W / np.sqrt((W * W).sum(axis=1) + psi)[:, None]
     lam = overall_loadings(Lam)

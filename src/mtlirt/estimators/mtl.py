@@ -472,7 +472,7 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0
     _, a, d = stl.internal()
     A_rot, W_rot = _overall_axes(A, W, None, np.ones(K))
     overall, loadings, W_out = _overall_and_loadings(stl, A_rot, W_rot)
-    lam, psi = factor_structure(correct, observed, slices, centre, W_rot, a, d, stl.c)
+    lam, psi = factor_structure(correct, observed, slices, centre, W_rot, a, d, stl.c, lik=lik)
     fs = factor_scores(correct, observed, slices, a, d, stl.c, lam)
     # the overall score: E[g | answers] standardised over the LLMs (the scorer's overall_loc, overall_scale)
     g_loc = float(fs["g"].mean())
