@@ -133,17 +133,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
                 kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         else:
             lp, l1p = llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x))
-            if mk is None or Ok is not None:
-                L = llm_side.grid_loglik(Yk, Ok, lp, l1p, np.float32, matmul_rows)
-            elif seen is not None:  # the products over the LLMs that answered here; the others keep the prior
-                Yk = Yk[seen]  # (a contiguous copy, for the M-step's product too)
-                L = np.zeros((N, Q))
-                L[seen] = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32, matmul_rows)
-                _holes_kernels().gather_rows(*mk[2], l1p, -1.0, L)
-            else:  # as above: the wrong answers' log(1 - P) over the observed cells
-                L = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32, matmul_rows)
-                L -= (1.0 - mk[1]) @ np.add.reduceat(l1p, mk[5], axis=0)
-                _holes_kernels().gather_rows(*mk[2], l1p, -1.0, L)
+            L, Yk = _floored_loglik(Yk, mk, Ok, seen, lp, l1p)
             kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         eap[:, g] = eap_g
         ll_domain[g] += float(np.sum(lml))
@@ -166,9 +156,28 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
             "ll": float(ll_domain.sum()), "ll_domain": ll_domain, "moments": mom}
 
 
-#: :func:`_seen_rows`: the largest share of the LLMs that answered in a domain at which its floored products
-#: run over those LLMs only (the copy of their answers costs less than the other LLMs' rows of zeros).
+#: :func:`_seen_rows`: the largest share of the LLMs that answered in a domain at which its answer-by-node
+#: products run over those LLMs only (the E-step of a floored domain, MTL's score tables): the copy of their
+#: answers then costs less than the other LLMs' rows of zeros.
 SEEN_SHARE = 0.9
+
+
+def _floored_loglik(Yk, mk, Ok, seen, lp, l1p):
+    """A floored domain's log-likelihood at the nodes (N x Q) from its curves' logs ``lp``, ``l1p`` (J_k x Q):
+    the answers ``Yk`` (and the mask ``Ok``, or the cell lists of ``mk``) times them; with ``seen``
+    (:func:`_seen_rows`) over those LLMs only, the others' rows 0 (the prior). Returns it and the answers its
+    product took (a contiguous copy with ``seen``: the M-step's product takes them too)."""
+    if mk is None or Ok is not None:
+        return llm_side.grid_loglik(Yk, Ok, lp, l1p, np.float32, matmul_rows), Yk
+    if seen is not None:
+        Yk = Yk[seen]
+        L = np.zeros((len(mk[1]), lp.shape[1]))
+        L[seen] = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32, matmul_rows)
+    else:  # as the 2PL's: the wrong answers' log(1 - P) over the observed cells
+        L = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32, matmul_rows)
+        L -= (1.0 - mk[1]) @ np.add.reduceat(l1p, mk[5], axis=0)
+    _holes_kernels().gather_rows(*mk[2], l1p, -1.0, L)
+    return L, Yk
 
 
 def _seen_rows(mk):
