@@ -432,6 +432,7 @@ def test_reported_scores_tables_over_the_llms_that_answered(monkeypatch, holes):
     """MTL's log-likelihood tables of a domain that some LLMs did not run (with and without other
     unobserved cells, floor or none): over those that answered it, and over every LLM, give the dense
     mask's numbers; the others' rows are 0."""
+    from mtlirt.estimators import em_steps
     from mtlirt.estimators import factor_scores as fs
     from mtlirt.numerics.factor_model import _tabulate
 
@@ -450,7 +451,7 @@ def test_reported_scores_tables_over_the_llms_that_answered(monkeypatch, holes):
         assert cells is not None and len(cells[2]) == np.count_nonzero(~obs[seen, s])
         dense = fs._domain_table(correct, obs, s, st)
         few = fs._domain_table(correct, obs, s, st, cells=cells)
-        monkeypatch.setattr(fs, "SEEN_SHARE", 0.0)
+        monkeypatch.setattr(em_steps, "SEEN_SHARE", 0.0)
         every = fs._domain_table(correct, obs, s, st, cells=cells)
         monkeypatch.undo()
         np.testing.assert_allclose(few, dense, rtol=1e-12, atol=1e-9)

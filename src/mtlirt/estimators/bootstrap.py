@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..progress import progress_bar
-from .response_data import ResponseData
+from .response_data import ResponseData, same_floors
 from .trait_scoring import theta_likelihood
 
 Refit = Callable[[np.ndarray, "np.ndarray | None"], dict]
@@ -128,7 +128,7 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
         ``K`` variances (and, with ``return_info``, the ``N x K`` information at the centre).
     """
     cc = None if c is None or not np.any(np.asarray(c) > 0) else np.asarray(c, dtype=np.float64)
-    if lik is None or not _same_floors(lik.data.c, cc):
+    if lik is None or not same_floors(lik.data.c, cc):
         lik = theta_likelihood(ResponseData(correct, observed, domain_slices, guessing=cc))
     lik.set_items(np.asarray(a, dtype=np.float64), np.asarray(d, dtype=np.float64))
     g, info = lik.theta_derivs(np.asarray(centre, dtype=np.float64))
@@ -154,11 +154,6 @@ def deviation_spread(correct, observed, domain_slices, centre, a, d, c=None, flo
         raw = mean + (raw - mean) * tau2 / (tau2 + var)
     psi = np.maximum(raw, floor)
     return (psi, info) if return_info else psi
-
-
-def _same_floors(c1, c2) -> bool:
-    """Whether two sets of floors (per item, or None for none) are the same."""
-    return (c1 is None and c2 is None) or (c1 is not None and c2 is not None and np.array_equal(c1, c2))
 
 
 def overall_spread(info, psi, loadings) -> np.ndarray:

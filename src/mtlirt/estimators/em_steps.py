@@ -12,7 +12,7 @@ from .blas import matmul_rows
 from .penalties import DEFAULT_PENALTIES, Penalties
 from .response_data import ResponseData
 
-__all__ = ["node_levels"]
+__all__ = ["node_levels", "seen_rows"]
 
 
 def _nodes(priors: Penalties, level: int = 0):
@@ -180,13 +180,19 @@ def _floored_loglik(Yk, mk, Ok, seen, lp, l1p):
     return L, Yk
 
 
+def seen_rows(seen) -> np.ndarray | None:
+    """The rows of the LLMs that answered in a domain (``seen``, N, nonzero where they did), where they are
+    at most :data:`SEEN_SHARE` of all (its products then run over them only); else None."""
+    rows = np.flatnonzero(seen)
+    return rows if len(rows) <= SEEN_SHARE * len(seen) else None
+
+
 def _seen_rows(mk):
-    """The LLMs that answered in a domain of one block whose missing cells are listed (``mask_of``'s
-    ``"sparse"``), where they are at most :data:`SEEN_SHARE` of all; else None."""
+    """:func:`seen_rows` of a domain of one block whose missing cells are listed (``mask_of``'s
+    ``"sparse"``); else None."""
     if mk is None or mk[0] != "sparse" or mk[1].shape[1] != 1:
         return None
-    seen = np.flatnonzero(mk[1][:, 0] > 0)
-    return seen if len(seen) <= SEEN_SHARE * len(mk[1]) else None
+    return seen_rows(mk[1][:, 0])
 
 
 _NO_P = np.zeros((0, 0), dtype=np.float32)

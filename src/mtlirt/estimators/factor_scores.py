@@ -16,7 +16,7 @@ from ..numerics.llm_side import grid_loglik, logits, partition, softplus
 from .bootstrap import deviation_spread
 from .centre import _normalise
 from .correlation import reliability_from_se
-from .em_steps import SEEN_SHARE, _holes_kernels
+from .em_steps import _holes_kernels, seen_rows
 from .response_data import standardise
 
 __all__ = ["factor_scores", "factor_structure", "posterior_mean_sd"]
@@ -85,8 +85,8 @@ def _domain_table(correct, observed, s, st, dtype=np.float64, cells=None):
         Y = correct[:, s].astype(dtype)
         O = None if observed is None else observed[:, s].astype(dtype)
         return grid_loglik(Y if O is None else Y * O, O, st.logp[s], st.log1mp[s], dtype=dtype)
-    seen = np.flatnonzero(cells[0])
-    if len(seen) <= SEEN_SHARE * len(cells[0]):  # the product over the LLMs that answered here; the others' 0
+    seen = seen_rows(cells[0])
+    if seen is not None:  # the product over the LLMs that answered here; the others' rows 0
         L = np.zeros((len(cells[0]), st.logp.shape[1]))
         L[seen] = grid_loglik(np.multiply(correct[seen, s], observed[seen, s], dtype=dtype), None, st.logp[s],
                               st.log1mp[s], dtype=dtype)

@@ -51,6 +51,11 @@ def standardise(theta, a, d, item_domain):
     return theta_std, a_std, d_std, loc, scale
 
 
+def same_floors(c1, c2) -> bool:
+    """Whether two sets of guessing floors (per item, or None for none) are the same."""
+    return (c1 is None and c2 is None) or (c1 is not None and c2 is not None and np.array_equal(c1, c2))
+
+
 class ResponseData:
     """A response matrix prepared for fitting: the answers, the mask, the domains, and the ``float32``
     copies the EM's matrix products take (built on first use).
@@ -258,7 +263,7 @@ class ResponseData:
         evaluator's list of correct cells costs seconds at the flagship shape)."""
         c = None if c is None else np.broadcast_to(np.asarray(c, dtype=np.float64), (self.J,)).copy()
         c = c if c is not None and np.any(c > 0) else None
-        same = (c is None and self.c is None) or (c is not None and self.c is not None and np.array_equal(c, self.c))
+        same = same_floors(c, self.c)
         self.c = c
         if not same:
             self._theta_lik = None
