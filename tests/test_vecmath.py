@@ -4,8 +4,11 @@ vectorised or not."""
 
 from __future__ import annotations
 
+import platform
+
 import numba
 import numpy as np
+import pytest
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 from mtlirt.numerics.vecmath import log1p_nonneg
@@ -34,6 +37,27 @@ def test_exp_is_accurate():
     vec = np.empty_like(t)
     _exp_loop(t, vec)
     assert np.array_equal(vec, got)
+
+
+def test_exp_is_accurate_where_its_reduction_ties():
+    """At ``t = (k + 1/2) ln 2`` the rounding of ``t / ln 2`` to ``n`` ties; either neighbour leaves
+    ``|r| = ln(2)/2``, within the polynomial's range."""
+    t = (np.arange(-1021, 1) + 0.5) * np.log(2.0)
+    got = np.array([exp_nonpos(v) for v in t])
+    assert np.max(np.abs(got / np.exp(t) - 1.0)) <= 2.3e-16
+
+
+def test_exp_loop_has_no_float_to_integer_conversion():
+    """AVX2 has no vector instruction that converts a double to an integer: an exponential that took
+    ``n`` by ``floor`` and a conversion ran that step lane by lane (about half its time)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("the instruction names checked are x86's")
+    t = -np.linspace(0.0, 50.0, 1001)
+    out = np.empty_like(t)
+    _exp_loop(t, out)
+    asm = "".join(_exp_loop.inspect_asm().values())
+    assert "vfmadd" in asm or "mulpd" in asm  # the compiled loop itself
+    assert "cvttsd2si" not in asm and "cvtsd2si" not in asm
 
 
 def test_log_is_accurate():

@@ -34,6 +34,9 @@ _LN2_LO = 1.90821492927058770002e-10
 _EXP_C = tuple(1.0 / math.factorial(k) for k in range(14))
 (_E0, _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13) = _EXP_C
 _MIN_EXP = -708.0  # exp(-708) = 3.3e-308, next to the smallest normal number
+# 1.5 * 2**52: x + _ROUND is x rounded to an integer n (to even at ties, where |x| < 2**51), held in the sum's
+# low bits (the compiled flags keep the sum and its difference from being folded away)
+_ROUND = 6755399441055744.0
 
 # log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716 for m in
 # [sqrt(1/2), sqrt(2)): 2 s sum_k s^(2k) / (2k + 1), truncated after s^22
@@ -70,9 +73,13 @@ def exp_nonpos(t):
 
     ``t = n ln 2 + r`` with ``|r| <= ln(2)/2``; ``exp(r)`` by its Taylor
     polynomial of degree 13 (truncation < 5e-18); ``2**n`` built from its
-    exponent bits."""
+    exponent bits. ``n`` is rounded by adding ``_ROUND`` (the sum's last bits
+    are ``n``), not by ``floor`` and a float-to-integer conversion, which
+    AVX2 has no vector instruction for: a loop of it would convert lane by
+    lane."""
     tt = max(t, _MIN_EXP)
-    n = math.floor(tt * _LOG2E + 0.5)
+    kf = tt * _LOG2E + _ROUND
+    n = kf - _ROUND
     r = (tt - n * _LN2_HI) - n * _LN2_LO
     p = _E13
     p = p * r + _E12
@@ -88,7 +95,7 @@ def exp_nonpos(t):
     p = p * r + _E2
     p = p * r + _E1
     p = p * r + _E0
-    e = p * _bits_to_float((np.int64(n) + 1023) << 52)
+    e = p * _bits_to_float((_float_to_bits(kf) + 1023) << 52)  # (the bits above n's shift out)
     return e if t >= _MIN_EXP else (0.0 if t < _MIN_EXP else t)  # NaN stays NaN
 
 
