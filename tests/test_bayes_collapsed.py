@@ -81,8 +81,7 @@ def test_kernel_matches_numpy(case):
     # value-only and moment modes give the same total
     assert ck._call(grid, lam, psi, mode=0)[0] == pytest.approx(v, rel=1e-13)
     assert ck._call(grid, lam, psi, mode=2, moments=True)[0] == pytest.approx(v, rel=1e-13)
-    # and LLM by LLM: the log posterior at the outer nodes (each cell's inner sum enters as its exponent
-    # and a mantissa multiplied across the domains, one logarithm per outer node)
+    # and LLM by LLM: the log posterior at the outer nodes
     nodes = np.empty((grid.offsets.shape[0], grid.shape[0]))
     ck._call(grid, lam, psi, node_out=nodes)
     from scipy.special import logsumexp

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mtlirt.bayes._vecmath import exp_nonpos, log_pos
-from mtlirt.numerics.vecmath import log1p_nonneg, split_exponent
+from mtlirt.numerics.vecmath import log1p_nonneg
 
 
 @numba.njit(fastmath={"contract"}, error_model="numpy")
@@ -99,20 +99,3 @@ def test_log1p_is_accurate_for_small_arguments_too():
     vec = np.empty_like(u)
     _log1p_loop(u, vec)
     assert np.array_equal(vec, got)
-
-
-@numba.njit(fastmath={"reassoc", "contract", "arcp", "nsz"}, error_model="numpy")
-def _split_loop(x, e, m):
-    for j in range(x.shape[0]):
-        e[j], m[j] = split_exponent(x[j])
-
-
-def test_split_exponent_is_exact():
-    """``x = 2**e m`` exactly, ``m`` in ``[1, 2)``, ``e`` an integer: frexp's, shifted by one."""
-    x = np.concatenate([np.geomspace(2.3e-308, 1.7e308, 100_001), [1.0, 2.0, 0.5, 3.0, np.nextafter(2.0, 0.0)]])
-    e = np.empty_like(x)
-    m = np.empty_like(x)
-    _split_loop(x, e, m)
-    fm, fe = np.frexp(x)
-    assert np.array_equal(e, fe - 1.0) and np.array_equal(m, 2.0 * fm)
-    assert np.all((m >= 1.0) & (m < 2.0)) and np.array_equal(np.ldexp(m, e.astype(int)), x)

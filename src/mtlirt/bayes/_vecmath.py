@@ -1,6 +1,6 @@
 """The vectorisable elementary functions of the numba likelihood kernels, and their numba cache key.
 
-``exp_nonpos``, ``log_pos`` and ``split_exponent`` are :mod:`mtlirt.numerics.vecmath`'s (the
+``exp_nonpos`` and ``log_pos`` are :mod:`mtlirt.numerics.vecmath`'s (the
 item calibration's kernels use them too). :func:`source_version` gives the
 kernels' PyTensor Ops a numba cache key that changes with their code.
 """
@@ -11,9 +11,9 @@ import hashlib
 import inspect
 import sys
 
-from mtlirt.numerics.vecmath import exp_nonpos, log_pos, split_exponent
+from mtlirt.numerics.vecmath import exp_nonpos, log_pos
 
-__all__ = ["exp_nonpos", "log_pos", "source_version", "split_exponent"]
+__all__ = ["exp_nonpos", "log_pos", "source_version"]
 
 
 def source_version(*module_names: str) -> int:

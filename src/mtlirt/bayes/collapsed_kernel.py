@@ -24,10 +24,7 @@ from the grid's, warm-up territory; or weights below single precision's range) i
 domain instead. The
 coefficients cost three exponentials per cell, not ``Q``: ``exp(E_q)`` is
 ``w_q`` (kept with the grid) times a Gaussian factor whose ratios between
-neighbouring nodes form a geometric sequence. The sums' logarithms cost one
-per LLM and outer node, not one per cell: each cell's sum enters by its
-exponent (added) and its mantissa (multiplied across the domains, kept in
-``[1, 2)``).
+neighbouring nodes form a geometric sequence.
 """
 
 from __future__ import annotations
@@ -38,7 +35,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from mtlirt.bayes._vecmath import exp_nonpos, log_pos, split_exponent
+from mtlirt.bayes._vecmath import exp_nonpos, log_pos
 from mtlirt.numerics.llm_side import numba_log_domain
 
 __all__ = [
@@ -61,8 +58,6 @@ _P_MIN = 1e-250
 # LLMs per block of the kernel's and the draws' vector loops: each pass over a block is a short loop whose
 # set-up a longer block spreads, while the block's working arrays (nodes x LLMs) must stay in cache
 _BLOCK = 128
-_LN2_HI = 6.93147180369123816490e-01  # ln 2 in two parts: an exponent times _LN2_HI is exact
-_LN2_LO = 1.90821492927058770002e-10
 # the smallest residual sd the inner nodes resolve, in steps (CollapsedGrid.resolvable_psi)
 RESOLVE = 0.8
 
@@ -253,11 +248,9 @@ def _log_domain(bad, z, zmax, p0, deep, Q):
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
 def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw_k, A, M, bad, deep_k,
-                 v, Y, P0, P1, P2, LF, D1, D2, acc, accm):
-    # domain k at every outer node g: the log of the inner sum (Horner in the node ratio Y) added to
-    # acc[g], its mantissa multiplied into accm[g] and its exponent added to acc[g] (_kernel takes one
-    # logarithm of accm per outer node, not one per cell); with store, E[d] and E[d^2] over the inner
-    # nodes in D1, D2. A deep cell (deep_k)
+                 v, Y, P0, P1, P2, LF, D1, D2, acc):
+    # domain k at every outer node g: the inner sum (Horner in the node ratio Y)
+    # added to acc[g]; with store, E[d] and E[d^2] over the inner nodes in D1, D2. A deep cell (deep_k)
     # is summed in the log domain where the terms single precision cannot hold (each below
     # exp(_LOGW_SINGLE) Y^q) could reach 1e-8 of its sum
     G, r = offsets.shape
@@ -299,7 +292,7 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
             z = 2.0 * a * hh[i] * v[i]
             n_bad += _beyond_range(bad[i], z, zmax, P0[i])
             P0[i] = max(P0[i], _P_MIN)
-            LF[i] = ls[i] + M[i] - Qc * z + a * v[i] * (2.0 * c[i] - v[i]) - lp  # (and the log of P0)
+            LF[i] = ls[i] + M[i] + log_pos(P0[i]) - Qc * z + a * v[i] * (2.0 * c[i] - v[i]) - lp
         if any_deep and not n_bad:
             for i in range(nb):
                 n_bad += _log_domain(bad[i], 2.0 * a * hh[i] * v[i], zmax, P0[i], deep_k[b0 + i], Q)
@@ -319,12 +312,10 @@ def _outer_nodes(k, b0, nb, Q, Qc, a, lp, zmax, store, offsets, e, c, st, hh, ls
                     mc = st[i] + Qc * hh[i] - c[i]
                     lsum, Ed, Ed2 = _direct(logw_k, b0 + i, st[i], hh[i], mc + v[i], a)
                     LF[i] = ls[i] + lsum - lp
-                    P0[i] = 1.0
                     D1[k, g, i] = Ed
                     D2[k, g, i] = Ed2
         for i in range(nb):
-            ex, accm[g, i] = split_exponent(accm[g, i] * P0[i])
-            acc[g, i] += LF[i] + (ex * _LN2_HI + ex * _LN2_LO)
+            acc[g, i] += LF[i]
 
 
 @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy", boundscheck=False, cache=True)
@@ -416,7 +407,6 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half
     G = offsets.shape[0]
     B = _BLOCK
     acc = np.empty((G, B))
-    accm = np.empty((G, B))
     D1 = np.empty((K, G, B))
     D2 = np.empty((K, G, B))
     A = np.empty((Q, B))
@@ -437,7 +427,6 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half
         for g in range(G):
             for i in range(nb):
                 acc[g, i] = logomega[g, b0 + i]
-                accm[g, i] = 1.0
         for k in range(K):
             p = psi[k]
             a = 0.5 / (p * p)
@@ -453,15 +442,12 @@ def _kernel(start, step, logw, expw, logscale, mu, chol, offsets, logomega, half
             _centres(k, b0, nb, st, hh, Qcs, lam, mu, chol, c, e)
             _inner_weights(k, b0, nb, Qs, Qcs, a, hh, c, expw, s, M, bad, gq, rq, kq, A)
             _outer_nodes(k, b0, nb, Qs, Qcs, a, lp, zmax, store, offsets, e, c, st, hh, ls, logw[k, ::s], A, M,
-                         bad, deep[k], v, Y, P0, P1, P2, LF, D1, D2, acc, accm)
+                         bad, deep[k], v, Y, P0, P1, P2, LF, D1, D2, acc)
             if mode == 1:
                 for g in range(G):
                     for i in range(nb):
                         D1[k, g, i] = 2.0 * a * D1[k, g, i]
                         D2[k, g, i] = D2[k, g, i] / (p * p * p) - 1.0 / p
-        for g in range(G):
-            for i in range(nb):
-                acc[g, i] += log_pos(accm[g, i])
         total = _outer_sum(acc, pi, nb, total)
         if node_out.shape[0]:
             for g in range(G):

@@ -24,7 +24,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.core.extending import intrinsic
 
-__all__ = ["exp_nonpos", "log1p_nonneg", "log_pos", "split_exponent"]
+__all__ = ["exp_nonpos", "log1p_nonneg", "log_pos"]
 
 _FLAGS = {"contract"}
 
@@ -46,8 +46,6 @@ _LOG_C = tuple(1.0 / (2 * k + 1) for k in range(12))
 _SQRT2 = 1.4142135623730951
 _MANTISSA = (1 << 52) - 1
 _ONE_BITS = 1023 << 52
-_TWO52_BITS = 1075 << 52  # the bits of 2**52, whose mantissa's last bits then hold an integer exactly
-_TWO52_BIAS = 4503599627370496.0 + 1023.0  # 2**52 and the exponent's bias
 
 
 @intrinsic
@@ -99,17 +97,6 @@ def exp_nonpos(t):
     p = p * r + _E0
     e = p * _bits_to_float((_float_to_bits(kf) + 1023) << 52)  # (the bits above n's shift out)
     return e if t >= _MIN_EXP else (0.0 if t < _MIN_EXP else t)  # NaN stays NaN
-
-
-@numba.njit(fastmath=_FLAGS, error_model="numpy", cache=True)
-def split_exponent(x):
-    """``(e, m)`` with ``x = 2**e m``, ``m`` in ``[1, 2)`` and ``e`` an integer held as a float, for
-    positive normal ``x``: a product kept as its exponents' sum and one mantissa takes one logarithm at
-    the end instead of one per factor. ``e`` comes from the exponent's bits laid into the mantissa of
-    ``2**52``, not by an integer-to-float conversion, which AVX2 has no vector instruction for."""
-    bits = _float_to_bits(x)
-    e = _bits_to_float((bits >> 52) | _TWO52_BITS) - _TWO52_BIAS
-    return e, _bits_to_float((bits & _MANTISSA) | _ONE_BITS)
 
 
 @numba.njit(fastmath=_FLAGS, error_model="numpy", cache=True)
