@@ -12,6 +12,7 @@ Usage::
     .venv/bin/python benchmarks/bench_bayes.py joint-cost
     .venv/bin/python benchmarks/bench_bayes.py joint-warmup [--tune 1000 --draws 100]
     .venv/bin/python benchmarks/bench_bayes.py joint-geometry [--pin none --target-accept 0.8 ...]
+    .venv/bin/python benchmarks/bench_bayes.py few-llms [--seeds 0 1 2 3 --scenario realistic]
     .venv/bin/python benchmarks/bench_bayes.py all
 
 (a) calibration: 150 LLMs, domains of 10, 15, 20, 30, 40, 60 items (rank 1,
@@ -38,6 +39,12 @@ Usage::
 (j) joint-geometry: design (b), 2 chains x 300 draws after 300 tuning
     steps, one setting at a time: leapfrog steps per draw, step sizes, ESS
     per draw by group of free variables.
+(k) few-llms: 24 LLMs on ChemBench's nine topic sizes (40-1,001 items,
+    2,788 in all): the default Bayesian fit (items fixed beyond 60,000
+    responses, else joint), the fit on the other route and MTL with 30
+    bootstrap replicates. Coverage and width of their 90% intervals, against the
+    truth standardised over the LLMs (per domain for the domain scores) and,
+    for the domain scores, against the truth on the population scale.
 (f) marginal-cost: one log density and gradient of the fixed-items model with
     the domain traits integrated out, compiled kernel vs PyTensor graph.
 
@@ -611,11 +618,63 @@ def bench_joint_geometry(seed: int = 0, tune: int = 300, draws: int = 300, chain
     return out
 
 
+FEW_LLMS_SIZES = [152, 1001, 149, 92, 84, 430, 165, 40, 675]  # ChemBench's topics
+
+
+def _interval_check(est, truth: dict) -> dict:
+    """Coverage, mean width and RMSE of an estimate's 90% intervals (its own tables) of the domain
+    scores against the truth standardised per domain over the LLMs (``theta``) and on the population
+    scale (``theta_population``), and of the overall scores against the standardised truth."""
+    llms = est.llms
+    dsc = est.domain_scores(0.9)
+    osc = est.overall_scores(0.9).set_index("llm").loc[llms]
+    theta = truth["theta"]
+    cols = {"theta": [dsc[c].to_numpy().reshape(theta.shape) for c in ("lower", "upper", "score")],
+            "overall": [osc[c].to_numpy() for c in ("lower", "upper", "score")]}
+    targets = {"theta": (theta - theta.mean(0)) / theta.std(0), "theta_population": theta,
+               "overall": truth["overall"]}
+    out = {}
+    for name, t in targets.items():
+        lo, hi, m = cols["overall" if name == "overall" else "theta"]
+        out[name] = {"coverage90": round(float(((t >= lo) & (t <= hi)).mean()), 3),
+                     "mean_width90": round(float((hi - lo).mean()), 3),
+                     "rmse": round(float(np.sqrt(np.mean((m - t) ** 2))), 3)}
+    return out
+
+
+def bench_few_llms(seed: int = 0, scenario: str = "ideal", n_llms: int = 24, bootstrap: int = 30) -> dict:
+    """(k) few LLMs, many items: the default Bayesian fit, the one on the other items route and MTL's
+    bootstrap, their 90% intervals against the truth (:func:`_interval_check`)."""
+    from mtlirt.data.responses import Responses
+    from mtlirt.data.simulate import simulate
+
+    sim = simulate(n_llms, FEW_LLMS_SIZES, scenario=scenario, seed=seed)
+    resp = Responses.from_frame(sim.responses)
+    truth = {"theta": sim.domain_scores.loc[resp.llms, resp.domains].values,
+             "overall": _standardised(sim.overall.loc[resp.llms].values[:, 0])}
+    out = {"benchmark": f"few LLMs: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains, "
+                        f"{scenario}, seed {seed}"}
+    fits = {"bayes_default": dict(method="bayes", progress=False, log_likelihood=False)}
+    for name in ("bayes_default", "bayes_other", f"mtl_bootstrap_{bootstrap}"):
+        kw = fits.get(name, dict(method="mtl", bootstrap=bootstrap))
+        if name == "bayes_other":  # the route the default did not take
+            other = "joint" if out["bayes_default"]["route"] == "fixed" else "fixed"
+            name, kw = f"bayes_{other}", dict(fits["bayes_default"], items=other)
+        t0 = time.perf_counter()
+        est = _fit(resp, seed=seed, **kw)
+        out[name] = {"seconds": round(time.perf_counter() - t0, 1), **_interval_check(est, truth)}
+        if kw["method"] == "bayes":
+            out[name]["route"] = est.info["route"]["items"]
+            out[name]["converged"] = bool(est.info["diagnostics"]["converged"])
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["calibration", "joint", "flagship", "fixed-vs-joint", "pin", "real",
                                       "marginal-cost", "joint-cost", "joint-warmup", "joint-geometry",
-                                      "all"])
+                                      "few-llms", "all"])
     ap.add_argument("--items", default="joint", choices=["joint", "fixed"], help="real: items joint or fixed")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
     ap.add_argument("--draws", type=int, default=None)
@@ -635,6 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap", type=int, default=0,
                     help="flagship: also MTL with this many bootstrap replicates, compared with the posterior")
     ap.add_argument("--out", default=None, help="flagship: save the Estimate here (posterior.nc)")
+    ap.add_argument("--scenario", default="ideal", help="few-llms: simulate()'s scenario")
     args = ap.parse_args(argv)
     kw = {k: v for k, v in (("draws", args.draws), ("tune", args.tune), ("chains", args.chains))
           if v is not None}
@@ -659,6 +719,9 @@ def main(argv: list[str] | None = None) -> int:
         bench_joint_cost(seed=(args.seeds or [0])[0], spec=args.spec)
     if args.which in ("joint-warmup", "all"):
         bench_joint_warmup(seed=(args.seeds or [0])[0], **kw)
+    if args.which in ("few-llms", "all"):
+        for s in args.seeds or [0]:
+            bench_few_llms(seed=s, scenario=args.scenario)
     if args.which == "joint-geometry":
         bench_joint_geometry(seed=(args.seeds or [0])[0], target_accept=args.target_accept or 0.9, pin=args.pin,
                              adaptation=args.adaptation, item_parameterization=args.item_parameterization,
