@@ -105,20 +105,20 @@ def _coverage(tree, truth: np.ndarray, var: str = "theta", level: float = 0.9) -
 
 
 def _standardised(x: np.ndarray) -> np.ndarray:
-    """The true overall scores standardised over the LLMs: the quantity the
-    model's overall score estimates (its overall traits have sample mean 0
+    """True scores standardised over the LLMs (axis 0; per domain for N x K): for the overall
+    scores the quantity the model's overall score estimates (its overall traits have sample mean 0
     and variance 1 by construction, like MTL's)."""
-    return (x - x.mean()) / x.std()
+    return (x - x.mean(0)) / x.std(0)
 
 
 def _simulated(n_llms: int, domain_sizes=None, *, preset: str | None = None, scale: float = 1.0,
-               seed: int = 0):
+               scenario: str = "ideal", seed: int = 0):
     """A simulated leaderboard as ``Responses`` with its true domain scores
     (N x K, in the data's order) and standardised true overall scores."""
     from mtlirt.data.responses import Responses
     from mtlirt.data.simulate import simulate
 
-    sim = simulate(n_llms, domain_sizes, preset=preset, scale=scale, seed=seed)
+    sim = simulate(n_llms, domain_sizes, preset=preset, scale=scale, scenario=scenario, seed=seed)
     resp = Responses.from_frame(sim.responses)
     theta = sim.domain_scores.loc[resp.llms, resp.domains].values
     overall = _standardised(sim.overall.loc[resp.llms].values[:, 0])
@@ -631,7 +631,7 @@ def _interval_check(est, truth: dict) -> dict:
     theta = truth["theta"]
     cols = {"theta": [dsc[c].to_numpy().reshape(theta.shape) for c in ("lower", "upper", "score")],
             "overall": [osc[c].to_numpy() for c in ("lower", "upper", "score")]}
-    targets = {"theta": (theta - theta.mean(0)) / theta.std(0), "theta_population": theta,
+    targets = {"theta": _standardised(theta), "theta_population": theta,
                "overall": truth["overall"]}
     out = {}
     for name, t in targets.items():
@@ -645,27 +645,23 @@ def _interval_check(est, truth: dict) -> dict:
 def bench_few_llms(seed: int = 0, scenario: str = "ideal", n_llms: int = 24, bootstrap: int = 30) -> dict:
     """(k) few LLMs, many items: the default Bayesian fit, the one on the other items route and MTL's
     bootstrap, their 90% intervals against the truth (:func:`_interval_check`)."""
-    from mtlirt.data.responses import Responses
-    from mtlirt.data.simulate import simulate
-
-    sim = simulate(n_llms, FEW_LLMS_SIZES, scenario=scenario, seed=seed)
-    resp = Responses.from_frame(sim.responses)
-    truth = {"theta": sim.domain_scores.loc[resp.llms, resp.domains].values,
-             "overall": _standardised(sim.overall.loc[resp.llms].values[:, 0])}
+    resp, theta, overall = _simulated(n_llms, FEW_LLMS_SIZES, scenario=scenario, seed=seed)
+    truth = {"theta": theta, "overall": overall}
     out = {"benchmark": f"few LLMs: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains, "
                         f"{scenario}, seed {seed}"}
-    fits = {"bayes_default": dict(method="bayes", progress=False, log_likelihood=False)}
-    for name in ("bayes_default", "bayes_other", f"mtl_bootstrap_{bootstrap}"):
-        kw = fits.get(name, dict(method="mtl", bootstrap=bootstrap))
-        if name == "bayes_other":  # the route the default did not take
-            other = "joint" if out["bayes_default"]["route"] == "fixed" else "fixed"
-            name, kw = f"bayes_{other}", dict(fits["bayes_default"], items=other)
+    def run(name, **kw):
         t0 = time.perf_counter()
         est = _fit(resp, seed=seed, **kw)
         out[name] = {"seconds": round(time.perf_counter() - t0, 1), **_interval_check(est, truth)}
         if kw["method"] == "bayes":
             out[name]["route"] = est.info["route"]["items"]
             out[name]["converged"] = bool(est.info["diagnostics"]["converged"])
+
+    bayes = dict(method="bayes", progress=False, log_likelihood=False)
+    run("bayes_default", **bayes)
+    other = "joint" if out["bayes_default"]["route"] == "fixed" else "fixed"  # the route the default did not take
+    run(f"bayes_{other}", items=other, **bayes)
+    run(f"mtl_bootstrap_{bootstrap}", method="mtl", bootstrap=bootstrap)
     print(json.dumps(out, indent=1), flush=True)
     return out
 
