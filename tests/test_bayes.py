@@ -281,6 +281,45 @@ def test_numpy_derived_matches_model_logp(name, changes):
     np.testing.assert_allclose(pointwise[0, 0], _exact_ik(arr, a[0], d[0], c[0], th[0]), rtol=1e-12, atol=1e-10)
 
 
+def test_centred_and_noncentred_models_are_one_prior():
+    """The joint model's centred and non-centred parameterisations (traits, difficulties, log
+    discriminations) write one prior in other variables: at the same traits and items their log
+    densities differ by the log Jacobian of the change of variables alone (``theta = mean + psi z``,
+    ``b = beta + tau b_raw``, ``log a = alpha + sigma log_a_raw``), so the sampler's choice between
+    them changes its geometry, never the posterior."""
+    arr, _ = toy(20, (6, 45, 7), missing=0.15, seed=2)
+    built = {m: build_model(arr, load_spec("factor-2pl").with_changes(trait_parameterization=m,
+                                                                      item_parameterization=m))
+             for m in ("noncentered", "centered")}
+    nc, cen = built["noncentered"].model, built["centered"].model
+    spec = built["noncentered"].spec
+    ip, tree = _point_tree(built["noncentered"], arr, spec)
+    post = tree["posterior"].to_dataset().isel(chain=0, draw=0)
+
+    def v(name):
+        return np.asarray(post[name].values, dtype=np.float64)
+
+    dom = arr.item_domain
+    log_a = uncapped_log_discrimination(v("discrimination"), spec.priors.discrimination_max)
+    values = {k: v(k) for k in ("eta_raw", "loading_free", "loading_diag", "beta", "tau", "alpha",
+                                "sigma_log_a", "sigma_log_a_dev")}
+    values.update(theta_raw=v("theta"), b=-v("intercept"), log_a=log_a)
+    assert {rv.name for rv in cen.free_RVs} == set(values)
+    point = {}
+    for rv in cen.free_RVs:
+        tr = cen.rvs_to_transforms.get(rv)
+        x = values[rv.name]
+        point[cen.rvs_to_values[rv].name] = tr.forward(x, *rv.owner.inputs).eval() if tr is not None else x
+    assert spec.discrimination_spread == "pooled"
+    sig = v("sigma_log_a") * np.exp(spec.priors.log_discrimination_sd_spread * v("sigma_log_a_dev"))[dom]
+    np.testing.assert_allclose(log_a, v("alpha")[dom] + sig * v("log_a_raw"), atol=1e-9)  # the same items
+    psi = np.sqrt(1.0 - (v("loadings") ** 2).sum(-1))
+    log_jacobian = arr.n_llms * np.log(psi).sum() + np.log(v("tau")[dom]).sum() + np.log(sig).sum()
+    lp_nc = nc.compile_logp(jacobian=False, mode="FAST_COMPILE")(ip)
+    lp_c = cen.compile_logp(jacobian=False, mode="FAST_COMPILE")(point)
+    assert np.isclose(lp_c, lp_nc - log_jacobian, rtol=0, atol=1e-6), (lp_c, lp_nc, log_jacobian)
+
+
 def test_discriminations_are_capped_alike_in_the_model_and_its_draws():
     """Every discrimination stays below the spec's ``discrimination_max`` (an item that splits the
     LLMs perfectly no longer runs to hundreds, where NUTS diverged): PyTensor's cap in the model and
