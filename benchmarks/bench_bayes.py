@@ -12,7 +12,7 @@ Usage::
     .venv/bin/python benchmarks/bench_bayes.py joint-cost
     .venv/bin/python benchmarks/bench_bayes.py joint-warmup [--tune 1000 --draws 100]
     .venv/bin/python benchmarks/bench_bayes.py joint-geometry [--pin none --target-accept 0.8 ...]
-    .venv/bin/python benchmarks/bench_bayes.py few-llms [--seeds 0 1 2 3 --scenario realistic]
+    .venv/bin/python benchmarks/bench_bayes.py few-llms [--seeds 0 1 2 3 --scenario realistic --draws 8000]
     .venv/bin/python benchmarks/bench_bayes.py all
 
 (a) calibration: 150 LLMs, domains of 10, 15, 20, 30, 40, 60 items (rank 1,
@@ -642,9 +642,11 @@ def _interval_check(est, truth: dict) -> dict:
     return out
 
 
-def bench_few_llms(seed: int = 0, scenario: str = "ideal", n_llms: int = 24, bootstrap: int = 30) -> dict:
+def bench_few_llms(seed: int = 0, scenario: str = "ideal", n_llms: int = 24, bootstrap: int = 30,
+                   draws: int | None = None) -> dict:
     """(k) few LLMs, many items: the default Bayesian fit, the one on the other items route and MTL's
-    bootstrap, their 90% intervals against the truth (:func:`_interval_check`)."""
+    bootstrap, their 90% intervals against the truth (:func:`_interval_check`); ``draws``: the
+    Bayesian fits' draws per chain (default: the convergence checks choose)."""
     resp, theta, overall = _simulated(n_llms, FEW_LLMS_SIZES, scenario=scenario, seed=seed)
     truth = {"theta": theta, "overall": overall}
     out = {"benchmark": f"few LLMs: {resp.n_llms} LLMs x {resp.n_items} items in {resp.n_domains} domains, "
@@ -655,9 +657,11 @@ def bench_few_llms(seed: int = 0, scenario: str = "ideal", n_llms: int = 24, boo
         out[name] = {"seconds": round(time.perf_counter() - t0, 1), **_interval_check(est, truth)}
         if kw["method"] == "bayes":
             out[name]["route"] = est.info["route"]["items"]
-            out[name]["converged"] = bool(est.info["diagnostics"]["converged"])
+            d = est.info["diagnostics"]
+            out[name].update(converged=bool(d["converged"]), max_rhat=round(d["max_rhat"], 4),
+                             worst_rhat=d["worst_rhat"], min_ess_bulk=round(d["min_ess_bulk"], 1))
 
-    bayes = dict(method="bayes", progress=False, log_likelihood=False)
+    bayes = dict(method="bayes", progress=False, log_likelihood=False, draws=draws)
     run("bayes_default", **bayes)
     other = "joint" if out["bayes_default"]["route"] == "fixed" else "fixed"  # the route the default did not take
     run(f"bayes_{other}", items=other, **bayes)
@@ -717,7 +721,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_joint_warmup(seed=(args.seeds or [0])[0], **kw)
     if args.which in ("few-llms", "all"):
         for s in args.seeds or [0]:
-            bench_few_llms(seed=s, scenario=args.scenario)
+            bench_few_llms(seed=s, scenario=args.scenario, draws=args.draws)
     if args.which == "joint-geometry":
         bench_joint_geometry(seed=(args.seeds or [0])[0], target_accept=args.target_accept or 0.9, pin=args.pin,
                              adaptation=args.adaptation, item_parameterization=args.item_parameterization,
