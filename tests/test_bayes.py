@@ -15,6 +15,7 @@ import pymc as pm
 import pytensor
 import pytest
 import xarray as xr
+from pymc.initial_point import make_initial_point_fn
 
 from mtlirt.bayes import (
     ModelSpec,
@@ -305,11 +306,7 @@ def test_centred_and_noncentred_models_are_one_prior():
                                 "sigma_log_a", "sigma_log_a_dev")}
     values.update(theta_raw=v("theta"), b=-v("intercept"), log_a=log_a)
     assert {rv.name for rv in cen.free_RVs} == set(values)
-    point = {}
-    for rv in cen.free_RVs:
-        tr = cen.rvs_to_transforms.get(rv)
-        x = values[rv.name]
-        point[cen.rvs_to_values[rv].name] = tr.forward(x, *rv.owner.inputs).eval() if tr is not None else x
+    point = make_initial_point_fn(model=cen, overrides=values, return_transformed=True)(0)  # no jitter
     assert spec.discrimination_spread == "pooled"
     sig = v("sigma_log_a") * np.exp(spec.priors.log_discrimination_sd_spread * v("sigma_log_a_dev"))[dom]
     np.testing.assert_allclose(log_a, v("alpha")[dom] + sig * v("log_a_raw"), atol=1e-9)  # the same items
