@@ -132,17 +132,29 @@ def test_validate_fit_compare_report_chain(tmp_path, capsys):
     assert text.startswith("<!DOCTYPE html>") and "<svg" in text and "pooled" in text
 
 
-def test_fit_bayes_default_route(tmp_path, capsys):
+def test_fit_bayes_default_route(tmp_path, capsys, monkeypatch):
     """fit --method bayes without route or run-length options, on a leaderboard past the joint model's
     size: the items fixed, the LLM side integrated out, the run length chosen by the convergence checks;
     the choices and their reasons are printed and recorded in fit.json; every LLM gets a score with an
-    interval."""
+    interval. ``MTLIRT_PROGRESS=0`` reaches the fit (the sampler's bars too), and no display switch is
+    recorded among the settings."""
     import json
+
+    import mtlirt.fitting
 
     data = tmp_path / "sim.csv"
     assert main(["simulate", "--n-llms", "201", "--domain-sizes", "5,10,15", "--seed", "2", "--out", str(data)]) == 0
     out = tmp_path / "fit"
+    real_fit, asked = mtlirt.fitting.fit, []
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs.get("progress", "not given"))
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(mtlirt.fitting, "fit", spy)
+    monkeypatch.setenv("MTLIRT_PROGRESS", "0")
     assert main(["fit", str(data), "--method", "bayes", "--chains", "2", "--strict", "--out", str(out)]) == 0
+    assert asked == [False]
     printed = capsys.readouterr().out
     assert "route: items fixed, LLM side integrated" in printed and "chosen by the convergence checks" in printed
     info = json.loads((out / "fit.json").read_text())
@@ -152,6 +164,7 @@ def test_fit_bayes_default_route(tmp_path, capsys):
     assert info["sampler"] in ("imh", "nutpie") and "imh_pilot" in info
     assert info["run_length"]["converged"] and info["draws"] == info["run_length"]["draws"]
     assert info["diagnostics"]["converged"]
+    assert "progress" not in info["settings"]
     # the settings as run, every default filled in, and read back without complaint
     ran = info["sampler_config"]
     assert (ran["items"], ran["llm_side"], ran["sampler"], ran["chains"]) == ("fixed", "integrated", info["sampler"], 2)

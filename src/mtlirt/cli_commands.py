@@ -132,6 +132,7 @@ def cmd_fit(args) -> int:
     from .data.outputs import check_folder
     from .estimators.heldout import heldout_loglik
     from .fitting import check_options, data_record, fit
+    from .progress import enabled as progress_enabled
     from .results.estimate import check_interval
     from .results.finish import ConvergenceWarning
     from .results.fitdir import FIT_FOLDER, write_fit
@@ -143,6 +144,8 @@ def cmd_fit(args) -> int:
                    thin=args.thin, target_accept=args.target_accept)
     check_options(args.method, rank=args.rank, model=args.item_model, guessing=args.guessing,
                   bootstrap=args.bootstrap, **options)
+    if args.method == "bayes":  # the sampler's own bars follow the same switch as mtlirt's stage lines
+        options["progress"] = progress_enabled()
     check_interval(args.interval)
     if args.checks:
         from .evaluate.correlation_check import check_replicates
@@ -185,21 +188,7 @@ def cmd_fit(args) -> int:
         print(f"held-out mean log-likelihood: {info['heldout']['mean_loglik']:.4f} "
               f"on {info['heldout']['n']:,} responses")
     if checks is not None:
-        s = checks.summary()
-        parts = []
-        if "correlation" in s:
-            parts.append(f"correlation: {s['correlation']['misfit_pairs']} of {s['correlation']['pairs']} pairs "
-                         f"misfit, global p {s['correlation']['global_p']:.3f}")
-        if "item_fit" in s:
-            it = s["item_fit"]
-            parts.append(f"S-X2: {it['misfit_items']} of {it['tested']} tested items misfit "
-                         f"({it['misfit_rmsea_above_bound']} of them by an RMSEA above {it['rmsea_bound']:g})")
-        if "loo_llm" in s:
-            parts.append(f"leave-one-LLM-out: elpd {s['loo_llm']['elpd_loo']:.1f}, "
-                         f"{s['loo_llm']['high_k']} LLMs with high Pareto k")
-        parts += [f"{k} not run ({v})" for k, v in s.get("skipped", {}).items()]
-        parts += [f"{k} failed ({v})" for k, v in s.get("failed", {}).items()]
-        print("model checks (in fit.json): " + "; ".join(parts))
+        print(_checks_line(checks.summary()))
     if diag and diag.get("converged") is False:  # None: no convergence check (map)
         bad = ", ".join(f"{k}={v}" for k, v in diag.items() if k != "converged")
         advice = _not_converged_advice(args.method, diag)
@@ -207,6 +196,24 @@ def cmd_fit(args) -> int:
         if args.strict:
             return 3
     return 0
+
+
+def _checks_line(s: dict) -> str:
+    """The model checks' summary (``ModelChecks.summary()``) in one line."""
+    parts = []
+    if "correlation" in s:
+        parts.append(f"correlation: {s['correlation']['misfit_pairs']} of {s['correlation']['pairs']} pairs "
+                     f"misfit, global p {s['correlation']['global_p']:.3f}")
+    if "item_fit" in s:
+        it = s["item_fit"]
+        parts.append(f"S-X2: {it['misfit_items']} of {it['tested']} tested items misfit "
+                     f"({it['misfit_rmsea_above_bound']} of them by an RMSEA above {it['rmsea_bound']:g})")
+    if "loo_llm" in s:
+        parts.append(f"leave-one-LLM-out: elpd {s['loo_llm']['elpd_loo']:.1f}, "
+                     f"{s['loo_llm']['high_k']} LLMs with high Pareto k")
+    parts += [f"{k} not run ({v})" for k, v in s.get("skipped", {}).items()]
+    parts += [f"{k} failed ({v})" for k, v in s.get("failed", {}).items()]
+    return "model checks (in fit.json): " + "; ".join(parts)
 
 
 def _route_line(info: dict) -> str:

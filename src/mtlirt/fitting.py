@@ -241,6 +241,10 @@ def _mtl_init(responses, *, model, guessing, seed):
     return res, {"theta": theta, "overall": res.overall, "loadings": res.loadings, "a": a, "d": d, "c": res.c}
 
 
+#: Options of the Bayesian fit that change what it shows, not what it computes: left out of its settings.
+_DISPLAY_OPTIONS = ("progress", "warn")
+
+
 def _fit_bayes(responses, *, seed, spec=None, algorithm="nuts", init=None, **options) -> Estimate:
     """The Bayesian fit, initialised (and, with ``items="fixed"``, calibrated) by MTL; ``options`` checked by
     :func:`check_options`."""
@@ -272,7 +276,8 @@ def _fit_bayes(responses, *, seed, spec=None, algorithm="nuts", init=None, **opt
     info = {
         "method": "bayes",
         "settings": {"method": "bayes", "spec": str(spec or "factor-2pl"), "algorithm": algorithm, "seed": seed,
-                     **{k: v for k, v in options.items() if isinstance(v, (int, float, str, bool))}},
+                     **{k: v for k, v in options.items()
+                        if isinstance(v, (int, float, str, bool)) and k not in _DISPLAY_OPTIONS}},
         "diagnostics": diag,
         "seconds": timings,
         **mtl_info,
