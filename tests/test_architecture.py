@@ -144,7 +144,7 @@ def test_function_length_counts_code_not_docstring_or_decorators():
 #: The stages in the order a results table flows through them: a module imports its own stage and the
 #: stages before it, never one after it. The last stage is the entry points built on all the others.
 STAGES = (
-    ("errors", "progress", "numerics"),
+    ("errors", "progress", "memory", "numerics"),
     ("data", "examples"),
     ("estimators",),
     ("bayes", "config"),

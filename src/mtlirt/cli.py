@@ -21,6 +21,7 @@ from .cli_commands import (
 )
 from .config import NUTS_DRAWS, NUTS_DRAWS_MAX, NUTS_TUNE
 from .errors import InputError
+from .memory import small_pages
 
 
 def _one_line(msg: str) -> str:
@@ -418,7 +419,8 @@ def main(argv=None) -> int:
         return 1
     warnings.showwarning = _showwarning
     try:
-        return int(args.func(args) or 0)
+        with small_pages():  # the command's large arrays without huge-page advice (mtlirt.memory)
+            return int(args.func(args) or 0)
     except InputError as exc:
         print(f"mtlirt: error: {_one_line(exc)}", file=sys.stderr)
         return 2

@@ -52,11 +52,13 @@ from .data.responses import Responses, as_responses
 from .estimators.point_methods import _POINT, _cell_counts, _point_mtl
 from .estimators.response_data import to_internal
 from .fit_options import check_options, check_settings
+from .memory import small_pages
 from .progress import stage
 from .results.estimate import Estimate
 from .results.finish import _finish
 
 
+@small_pages()  # numpy's large arrays without huge-page advice while fitting (mtlirt.memory)
 def fit(
     responses: Responses | pd.DataFrame | str | os.PathLike,
     method: str = "mtl",

@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..memory import small_pages
 from ..progress import progress_bar
 from .response_data import ResponseData, same_floors
 from .trait_scoring import theta_likelihood
@@ -196,10 +197,16 @@ def map_in_workers(fn, args, *, n: int, n_jobs: int | None = None, desc: str = "
 
         with Parallel(n_jobs=n_jobs, backend="loky", return_as="generator", pre_dispatch=pre_dispatch,
                       inner_max_num_threads=1) as parallel:
-            for r in parallel(delayed(fn)(*a) for a in args):
+            for r in parallel(delayed(_in_small_pages)(fn, *a) for a in args):
                 out.append(r)
                 bar.update(1)
     return out
+
+
+def _in_small_pages(fn, *args):
+    """``fn(*args)`` in a worker, numpy's huge-page advice off as in the parent (:mod:`mtlirt.memory`)."""
+    with small_pages():
+        return fn(*args)
 
 
 def _one(b: int, state: dict):
