@@ -7,7 +7,14 @@ from mtlirt.cli import main
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
 from mtlirt.estimators.bootstrap import map_in_workers
-from mtlirt.memory import _toggle, huge_pages_advised, small_pages
+from mtlirt.memory import _toggle, small_pages
+
+
+def huge_pages_advised() -> bool:
+    """Whether numpy now advises huge pages for its large arrays (read through its switch, then set back)."""
+    now = _toggle()(True)
+    _toggle()(now)
+    return bool(now)
 
 
 @pytest.fixture

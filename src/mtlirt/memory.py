@@ -3,7 +3,7 @@
 numpy asks Linux for transparent huge pages for every array of 4 MB or more. The fits read their large
 arrays in order, where huge pages save no measurable time, and allocate many of them afresh; where the
 first touch of a huge page is slow (virtual machines that hand freed memory back to their host) those
-allocations cost more system time than the fit's own work (docs/results.md, "Hosts"). A user who sets
+allocations cost seconds of system time at the flagship shape (docs/results.md, "Hosts"). A user who sets
 ``NUMPY_MADVISE_HUGEPAGE`` decides for themselves: the setting is then left alone."""
 
 from __future__ import annotations
@@ -28,16 +28,6 @@ def small_pages():
         yield
     finally:
         toggle(old)
-
-
-def huge_pages_advised() -> bool | None:
-    """Whether numpy now advises huge pages for its large arrays (None: numpy has no such switch)."""
-    toggle = _toggle()
-    if toggle is None:
-        return None
-    now = toggle(True)
-    toggle(now)
-    return bool(now)
 
 
 def _toggle():
