@@ -9,6 +9,7 @@ Usage::
     .venv/bin/python benchmarks/bench_collapsed.py compare [--seeds 3]
     .venv/bin/python benchmarks/bench_collapsed.py samplers [--seeds 3 --n-llms 150]
     .venv/bin/python benchmarks/bench_collapsed.py kernel [--baseline COMMIT]
+    .venv/bin/python benchmarks/bench_collapsed.py device [--n-llms N --draws 200]   # needs the jax extra
     .venv/bin/python benchmarks/bench_collapsed.py realistic [--seeds 0 1 2 --n-llms 500 --scale 0.1 --spec factor-2pl]
     .venv/bin/python benchmarks/bench_collapsed.py realdata [--data oll_v1|mmlu_pro|chembench --max-llms N]
     .venv/bin/python benchmarks/bench_collapsed.py eta-draws [--data NAME --max-llms N | --n-llms 4000 --scale 0.007]
@@ -29,6 +30,11 @@ draws of one structure draw timed alone (CPU ms; with the kernel's pass, and fro
 totals kept as IMH keeps them), and the quadrature check
 at 8 structures 3% from the mode; ``--baseline`` adds the module as it was at
 a commit (its own default grid, same centres).
+
+device: the same log density and gradient in JAX (numpyro's route, the ``jax`` extra) on JAX's default
+device (a GPU where one is present) against the kernel on the CPU, at the flagship shape and at 4 x its
+LLMs (or ``--n-llms``): the first call's seconds (compile included), the wall per call, their agreement;
+``--draws N``: numpyro's NUTS of the loadings there, N tuning steps and N draws per chain.
 
 flagship-routes: the flagship (rank 1) fitted by both fixed-items routes from
 one MTL fit at the same seed, as ``realistic`` compares them, with coverage of
@@ -85,6 +91,7 @@ import resource
 import sys
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 
@@ -236,9 +243,9 @@ def bench_flagship(seed: int = 0, draws: int = 250, tune: int | None = None, cha
     return out
 
 
-def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272):
+def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272, *, priors: bool = False):
     """The flagship's tables and the structure's mode on the default grid, as
-    sample_structure finds them."""
+    sample_structure finds them; with ``priors`` also the loadings' layout and prior scale."""
     from mtlirt.bayes import collapsed_grid as cg
     from mtlirt.bayes import collapsed_kernel as ck
     from mtlirt.bayes import collapsed_structure as cs
@@ -268,7 +275,8 @@ def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272):
     V0 = cs._v_of(iv.get("loading_free"), np.asarray(iv["loading_diag"], float), K, layout)
     V1, _ = cs.find_mode(grid, V0, layout, spec.priors.loading_scale)
     lam, psi = ck.structure_from_v(V1)
-    return tables, cg.regrid(grid, tables, lam, psi), V1
+    out = tables, cg.regrid(grid, tables, lam, psi), V1
+    return out + (layout, spec.priors.loading_scale) if priors else out
 
 
 def _cpu_ms(f, repeat: int) -> dict:
@@ -987,10 +995,54 @@ def bench_imh_share(*, seeds, preset: str = "mmlu", scale: float = 1.0, n_llms: 
     return out
 
 
+def bench_device(*, sizes=(4272, 17088), seed: int = 0, repeat: int = 5, draws: int = 0, chains: int = 4) -> list:
+    """The collapsed log density and gradient in JAX (numpyro's route) on JAX's default device, a GPU where
+    one is present, against the numba kernel on every CPU core, at each number of LLMs of ``sizes`` (MMLU's
+    subjects, rank 1); with ``draws``, numpyro's NUTS of the loadings on that device (as many tuning steps)."""
+    import jax
+
+    from mtlirt.bayes import collapsed_kernel as ck
+    from mtlirt.bayes._jax import collapsed_loglik_jax, prepare, sample_structure_numpyro
+
+    rows = []
+    for n in sizes:
+        t0 = time.perf_counter()
+        tables, grid, V, layout, scale = _flagship_structure(seed, 1, n_llms=n, priors=True)
+        lam, psi = ck.structure_from_v(V)
+        out = {"benchmark": f"collapsed log density and gradient, {grid.shape[0]} LLMs x {grid.shape[1]} domains",
+               "device": str(jax.devices()[0]), "setup_seconds": round(time.perf_counter() - t0, 1),
+               "numba_cpu": _cpu_ms(partial(ck._call, grid, lam, psi, mode=1), repeat)}
+        v, dl, dp = ck._call(grid, lam, psi, mode=1)
+        blocked = prepare(grid)
+        f = jax.jit(jax.value_and_grad(lambda b, L, P: collapsed_loglik_jax(b, L, P), argnums=(1, 2)))
+        t = time.perf_counter()
+        vj, (glj, gpj) = jax.block_until_ready(f(blocked, lam, psi))
+        out["jax_first_call_seconds"] = round(time.perf_counter() - t, 2)  # tracing and compiling included
+        walls = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            jax.block_until_ready(f(blocked, lam, psi))
+            walls.append(time.perf_counter() - t)
+        out["jax_wall_ms_median"] = round(1e3 * float(np.median(walls)), 2)
+        out["agreement"] = {"value_relative": float(abs(float(vj) - v) / abs(v)),
+                            "gradient_max_abs": float(max(np.abs(np.asarray(glj) - dl).max(),
+                                                          np.abs(np.asarray(gpj) - dp).max()))}
+        if draws:
+            t = time.perf_counter()
+            _, stats = sample_structure_numpyro(grid, layout, scale, V, draws=draws, tune=draws, chains=chains,
+                                                seed=seed)
+            out["numpyro_nuts"] = {"chains": chains, "tune_and_draws": draws, "wall_seconds": round(
+                time.perf_counter() - t, 1), "leapfrog_steps_per_draw": round(float(stats["n_steps"].mean()), 1),
+                "divergences": int(stats["diverging"].sum())}
+        print(json.dumps(out, indent=1, default=float), flush=True)
+        rows.append(out)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["flagship", "flagship-routes", "compare", "samplers", "kernel", "realistic",
-                                      "realdata", "extremes", "default", "eta-draws", "imh-share"])
+                                      "realdata", "extremes", "default", "eta-draws", "imh-share", "device"])
     ap.add_argument("--sampler", default="auto", choices=["auto", "imh", "nutpie"],
                     help="the structure's sampler on the integrated route (default: chosen by the IMH pilot)")
     ap.add_argument("--baseline", default=None, help="kernel: also time the module at this commit")
@@ -1056,6 +1108,9 @@ def main(argv=None) -> int:
                         scenario=args.scenario, max_llms=args.max_llms)
     elif args.which == "kernel":
         bench_kernel(rank=args.rank, baseline=args.baseline)
+    elif args.which == "device":
+        sizes = [args.n_llms] if args.n_llms != 4272 else [4272, 4 * 4272]
+        bench_device(sizes=sizes, seed=(args.seeds or [0])[0], draws=args.draws or 0, chains=args.chains)
     elif args.which == "flagship":
         for s in args.seeds or [0]:
             bench_flagship(s, draws=args.draws or 250, tune=args.tune, chains=args.chains,
