@@ -243,7 +243,8 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         return x
 
     # the plain fixed-point pass converges slowly where the posterior leans on the prior (short domains,
-    # few LLMs); SQUAREM (Varadhan & Roland 2008) extrapolates along its path, with a plain pass after
+    # few LLMs); SQUAREM (Varadhan & Roland 2008) extrapolates along its path, with a plain pass after,
+    # whose own move is the test: below tol, its result is where the next pass would have stopped
     x = np.zeros(2 * K)
     n_iter = 0
     while n_iter < max_iter:
@@ -256,7 +257,10 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         nv = np.linalg.norm(v)
         alpha = -np.linalg.norm(r) / nv if nv > 0 else -1.0
         alpha = min(alpha, -1.0)
-        x, n_iter = step(bound(x - 2 * alpha * r + alpha * alpha * v))[0], n_iter + 2
+        x, gap = step(bound(x - 2 * alpha * r + alpha * alpha * v))
+        n_iter += 2
+        if gap < tol:
+            break
     tables.out = None  # the passes' buffer, freed before the reported pass's tables
     loc, scale = x[:K], np.exp(x[K:])
     a = a0 * scale[item_domain]
