@@ -102,8 +102,8 @@ def structure_model_numpyro(blocked, K: int, r: int, layout, loading_scale: floa
 
 def sample_structure_numpyro(grid, layout, loading_scale: float, V0: np.ndarray, *, draws: int, tune: int,
                              chains: int, seed: int, target_accept: float = 0.8, progress: bool = False):
-    """NUTS (numpyro) on the structure; returns ``(posterior dict name -> (C, D,
-    ...) arrays, sample stats dict)``."""
+    """NUTS (numpyro) on the structure, the chains on as many devices, as one batch on a single accelerator,
+    else one after another; returns ``(posterior dict name -> (C, D, ...) arrays, sample stats dict)``."""
     import jax
     import jax.numpy as jnp
     from numpyro.infer import MCMC, NUTS, init_to_value
@@ -117,8 +117,12 @@ def sample_structure_numpyro(grid, layout, loading_scale: float, V0: np.ndarray,
     if len(rows):
         values["loading_free"] = jnp.asarray(V0[rows, cols])
     kernel = NUTS(model, target_accept_prob=target_accept, init_strategy=init_to_value(values=values))
-    n_dev = jax.local_device_count()
-    method = "parallel" if n_dev >= chains else "sequential"
+    # a device per chain: in parallel; one accelerator: the chains as one batch on it (vmap), where one after
+    # another would leave it idle for the others' sake; on CPUs: one after another
+    if jax.local_device_count() >= chains:
+        method = "parallel"
+    else:
+        method = "sequential" if jax.default_backend() == "cpu" else "vectorized"
     mcmc = MCMC(kernel, num_warmup=max(int(tune), 1), num_samples=int(draws), num_chains=int(chains),
                 chain_method=method, progress_bar=bool(progress))
     mcmc.run(jax.random.PRNGKey(int(seed)), extra_fields=("diverging", "num_steps", "energy"))
