@@ -33,7 +33,8 @@ a commit (its own default grid, same centres).
 
 device: the same log density and gradient in JAX (numpyro's route, the ``jax`` extra) on JAX's default
 device (a GPU where one is present) against the kernel on the CPU, at the flagship shape and at 4 x its
-LLMs (or ``--n-llms``): the first call's seconds (compile included), the wall per call, their agreement;
+LLMs (or ``--n-llms``), the LLMs in blocks of the default size, of four times it and all in one: the first
+call's seconds (compile included), the wall per call, their agreement;
 ``--draws N``: numpyro's NUTS of the loadings there, N tuning steps and N draws per chain.
 
 flagship-routes: the flagship (rank 1) fitted by both fixed-items routes from
@@ -1002,7 +1003,7 @@ def bench_device(*, sizes=(4272, 17088), seed: int = 0, repeat: int = 5, draws: 
     import jax
 
     from mtlirt.bayes import collapsed_kernel as ck
-    from mtlirt.bayes._jax import collapsed_loglik_jax, prepare, sample_structure_numpyro
+    from mtlirt.bayes._jax import BLOCK, collapsed_loglik_jax, prepare, sample_structure_numpyro
 
     rows = []
     for n in sizes:
@@ -1013,20 +1014,22 @@ def bench_device(*, sizes=(4272, 17088), seed: int = 0, repeat: int = 5, draws: 
                "device": str(jax.devices()[0]), "setup_seconds": round(time.perf_counter() - t0, 1),
                "numba_cpu": _cpu_ms(partial(ck._call, grid, lam, psi, mode=1), repeat)}
         v, dl, dp = ck._call(grid, lam, psi, mode=1)
-        blocked = prepare(grid)
         f = jax.jit(jax.value_and_grad(lambda b, L, P: collapsed_loglik_jax(b, L, P), argnums=(1, 2)))
-        t = time.perf_counter()
-        vj, (glj, gpj) = jax.block_until_ready(f(blocked, lam, psi))
-        out["jax_first_call_seconds"] = round(time.perf_counter() - t, 2)  # tracing and compiling included
-        walls = []
-        for _ in range(repeat):
+        for block in sorted({BLOCK, 4 * BLOCK, grid.shape[0]}):  # the LLMs per block of lax.map: the default first
+            blocked = prepare(grid, block=block)
             t = time.perf_counter()
-            jax.block_until_ready(f(blocked, lam, psi))
-            walls.append(time.perf_counter() - t)
-        out["jax_wall_ms_median"] = round(1e3 * float(np.median(walls)), 2)
-        out["agreement"] = {"value_relative": float(abs(float(vj) - v) / abs(v)),
-                            "gradient_max_abs": float(max(np.abs(np.asarray(glj) - dl).max(),
-                                                          np.abs(np.asarray(gpj) - dp).max()))}
+            vj, (glj, gpj) = jax.block_until_ready(f(blocked, lam, psi))
+            first = time.perf_counter() - t  # tracing and compiling included
+            walls = []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                jax.block_until_ready(f(blocked, lam, psi))
+                walls.append(time.perf_counter() - t)
+            out[f"jax_block_{block}"] = {
+                "first_call_seconds": round(first, 2), "wall_ms_median": round(1e3 * float(np.median(walls)), 2),
+                "value_relative_difference": float(abs(float(vj) - v) / abs(v)),
+                "gradient_largest_difference": float(max(np.abs(np.asarray(glj) - dl).max(),
+                                                         np.abs(np.asarray(gpj) - dp).max()))}
         if draws:
             t = time.perf_counter()
             _, stats = sample_structure_numpyro(grid, layout, scale, V, draws=draws, tune=draws, chains=chains,
