@@ -244,9 +244,9 @@ def bench_flagship(seed: int = 0, draws: int = 250, tune: int | None = None, cha
     return out
 
 
-def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272, *, priors: bool = False):
-    """The flagship's tables and the structure's mode on the default grid, as
-    sample_structure finds them; with ``priors`` also the loadings' layout and prior scale."""
+def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272):
+    """The flagship's tables, the structure's mode on the default grid, as sample_structure finds them, and
+    the loadings' layout and prior scale."""
     from mtlirt.bayes import collapsed_grid as cg
     from mtlirt.bayes import collapsed_kernel as ck
     from mtlirt.bayes import collapsed_structure as cs
@@ -276,8 +276,7 @@ def _flagship_structure(seed: int = 0, rank: int = 1, n_llms: int = 4272, *, pri
     V0 = cs._v_of(iv.get("loading_free"), np.asarray(iv["loading_diag"], float), K, layout)
     V1, _ = cs.find_mode(grid, V0, layout, spec.priors.loading_scale)
     lam, psi = ck.structure_from_v(V1)
-    out = tables, cg.regrid(grid, tables, lam, psi), V1
-    return out + (layout, spec.priors.loading_scale) if priors else out
+    return tables, cg.regrid(grid, tables, lam, psi), V1, layout, spec.priors.loading_scale
 
 
 def _cpu_ms(f, repeat: int) -> dict:
@@ -351,7 +350,7 @@ def bench_kernel(seed: int = 0, rank: int = 1, repeat: int = 7, baseline: str | 
     from mtlirt.bayes import collapsed_kernel as ck
 
     load0 = os.getloadavg()[0]
-    tables, grid, V = _flagship_structure(seed, rank)
+    tables, grid, V, _, _ = _flagship_structure(seed, rank)
     lam, psi = ck.structure_from_v(V)
     rng = np.random.default_rng(0)
     Vs = V[None] * (1 + 0.03 * rng.standard_normal((8,) + V.shape))
@@ -998,7 +997,7 @@ def bench_imh_share(*, seeds, preset: str = "mmlu", scale: float = 1.0, n_llms: 
 
 def bench_device(*, sizes=(4272, 17088), seed: int = 0, repeat: int = 5, draws: int = 0, chains: int = 4) -> list:
     """The collapsed log density and gradient in JAX (numpyro's route) on JAX's default device, a GPU where
-    one is present, against the numba kernel on every CPU core, at each number of LLMs of ``sizes`` (MMLU's
+    one is present, against the numba kernel on the CPU, at each number of LLMs of ``sizes`` (MMLU's
     subjects, rank 1); with ``draws``, numpyro's NUTS of the loadings on that device (as many tuning steps)."""
     import jax
 
@@ -1008,14 +1007,14 @@ def bench_device(*, sizes=(4272, 17088), seed: int = 0, repeat: int = 5, draws: 
     rows = []
     for n in sizes:
         t0 = time.perf_counter()
-        tables, grid, V, layout, scale = _flagship_structure(seed, 1, n_llms=n, priors=True)
+        tables, grid, V, layout, scale = _flagship_structure(seed, 1, n_llms=n)
         lam, psi = ck.structure_from_v(V)
         out = {"benchmark": f"collapsed log density and gradient, {grid.shape[0]} LLMs x {grid.shape[1]} domains",
                "device": str(jax.devices()[0]), "setup_seconds": round(time.perf_counter() - t0, 1),
                "numba_cpu": _cpu_ms(partial(ck._call, grid, lam, psi, mode=1), repeat)}
         v, dl, dp = ck._call(grid, lam, psi, mode=1)
-        f = jax.jit(jax.value_and_grad(lambda b, L, P: collapsed_loglik_jax(b, L, P), argnums=(1, 2)))
-        for block in sorted({BLOCK, 4 * BLOCK, grid.shape[0]}):  # the LLMs per block of lax.map: the default first
+        f = jax.jit(jax.value_and_grad(collapsed_loglik_jax, argnums=(1, 2)))
+        for block in sorted({min(m, grid.shape[0]) for m in (BLOCK, 4 * BLOCK, grid.shape[0])}):  # LLMs per block
             blocked = prepare(grid, block=block)
             t = time.perf_counter()
             vj, (glj, gpj) = jax.block_until_ready(f(blocked, lam, psi))

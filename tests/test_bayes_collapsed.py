@@ -597,15 +597,25 @@ def test_jax_likelihood_matches_the_kernel(case):
     np.testing.assert_allclose(np.asarray(gpj), dp, rtol=1e-8, atol=1e-8)
 
 
+@pytest.fixture(scope="module")
+def numpyro_case():
+    """The structure's inputs of a small leaderboard and the default sampler's draws of it (the reference)."""
+    from mtlirt.bayes.model import model_coords
+
+    sim, resp, tables, lam, psi = _setup(1, n_llms=60, sizes=(10, 20), seed=2)
+    arr, spec, anchors, iv = _structure_inputs(resp)
+    inputs = (tables, spec, anchors, iv, model_coords(arr, spec))
+    kw = dict(draws=150, tune=150, chains=2, cores=1, seed=1, check=False)
+    return inputs, kw, cl.sample_structure(*inputs, **kw)
+
+
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
-def test_numpyro_samples_the_structure(backend, monkeypatch):
+def test_numpyro_samples_the_structure(backend, numpyro_case, monkeypatch):
     """numpyro's NUTS of the loadings draws the posterior the default sampler draws; on CPUs the chains run one
     after another, on a single accelerator (the backend reported as a GPU; the sampler itself runs on the CPU) as
     one batch."""
     import jax
     import numpyro.infer
-
-    from mtlirt.bayes.model import model_coords
 
     methods = []
 
@@ -616,12 +626,9 @@ def test_numpyro_samples_the_structure(backend, monkeypatch):
 
     monkeypatch.setattr(numpyro.infer, "MCMC", Recorded)
     monkeypatch.setattr(jax, "default_backend", lambda: backend)
-    sim, resp, tables, lam, psi = _setup(1, n_llms=60, sizes=(10, 20), seed=2)
-    arr, spec, anchors, iv = _structure_inputs(resp)
-    kw = dict(draws=150, tune=150, chains=2, cores=1, seed=1, check=False)
-    fit = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), sampler="numpyro", **kw)
+    inputs, kw, ref = numpyro_case
+    fit = cl.sample_structure(*inputs, sampler="numpyro", **kw)
     assert methods == ["sequential" if backend == "cpu" else "vectorized"]
-    ref = cl.sample_structure(tables, spec, anchors, iv, model_coords(arr, spec), **kw)
     assert fit.posterior["theta_raw"].shape == (2, 150, 60, 2)
     assert int(fit.sample_stats["diverging"].sum()) == 0
     for v in ("loading_free", "loading_diag"):
