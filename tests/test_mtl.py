@@ -418,3 +418,17 @@ def test_deviation_spread_takes_the_callers_evaluator_only_with_its_floors(monke
     other = theta_likelihood(irt.ResponseData.from_responses(r))
     np.testing.assert_array_equal(bootstrap.deviation_spread(*args, lik=other), ref)
     assert len(built) == 1 and np.array_equal(built[0].c, c)
+
+
+def test_structure_is_estimated_on_the_leaderboards_own_scale():
+    """With few LLMs and hard items the items' priors, not the LLMs, set the calibration's scale (the
+    traits of 30 LLMs here sit 1-2 sds below its N(0, 1)); the structure estimated there took the offset
+    for deviations (loadings 0.2-0.6 where the truth is 0.95, a reported centre 2 sds off its scores).
+    Estimated again on the in-sample items, the loadings and the centre are the leaderboard's."""
+    sim = simulate(30, [200] * 5, difficulty_mean=1.5, domain_shift_sd=1.0, seed=1)
+    f = mtl.fit_mtl(sim.to_responses(), seed=0)
+    s = f.record["structure"]
+    assert s["rounds"] >= 2 and np.min(s["loc"]) < -1  # the calibration's scale was well off
+    np.testing.assert_allclose(s["lambda"], sim.loadings["score"].to_numpy(), atol=0.06)  # sqrt(0.9)
+    np.testing.assert_allclose(f.centre.mean(axis=0), 0.0, atol=0.1)  # the centre predicts the scores
+    assert np.corrcoef(f.centre[:, 0], f.theta[:, 0])[0, 1] > 0.8

@@ -67,9 +67,10 @@ Steps (*(ours)* marks a choice of the package where the method leaves it open):
 
 7. **The reported scores** *(ours; by default)*: the posterior means of the
    rank-one factor model given the items and the structure
-   (:func:`factor_structure`: ``lambda_k = w_k / sqrt(|w_k|^2 + psi_k)``),
-   after an in-sample scale step on the items (:func:`factor_scores`), on
-   the grid of :mod:`mtlirt.evaluate.scoring`, so that the scorer reproduces them.
+   (``lambda_k = w_k / sqrt(|w_k|^2 + psi_k)``), after an in-sample scale step
+   on the items, the structure estimated again on the in-sample items where
+   that step moved a domain (:func:`structure_and_scores`), on the grid of
+   :mod:`mtlirt.evaluate.scoring`, so that the scorer reproduces them.
    Steps 5-6 then serve the rank search only (a ``C`` tuned when more than
    one rank is tried); ``C`` or ``gamma`` given (``scores="shrunk"``) reports
    the biased regularisation's estimate instead (docs/model.md, "MTL's
@@ -115,8 +116,7 @@ from .factor_scores import (
     _overall_and_loadings,
     _overall_axes,
     _shrunk_outputs,
-    factor_scores,
-    factor_structure,
+    structure_and_scores,
 )
 from .mtl_tuning import DEFAULT_C_GRID, MTLTuning, _tune
 from .penalties import DEFAULT_PENALTIES, Penalties
@@ -224,7 +224,7 @@ def _mtl_fit(*, theta, overall, loadings, a, d, c, rank, singular_values, rank_e
     scores : str
         ``"posterior"`` (default, ``C`` tuned): ``theta`` are the factor
         model's posterior means given the items and structure
-        (:func:`factor_scores`), ``theta_se`` their posterior sds, and
+        (:func:`structure_and_scores`), ``theta_se`` their posterior sds, and
         ``theta_loc = 0``, ``theta_scale = 1`` (the items are on the scores'
         scale); ``"shrunk"`` (``C`` or ``gamma`` given): the biased
         regularisation's estimate at that ``C``.
@@ -302,7 +302,7 @@ def fit_mtl(responses: Responses, *, rank=None, gamma=None, C=None, model="2pl",
     scores : {"posterior", "shrunk"}, optional
         What ``theta`` holds: the factor model's posterior means given the
         items and structure (``"posterior"``, the default when neither ``C``
-        nor ``gamma`` is given: :func:`factor_scores`), or the biased
+        nor ``gamma`` is given: :func:`structure_and_scores`), or the biased
         regularisation's estimate (``"shrunk"``, the default when one is
         given; tuned over ``tuning.C_grid`` when neither is). With ``"posterior"``
         the held-out tuning only selects the rank (its ``C`` is recorded;
@@ -446,8 +446,8 @@ def _shrunk_fit(correct, observed, slices, data, stl, pooled, lik, eta0, U, size
 
 def _convergence(stl, pooled, cinfo) -> dict:
     """Whether each calibration the fit ran converged (the pooled fit where it ran)."""
-    out = {"stl": bool(stl.converged), "centre": bool(cinfo["converged"])}
-    return out if pooled is None else {**out, "pooled": bool(pooled.converged)}
+    return {"stl": bool(stl.converged), "centre": bool(cinfo["converged"])} | (
+        {} if pooled is None else {"pooled": bool(pooled.converged)})
 
 
 def _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors, seconds, prog):
@@ -462,21 +462,24 @@ def _timed_centre(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, p
 
 def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0, U, refine_overall, centre_prior,
                    priors, C_use, N, K, selection, seconds, t_start, prog, verbose):
-    """Steps 4 and 7: the centre at the chosen rank on the single-domain items, its structure
-    (:func:`factor_structure`) and the factor model's posterior means (:func:`factor_scores`);
-    ``pooled`` and ``eta0`` as :func:`_shrunk_fit` takes them."""
+    """Steps 4 and 7: the centre at the chosen rank on the single-domain items, its structure and the
+    factor model's posterior means (:func:`structure_and_scores`); ``pooled``, ``eta0`` as :func:`_shrunk_fit`."""
     A, W, cinfo, centre = _timed_centre(lik, rank, K, False, eta0, U, refine_overall, centre_prior, priors,
                                         seconds, prog)
     t0 = time.perf_counter()
     prog("final", 0.0)
-    _, a, d = stl.internal()
-    A_rot, W_rot = _overall_axes(A, W, None, np.ones(K))
-    overall, loadings, W_out = _overall_and_loadings(stl, A_rot, W_rot)
-    lam, psi = factor_structure(correct, observed, slices, centre, W_rot, a, d, stl.c, lik=lik)
-    fs = factor_scores(correct, observed, slices, a, d, stl.c, lam)
+    axes = [_overall_axes(A, W, None, np.ones(K))]
+
+    def recentre(lik):  # the centre again, on the in-sample items (started from the last one's shared trait)
+        A2, W2, _ = _centre_at(lik, rank, K, False, axes[-1][0][:, 0], U, refine_overall, centre_prior, priors)
+        axes.append(_overall_axes(A2, W2, None, np.ones(K)))
+        return A2 @ W2.T, axes[-1][1]
+
+    fs, lam, psi, centre_out, _, rounds = structure_and_scores(
+        correct, observed, slices, *stl.internal()[1:], stl.c, centre, axes[0][1], lik, recentre, stl.theta_se)
+    overall, loadings, W_out = _overall_and_loadings(stl, *axes[-1])
     # the overall score: E[g | answers] standardised over the LLMs (the scorer's overall_loc, overall_scale)
-    g_loc = float(fs["g"].mean())
-    g = fs["g"] - g_loc
+    g = fs["g"] - (g_loc := float(fs["g"].mean()))
     g_scale = max(float(g.std()), 1e-12)
     overall[:, 0] = g / g_scale
     lik_out = theta_likelihood(data)
@@ -489,14 +492,14 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0
     _say(verbose, f"mtl: done in {seconds['total']:.2f} s; rank {rank}, posterior means "
          f"({fs['n_iter']} in-sample passes)")
     structure = {"lambda": lam.tolist(), "psi": psi.tolist(), "loc": fs["loc"].tolist(),
-                 "scale": fs["scale"].tolist(), "n_iter": int(fs["n_iter"]), "overall_loc": g_loc,
+                 "scale": fs["scale"].tolist(), "n_iter": int(fs["n_iter"]), "rounds": rounds, "overall_loc": g_loc,
                  "overall_scale": g_scale}
     gamma = None if C_use is None else _lambda(C_use, N, K, np.ones(K))[1]
     return _mtl_fit(
         theta=fs["theta"], overall=overall, loadings=loadings, a=fs["a"], d=fs["d"], c=stl.c.copy(), rank=rank,
         singular_values=selection["sv"], rank_evidence=selection["evidence"], C=C_use, gamma=gamma, cv=selection["cv"],
         stl=stl, seconds=seconds, on_centre=np.zeros(K, dtype=bool), mu=np.zeros(K), w=W_out,
-        centre=(centre - fs["loc"]) / fs["scale"], loglik=ll, theta_loc=np.zeros(K), theta_scale=np.ones(K),
+        centre=centre_out, loglik=ll, theta_loc=np.zeros(K), theta_scale=np.ones(K),
         item_domain=data.item_domain, theta_se=fs["theta_sd"], converged=convergence["stl"] and convergence["centre"],
         n_iter=stl.n_iter, pooled=pooled.fit, convergence=convergence, scores="posterior", structure=structure,
         theta_interval=np.stack([fs["lower"], fs["upper"]], axis=-1),
@@ -565,9 +568,7 @@ def _given_C(gamma, C, N, K):
     """``C`` as given (``gamma`` first, as ``gamma / sqrt(N + log K)``), or ``None`` to tune it."""
     if gamma is not None:
         return float(gamma) / math.sqrt(N + math.log(max(K, 1)))
-    if C is not None:
-        return float(C)
-    return None
+    return None if C is None else float(C)
 
 
 def _centre_at(lik, rank, K, fused, eta_p, U, refine_overall, centre_prior, priors):
@@ -596,5 +597,4 @@ def _final_fit(lik, th_stl, centre, lam, C_use, fused, priors):
 
 def _own_outputs(f):
     """A fit's own reported traits, items, trait location and scale, log-likelihood and standard errors (copies)."""
-    return (f.theta.copy(), f.a.copy(), f.d.copy(), f.theta_loc.copy(), f.theta_scale.copy(), f.loglik,
-            f.theta_se.copy())
+    return *(x.copy() for x in (f.theta, f.a, f.d, f.theta_loc, f.theta_scale)), f.loglik, f.theta_se.copy()
