@@ -14,7 +14,8 @@ Simulated (``--only sim``): at seeds ``--seeds``, MTL with ``--bootstrap`` repli
 
 Printed per seed: the structure's largest error against the true loadings, how many structures
 the fit estimated, and the domain and overall scores' RMSE, 90% coverage and mean width (estimate
-and truth standardised per domain over the LLMs, as ``bench_bayes.py few-llms`` checks them).
+and truth standardised per domain over the LLMs, as ``bench_bayes.py few-llms`` checks them); with
+``--bayes`` the default Bayesian fit's too, on the next line.
 
 Real (``--only real``, ``../shared/data``): ChemBench (24 LLMs) and MMLU-Pro (29 LLMs, 14
 categories), whole: MTL with ``--bootstrap`` replicates and the default Bayesian fit, the same
@@ -24,6 +25,7 @@ mean interval widths.
 Usage::
 
     .venv/bin/python benchmarks/bench_structure.py [--only sim|real] [--seeds 0 1 2 3] [--bootstrap 30]
+        [--designs hard chembench] [--bayes]
 """
 
 from __future__ import annotations
@@ -54,22 +56,33 @@ def _quiet_fit(resp, method, **kw):
         return fit(resp, method, **kw)
 
 
-def simulated(design: str, seed: int, bootstrap: int) -> None:
+def _sim_row(design, seed, est, truth, lam_error, structures, seconds) -> None:
+    r = _interval_check(est, truth)
+    dom, ov = r["theta"], r["overall"]
+    print(f"| {design} | {seed} | {lam_error} | {structures} | "
+          f"{dom['rmse']:.3f} / {ov['rmse']:.3f} | {dom['coverage90']:.3f} / {ov['coverage90']:.3f} | "
+          f"{dom['mean_width90']:.3f} / {ov['mean_width90']:.3f} | {seconds:.1f} |", flush=True)
+
+
+def simulated(design: str, seed: int, bootstrap: int, bayes: bool = False) -> None:
     sim = simulate(seed=seed, **DESIGNS[design])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)
         resp = Responses.from_frame(sim.responses)
     theta = sim.domain_scores.loc[resp.llms, resp.domains].to_numpy()
     overall = _standardised(sim.overall.loc[resp.llms].to_numpy()[:, 0])
+    truth = {"theta": theta, "overall": overall}
     t0 = time.perf_counter()
     est = _quiet_fit(resp, "mtl", bootstrap=bootstrap, seed=seed)
     s = est.info["structure"]
     true = sim.loadings["score"].loc[resp.domains].to_numpy()
-    r = _interval_check(est, {"theta": theta, "overall": overall})
-    dom, ov = r["theta"], r["overall"]
-    print(f"| {design} | {seed} | {np.abs(np.asarray(s['lambda']) - true).max():.3f} | {s.get('rounds', 1)} | "
-          f"{dom['rmse']:.3f} / {ov['rmse']:.3f} | {dom['coverage90']:.3f} / {ov['coverage90']:.3f} | "
-          f"{dom['mean_width90']:.3f} / {ov['mean_width90']:.3f} | {time.perf_counter() - t0:.1f} |", flush=True)
+    _sim_row(design, seed, est, truth, f"{np.abs(np.asarray(s['lambda']) - true).max():.3f}", s.get("rounds", 1),
+             time.perf_counter() - t0)
+    if bayes:
+        t0 = time.perf_counter()
+        est = _quiet_fit(resp, "bayes", seed=seed, progress=False, log_likelihood=False)
+        post = est.posterior["loadings"].mean(("chain", "draw")).to_numpy()[:, 0]
+        _sim_row(f"{design}, Bayes", seed, est, truth, f"{np.abs(post - true).max():.3f}", "", time.perf_counter() - t0)
 
 
 def real(name: str, root: str, seed: int, bootstrap: int) -> None:
@@ -99,6 +112,7 @@ def main(argv=None) -> int:
     ap.add_argument("--bootstrap", type=int, default=30, help="MTL's bootstrap replicates")
     ap.add_argument("--designs", nargs="+", choices=list(DESIGNS), default=list(DESIGNS))
     ap.add_argument("--shared", default=None, help="the shared folder holding data/ (default ../shared)")
+    ap.add_argument("--bayes", action="store_true", help="sim: the default Bayesian fit too")
     args = ap.parse_args(argv)
     if args.only in (None, "sim"):
         print("| design | seed | max abs error of lambda | structures | RMSE, domain / overall | "
@@ -106,7 +120,7 @@ def main(argv=None) -> int:
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for design in args.designs:
             for seed in args.seeds:
-                simulated(design, seed, args.bootstrap)
+                simulated(design, seed, args.bootstrap, args.bayes)
     if args.only in (None, "real"):
         root = args.shared or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
         print("| leaderboard | MTL lambda | Bayes loadings (posterior mean) | max abs difference | structures | "
