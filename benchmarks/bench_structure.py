@@ -36,24 +36,17 @@ import time
 import warnings
 
 import numpy as np
-from bench_bayes import FEW_LLMS_SIZES, _interval_check, _standardised
+from bench_bayes import FEW_LLMS_SIZES, _fit, _interval_check, _standardised
 from bench_collapsed import REAL_SETS
 
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
 from mtlirt.data.validate import DataWarning
-from mtlirt.fitting import fit
 
 DESIGNS = {
     "hard": dict(n_llms=30, domain_sizes=[200] * 5, difficulty_mean=1.5, domain_shift_sd=1.0),
     "chembench": dict(n_llms=24, domain_sizes=FEW_LLMS_SIZES, scenario="realistic"),
 }
-
-
-def _quiet_fit(resp, method, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fit(resp, method, **kw)
 
 
 def _sim_row(design, seed, est, truth, lam_error, structures, seconds) -> None:
@@ -73,14 +66,14 @@ def simulated(design: str, seed: int, bootstrap: int, bayes: bool = False) -> No
     overall = _standardised(sim.overall.loc[resp.llms].to_numpy()[:, 0])
     truth = {"theta": theta, "overall": overall}
     t0 = time.perf_counter()
-    est = _quiet_fit(resp, "mtl", bootstrap=bootstrap, seed=seed)
+    est = _fit(resp, method="mtl", bootstrap=bootstrap, seed=seed)
     s = est.info["structure"]
     true = sim.loadings["score"].loc[resp.domains].to_numpy()
     _sim_row(design, seed, est, truth, f"{np.abs(np.asarray(s['lambda']) - true).max():.3f}", s.get("rounds", 1),
              time.perf_counter() - t0)
     if bayes:
         t0 = time.perf_counter()
-        est = _quiet_fit(resp, "bayes", seed=seed, progress=False, log_likelihood=False)
+        est = _fit(resp, method="bayes", seed=seed, progress=False, log_likelihood=False)
         post = est.posterior["loadings"].mean(("chain", "draw")).to_numpy()[:, 0]
         _sim_row(f"{design}, Bayes", seed, est, truth, f"{np.abs(post - true).max():.3f}", "", time.perf_counter() - t0)
 
@@ -90,8 +83,8 @@ def real(name: str, root: str, seed: int, bootstrap: int) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)
         resp = Responses.read(os.path.join(root, "data", path), **kw)
-    mtl = _quiet_fit(resp, "mtl", bootstrap=bootstrap, seed=seed)
-    bayes = _quiet_fit(resp, "bayes", seed=seed, progress=False, log_likelihood=False)
+    mtl = _fit(resp, method="mtl", bootstrap=bootstrap, seed=seed)
+    bayes = _fit(resp, method="bayes", seed=seed, progress=False, log_likelihood=False)
     lam = np.asarray(mtl.info["structure"]["lambda"])
     post = bayes.posterior["loadings"].mean(("chain", "draw")).to_numpy()[:, 0]
 

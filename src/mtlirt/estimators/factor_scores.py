@@ -25,6 +25,9 @@ __all__ = ["factor_scores", "factor_structure", "posterior_mean_sd", "structure_
 #: sds, or its log-scale) beyond what its LLMs' sampling error explains (3 standard errors) and leave
 #: the structure as estimated on the calibration's scale.
 STRUCTURE_SHIFT_TOL = 0.1
+#: :func:`factor_scores`' safety net: the scale step shifts a domain by at most this many sds and rescales
+#: it by at most ``MAX_SCALE`` either way (:func:`structure_and_scores` reads a domain at them as too short to say).
+MAX_SHIFT, MAX_SCALE = 3.0, 4.0
 
 
 def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info, loadings=None) -> np.ndarray:
@@ -101,13 +104,12 @@ def structure_and_scores(correct, observed, slices, a, d, c, centre, W, lik, rec
 
     Returns ``factor_scores``' dict (``loc``, ``scale`` composed over the rounds: the calibration's
     traits are ``theta * scale + loc``; ``n_iter`` summed), ``lam``, ``psi``, the centre on the
-    reported scale, ``W`` and the number of structures.
+    reported scale and the number of structures.
     """
     K = len(slices)
-    item_domain = np.concatenate([np.full(s.stop - s.start, k) for k, s in enumerate(slices)])
-    seen = (np.ones((correct.shape[0], K), dtype=bool) if observed is None
-            else np.column_stack([observed[:, s].any(axis=1) for s in slices]))
-    n_k = np.maximum(seen.sum(axis=0), 1)
+    item_domain = np.repeat(np.arange(K), [s.stop - s.start for s in slices])
+    n_k = np.full(K, correct.shape[0]) if observed is None else np.array(
+        [max(int(observed[:, s].any(axis=1).sum()), 1) for s in slices])  # the LLMs with answers in each
     a0, d0 = np.asarray(a, dtype=np.float64), np.asarray(d, dtype=np.float64)
     rho = np.clip(np.nan_to_num(reliability_from_se(stl_se)), 0.05, 1.0)
     loc, scale, n_iter = np.zeros(K), np.ones(K), 0  # the current items': a0 * scale, d0 + a0 * loc
@@ -118,7 +120,7 @@ def structure_and_scores(correct, observed, slices, a, d, c, centre, W, lik, rec
         n_iter += fs["n_iter"]
         step_loc, step_log = np.abs(fs["loc"]), np.abs(np.log(fs["scale"]))
         moved = ((step_loc > tol + 3.0 / np.sqrt(n_k * rho)) | (step_log > tol + 3.0 / np.sqrt(2 * n_k * rho)))
-        ok = (step_loc < 3.0 - 1e-6) & (step_log < math.log(4.0) - 1e-6)  # not at factor_scores' bounds
+        ok = (step_loc < MAX_SHIFT - 1e-6) & (step_log < math.log(MAX_SCALE) - 1e-6)  # not at the step's bounds
         if not (moved & ok).any() or rounds == max_rounds:
             break
         loc, scale = np.where(ok, loc + scale * fs["loc"], loc), np.where(ok, scale * fs["scale"], scale)
@@ -126,7 +128,7 @@ def structure_and_scores(correct, observed, slices, a, d, c, centre, W, lik, rec
         centre, W = recentre(lik)
     centre_out = (centre - fs["loc"]) / fs["scale"]
     fs.update(loc=loc + scale * fs["loc"], scale=scale * fs["scale"], n_iter=n_iter)
-    return fs, lam, psi, centre_out, W, rounds
+    return fs, lam, psi, centre_out, rounds
 
 
 def _domain_table(correct, observed, s, st, dtype=np.float64, cells=None):
@@ -219,7 +221,7 @@ class _StepTables:
         return out
 
 
-def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-3, max_scale=4.0,
+def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=1e-3, max_scale=MAX_SCALE,
                   min_llms=None, min_responses=None):
     """Posterior means of the domain and overall scores under the rank-one factor model.
 
@@ -289,8 +291,8 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
         new = bound(np.concatenate([x[:K] + np.exp(x[K:]) * mk, x[K:] + np.log(sk)]))
         return new, float(np.max(np.abs(new - x)))
 
-    def bound(x):  # the step rescales a domain by at most max_scale either way (and shifts it by at most 3)
-        x[:K] = np.clip(x[:K], -3.0, 3.0)
+    def bound(x):  # the step rescales a domain by at most max_scale either way (and shifts it by MAX_SHIFT)
+        x[:K] = np.clip(x[:K], -MAX_SHIFT, MAX_SHIFT)
         x[K:] = np.clip(x[K:], -math.log(max_scale), math.log(max_scale))
         return x
 

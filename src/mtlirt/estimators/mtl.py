@@ -475,7 +475,7 @@ def _posterior_fit(correct, observed, slices, data, stl, pooled, lik, rank, eta0
         axes.append(_overall_axes(A2, W2, None, np.ones(K)))
         return A2 @ W2.T, axes[-1][1]
 
-    fs, lam, psi, centre_out, _, rounds = structure_and_scores(
+    fs, lam, psi, centre_out, rounds = structure_and_scores(
         correct, observed, slices, *stl.internal()[1:], stl.c, centre, axes[0][1], lik, recentre, stl.theta_se)
     overall, loadings, W_out = _overall_and_loadings(stl, *axes[-1])
     # the overall score: E[g | answers] standardised over the LLMs (the scorer's overall_loc, overall_scale)
