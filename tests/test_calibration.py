@@ -113,6 +113,26 @@ def test_estep_of_a_floored_domain_runs_over_the_llms_that_answered_it(monkeypat
     assert np.abs(s1["eap"][120:, 1]).std() > 0.3  # (the others moved by their answers)
 
 
+def test_floored_calibration_over_the_llms_that_answered_keeps_their_answers_for_its_sweeps_only(monkeypatch):
+    """A floored calibration of a domain some LLMs did not run: its sweeps' copy of the answering LLMs'
+    answers gives the items of the products over every LLM, and is freed when the calibration ends."""
+    sim = simulate(300, domain_sizes=[30, 25], guessing=0.2, missing=0.05, seed=6)
+    obs = sim.observed.copy()
+    obs[:120, 30:55] = False
+    Y = np.where(obs, sim.correct, 0).astype(np.int8)
+    sl = [slice(0, 30), slice(30, 55)]
+    seen, every = (irt.ResponseData(Y, obs, sl, guessing="estimate") for _ in range(2))
+    a1, d1, info1 = irt.calibrate_items(seen, tol=1e-6)
+    assert not [key for key in seen._copies if isinstance(key, tuple)]
+    monkeypatch.setattr(em_steps, "SEEN_SHARE", 0.0)
+    a2, d2, info2 = irt.calibrate_items(every, tol=1e-6)
+    assert info1["converged"] and info2["converged"]
+    np.testing.assert_allclose(a1, a2, rtol=1e-3)
+    np.testing.assert_allclose(d1, d2, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(info1["c_domain"], info2["c_domain"], atol=1e-4)
+    assert info1["c_domain"].min() > 0.05
+
+
 @pytest.mark.parametrize("floor", [0.0, 0.2])
 def test_estep_of_one_domain_over_blocks_takes_an_unrun_block_whole(floor):
     """The pooled fit's one domain over the leaderboard's domains (``blocks``): a domain an LLM did not run

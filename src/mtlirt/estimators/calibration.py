@@ -104,12 +104,15 @@ def calibrate_items(data: ResponseData, a=None, d=None, *, priors: Penalties = D
         None); with ``"auto"`` also ``floors`` (:func:`decide_floors`).
     """
     with blas_threads(1):  # many small products, one per domain (see mtlirt.estimators.blas)
-        if data.floor_mode == "auto":
-            return _calibrate_auto(data, a, d, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
-                                   progress=progress, stage=stage)
-        cd = _floor_start(data, c, priors) if data.estimate_floor else None
-        return _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
-                          progress=progress, stage=stage)
+        try:
+            if data.floor_mode == "auto":
+                return _calibrate_auto(data, a, d, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                                       progress=progress, stage=stage)
+            cd = _floor_start(data, c, priors) if data.estimate_floor else None
+            return _calibrate(data, a, d, cd, priors=priors, model=model, max_iter=max_iter, tol=tol, px=px,
+                              progress=progress, stage=stage)
+        finally:  # the floored sweeps' copies of the answers, not kept beyond them
+            data.drop_seen_answers()
 
 
 def _calibrate(data: ResponseData, a, d, cd, *, priors: Penalties, model, max_iter, tol, px, progress=None,

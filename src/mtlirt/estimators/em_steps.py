@@ -133,7 +133,7 @@ def _estep(data: ResponseData, a, d, x, logw, c=None, domains=None):
                 kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         else:
             lp, l1p = llm_side.log_curves(llm_side.curves(a[sl], d[sl], c[sl], x))
-            L, Yk = _floored_loglik(Yk, mk, Ok, seen, lp, l1p)
+            L, Yk = _floored_loglik(Yk if seen is None else data.seen_answers(k, seen), mk, Ok, seen, lp, l1p)
             kern.posterior_rows(L, logw, x, eap_g, e2, nq_g, lml, P32)
         eap[:, g] = eap_g
         ll_domain[g] += float(np.sum(lml))
@@ -165,12 +165,11 @@ SEEN_SHARE = 0.9
 def _floored_loglik(Yk, mk, Ok, seen, lp, l1p):
     """A floored domain's log-likelihood at the nodes (N x Q) from its curves' logs ``lp``, ``l1p`` (J_k x Q):
     the answers ``Yk`` (and the mask ``Ok``, or the cell lists of ``mk``) times them; with ``seen``
-    (:func:`_seen_rows`) over those LLMs only, the others' rows 0 (the prior). Returns it and the answers its
-    product took (a contiguous copy with ``seen``: the M-step's product takes them too)."""
+    (:func:`_seen_rows`) over those LLMs only (``Yk`` then holds their rows alone), the others' rows 0 (the
+    prior). Returns it and the answers its product took (the M-step's product takes them too)."""
     if mk is None or Ok is not None:
         return llm_side.grid_loglik(Yk, Ok, lp, l1p, np.float32, matmul_rows), Yk
     if seen is not None:
-        Yk = Yk[seen]
         L = np.zeros((len(mk[1]), lp.shape[1]))
         L[seen] = llm_side.grid_loglik(Yk, None, lp, l1p, np.float32, matmul_rows)
     else:  # as the 2PL's: the wrong answers' log(1 - P) over the observed cells

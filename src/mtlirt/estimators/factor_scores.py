@@ -131,10 +131,11 @@ def structure_and_scores(correct, observed, slices, a, d, c, centre, W, lik, rec
     return fs, lam, psi, centre_out, rounds
 
 
-def _domain_table(correct, observed, s, st, dtype=np.float64, cells=None):
+def _domain_table(correct, observed, s, st, dtype=np.float64, cells=None, answers=None):
     """``N x Q``: each LLM's log-likelihood of its answers in the domain of items ``s`` on the scorer's
     grid, the matrix products in ``dtype``; with ``cells`` (:func:`_cells`) the wrong answers' terms
-    over the observed cells as all of them less the unobserved ones."""
+    over the observed cells as all of them less the unobserved ones; ``answers``: the answers of the
+    LLMs that answered in the domain (:func:`_seen_answers`) where the caller keeps them."""
     if cells is None:
         Y = correct[:, s].astype(dtype)
         O = None if observed is None else observed[:, s].astype(dtype)
@@ -142,8 +143,8 @@ def _domain_table(correct, observed, s, st, dtype=np.float64, cells=None):
     seen = seen_rows(cells[0])
     if seen is not None:  # the product over the LLMs that answered here; the others' rows 0
         L = np.zeros((len(cells[0]), st.logp.shape[1]))
-        L[seen] = grid_loglik(np.multiply(correct[seen, s], observed[seen, s], dtype=dtype), None, st.logp[s],
-                              st.log1mp[s], dtype=dtype)
+        L[seen] = grid_loglik(_seen_answers(correct, observed, s, seen, dtype) if answers is None else answers,
+                              None, st.logp[s], st.log1mp[s], dtype=dtype)
         _holes_kernels().gather_rows(cells[1], cells[2], st.log1mp[s], -1.0, L)
         return L
     Y = np.multiply(correct[:, s], observed[:, s], dtype=dtype)
@@ -151,6 +152,11 @@ def _domain_table(correct, observed, s, st, dtype=np.float64, cells=None):
     L += np.multiply.outer(cells[0] - 1.0, st.log1mp[s].sum(axis=0))
     _holes_kernels().gather_rows(cells[1], cells[2], st.log1mp[s], -1.0, L)
     return L
+
+
+def _seen_answers(correct, observed, s, seen, dtype):
+    """The answers (0 where unobserved) of the LLMs ``seen`` in the domain of items ``s``, in ``dtype``."""
+    return np.multiply(correct[seen, s], observed[seen, s], dtype=dtype)
 
 
 def _domain_tables(correct, observed, slices, st, cells):
@@ -193,6 +199,13 @@ class _StepTables:
         self.linear = [not np.any(c[s] > 0) for s in slices]
         self.complete = [observed is None or bool(observed[:, s].all()) for s in slices]
         self.cells = [None if self.complete[k] else _cells(observed, s, seen[:, k]) for k, s in enumerate(slices)]
+        # the floored domains' answers of the LLMs that answered there, for every pass (gathering them
+        # cost as much as the passes' products)
+        self.answers = {}
+        for k, s in enumerate(slices):
+            rows = None if self.linear[k] or self.cells[k] is None else seen_rows(self.cells[k][0])
+            if rows is not None:
+                self.answers[k] = _seen_answers(correct, observed, s, rows, np.float32)
         self.S = np.zeros((correct.shape[0], len(slices)))  # 0 in the domains with floors
         self.out = None
         for k, s in enumerate(slices):
@@ -210,7 +223,7 @@ class _StepTables:
         for k, s in enumerate(self.slices):
             cells = self.cells[k]
             if not self.linear[k]:
-                out[:, k] = _domain_table(self.correct, self.observed, s, st, np.float32, cells)
+                out[:, k] = _domain_table(self.correct, self.observed, s, st, np.float32, cells, self.answers.get(k))
             elif cells is None:
                 O = None if self.complete[k] else self.observed[:, s].astype(np.float32)
                 out[:, k] -= partition(O, self.a0[s], self.d0[s], U[k], np.float32)

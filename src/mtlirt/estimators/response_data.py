@@ -242,6 +242,23 @@ class ResponseData:
         m = self._masks[k]
         return m if m[0] == "sparse" else ("dense", self.O[:, self.slices[k]])
 
+    def seen_answers(self, k, rows) -> np.ndarray:
+        """Domain ``k``'s ``float32`` answers (:attr:`Y`) of the LLMs ``rows`` (those that answered in
+        it, :func:`~mtlirt.estimators.em_steps.seen_rows`), contiguous: the floored E-step's products
+        run over them every sweep, and gathering the rows cost as much as the two products. Kept until
+        :meth:`drop_seen_answers`."""
+        sl = self.slices[k]
+        key = ("seen", sl.start, sl.stop)  # by columns: datasets of other domains may share the copies
+        Yk = self._copies.get(key)
+        if Yk is None:
+            Yk = self._copies[key] = self.Y[rows, sl]
+        return Yk
+
+    def drop_seen_answers(self) -> None:
+        """Free :meth:`seen_answers`' copies (a calibration keeps them for its sweeps only)."""
+        for key in [key for key in self._copies if isinstance(key, tuple) and key[0] == "seen"]:
+            del self._copies[key]
+
     def n_obs_domain(self, k) -> int:
         """The number of responses in domain ``k``."""
         sl = self.slices[k]
