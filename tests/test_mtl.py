@@ -1,10 +1,13 @@
 """The spectral MTL estimator: exactness at gamma = 0, borrowing, robustness, rank, seeds."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 from mtlirt.data.responses import Responses
 from mtlirt.data.simulate import simulate
+from mtlirt.data.validate import DataWarning
 from mtlirt.errors import InputError
 from mtlirt.estimators import irt, mtl, mtl_tuning
 from mtlirt.estimators.baselines import fit_pooled
@@ -432,3 +435,36 @@ def test_structure_is_estimated_on_the_leaderboards_own_scale():
     np.testing.assert_allclose(s["lambda"], sim.loadings["score"].to_numpy(), atol=0.06)  # sqrt(0.9)
     np.testing.assert_allclose(f.centre.mean(axis=0), 0.0, atol=0.1)  # the centre predicts the scores
     assert np.corrcoef(f.centre[:, 0], f.theta[:, 0])[0, 1] > 0.8
+
+
+def test_small_leaderboards_domains_run_by_most_of_its_llms_take_the_scale_step():
+    """16 LLMs, each domain run by 12 of them: every domain has fewer LLMs than a thin domain's
+    threshold, yet they are the leaderboard's own; with hard items the calibration's scale is the
+    items' priors' (a domain's LLMs a sd or more below its 0), so the scores are put on the
+    leaderboard's scale as those of a larger one are: mean 0 and mean square 1 over the LLMs that ran
+    the domain. A domain run by 12 of 200 LLMs keeps its calibration's scale."""
+    sim = simulate(16, [80] * 4, difficulty_mean=1.5, domain_shift_sd=1.0, seed=3)
+    df = sim.responses
+    llms = np.array(sorted(df.llm.unique()))
+    skip = {d: llms[4 * k:4 * k + 4] for k, d in enumerate(sorted(df.domain.unique()))}
+    df = df[~np.array([llm in skip[d] for llm, d in zip(df.llm, df.domain)])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)  # thin domains: named in a warning
+        resp = Responses.from_frame(df)
+    f = mtl.fit_mtl(resp, seed=0)
+    seen = np.column_stack([resp.mask[:, s].any(axis=1) for s in resp.domain_slices])
+    assert seen.sum(axis=0).tolist() == [12] * 4
+    s = f.record["structure"]
+    assert np.max(np.abs(s["loc"])) > 0.8  # the step moved the calibration's scale this far
+    for k in range(4):
+        th = f.theta[seen[:, k], k]
+        assert abs(th.mean()) < 0.05 and abs(np.mean(th**2 + f.theta_se[seen[:, k], k] ** 2) - 1) < 0.05
+
+    big = simulate(200, [40] * 3, seed=3).responses
+    few = np.array(sorted(big.llm.unique()))[:12]
+    big = big[(big.domain != "d01") | big.llm.isin(few)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        f = mtl.fit_mtl(Responses.from_frame(big), seed=0)
+    s = f.record["structure"]
+    assert s["loc"][0] == 0.0 and s["scale"][0] == 1.0 and s["scale"][1] != 1.0

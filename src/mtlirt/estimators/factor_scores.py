@@ -28,6 +28,9 @@ STRUCTURE_SHIFT_TOL = 0.1
 #: :func:`factor_scores`' safety net: the scale step shifts a domain by at most this many sds and rescales
 #: it by at most ``MAX_SCALE`` either way (:func:`structure_and_scores` reads a domain at them as too short to say).
 MAX_SHIFT, MAX_SCALE = 3.0, 4.0
+#: :func:`factor_scores`: a domain run by fewer than ``min_llms`` LLMs but by at least half of a small
+#: leaderboard's takes the scale step where its LLMs gave it at least this many answers each (the median).
+SMALL_STEP_RESPONSES = 10
 
 
 def posterior_mean_sd(correct, observed, slices, centre, a, d, c, info, loadings=None) -> np.ndarray:
@@ -251,13 +254,17 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     than the LLMs over-disperse. The step stops when no domain's location or
     log-scale moves by ``tol`` (a thousandth of a score's spread: far below
     the spread's own sampling error). A *thin* domain keeps its calibration's scale:
-    one run by fewer than ``min_llms`` LLMs (default
-    :data:`mtlirt.data.validate.MIN_LLMS`: the moments of so few LLMs are
-    noise), or whose LLMs gave it fewer than ``min_responses`` answers each
-    (the median; default :data:`mtlirt.data.validate.MIN_RESPONSES`: its
-    posterior is mostly the prior's, and its moments barely depend on its
-    scale, so the fixed point drifts). As a safety net no domain is rescaled
-    by more than ``max_scale`` either way.
+    one whose LLMs gave it fewer than ``min_responses`` answers each (the
+    median; default :data:`mtlirt.data.validate.MIN_RESPONSES`: its posterior
+    is mostly the prior's, and its moments barely depend on its scale, so the
+    fixed point drifts), or one run by fewer than ``min_llms`` LLMs (default
+    :data:`mtlirt.data.validate.MIN_LLMS`) that are a few of the leaderboard's:
+    their own moments are not the leaderboard's spread. On a small
+    leaderboard, where the domain's LLMs are at least half of all, they are:
+    such a domain takes the step where they gave it at least
+    :data:`SMALL_STEP_RESPONSES` answers each, since with so few LLMs the items'
+    priors, not the LLMs, set the calibration's scale. As a safety net no
+    domain is rescaled by more than ``max_scale`` either way.
 
     Returns
     -------
@@ -283,8 +290,11 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     counts = (np.tile([s.stop - s.start for s in slices], (N, 1)) if observed is None
               else np.column_stack([observed[:, s].sum(axis=1) for s in slices]))
     median = np.array([np.median(counts[seen[:, k], k]) if seen[:, k].any() else 0.0 for k in range(K)])
-    # a thin domain (few LLMs, or few answers each) says little about its spread: kept as calibrated
-    has = (seen.sum(axis=0) >= min_llms) & (median >= min_responses)
+    # a thin domain (few answers each, or a few of many LLMs) says little about its spread: kept as
+    # calibrated; most LLMs of a small leaderboard are its own population
+    n_llms = seen.sum(axis=0)
+    most = (2 * n_llms >= N) & (median >= SMALL_STEP_RESPONSES)
+    has = ((n_llms >= min_llms) | most) & (median >= min_responses)
 
     tables = _StepTables(correct, observed, slices, a0, d0, c, seen)
 
