@@ -23,14 +23,19 @@ the predicted cells are made; ``--method stl`` measures the single-domain fit
 instead. With ``--among M`` the leaderboard has ``M`` LLMs and the first
 domain alone is thin: only ``N`` of them ran it (``--pick random``, or the
 ``N`` best by overall score, ``--pick best``), and ``rmse`` is that domain's
-over those ``N`` LLMs (``rmse_rest``: the other domains'). The table ends with each ``(N, J)``'s number of responses per
-domain. The thresholds ``mtlirt.data.validate.MIN_LLMS`` and ``MIN_RESPONSES``
+over those ``N`` LLMs (``rmse_rest``: the other domains'). ``--step-llms 2``
+gives every domain of at least 2 LLMs MTL's in-sample scale step (the
+threshold of :func:`mtlirt.estimators.factor_scores.factor_scores`, by
+default ``MIN_LLMS`` unless the domain's LLMs are most of the leaderboard's).
+The table ends with each ``(N, J)``'s number of responses per domain. The
+thresholds ``mtlirt.data.validate.MIN_LLMS`` and ``MIN_RESPONSES``
 are read from it (docs/data.md, "Degenerate and tiny data").
 
 Usage::
 
     .venv/bin/python benchmarks/bench_thin.py [--llms 4,6,10,15,25,50,100] [--items 1,2,3,5,10,20]
         [--seeds 0,1,2] [--bootstrap 20] [--missing 0] [--method mtl] [--among M [--pick random|best]]
+        [--step-llms N]
 """
 
 from __future__ import annotations
@@ -91,7 +96,12 @@ def main(argv=None):
     p.add_argument("--method", default="mtl")
     p.add_argument("--among", type=int, default=None, help="LLMs of the leaderboard; the first domain run by --llms")
     p.add_argument("--pick", default="random", choices=["random", "best"], help="which LLMs ran it (with --among)")
+    p.add_argument("--step-llms", type=int, default=None, help="the scale step's threshold of LLMs for this run")
     args = p.parse_args(argv)
+    if args.step_llms is not None:
+        from mtlirt.estimators import factor_scores
+
+        factor_scores.MIN_LLMS = args.step_llms
     rows = []
     for n in (int(v) for v in args.llms.split(",")):
         for j in (int(v) for v in args.items.split(",")):
