@@ -451,6 +451,10 @@ def test_reported_scores_tables_over_the_llms_that_answered(monkeypatch, holes):
         assert cells is not None and len(cells[2]) == np.count_nonzero(~obs[seen, s])
         dense = fs._domain_table(correct, obs, s, st)
         few = fs._domain_table(correct, obs, s, st, cells=cells)
+        rows = em_steps.seen_rows(cells[0])
+        kept = fs._domain_table(correct, obs, s, st, cells=cells,
+                                answers=fs._seen_answers(correct, obs, s, rows, np.float64))
+        np.testing.assert_array_equal(kept, few)  # the answers the scale step's tables keep for their passes
         monkeypatch.setattr(em_steps, "SEEN_SHARE", 0.0)
         every = fs._domain_table(correct, obs, s, st, cells=cells)
         monkeypatch.undo()
