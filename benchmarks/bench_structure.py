@@ -15,7 +15,8 @@ Simulated (``--only sim``): at seeds ``--seeds``, MTL with ``--bootstrap`` repli
 Printed per seed: the structure's largest error against the true loadings, how many structures
 the fit estimated, and the domain and overall scores' RMSE, 90% coverage and mean width (estimate
 and truth standardised per domain over the LLMs, as ``bench_bayes.py few-llms`` checks them); with
-``--bayes`` the default Bayesian fit's too, on the next line.
+``--bayes`` the default Bayesian fit's too, on the next line; with ``--scale`` per domain the mean
+and sd of MTL's scores and of the truth over the LLMs that ran it, and their correlation.
 
 Real (``--only real``, ``../shared/data``): ChemBench (24 LLMs) and MMLU-Pro (29 LLMs, 14
 categories), whole: MTL with ``--bootstrap`` replicates and the default Bayesian fit, the same
@@ -25,7 +26,7 @@ mean interval widths.
 Usage::
 
     .venv/bin/python benchmarks/bench_structure.py [--only sim|real] [--seeds 0 1 2 3] [--bootstrap 30]
-        [--designs hard chembench] [--bayes]
+        [--designs hard chembench] [--bayes] [--scale]
 """
 
 from __future__ import annotations
@@ -57,7 +58,20 @@ def _sim_row(design, seed, est, truth, lam_error, structures, seconds) -> None:
           f"{dom['mean_width90']:.3f} / {ov['mean_width90']:.3f} | {seconds:.1f} |", flush=True)
 
 
-def simulated(design: str, seed: int, bootstrap: int, bayes: bool = False) -> None:
+def _scale_lines(est, theta, resp) -> None:
+    """Per domain, over the LLMs that ran it: the mean and sd of MTL's domain scores and of the truth
+    (standardised over every LLM), and their correlation."""
+    score = est.domain_scores(0.9)["score"].to_numpy().reshape(theta.shape)
+    truth = _standardised(theta)
+    ran = (np.ones(theta.shape, dtype=bool) if resp.mask is None
+           else np.column_stack([resp.mask[:, s].any(axis=1) for s in resp.domain_slices]))
+    for k, name in enumerate(resp.domains):
+        m, t = score[ran[:, k], k], truth[ran[:, k], k]
+        print(f"    {name}: {ran[:, k].sum()} LLMs, scores mean {m.mean():.2f} sd {m.std():.2f}, truth mean "
+              f"{t.mean():.2f} sd {t.std():.2f}, correlation {np.corrcoef(m, t)[0, 1]:.2f}", flush=True)
+
+
+def simulated(design: str, seed: int, bootstrap: int, bayes: bool = False, scale: bool = False) -> None:
     sim = simulate(seed=seed, **DESIGNS[design])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)
@@ -71,6 +85,8 @@ def simulated(design: str, seed: int, bootstrap: int, bayes: bool = False) -> No
     true = sim.loadings["score"].loc[resp.domains].to_numpy()
     _sim_row(design, seed, est, truth, f"{np.abs(np.asarray(s['lambda']) - true).max():.3f}", s.get("rounds", 1),
              time.perf_counter() - t0)
+    if scale:
+        _scale_lines(est, theta, resp)
     if bayes:
         t0 = time.perf_counter()
         est = _fit(resp, method="bayes", seed=seed, progress=False, log_likelihood=False)
@@ -106,6 +122,8 @@ def main(argv=None) -> int:
     ap.add_argument("--designs", nargs="+", choices=list(DESIGNS), default=list(DESIGNS))
     ap.add_argument("--shared", default=None, help="the shared folder holding data/ (default ../shared)")
     ap.add_argument("--bayes", action="store_true", help="sim: the default Bayesian fit too")
+    ap.add_argument("--scale", action="store_true",
+                    help="sim: per domain, MTL's scores and the truth over the LLMs that ran it")
     args = ap.parse_args(argv)
     if args.only in (None, "sim"):
         print("| design | seed | max abs error of lambda | structures | RMSE, domain / overall | "
@@ -113,7 +131,7 @@ def main(argv=None) -> int:
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for design in args.designs:
             for seed in args.seeds:
-                simulated(design, seed, args.bootstrap, args.bayes)
+                simulated(design, seed, args.bootstrap, args.bayes, args.scale)
     if args.only in (None, "real"):
         root = args.shared or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
         print("| leaderboard | MTL lambda | Bayes loadings (posterior mean) | max abs difference | structures | "
