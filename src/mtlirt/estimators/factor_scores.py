@@ -282,17 +282,14 @@ def factor_scores(correct, observed, slices, a, d, c, lam, *, max_iter=100, tol=
     a0 = np.asarray(a, dtype=np.float64)
     d0 = np.asarray(d, dtype=np.float64)
     N = correct.shape[0]
-    if observed is None:
-        seen = np.ones((N, K), dtype=bool)
-    else:
-        seen = np.column_stack([observed[:, s].any(axis=1) for s in slices])
-    n_seen = np.maximum(seen.sum(axis=0), 1)
     counts = (np.tile([s.stop - s.start for s in slices], (N, 1)) if observed is None
-              else np.column_stack([observed[:, s].sum(axis=1) for s in slices]))
-    median = np.array([np.median(counts[seen[:, k], k]) if seen[:, k].any() else 0.0 for k in range(K)])
+              else np.column_stack([observed[:, s].sum(axis=1) for s in slices]))  # answers per LLM and domain
+    seen = counts > 0
+    n_llms = seen.sum(axis=0)
+    n_seen = np.maximum(n_llms, 1)
+    median = np.array([np.median(counts[seen[:, k], k]) if n_llms[k] else 0.0 for k in range(K)])
     # a thin domain (few answers each, or a few of many LLMs) says little about its spread: kept as
     # calibrated; most LLMs of a small leaderboard are its own population
-    n_llms = seen.sum(axis=0)
     most = (2 * n_llms >= N) & (median >= SMALL_STEP_RESPONSES)
     has = ((n_llms >= min_llms) | most) & (median >= min_responses)
 
